@@ -1,0 +1,1 @@
+"""The revivify command line (trio-based)."""

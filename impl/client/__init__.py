@@ -1,0 +1,1 @@
+"""Client library used by the CLI and workloads."""

@@ -1,0 +1,1 @@
+"""Raft consensus: a sans-I/O core plus the trio peer around it."""

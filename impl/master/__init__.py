@@ -1,0 +1,1 @@
+"""Master: catalog, heartbeats, background tasks, placement policies."""

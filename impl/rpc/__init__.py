@@ -1,0 +1,1 @@
+"""RPC: length-prefixed frames over TCP, codec, typed errors."""

@@ -1,0 +1,1 @@
+"""Tablet server: tablet manager, deletion, startup, tablet copy client and source sessions."""

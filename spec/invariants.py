@@ -1,0 +1,340 @@
+"""Invariants of the replica lifecycle, each guarding a sentence of the seed.
+
+Two kinds:
+
+* state invariants ``pred(system, t)``: must hold in every reachable state, for every term
+  ``t`` (the prover makes ``t`` universally quantified; concrete checkers try every term that
+  appears in the state plus one fresh term, which covers all others because maps are
+  constant outside their stored keys);
+* step properties ``pred(pre, post, t)`` over one server's state before and after any
+  action: they state what no step may ever do (let a term go down, change a vote).
+
+Invariants marked ``strengthening`` are not claims about safety in themselves: they are the
+auxiliary facts that make the safety invariants inductive (Init => Inv, and Inv /\\ guard /\\
+effect => Inv'), named as such so a reader can tell the claims from the proof scaffolding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from revivify.spec.logic import (
+    Bool,
+    FMap,
+    Int,
+    all_,
+    any_,
+    count,
+    eq,
+    get,
+    implies,
+    member,
+    ne,
+    not_,
+)
+from revivify.spec.model import (
+    BLOCKS_PRESENT,
+    COPYING,
+    DELETED,
+    DELETING_OPS,
+    DOES_NOT_EXIST,
+    NO_VOTE,
+    OP_BOOT_DELETE,
+    OP_COPY,
+    OP_COPY_DELETE,
+    OP_DELETE,
+    OP_NONE,
+    OP_ROLL_FORWARD,
+    READY,
+    WAL_LIVE,
+    ServerState,
+    SystemState,
+    majority,
+)
+
+StatePred = Callable[[SystemState, Int], Bool]
+StepPred = Callable[[ServerState, ServerState, Int], Bool]
+
+
+@attrs.frozen
+class Invariant:
+    name: str
+    doc: str
+    pred: StatePred
+    strengthening: bool = False
+
+
+@attrs.frozen
+class StepProperty:
+    name: str
+    doc: str
+    pred: StepPred
+
+
+def _each(sys: SystemState, f: Callable[[ServerState], Bool]) -> Bool:
+    return all_(*[f(s) for s in sys])
+
+
+# ---------------------------------------------------------------------------------------
+# Safety invariants.
+
+
+def one_leader_per_term(sys: SystemState, t: Int) -> Bool:
+    """Raft election safety: at most one leader per term. Tombstones that vote, copies that
+    merge cmeta and servers that crash must never let two servers lead one term."""
+    pairs = [
+        not_(all_(get(a.led, t), get(b.led, t)))
+        for i, a in enumerate(sys)
+        for b in sys[i + 1 :]
+    ]
+    return all_(*pairs)
+
+
+def ready_is_complete(sys: SystemState, t: Int) -> Bool:
+    """"the minimum files needed to start a tablet are the consensus metadata file, the
+    write-ahead logs, and the data blocks": READY implies cmeta, WAL and blocks present."""
+    return _each(sys, lambda s: implies(
+        eq(s.sb, READY), all_(s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT))))
+
+
+def running_is_ready(sys: SystemState, t: Int) -> Bool:
+    """A replica only runs (serves, appends, leads) on a READY superblock."""
+    return _each(sys, lambda s: all_(
+        implies(s.running, all_(s.up, eq(s.sb, READY), not_(s.failed),
+                                any_(eq(s.op, OP_NONE),
+                                     all_(eq(s.op, OP_COPY_DELETE), eq(s.step, 0))))),
+        implies(s.leader, s.running),
+    ))
+
+
+def tombstone_retains_last_opid(sys: SystemState, t: Int) -> Bool:
+    """"Store the last OpId in the log into a field in the SuperBlock ... we need to know the
+    last OpId in our log if we want to be able to vote in elections after being deleted and
+    no longer having our WAL files": while DELETED or COPYING, the superblock holds the last
+    OpId this server ever logged as its own."""
+    return _each(sys, lambda s: implies(
+        member(s.sb, (DELETED, COPYING)),
+        all_(eq(s.sb_last_term, s.ghost_last_term), eq(s.sb_last_index, s.ghost_last_index))))
+
+
+def quiescent_tombstone_has_no_live_wal(sys: SystemState, t: Int) -> Bool:
+    """"if tablet.state is DELETED && WAL dir exists: Redo steps #5 and #6 (roll forward)":
+    a server that is up with no operation in flight never sits on a DELETED superblock whose
+    WAL is still live, i.e. startup always rolls an interrupted deletion forward."""
+    return _each(sys, lambda s: implies(
+        all_(s.up, eq(s.op, OP_NONE), eq(s.sb, DELETED)), ne(s.wal, WAL_LIVE)))
+
+
+def no_copying_when_quiescent(sys: SystemState, t: Int) -> Bool:
+    """"if tablet.state is COPYING: Delete self (go back to DELETED state)": COPYING only
+    exists while a copy (or the startup deletion that undoes one) is in flight."""
+    return _each(sys, lambda s: implies(all_(s.up, eq(s.op, OP_NONE)), ne(s.sb, COPYING)))
+
+
+def stale_caller_cannot_destroy(sys: SystemState, t: Int) -> Bool:
+    """StartTabletCopy: a replica is only torn down for a copy by a caller whose term is at
+    least the replica's term and its tombstone's last logged term. (The seed's pseudo-code
+    deletes first and checks the term after; a deposed leader could then destroy a current
+    replica.)"""
+    return _each(sys, lambda s: implies(
+        eq(s.op, OP_COPY_DELETE), all_(s.op_term >= s.term, s.op_term >= s.sb_last_term)))
+
+
+def one_vote_per_term_recorded(sys: SystemState, t: Int) -> Bool:
+    """"Save consensus metadata such as current term, vote history": the cmeta agrees with
+    the history of votes this UUID cast. (Together with the step property VoteOnce this is
+    "at most one vote per (server UUID, tablet, term), ever".) Strengthening for election
+    safety: votes exist only for terms up to the current one, and the current term's vote is
+    the one in the cmeta."""
+    return _each(sys, lambda s: all_(
+        implies(s.cmeta, all_(implies(t > s.term, eq(get(s.votes, t), NO_VOTE)),
+                              eq(get(s.votes, s.term), s.voted_for))),
+        implies(not_(s.cmeta), eq(get(s.votes, t), NO_VOTE)),
+    ))
+
+
+# ---------------------------------------------------------------------------------------
+# Strengthening invariants (proof scaffolding).
+
+
+def leader_had_majority(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: whoever led term t got a majority of members' votes in t."""
+    need = majority(len(sys))
+    return all_(*[
+        implies(get(s.led, t),
+                count(*[eq(get(k.member_votes, t), i) for k in sys]) >= need)
+        for i, s in enumerate(sys)
+    ])
+
+
+def member_history_is_votes(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: while a server is on its original UUID, its member vote history is its
+    vote history; after a wipe the new UUID's votes never enter it."""
+    return _each(sys, lambda s: implies(eq(s.uuid_gen, 0),
+                                        eq(get(s.member_votes, t), get(s.votes, t))))
+
+
+def votes_name_servers(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: a recorded vote names a server of the system (or none)."""
+    n = len(sys)
+    return _each(sys, lambda s: all_(get(s.votes, t) >= NO_VOTE, get(s.votes, t) < n,
+                                     get(s.member_votes, t) >= NO_VOTE,
+                                     get(s.member_votes, t) < n,
+                                     s.voted_for >= NO_VOTE, s.voted_for < n))
+
+
+def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: what each (operation, step) pair implies about the durable state."""
+
+    def one(s: ServerState) -> Bool:
+        op, step = s.op, s.step
+        deleting = member(op, (*DELETING_OPS, OP_ROLL_FORWARD))
+
+        def at(ops: tuple[int, ...], lo: int, hi: int) -> Bool:
+            return all_(member(op, ops), step >= lo, step <= hi)
+
+        return all_(
+            # ranges
+            s.uuid_gen >= 0, s.term >= 0, step >= 0, step <= 5,
+            s.sb >= DOES_NOT_EXIST, s.sb <= READY,
+            member(op, (OP_NONE, OP_COPY, OP_ROLL_FORWARD, *DELETING_OPS)),
+            # volatile state exists only while up
+            implies(not_(s.up), all_(eq(op, OP_NONE), not_(s.running), not_(s.failed))),
+            implies(eq(op, OP_NONE), eq(step, 0)),
+            implies(member(op, (OP_DELETE, OP_BOOT_DELETE)), step >= 1),
+            implies(eq(op, OP_ROLL_FORWARD), step >= 4),
+            # never hosted: nothing at all
+            implies(eq(s.sb, DOES_NOT_EXIST),
+                    all_(not_(s.cmeta), ne(s.wal, WAL_LIVE), eq(s.sb_last_term, 0),
+                         eq(s.sb_last_index, 0), eq(s.ghost_last_term, 0),
+                         eq(s.ghost_last_index, 0))),
+            # READY's WAL is this server's own log
+            implies(eq(s.sb, READY), all_(eq(s.wal_last_term, s.ghost_last_term),
+                                          eq(s.wal_last_index, s.ghost_last_index))),
+            implies(eq(s.sb, DELETED), s.sb_qdir),
+            implies(eq(s.sb, COPYING), member(op, (OP_NONE, OP_COPY, OP_BOOT_DELETE))),
+            implies(all_(eq(s.sb, COPYING), eq(op, OP_NONE)), not_(s.up)),
+            # deleting: steps 1-3 before the superblock says DELETED, 4-5 after it
+            implies(all_(deleting, step >= 2), s.qdir),
+            implies(all_(deleting, step >= 3), s.q_sb),
+            implies(all_(deleting, step >= 4), eq(s.sb, DELETED)),
+            implies(at((OP_DELETE, OP_COPY_DELETE), 0, 3), eq(s.sb, READY)),
+            implies(at((OP_BOOT_DELETE,), 1, 3), eq(s.sb, COPYING)),
+            # copying: what each completed step left behind
+            implies(at((OP_COPY,), 0, 0), member(s.sb, (DOES_NOT_EXIST, DELETED))),
+            implies(at((OP_COPY,), 1, 4), eq(s.sb, COPYING)),
+            implies(at((OP_COPY,), 5, 5), eq(s.sb, READY)),
+            implies(at((OP_COPY,), 2, 5), s.cmeta),
+            implies(at((OP_COPY,), 3, 5), eq(s.wal, WAL_LIVE)),
+            implies(at((OP_COPY,), 4, 5), eq(s.blocks, BLOCKS_PRESENT)),
+        )
+
+    return _each(sys, one)
+
+
+# ---------------------------------------------------------------------------------------
+# Step properties.
+
+
+def term_monotonic(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """"we must ensure that our term remains monotonic": for one server UUID the cmeta, once
+    written, never disappears and its term never decreases, across delete, copy, merge,
+    crash and restart."""
+    same_uuid = eq(pre.uuid_gen, post.uuid_gen)
+    return implies(all_(same_uuid, pre.cmeta), all_(post.cmeta, post.term >= pre.term))
+
+
+def vote_once(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """"our memory of our votes is not lost": a vote, once cast by a UUID in a term, is never
+    changed, so a UUID votes at most once per term, ever."""
+    same_uuid = eq(pre.uuid_gen, post.uuid_gen)
+    before = get(pre.votes, t)
+    return implies(all_(same_uuid, ne(before, NO_VOTE)), eq(get(post.votes, t), before))
+
+
+def tombstone_keeps_cmeta_and_opid(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """"it must be tombstoned and retain its (now static) persistent Raft state forever": a
+    DELETED replica keeps its cmeta and last OpId until a copy makes it READY again."""
+    return implies(
+        all_(eq(pre.sb, DELETED), member(post.sb, (DELETED, COPYING)),
+             eq(pre.uuid_gen, post.uuid_gen)),
+        all_(eq(post.sb_last_term, pre.sb_last_term), eq(post.sb_last_index, pre.sb_last_index),
+             implies(pre.cmeta, post.cmeta)))
+
+
+def new_uuid_inherits_nothing(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """"the tablet server must adopt a new UUID and fully clear all of its data and state":
+    a new UUID starts with no cmeta, no term, no vote, no superblock and no WAL."""
+    return implies(
+        ne(pre.uuid_gen, post.uuid_gen),
+        all_(post.uuid_gen > pre.uuid_gen, not_(post.cmeta), eq(post.term, 0),
+             eq(post.voted_for, NO_VOTE), eq(get(post.votes, t), NO_VOTE),
+             eq(post.sb, DOES_NOT_EXIST), ne(post.wal, WAL_LIVE)))
+
+
+def uuid_never_reused(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """A wiped server's UUID generation only grows: no UUID is ever reused."""
+    return post.uuid_gen >= pre.uuid_gen
+
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("OneLeaderPerTerm", one_leader_per_term.__doc__ or "", one_leader_per_term),
+    Invariant("ReadyIsComplete", ready_is_complete.__doc__ or "", ready_is_complete),
+    Invariant("RunningIsReady", running_is_ready.__doc__ or "", running_is_ready),
+    Invariant("TombstoneRetainsLastOpid", tombstone_retains_last_opid.__doc__ or "",
+              tombstone_retains_last_opid),
+    Invariant("StartupRollsDeletionForward", quiescent_tombstone_has_no_live_wal.__doc__ or "",
+              quiescent_tombstone_has_no_live_wal),
+    Invariant("NoCopyingWhenQuiescent", no_copying_when_quiescent.__doc__ or "",
+              no_copying_when_quiescent),
+    Invariant("StaleCallerCannotDestroy", stale_caller_cannot_destroy.__doc__ or "",
+              stale_caller_cannot_destroy),
+    Invariant("VotesMatchCmeta", one_vote_per_term_recorded.__doc__ or "",
+              one_vote_per_term_recorded),
+    Invariant("LeaderHadMajority", leader_had_majority.__doc__ or "", leader_had_majority,
+              strengthening=True),
+    Invariant("MemberHistoryIsVotes", member_history_is_votes.__doc__ or "",
+              member_history_is_votes, strengthening=True),
+    Invariant("VotesNameServers", votes_name_servers.__doc__ or "", votes_name_servers,
+              strengthening=True),
+    Invariant("LifecycleShape", lifecycle_shape.__doc__ or "", lifecycle_shape,
+              strengthening=True),
+)
+
+STEP_PROPERTIES: tuple[StepProperty, ...] = (
+    StepProperty("TermMonotonic", term_monotonic.__doc__ or "", term_monotonic),
+    StepProperty("VoteOnce", vote_once.__doc__ or "", vote_once),
+    StepProperty("TombstoneKeepsCmetaAndOpid", tombstone_keeps_cmeta_and_opid.__doc__ or "",
+                 tombstone_keeps_cmeta_and_opid),
+    StepProperty("NewUuidInheritsNothing", new_uuid_inherits_nothing.__doc__ or "",
+                 new_uuid_inherits_nothing),
+    StepProperty("UuidNeverReused", uuid_never_reused.__doc__ or "", uuid_never_reused),
+)
+
+
+def relevant_terms(states: Iterable[ServerState]) -> list[int]:
+    """Every term a concrete check must try: those that appear, plus one fresh term (maps are
+    constant outside their keys, so one fresh term stands for all the others)."""
+    terms: set[int] = {0}
+    for s in states:
+        terms.add(s.term)
+        for m in (s.votes, s.member_votes, s.led):
+            if isinstance(m, FMap):
+                terms.update(k for k, _ in m)
+    return sorted(terms) + [max(terms) + 1]
+
+
+def check_state(invariants: Iterable[Invariant], sys: SystemState) -> list[str]:
+    """Names of the invariants a concrete system state violates."""
+    terms = relevant_terms(sys)
+    return [inv.name for inv in invariants if not all(inv.pred(sys, t) for t in terms)]
+
+
+def check_step(props: Iterable[StepProperty], pre: ServerState, post: ServerState) -> list[str]:
+    """Names of the step properties a concrete step violates."""
+    terms = relevant_terms((pre, post))
+    return [p.name for p in props if not all(p.pred(pre, post, t) for t in terms)]
+

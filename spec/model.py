@@ -1,0 +1,217 @@
+"""The states of the replica lifecycle: one tablet, hosted by a set of servers.
+
+Seed: seeds/001 ("Tablet directory structure", "Tablet deletion", "Follower Tablet Copy",
+"Tablet startup"). Each server keeps, for the one tablet the spec follows:
+
+durable (survives a crash exactly as far as the last fsync; the spec makes every step
+atomic and durable, so "a crash between two steps" is "a crash after some step"):
+
+* the superblock (``tablet-meta/<id>``): data state DOES_NOT_EXIST (no file) / DELETED
+  (a tombstone) / COPYING / READY; the tombstone's last logged OpId; whether it points at a
+  quarantine directory;
+* the consensus metadata (``consensus-meta/<id>``): present or not, current term, voted-for,
+  committed config (abstracted to the OpId index of the committed config);
+* where the WAL directory is (absent / live in ``wals/<id>`` / moved into the quarantine),
+  and the last OpId in it;
+* the data blocks the superblock lists (absent / partially downloaded / present);
+* the quarantine directory: exists, holds the superblock copy, holds the cmeta copy;
+* the server's UUID generation: 0 is the UUID in the tablet's Raft config; a disk loss
+  wipes the server and gives it a new UUID (generation + 1), which is never a member.
+
+volatile (lost on a crash): process up, replica running, startup failed, leader, and the
+lifecycle operation in flight with its last completed step and the term of the caller that
+authorised it.
+
+ghost (history variables, not stored by any server; the proofs need them): the vote cast in
+each term by the current UUID (reset by a wipe: the new UUID is a new identity), the votes
+cast while the server was a member of the tablet's config under its original UUID and the
+terms it led (never reset: that history is what election safety is argued from, and a
+wiped server is never a member again), and the last OpId this server logged as its own.
+
+Every field is an int, a bool or a map (term -> value), so that a state can hold Python
+values (replay, exploration) or z3 terms (proofs); see ``logic``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from revivify.spec.logic import FMap, empty_map
+
+# Superblock data states (seed: "a tablet will have 4 states its data can be in").
+DOES_NOT_EXIST: Final = 0
+DELETED: Final = 1  # tombstoned
+COPYING: Final = 2
+READY: Final = 3
+SB_NAMES: Final = {DOES_NOT_EXIST: "DOES_NOT_EXIST", DELETED: "DELETED", COPYING: "COPYING",
+                   READY: "READY"}
+
+# Where the WAL directory is.
+WAL_ABSENT: Final = 0
+WAL_LIVE: Final = 1
+WAL_QUARANTINED: Final = 2
+WAL_NAMES: Final = {WAL_ABSENT: "ABSENT", WAL_LIVE: "LIVE", WAL_QUARANTINED: "QUARANTINED"}
+
+# Data blocks the live superblock lists.
+BLOCKS_ABSENT: Final = 0
+BLOCKS_PARTIAL: Final = 1
+BLOCKS_PRESENT: Final = 2
+BLOCKS_NAMES: Final = {BLOCKS_ABSENT: "ABSENT", BLOCKS_PARTIAL: "PARTIAL",
+                       BLOCKS_PRESENT: "PRESENT"}
+
+# The lifecycle operation in flight. The deletion steps 2-6 are shared by four operations:
+# a deletion the master asked for, the deletion a StartTabletCopy of a READY replica does
+# first, startup turning COPYING into DELETED, and startup rolling a deletion forward.
+OP_NONE: Final = 0
+OP_DELETE: Final = 1
+OP_COPY_DELETE: Final = 2
+OP_COPY: Final = 3
+OP_BOOT_DELETE: Final = 4
+OP_ROLL_FORWARD: Final = 5
+OP_NAMES: Final = {OP_NONE: "NONE", OP_DELETE: "DELETE", OP_COPY_DELETE: "COPY_DELETE",
+                   OP_COPY: "COPY", OP_BOOT_DELETE: "BOOT_DELETE",
+                   OP_ROLL_FORWARD: "ROLL_FORWARD"}
+DELETING_OPS: Final = (OP_DELETE, OP_COPY_DELETE, OP_BOOT_DELETE)
+
+NO_VOTE: Final = -1
+
+# How a startup classified the tablet (seed "Tablet startup", cases 1-4, plus the two
+# states that need nothing: never hosted, and a finished tombstone).
+STARTUP_NOTHING: Final = 0
+STARTUP_ROLL_FORWARD: Final = 1
+STARTUP_COPYING_TO_DELETED: Final = 2
+STARTUP_READY: Final = 3
+STARTUP_FAILED: Final = 4
+STARTUP_TOMBSTONE: Final = 5
+STARTUP_NAMES: Final = {STARTUP_NOTHING: "NOTHING", STARTUP_ROLL_FORWARD: "ROLL_FORWARD",
+                        STARTUP_COPYING_TO_DELETED: "COPYING_TO_DELETED",
+                        STARTUP_READY: "READY", STARTUP_FAILED: "FAILED",
+                        STARTUP_TOMBSTONE: "TOMBSTONE"}
+
+# StartTabletCopy answers, in the order the checks run (see actions.stc_*).
+STC_OK: Final = 0
+STC_ALREADY_IN_PROGRESS: Final = 1
+STC_ILLEGAL_STATE: Final = 2
+STC_BAD_TERM: Final = 3
+STC_STALE_TOMBSTONE_TERM: Final = 4
+STC_OPID_MISMATCH: Final = 5
+STC_NAMES: Final = {STC_OK: "OK", STC_ALREADY_IN_PROGRESS: "ALREADY_IN_PROGRESS",
+                    STC_ILLEGAL_STATE: "ILLEGAL_STATE", STC_BAD_TERM: "BAD_TERM",
+                    STC_STALE_TOMBSTONE_TERM: "STALE_TOMBSTONE_TERM",
+                    STC_OPID_MISMATCH: "OPID_MISMATCH"}
+
+# Field groups. The trace contract carries exactly the durable fields (traces/schema.json);
+# the checker compares them; the explorer hashes all of them.
+DURABLE_FIELDS: Final = (
+    "uuid_gen", "sb", "sb_last_term", "sb_last_index", "sb_qdir",
+    "cmeta", "term", "voted_for", "config_index",
+    "wal", "wal_last_term", "wal_last_index", "blocks",
+    "qdir", "q_sb", "q_cmeta",
+)
+VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "op", "step", "op_term")
+GHOST_FIELDS: Final = ("votes", "member_votes", "led", "ghost_last_term", "ghost_last_index")
+
+BOOL_FIELDS: Final = frozenset({"sb_qdir", "cmeta", "qdir", "q_sb", "q_cmeta", "up", "running",
+                                "failed", "leader"})
+MAP_FIELDS: Final = {"votes": NO_VOTE, "member_votes": NO_VOTE, "led": False}
+
+
+@attrs.frozen
+class ServerState:
+    """One server's state for the tablet. Fields hold Python values or z3 terms."""
+
+    # durable: identity
+    uuid_gen: Any = 0
+    # durable: superblock
+    sb: Any = DOES_NOT_EXIST
+    sb_last_term: Any = 0
+    sb_last_index: Any = 0
+    sb_qdir: Any = False
+    # durable: consensus metadata
+    cmeta: Any = False
+    term: Any = 0
+    voted_for: Any = NO_VOTE
+    config_index: Any = 0
+    # durable: WAL and data blocks
+    wal: Any = WAL_ABSENT
+    wal_last_term: Any = 0
+    wal_last_index: Any = 0
+    blocks: Any = BLOCKS_ABSENT
+    # durable: quarantine directory contents
+    qdir: Any = False
+    q_sb: Any = False
+    q_cmeta: Any = False
+    # volatile
+    up: Any = True
+    running: Any = False
+    failed: Any = False
+    leader: Any = False
+    op: Any = OP_NONE
+    step: Any = 0
+    op_term: Any = 0
+    # ghost
+    votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
+    member_votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
+    led: Any = attrs.field(factory=lambda: empty_map(False))
+    ghost_last_term: Any = 0
+    ghost_last_index: Any = 0
+
+    def durable(self) -> dict[str, Any]:
+        """The abstract durable state, as the trace contract carries it."""
+        return {f: getattr(self, f) for f in DURABLE_FIELDS}
+
+    def describe(self) -> str:
+        """A one-line human reading of the state (for counterexamples and reports)."""
+        if not isinstance(self.sb, int):
+            return repr(self)
+        parts = [
+            f"gen={self.uuid_gen}",
+            f"sb={SB_NAMES[self.sb]}",
+        ]
+        if self.sb_last_term or self.sb_last_index:
+            parts.append(f"tombstone_last=({self.sb_last_term},{self.sb_last_index})")
+        if self.cmeta:
+            vote = "-" if self.voted_for == NO_VOTE else str(self.voted_for)
+            parts.append(f"cmeta(term={self.term},vote={vote},cfg={self.config_index})")
+        parts.append(f"wal={WAL_NAMES[self.wal]}({self.wal_last_term},{self.wal_last_index})")
+        parts.append(f"blocks={BLOCKS_NAMES[self.blocks]}")
+        if self.qdir:
+            parts.append(f"qdir(sb={int(self.q_sb)},cmeta={int(self.q_cmeta)})")
+        vol = "up" if self.up else "down"
+        if self.running:
+            vol += ",running"
+        if self.leader:
+            vol += ",leader"
+        if self.failed:
+            vol += ",failed"
+        if self.op != OP_NONE:
+            vol += f",{OP_NAMES[self.op]}@{self.step}"
+        parts.append(f"[{vol}]")
+        if len(self.votes):
+            parts.append(f"votes={self.votes!r}")
+        return " ".join(parts)
+
+
+def created_replica() -> ServerState:
+    """A replica just created by the master: READY at term 0, empty WAL, no blocks yet."""
+    return ServerState(sb=READY, cmeta=True, wal=WAL_LIVE, blocks=BLOCKS_PRESENT, running=True)
+
+
+SystemState = tuple[ServerState, ...]
+
+
+def initial_system(n_servers: int, created: bool = True) -> SystemState:
+    """The initial state: the tablet created on every server of its config (or on none)."""
+    one = created_replica() if created else ServerState()
+    return tuple(one for _ in range(n_servers))
+
+
+def majority(n_servers: int) -> int:
+    return n_servers // 2 + 1
+
+
+__all__ = [name for name in dir() if name.isupper()] + [
+    "FMap", "ServerState", "SystemState", "created_replica", "initial_system", "majority",
+]
