@@ -1,0 +1,75 @@
+"""The ``revivify`` command.
+
+Subcommands:
+  prove                   z3 proofs of the spec (revivify.checker.prove)
+  explore                 exhaustive bounded exploration of the spec (revivify.checker.explore)
+  trace check PATH...     replay traces against the spec, single process
+  trace validate PATH...  the same on Spark (--engine spark)
+
+The server commands (cluster, tserver, master, admin) arrive with the servers. The CLI is the
+one part of impl/ that may call the checker (DESIGN.md): the servers never do.
+
+Exit codes: 0 success, 1 a check failed (a violation, a failed proof), 2 unusable input or
+bad arguments. Errors are one line naming what was wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+USAGE = """usage: revivify COMMAND [ARGS...]
+
+commands:
+  prove       prove the spec's invariants with z3 (inductive + bounded model checking)
+  explore     enumerate every reachable spec state within bounds and check invariants
+  trace       check traces against the spec: 'trace check PATH...' or
+              'trace validate PATH... --engine spark'
+
+'revivify COMMAND --help' describes each command.
+"""
+
+
+def _prove(argv: list[str]) -> int:
+    from revivify.checker.prove import prove_main
+
+    return prove_main(argv)
+
+
+def _explore(argv: list[str]) -> int:
+    from revivify.checker.explore import explore_main
+
+    return explore_main(argv)
+
+
+def _trace(argv: list[str]) -> int:
+    from revivify.checker.cli import trace_main
+
+    return trace_main(argv)
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "prove": _prove,
+    "explore": _explore,
+    "trace": _trace,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(f"revivify: unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    try:
+        return command(args[1:])
+    except KeyboardInterrupt:
+        print("revivify: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
