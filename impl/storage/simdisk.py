@@ -38,6 +38,7 @@ every such crash point and checks every allowed outcome of each.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import posixpath
 import random
@@ -205,6 +206,7 @@ class SimDisk:
         self._crashed = False
         self.op_count = 0
         self.sync_count = 0
+        self.calls: collections.Counter[str] = collections.Counter()  # op name -> times
         self.crash_description = "fresh"
 
     # ------------------------------------------------------------------ crash control
@@ -227,6 +229,7 @@ class SimDisk:
                 raise SimulatedCrash(self.op_count, op)
             self._budget -= 1
         self.op_count += 1
+        self.calls[op.split(" ", 1)[0]] += 1
 
     def _alive(self) -> None:
         if self._crashed:

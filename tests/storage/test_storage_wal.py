@@ -1,0 +1,366 @@
+"""The WAL: group commit, segments, rollover, recovery (torn tail vs corruption), GC."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+from storage_helpers import ROOT, entries, formatted_disk
+
+from revivify.impl.storage.disk import OsDisk, write_new_file
+from revivify.impl.storage.errors import LogFailed, LogNotFound, WalCorrupt
+from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.storage.simdisk import SimDisk
+from revivify.impl.storage.values import OpId
+from revivify.impl.storage.wal import (
+    Log,
+    LogEntry,
+    LogOptions,
+    encode_batch,
+    open_log,
+    read_log_entries,
+    recover_log,
+    segment_name,
+)
+
+TABLET = "tablet-a"
+WAL = f"{ROOT}/wals/{TABLET}"
+INLINE = LogOptions(segment_size=4096, use_threads=False)
+
+
+def run_log(
+    disk: SimDisk | OsDisk,
+    body: Callable[[Log], Awaitable[None]],
+    options: LogOptions = INLINE,
+    wal_dir: str = WAL,
+) -> Log:
+    holder: list[Log] = []
+
+    async def main() -> None:
+        async with open_log(disk, wal_dir, TABLET, options, create_if_missing=True) as log:
+            holder.append(log)
+            await body(log)
+
+    trio.run(main)
+    return holder[0]
+
+
+async def append_sequentially(log: Log, first: int, count: int, per_batch: int = 1) -> None:
+    for start in range(first, first + count, per_batch):
+        await log.append(entries(start, min(per_batch, first + count - start)))
+
+
+def segment_files(disk: SimDisk) -> list[str]:
+    return [n for n in disk.listdir(WAL) if n.startswith("wal-")]
+
+
+class TestAppendAndRead:
+    def test_round_trip_and_last_opid(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            assert log.last_opid is None
+            assert await log.append(entries(1, 3)) == OpId(1, 3)
+            await append_sequentially(log, 4, 7)
+            assert log.last_opid == OpId(1, 10)
+            assert [e.index for e in await log.read_entries(6)] == [6, 7, 8, 9, 10]
+
+        log = run_log(disk, body)
+        assert log.recovery.created
+        crashed = disk.crash()
+        assert read_log_entries(crashed, WAL, TABLET) == entries(1, 10)
+
+    def test_reopen_continues_after_last_opid(self) -> None:
+        disk = formatted_disk()
+        run_log(disk, lambda log: append_sequentially(log, 1, 5))
+
+        async def body(log: Log) -> None:
+            assert log.last_opid == OpId(1, 5)
+            await append_sequentially(log, 6, 5)
+
+        second = disk.crash()  # durable state only, then one more incarnation
+        run_log(second, body)
+        assert [e.index for e in read_log_entries(second, WAL, TABLET)] == list(range(1, 11))
+
+    def test_raft_overwrite_replaces_suffix(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 10)
+            await log.append([LogEntry(2, 6, b"six"), LogEntry(2, 7, b"seven")])
+            assert log.last_opid == OpId(2, 7)
+            got = await log.read_entries(1)
+            assert [(e.term, e.index) for e in got][-3:] == [(1, 5), (2, 6), (2, 7)]
+            assert len(got) == 7
+
+        run_log(disk, body)
+        reopened = recover_log(disk.crash(), WAL, TABLET)
+        assert reopened.last_opid == OpId(2, 7)
+
+    def test_reserve_refuses_gaps(self) -> None:
+        async def body(log: Log) -> None:
+            await log.append(entries(1, 2))
+            with pytest.raises(ValueError, match="skips ahead"):
+                log.reserve(entries(5, 1))
+            with pytest.raises(ValueError):
+                log.reserve([])
+
+        run_log(formatted_disk(), body)
+
+    def test_missing_wal_dir(self) -> None:
+        with pytest.raises(LogNotFound):
+            recover_log(formatted_disk(), WAL, TABLET)
+
+
+class TestGroupCommit:
+    @pytest.mark.parametrize("threads", [False, True])
+    def test_concurrent_writers_share_syncs_in_reservation_order(self, threads: bool) -> None:
+        disk = formatted_disk()
+        order: list[int] = []
+        next_index = [1]
+        options = LogOptions(segment_size=1 << 20, use_threads=threads)
+
+        async def writer(log: Log, rounds: int) -> None:
+            for _ in range(rounds):
+                index = next_index[0]
+                next_index[0] += 1
+                order.append(index)
+                reservation = log.reserve(entries(index, 1))
+                assert await reservation.wait() == OpId(1, index)
+                assert log.last_opid is not None and log.last_opid.index >= index
+
+        async def body(log: Log) -> None:
+            before = disk.calls["fdatasync"] + disk.calls["fsync"]
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(writer, log, 10)
+            syncs = disk.calls["fdatasync"] + disk.calls["fsync"] - before
+            assert syncs < 200 // 4, f"group commit should batch: {syncs} syncs for 200 appends"
+
+        run_log(disk, body, options)
+        recovered = read_log_entries(disk.crash(), WAL, TABLET)
+        assert [e.index for e in recovered] == sorted(order) == list(range(1, 201))
+
+    def test_fdatasync_inside_preallocated_region(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            before = dict(disk.calls)
+            await append_sequentially(log, 1, 5)
+            assert disk.calls["fdatasync"] - before.get("fdatasync", 0) == 5
+            assert disk.calls["fsync"] == before.get("fsync", 0)
+
+        run_log(disk, body, LogOptions(segment_size=1 << 16, use_threads=False))
+
+    def test_fsync_off_skips_syncs(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            before = disk.calls["fdatasync"] + disk.calls["fsync"]
+            await append_sequentially(log, 1, 5)
+            assert disk.calls["fdatasync"] + disk.calls["fsync"] == before
+
+        run_log(disk, body, LogOptions(fsync=False, use_threads=False))
+
+    def test_disk_failure_fails_waiters_and_later_appends(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            await log.append(entries(1, 1))
+            disk.crash_after(0)
+            with pytest.raises(LogFailed):
+                await log.append(entries(2, 1))
+            with pytest.raises(LogFailed):
+                log.reserve(entries(3, 1))
+
+        run_log(disk, body)  # close() after a failure only releases handles
+
+
+class TestSegments:
+    def test_rollover_preallocates_and_truncates_on_close(self) -> None:
+        disk = formatted_disk()
+        options = LogOptions(segment_size=2048, use_threads=False)
+
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 120)
+            active = log.segments()[-1]
+            assert not active.closed
+            assert disk.file_size(active.path) == 2048  # preallocated
+            assert all(s.closed for s in log.segments()[:-1])
+
+        log = run_log(disk, body, options)
+        names = segment_files(disk)
+        assert len(names) >= 4
+        assert all(disk.file_size(posixpath.join(WAL, n)) < 2048 + 200 for n in names)
+        assert all(s.closed for s in log.segments())
+        assert read_log_entries(disk.crash(), WAL, TABLET) == entries(1, 120)
+        report = recover_log(disk.crash(), WAL, TABLET)
+        assert report.torn_tail is None and report.last_opid == OpId(1, 120)
+
+    def test_rollover_with_threads_on_real_disk(self, tmp_path: object) -> None:
+        root = str(tmp_path)
+        disk = OsDisk()
+        ServerLayout(root, disk).format("server-1", 1)
+        wal = f"{root}/wals/{TABLET}"
+        options = LogOptions(segment_size=4096)
+
+        async def body(log: Log) -> None:
+            async with trio.open_nursery() as nursery:
+                for w in range(8):
+                    nursery.start_soon(append_sequentially_shared, log, w)
+
+        counter = [1]
+
+        async def append_sequentially_shared(log: Log, _: int) -> None:
+            for _ in range(25):
+                index = counter[0]
+                counter[0] += 1
+                await log.append(entries(index, 1, size=100))
+
+        run_log(disk, body, options, wal_dir=wal)
+        assert [e.index for e in read_log_entries(disk, wal, TABLET)] == list(range(1, 201))
+        assert len([n for n in disk.listdir(wal) if n.startswith("wal-")]) > 3
+        assert not [n for n in disk.listdir(wal) if ".tmp." in n]
+
+
+def _closed_wal(count: int = 80, segment_size: int = 1024) -> SimDisk:
+    disk = formatted_disk()
+    run_log(
+        disk,
+        lambda log: append_sequentially(log, 1, count),
+        LogOptions(segment_size=segment_size, use_threads=False),
+    )
+    return disk.crash()
+
+
+def _unclosed_wal() -> tuple[SimDisk, str, int]:
+    """A WAL whose last segment is unclosed (crash before close), preallocated with zeros."""
+    disk = formatted_disk()
+
+    async def body(log: Log) -> None:
+        await append_sequentially(log, 1, 6)
+        disk.crash_after(0)
+
+    with pytest.raises(BaseException):  # noqa: B017 - the crash stops close()
+        run_log(disk, body, LogOptions(segment_size=4096, use_threads=False))
+    crashed = disk.crash()
+    last = posixpath.join(WAL, segment_files(crashed)[-1])
+    data = crashed.read_file(last)
+    end = len(data.rstrip(b"\0"))
+    return crashed, last, end
+
+
+class TestRecovery:
+    def test_preallocated_zeros_truncated_and_reported(self) -> None:
+        disk, last, end = _unclosed_wal()
+        report = recover_log(disk, WAL, TABLET)
+        assert report.torn_tail is not None
+        assert report.torn_tail.path == last and report.torn_tail.offset == end
+        assert "zeros" in report.torn_tail.reason
+        assert report.last_opid == OpId(1, 6)
+        assert recover_log(disk.crash(), WAL, TABLET).torn_tail is None  # now closed
+
+    def test_torn_batch_truncated_and_reported(self) -> None:
+        disk, last, end = _unclosed_wal()
+        handle = disk.open(last)
+        handle.pwrite(end, encode_batch(entries(7, 3))[:-5])
+        handle.fsync()
+        report = recover_log(disk, WAL, TABLET)
+        assert report.torn_tail is not None and "torn batch" in report.torn_tail.reason
+        assert report.last_opid == OpId(1, 6)
+        assert read_log_entries(disk, WAL, TABLET) == entries(1, 6)
+
+    def test_bad_batch_followed_by_valid_one_is_corruption(self) -> None:
+        disk, last, end = _unclosed_wal()
+        data = bytearray(disk.read_file(last))
+        first_batch = data.find(b"RVWB")
+        data[first_batch + 20] ^= 0xFF
+        write_new_file(disk, last, bytes(data))
+        before = disk.tree()
+        with pytest.raises(WalCorrupt) as exc:
+            recover_log(disk, WAL, TABLET)
+        assert exc.value.path == last and exc.value.offset == first_batch
+        assert "valid record follows" in exc.value.reason
+        assert disk.tree() == before  # nothing truncated or deleted
+
+    def test_corrupt_closed_segment_is_an_error(self) -> None:
+        disk = _closed_wal()
+        first = posixpath.join(WAL, segment_name(1))
+        data = bytearray(disk.read_file(first))
+        data[-30] ^= 0x01  # in the last batch or footer
+        write_new_file(disk, first, bytes(data))
+        before = disk.tree()
+        with pytest.raises(WalCorrupt) as exc:
+            recover_log(disk, WAL, TABLET)
+        assert exc.value.path == first
+        assert disk.tree() == before
+
+    def test_truncated_closed_segment_is_an_error(self) -> None:
+        disk = _closed_wal()
+        first = posixpath.join(WAL, segment_name(1))
+        write_new_file(disk, first, disk.read_file(first)[:-10])
+        with pytest.raises(WalCorrupt):
+            recover_log(disk, WAL, TABLET)
+
+    def test_missing_middle_segment_is_an_error(self) -> None:
+        disk = _closed_wal()
+        assert len(segment_files(disk)) >= 3
+        disk.unlink(posixpath.join(WAL, segment_name(2)))
+        with pytest.raises(WalCorrupt, match="segment missing"):
+            recover_log(disk, WAL, TABLET)
+
+    def test_header_of_another_tablet_is_an_error(self) -> None:
+        disk = _closed_wal()
+        with pytest.raises(WalCorrupt, match="names tablet"):
+            recover_log(disk, WAL, "tablet-b")
+
+    def test_stale_prepared_segment_removed(self) -> None:
+        disk = _closed_wal()
+        temp = posixpath.join(WAL, segment_name(99) + ".tmp.new")
+        write_new_file(disk, temp, b"junk")
+        report = recover_log(disk, WAL, TABLET)
+        assert report.removed_temp_files == (temp,)
+        assert not disk.exists(temp)
+
+
+class TestGarbageCollection:
+    def test_gc_respects_anchors_and_keeps_last_entry(self) -> None:
+        disk = formatted_disk()
+        options = LogOptions(segment_size=1024, use_threads=False)
+
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 100)
+            segments = log.segments()
+            assert len(segments) >= 5
+            anchor = log.anchor(segments[2].min_index or 0, owner="tablet-copy-1")
+            deleted = await log.gc(up_to_index=1000)
+            assert deleted == [s.path for s in segments[:2]]
+            assert await log.read_entries(anchor.index) == entries(anchor.index, 101 - anchor.index)
+            anchor.release()
+            deleted = await log.gc(up_to_index=1000)
+            assert deleted  # more went, but never the segment holding the last entry
+            remaining = log.segments()
+            assert any(s.max_index == 100 for s in remaining)
+            assert (await log.read_entries(100))[-1].index == 100
+
+        run_log(disk, body, options)
+        report = recover_log(disk.crash(), WAL, TABLET)
+        assert report.last_opid == OpId(1, 100)
+
+    def test_gc_up_to_index_bound(self) -> None:
+        disk = formatted_disk()
+        options = LogOptions(segment_size=1024, use_threads=False)
+
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 60)
+            deleted = await log.gc(up_to_index=1)
+            assert deleted == []
+            deleted = await log.gc(up_to_index=30)
+            assert deleted
+            first = log.segments()[0]
+            assert first.min_index is not None and first.min_index <= 30
+
+        run_log(disk, body, options)
+        assert read_log_entries(disk.crash(), WAL, TABLET)[-1].index == 60
