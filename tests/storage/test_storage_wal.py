@@ -7,8 +7,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
-from storage_helpers import ROOT, entries, formatted_disk
-
 from revivify.impl.storage.disk import OsDisk, write_new_file
 from revivify.impl.storage.errors import LogFailed, LogNotFound, WalCorrupt
 from revivify.impl.storage.layout import ServerLayout
@@ -24,6 +22,7 @@ from revivify.impl.storage.wal import (
     recover_log,
     segment_name,
 )
+from storage_helpers import ROOT, entries, formatted_disk
 
 TABLET = "tablet-a"
 WAL = f"{ROOT}/wals/{TABLET}"
@@ -273,7 +272,7 @@ class TestRecovery:
         assert read_log_entries(disk, WAL, TABLET) == entries(1, 6)
 
     def test_bad_batch_followed_by_valid_one_is_corruption(self) -> None:
-        disk, last, end = _unclosed_wal()
+        disk, last, _end = _unclosed_wal()
         data = bytearray(disk.read_file(last))
         first_batch = data.find(b"RVWB")
         data[first_batch + 20] ^= 0xFF
