@@ -151,7 +151,12 @@ class RecoveryReport:
 @attrs.frozen
 class LogOptions:
     segment_size: int = 8 * 1024 * 1024  # roll over once the active segment reaches this
-    preallocate: bool = True  # fallocate new segments to segment_size
+    preallocate: bool = True  # reserve segment_size bytes for each new segment
+    # Preallocate by writing zeros (True) rather than fallocate (False). On ext4, fallocate
+    # leaves *unwritten* extents: the first write into each block must convert it, which
+    # makes fdatasync commit the journal like fsync. Zero-filled blocks are already
+    # written, so fdatasync inside them only flushes data (what Kudu's design assumes).
+    zero_fill: bool = True
     fsync: bool = True  # False: acknowledge after write(), no sync (bench comparison)
     use_threads: bool = True  # False: run disk calls inline (deterministic SimDisk tests)
 
@@ -767,9 +772,15 @@ class Log:
         handle.truncate(0)
         header = encode_value(HEADER_MAGIC, FORMAT_VERSION, SegmentHeader(self.tablet_id, sequence))
         allocated = 0
-        if self.options.preallocate and self.options.segment_size > len(header):
-            handle.fallocate(0, self.options.segment_size)
-            allocated = self.options.segment_size
+        size = self.options.segment_size
+        if self.options.preallocate and size > len(header):
+            if self.options.zero_fill:
+                chunk = bytes(min(size, 1 << 20))
+                for offset in range(0, size, len(chunk)):
+                    handle.pwrite(offset, chunk[: size - offset])
+            else:
+                handle.fallocate(0, size)
+            allocated = size
         handle.pwrite(0, header)
         handle.fsync()
         return _ActiveSegment(sequence, temp, handle, len(header), allocated)
