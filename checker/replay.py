@@ -1,0 +1,653 @@
+"""The pure core: replay one key's events, key = (node UUID, tablet), against the spec.
+
+Rules of this file
+------------------
+* No I/O, no Spark, no knowledge of files beyond the (file, line) labels events carry. The
+  local driver and the Spark driver call ``Replayer.feed`` with the same events in the same
+  order and get the same findings.
+* The spec decides. Every tablet event is the spec action of the same name: its *local*
+  guard must hold in the current spec state and the durable projection of its effect must
+  equal the state the event reports. The checker never re-states a transition rule; it only
+  calls ``action.guard`` and ``action.effect`` (spec/actions.py). System guards that read
+  other servers (a majority of votes) are global properties, checked by
+  ``global_checks``; the two that only compare identities (``is_self``, ``not_self``) are
+  checked here with the node's interned id.
+
+Theory of operation
+-------------------
+State. A key's replay state is one spec ``ServerState``. Volatile fields (up, op, step,
+running, leader) are not in traces: the checker carries them forward from the spec. Ghost
+maps (votes, member_votes, led) are cleared after every step: no local guard reads them,
+and the global vote and leader checks work from the events themselves. Cleared ghosts make
+states canonical, so identical situations on different keys are the same state.
+
+Memoisation. States are interned to ints. A step's outcome is a pure function of
+(state id, event name, raw args bytes, raw state bytes), so it is computed once and then
+looked up: a repeated pattern costs one dict lookup, the first occurrence costs a decode, a
+guard, an effect and a comparison. The tables are bounded (``max_memo``): drivers call
+``maybe_reset`` between nodes, when no key is in flight, so memory grows with the number of
+live keys and distinct patterns, never with the number of events.
+
+Crash frontier. A crash is not an event. When a key's next event belongs to a later
+incarnation, the previous one ended either cleanly (it logged ``server_stop``) or in a
+crash. The server writes each event *after* the durable step it stands for, so a kill can
+lose the events of steps that did happen. Across a crash boundary the checker therefore
+accepts any sequence of up to K (``max_frontier``, default 3) unlogged local spec steps
+from the last matched state, with parameters drawn from values visible in that state and in
+the state the next incarnation reports; then the spec's ``crash``; then the new
+incarnation's ``startup`` (which must be logged when the tablet exists on disk; a tablet
+the server never hosted needs none). The smallest number of unlogged steps that explains
+the observed startup state is the *frontier size*, reported per boundary.
+
+Resynchronisation. After a violation the replay adopts the observed durable state (over the
+spec's volatile state) and goes on, so one bad step is reported once rather than cascading.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, deque
+from collections.abc import Container, Iterable, Iterator
+from typing import Any, Final, NamedTuple
+
+import attrs
+
+from revivify.checker.traces import (
+    SB_CODES,
+    STARTUP_CODES,
+    STC_CODES,
+    TRACED_FIELDS,
+    ArgsError,
+    CmetaState,
+    Envelope,
+    Interner,
+    MergeArgs,
+    StcArgs,
+    StcRejectArgs,
+    cmeta_tuple,
+    decode_args,
+    decode_state,
+    describe_tuple,
+    spec_tuple,
+    state_from_tuple,
+)
+from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_failures
+from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
+from revivify.spec.logic import empty_map
+from revivify.spec.model import (
+    DOES_NOT_EXIST,
+    NO_VOTE,
+    OP_NAMES,
+    SB_NAMES,
+    STARTUP_NAMES,
+    STARTUP_NOTHING,
+    STC_NAMES,
+    ServerState,
+)
+from revivify.spec.system import Spec, default_spec
+
+DEFAULT_MAX_FRONTIER: Final = 3
+WINDOW: Final = 6
+
+# Invariants that speak about one server alone (the others need the whole system or the
+# ghost vote maps, which the replay clears; their global forms live in global_checks).
+LOCAL_INVARIANTS: Final = frozenset({
+    "ReadyIsComplete", "RunningIsReady", "TombstoneRetainsLastOpid",
+    "StartupRollsDeletionForward", "NoCopyingWhenQuiescent", "StaleCallerCannotDestroy",
+    "LifecycleShape",
+})
+LOCAL_STEP_PROPERTIES: Final = frozenset({"TermMonotonic", "TombstoneKeepsCmetaAndOpid"})
+
+# Actions whose effect is the identity: never useful as an unlogged frontier step.
+_NO_EFFECT: Final = frozenset({"commit", "stc_reject"})
+_NOT_STEPS: Final = frozenset({"crash", "wipe", "startup"})
+
+_TERM_PARAMS: Final = frozenset({"t", "caller_term", "remote_term", "remote_last_term",
+                                 "op_term", "cand_last_term", "opid_term"})
+_INDEX_PARAMS: Final = frozenset({"config_index", "remote_config_index", "remote_last_index",
+                                  "op_index", "index", "cand_last_index", "opid_index"})
+_ID_PARAMS: Final = frozenset({"candidate", "me"})
+
+
+@attrs.frozen
+class Violation:
+    """One finding. ``subject`` identifies it across engines: ``file:line`` for findings
+    about one line, ``tablet=.. term=..`` and the like for global ones."""
+
+    kind: str
+    severity: str  # "violation" | "error" | "warning"
+    file: str
+    line: int
+    subject: str
+    message: str
+    node: str = ""
+    tablet: str = ""
+    event: str = ""
+    failed: str = ""
+    expected: tuple[str, ...] = ()
+    observed: str = ""
+    last_matched: str = ""
+    context: tuple[str, ...] = ()
+    frontier: int = -1
+    witnesses: tuple[str, ...] = ()
+
+    def identity(self) -> tuple[str, str]:
+        return (self.kind, self.subject)
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self, recurse=False) | {
+            "expected": list(self.expected), "context": list(self.context),
+            "witnesses": list(self.witnesses)}
+
+
+class _Problem(NamedTuple):
+    kind: str
+    severity: str
+    failed: str
+    message: str
+    expected: tuple[str, ...]
+    observed: str
+
+
+class Outcome(NamedTuple):
+    """The memoised result of one step (or one incarnation boundary)."""
+
+    post: int
+    problem: _Problem | None
+    params: dict[str, Any]
+    branch: str
+    obs_term: int
+    frontier: int
+
+
+@attrs.define(slots=True)
+class KeyState:
+    """One key's replay state: small, and all that survives between events."""
+
+    node: str
+    tablet: str
+    node_id: int
+    state: int = -1
+    inc: int = -1
+    last: str = ""
+    window: deque[tuple[str, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
+    max_term: int = -1
+    max_term_at: str = ""
+    votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
+    events: int = 0
+
+
+class _Sized:
+    """Stands in for the system tuple where a guard only asks how many servers exist."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def canon(s: ServerState) -> ServerState:
+    """Clear the ghost maps (see the module docstring)."""
+    if len(s.votes) or len(s.member_votes) or len(s.led):
+        return attrs.evolve(s, votes=_EMPTY_VOTES, member_votes=_EMPTY_VOTES, led=_EMPTY_LED)
+    return s
+
+
+_EMPTY_VOTES = empty_map(NO_VOTE)
+_EMPTY_LED = empty_map(False)
+
+
+class Replayer:
+    """The core, with its memo tables. One per process (or per Spark task)."""
+
+    def __init__(self, spec: Spec | None = None, max_frontier: int = DEFAULT_MAX_FRONTIER,
+                 interner: Interner | None = None, max_memo: int = 1_000_000) -> None:
+        self.spec = spec or default_spec()
+        self.actions: dict[str, Action] = {a.name: a for a in self.spec.actions}
+        self.max_frontier = max_frontier
+        self.interner = interner or Interner()
+        self.max_memo = max_memo
+        self.invariants = tuple(i for i in self.spec.invariants if i.name in LOCAL_INVARIANTS)
+        self.step_props = tuple(p for p in self.spec.step_properties
+                                if p.name in LOCAL_STEP_PROPERTIES)
+        self.coverage: Counter[tuple[str, str]] = Counter()
+        self.frontiers: Counter[int] = Counter()
+        self.facts: list[tuple[str, str, int, int, str, str, int]] = []
+        self.events = 0
+        self.memo_misses = 0
+        self._reset_tables()
+
+    def _reset_tables(self) -> None:
+        self.states: list[ServerState] = []
+        self.state_ids: dict[ServerState, int] = {}
+        self.memo: dict[tuple[Any, ...], Outcome] = {}
+        self.fresh = self.intern(ServerState(up=True))
+
+    def maybe_reset(self) -> None:
+        """Drop the memo tables if they are large. Only call when no key is in flight."""
+        if len(self.memo) + len(self.states) > self.max_memo:
+            self._reset_tables()
+
+    def intern(self, s: ServerState) -> int:
+        got = self.state_ids.get(s)
+        if got is None:
+            got = self.state_ids[s] = len(self.states)
+            self.states.append(s)
+        return got
+
+    def new_key(self, node: str, tablet: str) -> KeyState:
+        return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node))
+
+    # -----------------------------------------------------------------------------------
+    # The hot path.
+
+    def feed(self, k: KeyState, file: str, line: int, ev: Envelope,
+             clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
+        """Replay one event of key ``k``. ``clean_stops``: the (node, incarnation) pairs
+        that ended with ``server_stop``. Returns findings, or None when there are none."""
+        self.events += 1
+        k.events += 1
+        args_b = bytes(ev.args)
+        st_b = bytes(ev.state)
+        event = ev.event
+        found: list[Violation] | None = None
+        if k.state < 0 or ev.inc != k.inc:
+            prev_clean = False
+            if k.state < 0:
+                key: tuple[Any, ...] = ("first", event, args_b, st_b)
+            else:
+                prev_clean = (k.node, k.inc) in clean_stops
+                key = ("boundary", k.state, prev_clean, event, args_b, st_b)
+            out = self.memo.get(key)
+            if out is None:
+                out = self._boundary(k.state, prev_clean, event, args_b, st_b)
+                self.memo[key] = out
+            if k.state >= 0:
+                self.frontiers[out.frontier] += 1
+            k.inc = ev.inc
+            if out.problem is not None:
+                found = [self._violation(k, file, line, ev, out.problem, out.frontier)]
+            k.state = out.post
+            if event == "startup":
+                return self._after(k, file, line, ev, out, found)
+        key = (k.state, event, args_b, st_b)
+        out = self.memo.get(key)
+        if out is None:
+            out = self._step(k.state, event, args_b, st_b)
+            self.memo[key] = out
+        if out.problem is not None:
+            v = self._violation(k, file, line, ev, out.problem, -1)
+            found = [v] if found is None else [*found, v]
+        k.state = out.post
+        return self._after(k, file, line, ev, out, found)
+
+    def _after(self, k: KeyState, file: str, line: int, ev: Envelope, out: Outcome,
+               found: list[Violation] | None) -> list[Violation] | None:
+        """Per-event checks that are not memoisable (they depend on the key's history)."""
+        event = ev.event
+        self.coverage[(event, out.branch)] += 1
+        here = f"{file}:{line}"
+        if out.obs_term >= 0:
+            if out.obs_term < k.max_term:
+                found = self._add(found, self._violation(k, file, line, ev, _Problem(
+                    "TermRegression", "violation", "TermMonotonic",
+                    f"term {out.obs_term} after term {k.max_term} (seen at {k.max_term_at})",
+                    (), ""), -1))
+            elif out.obs_term > k.max_term:
+                k.max_term = out.obs_term
+                k.max_term_at = here
+        p = out.params
+        if event == "vote_granted" or event == "start_election":
+            t = p["t"] if event == "vote_granted" else out.obs_term
+            who = p["candidate"] if event == "vote_granted" else p["me"]
+            prior = k.votes.get(t)
+            if prior is None:
+                k.votes[t] = (who, here)
+            elif prior[0] != who:
+                found = self._add(found, self._violation(k, file, line, ev, _Problem(
+                    "DoubleVote", "violation", "VoteOnce",
+                    f"vote for {self.interner.name(who)} in term {t}, but this node voted "
+                    f"for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
+                    (), ""), -1))
+        if p:
+            guard = self.actions[event].system_guard
+            ok = True
+            if guard is is_self or guard is not_self:
+                # Identities are interned ints: the "system" has as many servers as
+                # UUIDs seen (only len() is read by these two guards).
+                ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))
+            elif event == "become_leader":
+                ok = p["me"] == k.node_id
+            if not ok:
+                found = self._add(found, self._violation(k, file, line, ev, _Problem(
+                    "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
+                    f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
+                    f" but was logged by {k.node}", (), ""), -1))
+            if event == "become_leader":
+                self.facts.append(("leader", k.tablet, p["t"], 0, k.node, file, line))
+            elif event == "commit":
+                self.facts.append(("commit", k.tablet, p["index"], p["op_term"], k.node, file,
+                                   line))
+        k.last = f"{here} {event}"
+        k.window.append((here, event, bytes(ev.args)))
+        return found
+
+    @staticmethod
+    def _add(found: list[Violation] | None, v: Violation) -> list[Violation]:
+        if found is None:
+            return [v]
+        found.append(v)
+        return found
+
+    def _violation(self, k: KeyState, file: str, line: int, ev: Envelope, pr: _Problem,
+                   frontier: int) -> Violation:
+        return Violation(
+            kind=pr.kind, severity=pr.severity, file=file, line=line,
+            subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
+            event=ev.event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
+            last_matched=k.last, frontier=frontier,
+            context=tuple(f"{w} {e} {a.decode('utf-8', 'replace')}" for w, e, a in k.window)
+            + (f"{file}:{line} {ev.event} {bytes(ev.args).decode('utf-8', 'replace')}  <==",),
+        )
+
+    # -----------------------------------------------------------------------------------
+    # Memo misses: where the spec is consulted.
+
+    def _decode(self, event: str, args_b: bytes, st_b: bytes) -> (
+            tuple[Any, dict[str, Any], tuple[Any, ...]] | _Problem):
+        try:
+            a = decode_args(event, args_b)
+        except ArgsError as e:
+            return _Problem("BadArgs", "error", e.field, e.message, (), "")
+        try:
+            st = decode_state(st_b)
+        except ArgsError as e:
+            return _Problem("BadState", "error", e.field, e.message, (), "")
+        if st is None:
+            return _Problem("BadState", "error", "state", "a tablet event needs a state", (),
+                            "")
+        return a, self._params(event, a), self._observed(st)
+
+    def _observed(self, st: Any) -> tuple[Any, ...]:
+        from revivify.checker.traces import durable_tuple
+
+        return durable_tuple(st, self.interner)
+
+    def _params(self, event: str, a: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for name in self.actions[event].params:
+            value = getattr(a, name)
+            if name in _ID_PARAMS:
+                value = self.interner.id(value)
+            elif name == "expected_state":
+                value = SB_CODES[value]
+            elif name == "reason":
+                value = STC_CODES[value]
+            elif name == "case":
+                value = STARTUP_CODES[value]
+            elif name == "has_opid":
+                value = int(value)
+            params[name] = value
+        return params
+
+    def _step(self, sid: int, event: str, args_b: bytes, st_b: bytes) -> Outcome:
+        self.memo_misses += 1
+        decoded = self._decode(event, args_b, st_b)
+        if isinstance(decoded, _Problem):
+            return Outcome(sid, decoded, {}, "bad-input", -1, -1)
+        a, params, obs = decoded
+        action = self.actions[event]
+        s = self.states[sid]
+        obs_term = obs[5] if obs[4] else -1
+        if not action.guard(s, **params):
+            return Outcome(self.intern(canon(state_from_tuple(obs, s))), _Problem(
+                "GuardFailed", "violation", action.guard.__name__,
+                f"{event}{self._fmt(params)} is not allowed here: "
+                + self._explain(action, s, params),
+                (self._describe(s),), describe_tuple(obs, self.interner)),
+                params, "guard-failed", obs_term, -1)
+        post = canon(action.effect(s, **params))
+        branch = self._branch(event, s, post, params)
+        problem = self._compare(post, obs) or self._arg_checks(a, s, post) or \
+            self._invariants(s, post)
+        if problem is not None and problem.kind == "StateMismatch":
+            post = canon(state_from_tuple(obs, post))
+        return Outcome(self.intern(post), problem, params, branch, obs_term, -1)
+
+    def _compare(self, post: ServerState, obs: tuple[Any, ...]) -> _Problem | None:
+        expected = spec_tuple(post)
+        if expected == obs:
+            return None
+        diffs = [f"{f}: spec {self._val(f, e)} vs trace {self._val(f, o)}"
+                 for f, e, o in zip(TRACED_FIELDS, expected, obs, strict=True) if e != o]
+        return _Problem("StateMismatch", "violation", "effect",
+                        "reported state differs from the spec's: " + "; ".join(diffs),
+                        (self._describe(post),), describe_tuple(obs, self.interner))
+
+    def _val(self, field: str, v: Any) -> str:
+        if field == "voted_for":
+            return self.interner.name(v) or "none"
+        if field == "sb":
+            return SB_NAMES.get(v, str(v))
+        return str(v)
+
+    def _arg_checks(self, a: Any, pre: ServerState, post: ServerState) -> _Problem | None:
+        if isinstance(a, MergeArgs):
+            local = cmeta_tuple(a.local, self.interner)
+            want_local = spec_tuple(pre)[4:8]
+            result = cmeta_tuple(a.result, self.interner)
+            want_result = spec_tuple(post)[4:8]
+            remote: CmetaState = a.remote
+            if local != want_local:
+                return self._arg_problem("args.local", local, want_local)
+            if (remote.term, remote.config_index) != (a.remote_term, a.remote_config_index):
+                return _Problem("ArgMismatch", "violation", "args.remote",
+                                "args.remote disagrees with remote_term/remote_config_index",
+                                (), "")
+            if result != want_result:
+                return self._arg_problem("args.result", result, want_result)
+        if isinstance(a, StcRejectArgs):
+            if a.answer != a.reason:
+                return _Problem("ArgMismatch", "violation", "args.answer",
+                                f"answer {a.answer} but reason {a.reason}", (), "")
+        elif isinstance(a, StcArgs) and a.answer != "OK":
+            return _Problem("ArgMismatch", "violation", "args.answer",
+                            f"stc_accept answered {a.answer}", (), "")
+        return None
+
+    def _arg_problem(self, field: str, got: tuple[Any, ...],
+                     want: tuple[Any, ...]) -> _Problem:
+        def fmt(c: tuple[Any, ...]) -> str:
+            if not c[0]:
+                return "none"
+            return f"(term={c[1]}, vote={self.interner.name(c[2]) or '-'}, cfg={c[3]})"
+
+        return _Problem("ArgMismatch", "violation", field,
+                        f"{field} is {fmt(got)}, the spec has {fmt(want)}", (fmt(want),),
+                        fmt(got))
+
+    def _invariants(self, pre: ServerState, post: ServerState) -> _Problem | None:
+        bad = check_step(self.step_props, pre, post) + check_state(self.invariants, (post,))
+        if not bad:
+            return None
+        return _Problem("InvariantViolated", "violation", ",".join(bad),
+                        "the spec step breaks " + ", ".join(bad) + " (a spec bug?)",
+                        (self._describe(post),), "")
+
+    def _describe(self, s: ServerState) -> str:
+        return describe_tuple(spec_tuple(s), self.interner) + self._volatile(s)
+
+    @staticmethod
+    def _volatile(s: ServerState) -> str:
+        vol = ["up" if s.up else "down"]
+        if s.running:
+            vol.append("running")
+        if s.leader:
+            vol.append("leader")
+        if s.failed:
+            vol.append("failed")
+        if s.op:
+            vol.append(f"{OP_NAMES[s.op]}@{s.step}")
+        return f" [{','.join(vol)}]"
+
+    def _fmt(self, params: dict[str, Any]) -> str:
+        return "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+
+    def _explain(self, action: Action, s: ServerState, params: dict[str, Any]) -> str:
+        if action.name == "startup":
+            want = startup_case(s)
+            return (f"the spec classifies this on-disk state as "
+                    f"{STARTUP_NAMES[want]}, the trace says {STARTUP_NAMES[params['case']]}")
+        if action.name in ("stc_accept", "stc_reject"):
+            p = {k: v for k, v in params.items() if k != "reason"}
+            fails = [STC_NAMES[c] for c, f in stc_failures(s, **p) if f]
+            return f"the spec's StartTabletCopy checks fail with {fails or ['nothing']}"
+        return f"guard {action.guard.__name__} is false in {self._describe(s)}"
+
+    @staticmethod
+    def _branch(event: str, pre: ServerState, post: ServerState, p: dict[str, Any]) -> str:
+        """The guard branch a step exercised (for coverage)."""
+        if event == "startup":
+            return STARTUP_NAMES[p["case"]]
+        if event == "stc_reject":
+            return STC_NAMES[p["reason"]]
+        if event == "stc_accept":
+            return f"from_{SB_NAMES[pre.sb]}"
+        if event.startswith("delete_"):
+            return OP_NAMES[pre.op]
+        if event == "copy_merge_cmeta":
+            if not pre.cmeta:
+                return "no_local_cmeta"
+            return "term_rises" if p["remote_term"] > pre.term else "term_kept"
+        if event == "log_append":
+            return "leader" if pre.leader else "follower"
+        if event in ("vote_granted", "vote_denied"):
+            return "tombstone" if pre.sb != 3 else "replica"
+        return ""
+
+    # -----------------------------------------------------------------------------------
+    # Incarnation boundaries.
+
+    def _boundary(self, sid: int, clean: bool, event: str, args_b: bytes,
+                  st_b: bytes) -> Outcome:
+        self.memo_misses += 1
+        decoded = self._decode(event, args_b, st_b)
+        if isinstance(decoded, _Problem):
+            return Outcome(sid if sid >= 0 else self.fresh, decoded, {}, "bad-input", -1, 0)
+        _, params, obs = decoded
+        startup = self.actions["startup"]
+        crash = self.actions["crash"]
+        if sid < 0:
+            # The first event of a key. A tablet first seen at a startup existed before the
+            # traces began: take its durable state as reported. Otherwise it starts from a
+            # server hosting nothing.
+            if event != "startup":
+                return Outcome(self.fresh, None, {}, "", -1, 0)
+            base = state_from_tuple(obs, ServerState(up=False))
+            base = attrs.evolve(base, ghost_last_term=base.sb_last_term if base.sb != 3
+                                else base.wal_last_term,
+                                ghost_last_index=base.sb_last_index if base.sb != 3
+                                else base.wal_last_index)
+            return self._startup_from([(base, 0)], obs, params, base, startup)
+        s = self.states[sid]
+        cands = [(s, 0)] if clean else list(self._frontier(s, obs))
+        crashed = [(crash.effect(c), d) for c, d in cands if crash.guard(c)]
+        if event == "startup":
+            return self._startup_from(crashed, obs, params, crash.effect(s), startup)
+        for c, depth in crashed:
+            if startup.guard(c, case=STARTUP_NOTHING):
+                post = canon(startup.effect(c, case=STARTUP_NOTHING))
+                return Outcome(self.intern(post), None, {}, "", -1, depth)
+        cr = crash.effect(s)
+        case = startup_case(cr)
+        post = canon(startup.effect(cr, case=case))
+        return Outcome(self.intern(post), _Problem(
+            "MissingStartup", "violation", "startup_guard",
+            f"a new incarnation began but logged no startup for this tablet, which exists "
+            f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
+            (self._describe(cr),), ""), {}, "", -1, 0)
+
+    def _startup_from(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...],
+                      params: dict[str, Any], fallback: ServerState,
+                      startup: Action) -> Outcome:
+        case = params["case"]
+        obs_term = obs[5] if obs[4] else -1
+        for c, depth in crashed:
+            if startup.guard(c, case=case):
+                post = canon(startup.effect(c, case=case))
+                if spec_tuple(post) == obs:
+                    return Outcome(self.intern(post), None, params, STARTUP_NAMES[case],
+                                   obs_term, depth)
+        # Nothing explains it. Prefer "right state, wrong case" (a guard) over a mismatch.
+        for c, _ in crashed:
+            if spec_tuple(c) == obs:
+                want = startup_case(c)
+                post = canon(startup.effect(c, case=want))
+                return Outcome(self.intern(post), _Problem(
+                    "GuardFailed", "violation", "startup_guard",
+                    f"startup(case={STARTUP_NAMES[case]}) is not allowed: the spec classifies "
+                    f"this on-disk state as {STARTUP_NAMES[want]}",
+                    (self._describe(c),), describe_tuple(obs, self.interner)),
+                    params, "guard-failed", obs_term, 0)
+        expected = tuple(sorted({self._describe(c) for c, _ in crashed}))[:8]
+        base = state_from_tuple(obs, fallback)
+        post = canon(startup.effect(base, case=startup_case(base)))
+        return Outcome(self.intern(post), _Problem(
+            "StateMismatch", "violation", "crash frontier",
+            f"no sequence of up to {self.max_frontier} unlogged steps, a crash and "
+            f"startup(case={STARTUP_NAMES[case]}) leads to the reported state "
+            f"({len(crashed)} candidate states tried)",
+            expected, describe_tuple(obs, self.interner)), params, "mismatch", obs_term,
+            len(crashed))
+
+    def _frontier(self, s: ServerState, obs: tuple[Any, ...]) -> Iterator[
+            tuple[ServerState, int]]:
+        """States reachable from ``s`` by up to ``max_frontier`` local steps, breadth
+        first (so the first match has the fewest unlogged steps)."""
+        d = dict(zip(TRACED_FIELDS, obs, strict=True))
+        terms = {0, 1, s.term, s.term + 1, d["term"], d["wal_last_term"], d["sb_last_term"],
+                 s.wal_last_term}
+        indices = {0, 1, s.wal_last_index, s.wal_last_index + 1, d["wal_last_index"],
+                   d["sb_last_index"], d["config_index"], s.config_index}
+        ids = {v for v in (d["voted_for"], s.voted_for) if v != NO_VOTE}
+        domains: dict[str, Iterable[Any]] = {"expected_state": (DOES_NOT_EXIST, 1, 3),
+                                             "has_opid": (0,)}
+        steps = [a for a in self.spec.actions
+                 if a.name not in _NOT_STEPS and a.name not in _NO_EFFECT]
+        seen = {s}
+        level = [s]
+        yield s, 0
+        for depth in range(1, self.max_frontier + 1):
+            nxt: list[ServerState] = []
+            for st in level:
+                for a in steps:
+                    pools = [sorted(terms) if p in _TERM_PARAMS else sorted(indices)
+                             if p in _INDEX_PARAMS else sorted(ids) if p in _ID_PARAMS
+                             else domains.get(p, (0,)) for p in a.params]
+                    for combo in itertools.product(*pools):
+                        p = dict(zip(a.params, combo, strict=True))
+                        if not a.guard(st, **p):
+                            continue
+                        post = canon(a.effect(st, **p))
+                        if post not in seen:
+                            seen.add(post)
+                            nxt.append(post)
+                            yield post, depth
+            level = nxt
+            if not level:
+                return
+
+
+def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
+          clean_stops: frozenset[tuple[str, int]] = frozenset(),
+          replayer: Replayer | None = None) -> list[Violation]:
+    """The pure core as one function: one key's events, in order -> its findings."""
+    r = replayer or Replayer()
+    k = r.new_key(*key)
+    out: list[Violation] = []
+    for file, line, ev in events:
+        found = r.feed(k, file, line, ev, clean_stops)
+        if found:
+            out.extend(found)
+    return out

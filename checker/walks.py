@@ -1,0 +1,525 @@
+"""Trace files from the spec itself: seeded random walks, scripted scenarios, mutations.
+
+A ``Recorder`` drives a multi-server spec state and writes what real servers would write:
+one JSON Lines file per (node UUID, incarnation), a ``server_format`` when a UUID is born,
+a ``server_start`` at each incarnation, a ``startup`` event for every tablet found on disk,
+and one event per spec step with its arguments and the durable state after it. A crash
+writes nothing; a wipe gives the server a new UUID. Lamport clocks come from one counter
+across the walk: a total order is a valid Lamport clock, and it puts every vote after the
+``start_election`` it answers. With ``drop_before_crash`` the last event of an incarnation
+is sometimes left out, as if the process died between its fsync and its trace write: the
+checker's crash frontier must explain it.
+
+``random_walk`` picks among ``Spec.successors`` (seeded), ``scenario_*`` functions build the
+situations the known-bad corpus needs, and ``write_bad_corpus`` mutates them into the
+traces of ``traces/bad/`` with the expected finding beside each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from revivify.checker.traces import SCHEMA_VERSION, encode_cmeta, encode_state
+from revivify.spec.actions import Action, Bounds, startup_case
+from revivify.spec.model import (
+    DOES_NOT_EXIST,
+    SB_NAMES,
+    STARTUP_NAMES,
+    STC_NAMES,
+    ServerState,
+)
+from revivify.spec.system import Spec, default_spec
+
+TABLET = "tablet-0001"
+WALL_BASE = 1_700_000_000_000_000_000
+
+
+def make_uuid(seed: int, server: int, gen: int) -> str:
+    return hashlib.sha1(f"{seed}/{server}/{gen}".encode()).hexdigest()[:32]
+
+
+@attrs.define
+class Recorder:
+    """A spec system state plus the trace files its servers have written."""
+
+    spec: Spec
+    seed: int
+    sys: tuple[ServerState, ...]
+    tablet: str = TABLET
+    files: dict[tuple[str, int], list[dict[str, Any]]] = attrs.Factory(dict)
+    order: list[tuple[str, int]] = attrs.Factory(list)
+    gen: list[int] = attrs.Factory(list)
+    inc: list[int] = attrs.Factory(list)
+    seq: list[int] = attrs.Factory(list)
+    clock: int = 0
+    fresh_uuid: list[bool] = attrs.Factory(list)
+
+    @classmethod
+    def new(cls, spec: Spec, seed: int, created: bool = False,
+            tablet: str = TABLET) -> Recorder:
+        n = spec.n_servers
+        sys = tuple(ServerState(up=False) for _ in range(n))
+        r = cls(spec=spec, seed=seed, sys=sys, tablet=tablet, gen=[0] * n, inc=[0] * n,
+                seq=[0] * n, fresh_uuid=[True] * n)
+        for i in range(n):
+            r.start(i)
+        if created:
+            for i in range(n):
+                r.step(i, "create_tablet", config_index=0)
+        return r
+
+    def uuid(self, i: int) -> str:
+        return make_uuid(self.seed, i, self.gen[i])
+
+    def member_uuid(self, i: int) -> str:
+        return make_uuid(self.seed, i, 0)
+
+    def uuid_of(self) -> dict[int, str]:
+        return {i: self.member_uuid(i) for i in range(len(self.sys))}
+
+    def emit(self, i: int, event: str, args: dict[str, Any], state: ServerState | None,
+             tablet: str | None = None) -> dict[str, Any]:
+        self.clock += 1
+        key = (self.uuid(i), self.inc[i])
+        if key not in self.files:
+            self.files[key] = []
+            self.order.append(key)
+        line = {"v": SCHEMA_VERSION, "node": key[0], "inc": key[1], "seq": self.seq[i],
+                "lamport": self.clock, "wall_ns": WALL_BASE + self.clock * 1_000_000,
+                "tablet": tablet if state is not None else None, "event": event,
+                "args": args,
+                "state": encode_state(state, self.uuid_of()) if state is not None else None}
+        self.seq[i] += 1
+        self.files[key].append(line)
+        return line
+
+    # -- lifecycle of a server ---------------------------------------------------------
+    def start(self, i: int) -> None:
+        """A new incarnation: server events, then the spec's startup for the tablet."""
+        self.inc[i] += 1
+        self.seq[i] = 0
+        if self.fresh_uuid[i]:
+            self.emit(i, "server_format", {}, None)
+            self.fresh_uuid[i] = False
+        self.emit(i, "server_start", {}, None)
+        s = self.sys[i]
+        case = startup_case(s)
+        self._apply(i, self.spec.action("startup"), {"case": case})
+        if s.sb != DOES_NOT_EXIST:
+            self.emit(i, "startup", {"case": STARTUP_NAMES[case]}, self.sys[i], self.tablet)
+
+    def crash(self, i: int, drop_last: bool = False) -> None:
+        if drop_last:
+            events = self.files.get((self.uuid(i), self.inc[i]), [])
+            if events and events[-1]["tablet"] is not None:
+                events.pop()
+        self._apply(i, self.spec.action("crash"), {})
+
+    def stop(self, i: int) -> None:
+        """A clean stop: ``server_stop`` logged, then the spec's crash (nothing is lost)."""
+        self.emit(i, "server_stop", {}, None)
+        self._apply(i, self.spec.action("crash"), {})
+
+    def wipe(self, i: int) -> None:
+        self._apply(i, self.spec.action("wipe"), {})
+        self.gen[i] += 1
+        self.inc[i] = 0
+        self.fresh_uuid[i] = True
+
+    def _apply(self, i: int, action: Action, p: dict[str, Any]) -> None:
+        self.sys = action.apply(self.sys, i, p)
+
+    # -- tablet steps ----------------------------------------------------------------
+    def step(self, i: int, name: str, check: bool = True, **p: Any) -> dict[str, Any]:
+        action = self.spec.action(name)
+        pre = self.sys[i]
+        if check and not action.enabled(self.sys, i, p):
+            raise ValueError(f"{name}{p} not enabled on server {i}: {pre.describe()}")
+        self._apply(i, action, p)
+        return self.emit(i, name, self.trace_args(name, i, p, pre), self.sys[i], self.tablet)
+
+    def trace_args(self, name: str, i: int, p: dict[str, Any],
+                   pre: ServerState) -> dict[str, Any]:
+        uuids = self.uuid_of()
+        args = dict(p)
+        for k in ("candidate", "me"):
+            if k in args:
+                args[k] = uuids[args[k]]
+        if name in ("stc_accept", "stc_reject"):
+            caller = next((j for j, s in enumerate(self.sys) if j != i and s.leader
+                           and s.term == p["caller_term"]), (i + 1) % len(self.sys))
+            args["caller"] = uuids[caller]
+            args["expected_state"] = SB_NAMES[p["expected_state"]]
+            args["has_opid"] = bool(p["has_opid"])
+            args["answer"] = STC_NAMES[p["reason"]] if name == "stc_reject" else "OK"
+            if name == "stc_reject":
+                args["reason"] = STC_NAMES[p["reason"]]
+        if name == "startup":
+            args["case"] = STARTUP_NAMES[p["case"]]
+        if name == "copy_merge_cmeta":
+            args["local"] = encode_cmeta(pre, uuids)
+            args["remote"] = {"term": p["remote_term"], "voted_for": None,
+                              "config_index": p["remote_config_index"]}
+            args["result"] = encode_cmeta(self.sys[i], uuids)
+        return args
+
+    # -- output ----------------------------------------------------------------------
+    def write(self, directory: str) -> list[str]:
+        os.makedirs(directory, exist_ok=True)
+        paths = []
+        for node, inc in self.order:
+            path = os.path.join(directory, f"{node}.{inc:04d}.jsonl")
+            with open(path, "w") as f:
+                for line in self.files[(node, inc)]:
+                    f.write(json.dumps(line, separators=(",", ":")) + "\n")
+            paths.append(path)
+        return paths
+
+    def lines(self, node_server: int, inc: int) -> list[dict[str, Any]]:
+        return self.files[(self.uuid(node_server), inc)]
+
+
+def random_walk(seed: int, steps: int = 80, n_servers: int = 3,
+                bounds: Bounds | None = None, drop_before_crash: float = 0.3,
+                spec: Spec | None = None) -> Recorder:
+    """A seeded random walk of the multi-server spec, recorded as traces."""
+    rng = random.Random(seed)
+    spec = spec or default_spec(n_servers)
+    bounds = bounds or Bounds()
+    r = Recorder.new(spec, seed, created=True, tablet=f"tablet-{seed:04d}")
+    crashes = wipes = 0
+    for _ in range(steps):
+        succ = [(a, i, p) for a, i, p, _ in spec.successors(r.sys, bounds)
+                if a.name not in ("crash", "wipe", "startup")]
+        roll = rng.random()
+        up = [i for i, s in enumerate(r.sys) if s.up]
+        down = [i for i, s in enumerate(r.sys) if not s.up]
+        if down and (roll < 0.25 or not succ):
+            i = rng.choice(down)
+            if wipes < bounds.max_wipes and rng.random() < 0.15:
+                r.wipe(i)
+                wipes += 1
+            r.start(i)
+            continue
+        if up and crashes < bounds.max_crashes * n_servers and roll > 0.93:
+            i = rng.choice(up)
+            if rng.random() < 0.25:
+                r.stop(i)
+            else:
+                r.crash(i, drop_last=rng.random() < drop_before_crash)
+            crashes += 1
+            continue
+        if not succ:
+            break
+        # Pick an action name first, then one of its instances: rare lifecycle steps are
+        # then as likely as the many parameterised Raft steps.
+        # Deleting every replica would leave no copy source: start deletions sparingly.
+        names = sorted({a.name for a, _, _ in succ})
+        if len(names) > 1 and rng.random() < 0.85:
+            names = [n for n in names if n != "delete_shutdown"]
+        name = rng.choice(names)
+        a, i, p = rng.choice([x for x in succ if x[0].name == name])
+        r.step(i, a.name, **p)
+    return r
+
+
+# ---------------------------------------------------------------------------------------
+# Scenarios for the known-bad corpus (each a valid history; mutations make it bad).
+
+
+def scenario_election(seed: int = 7) -> Recorder:
+    """Server 0 wins term 1 with server 1's vote, appends and commits; all replicate."""
+    r = Recorder.new(default_spec(3), seed, created=True)
+    r.step(0, "start_election", me=0)
+    r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+    r.step(0, "become_leader", me=0, t=1)
+    r.step(0, "log_append", op_term=1, op_index=1)
+    r.step(1, "log_append", op_term=1, op_index=1)
+    r.step(0, "commit", index=1, op_term=1)
+    r.step(1, "commit", index=1, op_term=1, check=False)
+    return r
+
+
+def scenario_copy(seed: int = 11) -> Recorder:
+    """Server 2 is deleted (a tombstone at term 1 with its vote) and copied back from 0."""
+    r = scenario_election(seed)
+    r.step(2, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+    for name in ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
+                 "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal"):
+        r.step(2, name)
+    r.step(2, "stc_accept", caller_term=1, expected_state=1, has_opid=0, opid_term=0,
+           opid_index=0)
+    r.step(2, "copy_begin")
+    r.step(2, "copy_merge_cmeta", remote_term=1, remote_config_index=0)
+    r.step(2, "copy_download_wal", remote_last_term=1, remote_last_index=1)
+    r.step(2, "copy_download_block")
+    r.step(2, "copy_blocks_done")
+    r.step(2, "copy_mark_ready")
+    r.step(2, "copy_start_replica")
+    return r
+
+
+def scenario_restart(seed: int = 13) -> Recorder:
+    """Server 1 votes in term 1, crashes, restarts (with the vote in its cmeta)."""
+    r = scenario_election(seed)
+    r.crash(1)
+    r.start(1)
+    r.step(1, "vote_denied", candidate=2, t=1, cand_last_term=0, cand_last_index=0,
+           check=False)
+    return r
+
+
+def scenario_delete_crash(seed: int = 17) -> Recorder:
+    """Server 2 crashes after marking DELETED (WAL still live): startup rolls forward."""
+    r = Recorder.new(default_spec(3), seed, created=True)
+    for name in ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
+                 "delete_mark_deleted"):
+        r.step(2, name)
+    r.crash(2)
+    r.start(2)
+    r.step(2, "delete_copy_cmeta")
+    r.step(2, "delete_move_wal")
+    return r
+
+
+def _find(r: Recorder, event: str, nth: int = 0) -> dict[str, Any]:
+    hits = [line for key in r.order for line in r.files[key] if line["event"] == event]
+    return hits[nth]
+
+
+def _file_of(r: Recorder, line: dict[str, Any]) -> list[dict[str, Any]]:
+    return r.files[(line["node"], line["inc"])]
+
+
+Mutation = Callable[[], tuple[Recorder, str | None]]
+
+
+def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
+    """name -> (build, expected kind, what it shows)."""
+    cases: dict[str, tuple[Mutation, str, str]] = {}
+
+    def vote_twice_after_restart() -> tuple[Recorder, str | None]:
+        r = scenario_restart()
+        # After the restart server 1 "forgets" its term-1 vote for server 0 and grants a
+        # vote to server 2 in the same term (the state it reports agrees with itself).
+        last = _file_of(r, _find(r, "vote_denied"))[-1]
+        last["event"] = "vote_granted"
+        last["state"]["cmeta"]["voted_for"] = r.member_uuid(2)
+        return r, None
+
+    cases["vote-twice-after-restart"] = (vote_twice_after_restart, "DoubleVote",
+                                         "a node votes twice in term 1 across a restart")
+
+    def term_down_after_copy() -> tuple[Recorder, str | None]:
+        r = scenario_copy()
+        # The copied replica then reports term 0: the merge's term went backwards.
+        for line in _file_of(r, _find(r, "copy_start_replica")):
+            if line["event"] == "copy_start_replica":
+                line["state"]["cmeta"]["term"] = 0
+        return r, None
+
+    cases["term-down-after-copy"] = (term_down_after_copy, "TermRegression",
+                                     "the term goes from 1 to 0 after a tablet copy")
+
+    def deleted_with_wal_at_startup() -> tuple[Recorder, str | None]:
+        r = scenario_delete_crash()
+        st = _find(r, "startup", 0)
+        files = [line for key in r.order for line in r.files[key]
+                 if line["event"] == "startup"]
+        st = files[-1]
+        st["args"]["case"] = "TOMBSTONE"
+        # ... and it never finishes the deletion.
+        f = _file_of(r, st)
+        del f[f.index(st) + 1:]
+        return r, None
+
+    cases["startup-leaves-deleted-with-wal"] = (
+        deleted_with_wal_at_startup, "GuardFailed",
+        "startup calls a DELETED replica with a live WAL a finished tombstone")
+
+    def ready_before_blocks() -> tuple[Recorder, str | None]:
+        r = scenario_copy()
+        f = _file_of(r, _find(r, "copy_blocks_done"))
+        i = f.index(_find(r, "copy_blocks_done"))
+        blk = f.index(_find(r, "copy_download_block"))
+        del f[blk:i + 1]
+        for n, line in enumerate(f):
+            line["seq"] = n
+        return r, None
+
+    cases["ready-before-blocks"] = (ready_before_blocks, "GuardFailed",
+                                    "copy_mark_ready before the blocks are downloaded")
+
+    def merge_drops_vote() -> tuple[Recorder, str | None]:
+        r = scenario_copy()
+        m = _find(r, "copy_merge_cmeta")
+        m["args"]["result"]["voted_for"] = None
+        for line in _file_of(r, m)[_file_of(r, m).index(m):]:
+            if line["state"] and line["state"]["cmeta"]:
+                line["state"]["cmeta"]["voted_for"] = None
+        return r, None
+
+    cases["merge-drops-vote"] = (merge_drops_vote, "StateMismatch",
+                                 "the cmeta merge forgets the local vote of the same term")
+
+    def events_out_of_order() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        f = _file_of(r, _find(r, "become_leader"))
+        a = f.index(_find(r, "become_leader"))
+        f[a], f[a + 1] = f[a + 1], f[a]
+        return r, None
+
+    cases["events-out-of-order"] = (events_out_of_order, "OutOfOrder",
+                                    "two events of one file swapped")
+
+    def sequence_gap() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        f = _file_of(r, _find(r, "become_leader"))
+        for line in f[f.index(_find(r, "become_leader")):]:
+            line["seq"] += 1
+        return r, None
+
+    cases["sequence-gap"] = (sequence_gap, "SequenceGap", "a sequence number is skipped")
+
+    def unknown_event() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        _find(r, "become_leader")["event"] = "become_king"
+        return r, None
+
+    cases["unknown-event"] = (unknown_event, "UnknownEvent", "an event the contract lacks")
+
+    def torn_middle() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        return r, "torn-middle"
+
+    cases["torn-line-in-middle"] = (torn_middle, "MalformedLine",
+                                    "a truncated line followed by more lines")
+
+    def wrong_version() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        for key in r.order:
+            for line in r.files[key]:
+                line["v"] = 99
+        return r, None
+
+    cases["wrong-schema-version"] = (wrong_version, "UnsupportedSchemaVersion",
+                                     "schema version 99")
+
+    def two_leaders() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        # Server 2 also declares itself leader of term 1 (its own vote, no majority).
+        r.step(2, "learn_term", t=1)
+        r.emit(2, "become_leader", {"me": r.member_uuid(2), "t": 1}, r.sys[2], r.tablet)
+        return r, None
+
+    cases["two-leaders-one-term"] = (two_leaders, "TwoLeaders",
+                                     "two nodes lead tablet-0001 in term 1")
+
+    def reused_uuid() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        r.crash(2)
+        r.wipe(2)
+        r.gen[2] -= 1  # the wiped server comes back with its old UUID
+        r.inc[2] = 2
+        r.start(2)
+        return r, None
+
+    cases["reused-uuid"] = (reused_uuid, "UuidReused",
+                            "a wiped server formats itself with its old UUID")
+
+    def two_terms_one_index() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        c = [line for key in r.order for line in r.files[key] if line["event"] == "commit"]
+        c[-1]["args"]["op_term"] = 0
+        c[-1]["args"]["index"] = 1
+        return r, None
+
+    cases["two-terms-committed-at-one-index"] = (
+        two_terms_one_index, "CommitTermMismatch",
+        "index 1 committed with term 1 on one replica and term 0 on another")
+
+    def torn_last_line_ok() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        return r, "torn-last"
+
+    cases["torn-last-line"] = (torn_last_line_ok, "TornLine",
+                               "only a warning: the process died mid-write")
+    return cases
+
+
+def write_bad_corpus(root: str) -> list[str]:
+    """(Re)write ``traces/bad/<case>/`` with the traces and ``expected.json``."""
+    names = []
+    for name, (build, kind, what) in _bad_cases().items():
+        d = os.path.join(root, name)
+        shutil.rmtree(d, ignore_errors=True)
+        r, tear = build()
+        paths = r.write(d)
+        if tear is not None:
+            # Tear a line of server 0's first file: in the middle, or the last one.
+            path = paths[0]
+            with open(path) as f:
+                lines = f.readlines()
+            if tear == "torn-middle":
+                lines[1] = lines[1][: len(lines[1]) // 2] + "\n"
+            else:
+                lines[-1] = lines[-1][: len(lines[-1]) // 2]
+            with open(path, "w") as f:
+                f.writelines(lines)
+        with open(os.path.join(d, "expected.json"), "w") as f:
+            json.dump({"kind": kind, "description": what,
+                       "exit_code": 0 if kind == "TornLine" else
+                       2 if kind in ("UnknownEvent", "MalformedLine",
+                                     "UnsupportedSchemaVersion") else 1},
+                      f, indent=2)
+            f.write("\n")
+        names.append(name)
+    return names
+
+
+def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[int],
+                                                                          list[int]]:
+    """Write clean spec walks under ``root/walk-<seed>/``; return (kept, rejected) seeds.
+
+    A walk is rejected when the checker reports anything on it: the spec's ``commit``
+    has no majority guard, so a walk can commit two terms at one index (see the report)."""
+    from revivify.checker.local import check_paths
+
+    kept, rejected = [], []
+    for seed in seeds:
+        d = os.path.join(root, f"walk-{seed:03d}")
+        shutil.rmtree(d, ignore_errors=True)
+        random_walk(seed, steps=steps).write(d)
+        rep = check_paths([d])
+        if rep.findings:
+            shutil.rmtree(d)
+            rejected.append(seed)
+        else:
+            kept.append(seed)
+    return kept, rejected
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m revivify.checker.walks TRACES_DIR: regenerate spec-walks/ and bad/."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    root = args[0] if args else "traces"
+    kept, rejected = write_walk_corpus(os.path.join(root, "spec-walks"), range(40),
+                                       steps=160)
+    print(f"spec walks: kept {len(kept)}, rejected {len(rejected)} {rejected}")
+    names = write_bad_corpus(os.path.join(root, "bad"))
+    print(f"bad traces: {len(names)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
