@@ -170,7 +170,9 @@ class KeyState:
     state: int = -1
     inc: int = -1
     last: str = ""
-    window: deque[tuple[str, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
+    last_at: int = 0
+    last_file: str = ""
+    window: deque[tuple[str, int, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
     max_term: int = -1
     max_term_at: str = ""
     votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
@@ -246,13 +248,17 @@ class Replayer:
              clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
         """Replay one event of key ``k``. ``clean_stops``: the (node, incarnation) pairs
         that ended with ``server_stop``. Returns findings, or None when there are none."""
+        return self.feed_raw(k, file, line, ev.inc, ev.event, bytes(ev.args), bytes(ev.state),
+                             clean_stops)
+
+    def feed_raw(self, k: KeyState, file: str, line: int, inc: int, event: str,
+                 args_b: bytes, st_b: bytes,
+                 clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
+        """``feed`` on the envelope's parts (what the Spark driver has in hand)."""
         self.events += 1
         k.events += 1
-        args_b = bytes(ev.args)
-        st_b = bytes(ev.state)
-        event = ev.event
         found: list[Violation] | None = None
-        if k.state < 0 or ev.inc != k.inc:
+        if k.state < 0 or inc != k.inc:
             prev_clean = False
             if k.state < 0:
                 key: tuple[Any, ...] = ("first", event, args_b, st_b)
@@ -265,52 +271,53 @@ class Replayer:
                 self.memo[key] = out
             if k.state >= 0:
                 self.frontiers[out.frontier] += 1
-            k.inc = ev.inc
+            k.inc = inc
             if out.problem is not None:
-                found = [self._violation(k, file, line, ev, out.problem, out.frontier)]
+                found = [self._violation(k, file, line, event, args_b, out.problem,
+                                         out.frontier)]
             k.state = out.post
             if event == "startup":
-                return self._after(k, file, line, ev, out, found)
+                return self._after(k, file, line, event, args_b, out, found)
         key = (k.state, event, args_b, st_b)
         out = self.memo.get(key)
         if out is None:
             out = self._step(k.state, event, args_b, st_b)
             self.memo[key] = out
         if out.problem is not None:
-            v = self._violation(k, file, line, ev, out.problem, -1)
+            v = self._violation(k, file, line, event, args_b, out.problem, -1)
             found = [v] if found is None else [*found, v]
         k.state = out.post
-        return self._after(k, file, line, ev, out, found)
+        return self._after(k, file, line, event, args_b, out, found)
 
-    def _after(self, k: KeyState, file: str, line: int, ev: Envelope, out: Outcome,
-               found: list[Violation] | None) -> list[Violation] | None:
+    def _after(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+               out: Outcome, found: list[Violation] | None) -> list[Violation] | None:
         """Per-event checks that are not memoisable (they depend on the key's history)."""
-        event = ev.event
         self.coverage[(event, out.branch)] += 1
-        here = f"{file}:{line}"
         if out.obs_term >= 0:
             if out.obs_term < k.max_term:
-                found = self._add(found, self._violation(k, file, line, ev, _Problem(
+                found = self._add(found, self._violation(k, file, line, event, args_b,
+                                                         _Problem(
                     "TermRegression", "violation", "TermMonotonic",
                     f"term {out.obs_term} after term {k.max_term} (seen at {k.max_term_at})",
                     (), ""), -1))
             elif out.obs_term > k.max_term:
                 k.max_term = out.obs_term
-                k.max_term_at = here
+                k.max_term_at = f"{file}:{line}"
         p = out.params
-        if event == "vote_granted" or event == "start_election":
-            t = p["t"] if event == "vote_granted" else out.obs_term
-            who = p["candidate"] if event == "vote_granted" else p["me"]
-            prior = k.votes.get(t)
-            if prior is None:
-                k.votes[t] = (who, here)
-            elif prior[0] != who:
-                found = self._add(found, self._violation(k, file, line, ev, _Problem(
-                    "DoubleVote", "violation", "VoteOnce",
-                    f"vote for {self.interner.name(who)} in term {t}, but this node voted "
-                    f"for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
-                    (), ""), -1))
         if p:
+            if event == "vote_granted" or event == "start_election":
+                t = p["t"] if event == "vote_granted" else out.obs_term
+                who = p["candidate"] if event == "vote_granted" else p["me"]
+                prior = k.votes.get(t)
+                if prior is None:
+                    k.votes[t] = (who, f"{file}:{line}")
+                elif prior[0] != who:
+                    found = self._add(found, self._violation(k, file, line, event, args_b,
+                                                             _Problem(
+                        "DoubleVote", "violation", "VoteOnce",
+                        f"vote for {self.interner.name(who)} in term {t}, but this node "
+                        f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
+                        (), ""), -1))
             guard = self.actions[event].system_guard
             ok = True
             if guard is is_self or guard is not_self:
@@ -320,7 +327,8 @@ class Replayer:
             elif event == "become_leader":
                 ok = p["me"] == k.node_id
             if not ok:
-                found = self._add(found, self._violation(k, file, line, ev, _Problem(
+                found = self._add(found, self._violation(k, file, line, event, args_b,
+                                                         _Problem(
                     "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
                     f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
                     f" but was logged by {k.node}", (), ""), -1))
@@ -329,8 +337,10 @@ class Replayer:
             elif event == "commit":
                 self.facts.append(("commit", k.tablet, p["index"], p["op_term"], k.node, file,
                                    line))
-        k.last = f"{here} {event}"
-        k.window.append((here, event, bytes(ev.args)))
+        k.last = event
+        k.last_at = line
+        k.last_file = file
+        k.window.append((file, line, event, args_b))
         return found
 
     @staticmethod
@@ -340,15 +350,17 @@ class Replayer:
         found.append(v)
         return found
 
-    def _violation(self, k: KeyState, file: str, line: int, ev: Envelope, pr: _Problem,
-                   frontier: int) -> Violation:
+    def _violation(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                   pr: _Problem, frontier: int) -> Violation:
         return Violation(
             kind=pr.kind, severity=pr.severity, file=file, line=line,
             subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
-            event=ev.event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
-            last_matched=k.last, frontier=frontier,
-            context=tuple(f"{w} {e} {a.decode('utf-8', 'replace')}" for w, e, a in k.window)
-            + (f"{file}:{line} {ev.event} {bytes(ev.args).decode('utf-8', 'replace')}  <==",),
+            event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
+            last_matched=f"{k.last_file}:{k.last_at} {k.last}" if k.last else "",
+            frontier=frontier,
+            context=tuple(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
+                          for f, n, e, a in k.window)
+            + (f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <==",),
         )
 
     # -----------------------------------------------------------------------------------

@@ -1,0 +1,103 @@
+"""The trace writer the servers use (the write side of ``traces/schema.json``).
+
+Rules: one file per process incarnation, ``<dir>/<node-uuid>.<incarnation:04d>.jsonl``; one
+event per line; each line is written with a single unbuffered ``write`` on an ``O_APPEND``
+descriptor, *after* the durable step it reports has been fsync'd. A process killed at any
+moment therefore loses at most the event of the step in flight (the checker's crash
+frontier accounts for it) and at worst leaves a torn last line (a warning, not an error).
+Trace writes are not fsync'd: a machine crash may lose a suffix, a process crash cannot.
+
+This module never imports ``revivify.spec`` or ``revivify.checker``: the implementation and
+the spec meet only in the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+SCHEMA_VERSION: Final = 1
+
+_encoder = msgspec.json.Encoder()
+
+
+def trace_path(directory: str, node: str, incarnation: int) -> str:
+    return os.path.join(directory, f"{node}.{incarnation:04d}.jsonl")
+
+
+class TraceWriter:
+    """Appends events for one (node, incarnation). Not thread-safe; one per process."""
+
+    def __init__(self, directory: str, node: str, incarnation: int,
+                 wall_ns: Callable[[], int] = time.time_ns) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.path = trace_path(directory, node, incarnation)
+        self.node = node
+        self.incarnation = incarnation
+        self._wall_ns = wall_ns
+        self._seq = 0
+        self._lamport = 0
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                       0o644)
+
+    @property
+    def lamport(self) -> int:
+        return self._lamport
+
+    def observe(self, remote_lamport: int) -> None:
+        """Merge a Lamport clock received in a message (the next event is after it)."""
+        if remote_lamport > self._lamport:
+            self._lamport = remote_lamport
+
+    def event(self, event: str, args: dict[str, Any] | None = None,
+              state: dict[str, Any] | None = None, tablet: str | None = None) -> int:
+        """Write one event; return its Lamport clock (to send with any message it causes)."""
+        if self._fd is None:
+            raise ValueError(f"trace writer for {self.path} is closed")
+        self._lamport += 1
+        line = {
+            "v": SCHEMA_VERSION, "node": self.node, "inc": self.incarnation,
+            "seq": self._seq, "lamport": self._lamport, "wall_ns": self._wall_ns(),
+            "tablet": tablet, "event": event, "args": args or {}, "state": state,
+        }
+        data = _encoder.encode(line) + b"\n"
+        written = os.write(self._fd, data)
+        if written != len(data):  # a short write: finish it (still one event, in order)
+            view = memoryview(data)[written:]
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        self._seq += 1
+        return self._lamport
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def durable_state(*, data_state: str, tombstone_last_opid: tuple[int, int] = (0, 0),
+                  superblock_qdir: bool = False, cmeta: dict[str, Any] | None = None,
+                  wal: str = "ABSENT", wal_last_opid: tuple[int, int] = (0, 0),
+                  blocks: str = "ABSENT",
+                  quarantine: tuple[bool, bool] | None = None) -> dict[str, Any]:
+    """Build the ``state`` object of the contract (see traces/README.md)."""
+    return {
+        "superblock": {"data_state": data_state, "last_opid": list(tombstone_last_opid),
+                       "qdir": superblock_qdir},
+        "cmeta": cmeta,
+        "wal": {"location": wal, "last_opid": list(wal_last_opid)},
+        "blocks": blocks,
+        "quarantine": (None if quarantine is None
+                       else {"superblock": quarantine[0], "cmeta": quarantine[1]}),
+    }
