@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 
 import attrs
-
 from revivify.checker.replay import Violation
 
 

@@ -13,7 +13,6 @@ import os
 from collections import defaultdict
 
 import attrs
-
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, KeyState, Replayer, Violation
 from revivify.checker.report import Report, from_input_error

@@ -51,7 +51,6 @@ from collections.abc import Container, Iterable, Iterator
 from typing import Any, Final, NamedTuple
 
 import attrs
-
 from revivify.checker.traces import (
     SB_CODES,
     STARTUP_CODES,
@@ -72,7 +71,7 @@ from revivify.checker.traces import (
     state_from_tuple,
 )
 from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_failures
-from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
+from revivify.spec.invariants import check_state, check_step
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
     DOES_NOT_EXIST,
@@ -358,9 +357,9 @@ class Replayer:
             event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
             last_matched=f"{k.last_file}:{k.last_at} {k.last}" if k.last else "",
             frontier=frontier,
-            context=tuple(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
-                          for f, n, e, a in k.window)
-            + (f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <==",),
+            context=(*(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
+                       for f, n, e, a in k.window),
+                     f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <=="),
         )
 
     # -----------------------------------------------------------------------------------

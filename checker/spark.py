@@ -31,7 +31,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-
 from revivify.checker.global_checks import commit_violation, leader_violation, uuid_violation
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, KeyState, Replayer, Violation
 from revivify.checker.report import Report, from_input_error

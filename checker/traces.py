@@ -31,7 +31,6 @@ from typing import Any, Final, Literal
 
 import attrs
 import msgspec
-
 from revivify.spec.model import (
     BLOCKS_NAMES,
     NO_VOTE,
@@ -242,7 +241,8 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
 }
 
 _ARGS_DECODERS = {name: msgspec.json.Decoder(t) for name, t in ARGS_TYPES.items()}
-_STATE_DECODER = msgspec.json.Decoder(DurableState | None)
+_STATE_DECODER: msgspec.json.Decoder[DurableState | None] = msgspec.json.Decoder(
+    DurableState | None)
 _ENVELOPE_DECODER = msgspec.json.Decoder(Envelope)
 _GENERIC_DECODER = msgspec.json.Decoder()
 _VERSION_DECODER = msgspec.json.Decoder(_VersionOnly)

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-
 from revivify.checker.traces import SCHEMA_VERSION, encode_cmeta, encode_state
 from revivify.spec.actions import Action, Bounds, startup_case
 from revivify.spec.model import (

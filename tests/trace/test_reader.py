@@ -1,0 +1,84 @@
+"""The reader: bad input is data, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from revivify.checker.local import check_paths
+from revivify.checker.traces import Envelope, FileReader, InputError, parse_line
+
+GOOD = json.dumps({"v": 1, "node": "n1", "inc": 1, "seq": 0, "lamport": 1, "wall_ns": 5,
+                   "tablet": None, "event": "server_start", "args": {}, "state": None})
+
+
+def test_good_line() -> None:
+    assert isinstance(parse_line(GOOD.encode(), "f", 1, False), Envelope)
+
+
+def test_torn_last_is_warning_middle_is_error() -> None:
+    torn = GOOD[: len(GOOD) // 2].encode()
+    last = parse_line(torn, "f", 3, True)
+    mid = parse_line(torn, "f", 2, False)
+    assert isinstance(last, InputError) and last.kind == "TornLine" and last.warning
+    assert isinstance(mid, InputError) and mid.kind == "MalformedLine" and not mid.warning
+
+
+def test_field_is_named() -> None:
+    bad = json.loads(GOOD)
+    bad["seq"] = "x"
+    e = parse_line(json.dumps(bad).encode(), "f", 4, False)
+    assert isinstance(e, InputError) and e.field == "seq" and e.line == 4
+
+
+def test_version_and_unknown_event() -> None:
+    d = json.loads(GOOD)
+    e = parse_line(json.dumps(d | {"v": 7}).encode(), "f", 1, False)
+    assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion"
+    e = parse_line(json.dumps(d | {"event": "nope"}).encode(), "f", 1, False)
+    assert isinstance(e, InputError) and e.kind == "UnknownEvent"
+
+
+def test_bad_args_named(tmp_path: Path) -> None:
+    d = json.loads(GOOD)
+    lines = [d, d | {"seq": 1, "lamport": 2, "tablet": "t", "event": "learn_term",
+                     "args": {"t": "high"}, "state": None}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    report = check_paths([str(tmp_path)])
+    v = next(v for v in report.findings.values() if v.kind == "BadArgs")
+    assert v.failed == "args.t" and v.line == 2 and report.exit_code() == 2
+
+
+def test_empty_file_and_gz(tmp_path: Path) -> None:
+    import gzip
+
+    (tmp_path / "e.jsonl").write_text("")
+    with gzip.open(tmp_path / "g.jsonl.gz", "wt") as f:
+        f.write(GOOD + "\n")
+    report = check_paths([str(tmp_path)])
+    assert report.kinds() == {"EmptyFile"} and report.exit_code() == 0
+    assert report.server_events == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=60),
+                          st.builds(lambda n: GOOD[:n].encode(), st.integers(0, len(GOOD))),
+                          st.just(GOOD.encode())), max_size=6))
+def test_reader_fuzz_never_raises(lines: list[bytes]) -> None:
+    data = b"\n".join(lines)
+    for _, item in FileReader("fuzz").lines(data):
+        assert isinstance(item, Envelope | InputError)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from(["learn_term", "copy_merge_cmeta",
+                                                 "stc_reject", "startup"]))
+def test_args_and_state_fuzz(blob: bytes, event: str) -> None:
+    from revivify.checker.replay import Replayer
+
+    r = Replayer()
+    k = r.new_key("n", "t")
+    r.feed_raw(k, "f", 1, 1, event, blob, blob)
+    r.feed_raw(k, "f", 2, 2, event, blob, b"null")
