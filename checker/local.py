@@ -23,7 +23,7 @@ from revivify.checker.traces import (
     InputError,
     discover,
     first_envelope,
-    read_bytes,
+    open_trace,
 )
 
 
@@ -72,42 +72,41 @@ class LocalChecker:
         g = self.globals_
         feed = r.feed
         for f in files:
+            empty = True
             try:
-                data = read_bytes(f)
-            except (OSError, EOFError) as exc:
+                with open_trace(f) as fh:
+                    for lineno, item in FileReader(f).lines(fh):
+                        empty = False
+                        if not isinstance(item, Envelope):
+                            report.add(from_input_error(
+                                item, violation=item.kind in ORDER_KINDS
+                                and item.kind != "MixedFile"))
+                            continue
+                        tablet = item.tablet
+                        if tablet is None:
+                            ev = item.event
+                            if ev == "server_stop":
+                                clean.add((item.node, item.inc))
+                            elif ev == "server_format":
+                                g.server_format(item.node, f, lineno)
+                            report.server_events += 1
+                            continue
+                        k = keys.get(tablet)
+                        if k is None or k.node != item.node:
+                            k = keys[tablet] = r.new_key(item.node, tablet)
+                            self.keys_total += 1
+                        found = feed(k, f, lineno, item, clean)
+                        if found:
+                            for v in found:
+                                report.add(v)
+            except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
                 report.add(from_input_error(InputError("UnreadableFile", f, 0, "path",
                                                        str(exc))))
                 continue
-            if not data.strip():
+            if empty:
                 report.add(from_input_error(InputError(
                     "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
                     "nothing before it died?)", warning=True)))
-                continue
-            report.lines += data.count(b"\n")
-            for lineno, item in FileReader(f).lines(data):
-                if not isinstance(item, Envelope):
-                    if item.kind in ORDER_KINDS and item.kind != "MixedFile":
-                        report.add(from_input_error(item, violation=True))
-                    else:
-                        report.add(from_input_error(item))
-                    continue
-                tablet = item.tablet
-                if tablet is None:
-                    ev = item.event
-                    if ev == "server_stop":
-                        clean.add((item.node, item.inc))
-                    elif ev == "server_format":
-                        g.server_format(item.node, f, lineno)
-                    report.server_events += 1
-                    continue
-                k = keys.get(tablet)
-                if k is None or k.node != item.node:
-                    k = keys[tablet] = r.new_key(item.node, tablet)
-                    self.keys_total += 1
-                found = feed(k, f, lineno, item, clean)
-                if found:
-                    for v in found:
-                        report.add(v)
             if r.facts:
                 for fact in r.facts:
                     g.fact(*fact)

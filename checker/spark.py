@@ -41,7 +41,7 @@ from revivify.checker.traces import (
     FileReader,
     InputError,
     discover,
-    read_bytes,
+    open_trace,
 )
 
 _ARROW_TYPES = {"int": "int64", "string": "string", "string?": "string",
@@ -99,15 +99,16 @@ def parse_files(batches: Iterator[Any]) -> Iterator[Any]:
                 cols["err_severity"][-1] = severity
 
             try:
-                data = read_bytes(path)
-            except (OSError, EOFError) as exc:
+                with open_trace(path) as fh:
+                    items = list(FileReader(path).lines(fh))
+            except (OSError, EOFError, ValueError) as exc:
                 err(InputError("UnreadableFile", path, 0, "path", str(exc)), "error")
                 yield pa.RecordBatch.from_pydict(cols, schema=schema)
                 continue
-            if not data.strip():
+            if not items:
                 err(InputError("EmptyFile", path, 0, "path", "empty trace file (a process "
                                "that wrote nothing before it died?)", warning=True), "warning")
-            for lineno, item in FileReader(path).lines(data):
+            for lineno, item in items:
                 if isinstance(item, Envelope):
                     cols["kind"].append("ev")
                     cols["file"].append(path)

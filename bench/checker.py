@@ -1,0 +1,170 @@
+"""Benchmark: the trace checker against the raw parse rate, and Spark against the checker.
+
+    python bench/checker.py [--events 10000000] [--dir /tmp/revivify-bench] [--no-spark]
+
+Generates a corpus of valid traces (3-replica tablets on a pool of nodes: create, an
+election, then L entries appended and committed on every replica), then prints, in one run:
+the raw parse rate of the same files (msgspec, lines/s), ``trace check`` events/s (target:
+>= 40% of the raw rate and >= 200,000/s on one core), Spark ``local[2]`` events/s (target
+1.5x the checker; JVM start reported apart), and the local checker's peak memory on two
+corpora with the same keys and 5x fewer events (it must follow the keys, not the events).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import msgspec
+
+NODES = 30
+
+
+def _uuid(i: int) -> str:
+    return f"{i:08x}" + "5f0c3a2b9d7e4c1f8a6b2d4e"
+
+
+def _state(term: int, vote: str | None, last: tuple[int, int]) -> str:
+    v = "null" if vote is None else f'"{vote}"'
+    return ('{"superblock":{"data_state":"READY","last_opid":[0,0],"qdir":false},'
+            f'"cmeta":{{"term":{term},"voted_for":{v},"config_index":0}},'
+            f'"wal":{{"location":"LIVE","last_opid":[{last[0]},{last[1]}]}},'
+            '"blocks":"PRESENT","quarantine":null}')
+
+
+def generate(root: str, events: int, entries: int) -> tuple[int, int]:
+    """Write the corpus; return (events written, keys)."""
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    per_tablet = 3 + 1 + 2 + 1 + entries * 6
+    tablets = max(1, events // per_tablet)
+    files = {n: open(os.path.join(root, f"{_uuid(n)}.0001.jsonl"), "w")  # noqa: SIM115
+             for n in range(NODES)}
+    seq = [0] * NODES
+    total = 0
+
+    def line(n: int, tablet: str, event: str, args: str, state: str | None) -> None:
+        nonlocal total
+        s = seq[n]
+        seq[n] += 1
+        total += 1
+        files[n].write(
+            f'{{"v":1,"node":"{_uuid(n)}","inc":1,"seq":{s},"lamport":{s + 1},'
+            f'"wall_ns":{1_700_000_000_000_000_000 + s},'
+            f'"tablet":{"null" if tablet == "" else chr(34) + tablet + chr(34)},'
+            f'"event":"{event}","args":{args},"state":{state or "null"}}}\n')
+
+    for n in range(NODES):
+        line(n, "", "server_format", "{}", None)
+        line(n, "", "server_start", "{}", None)
+    for t in range(tablets):
+        tab = f"t{t:07d}"
+        reps = [(t + j * 7) % NODES for j in range(3)]
+        leader, followers = reps[0], reps[1:]
+        lu = _uuid(leader)
+        for n in reps:
+            line(n, tab, "create_tablet", '{"config_index":0}', _state(0, None, (0, 0)))
+        line(leader, tab, "start_election", f'{{"me":"{lu}"}}', _state(1, lu, (0, 0)))
+        for n in followers:
+            line(n, tab, "vote_granted",
+                 f'{{"candidate":"{lu}","t":1,"cand_last_term":0,"cand_last_index":0}}',
+                 _state(1, lu, (0, 0)))
+        line(leader, tab, "become_leader", f'{{"me":"{lu}","t":1}}', _state(1, lu, (0, 0)))
+        for i in range(1, entries + 1):
+            st = _state(1, lu, (1, i))
+            for n in reps:
+                line(n, tab, "log_append", f'{{"op_term":1,"op_index":{i}}}', st)
+            for n in reps:
+                line(n, tab, "commit", f'{{"index":{i},"op_term":1}}', st)
+    for f in files.values():
+        f.close()
+    return total, tablets * 3
+
+
+def raw_parse_rate(root: str) -> float:
+    dec = msgspec.json.Decoder()
+    n = 0
+    t = time.perf_counter()
+    for name in os.listdir(root):
+        with open(os.path.join(root, name), "rb") as f:
+            for raw in f:
+                dec.decode(raw)
+                n += 1
+    return n / (time.perf_counter() - t)
+
+
+_CHILD = """
+import json, resource, sys, time
+from revivify.checker.local import check_paths
+t = time.perf_counter()
+r = check_paths([sys.argv[1]])
+dt = time.perf_counter() - t
+print(json.dumps({"events": r.events + r.server_events, "keys": r.keys, "seconds": dt,
+                  "findings": len(r.findings),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def local_check(root: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, root], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def spark_check(root: str) -> dict[str, float]:
+    from revivify.checker.spark import spark_session, validate_spark
+
+    t = time.perf_counter()
+    spark = spark_session("local[2]", shuffle_partitions=8)
+    spark.range(1).collect()
+    jvm = time.perf_counter() - t
+    t = time.perf_counter()
+    r = validate_spark([root], spark=spark, partitions=8)
+    dt = time.perf_counter() - t
+    spark.stop()
+    return {"jvm_start_s": jvm, "seconds": dt, "events": r.events + r.server_events,
+            "findings": len(r.findings)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--entries", type=int, default=50)
+    ap.add_argument("--dir", default="/tmp/revivify-bench")
+    ap.add_argument("--no-spark", action="store_true")
+    a = ap.parse_args()
+    big = os.path.join(a.dir, "big")
+    t = time.perf_counter()
+    n_events, keys = generate(big, a.events, a.entries)
+    print(f"corpus: {n_events:,} events, {keys:,} keys, {NODES} nodes "
+          f"(generated in {time.perf_counter() - t:.1f}s)")
+    raw = raw_parse_rate(big)
+    print(f"raw parse (msgspec -> dict, one core): {raw:,.0f} lines/s")
+    loc = local_check(big)
+    rate = loc["events"] / loc["seconds"]
+    print(f"trace check (local, one core):        {rate:,.0f} events/s  "
+          f"= {rate / raw:.0%} of raw parse (target 40%, floor 200,000/s)  "
+          f"findings={loc['findings']}")
+    print(f"  peak RSS {loc['peak_rss_mb']:.0f} MB with {loc['keys']:,} keys, "
+          f"{loc['events']:,} events")
+    small = os.path.join(a.dir, "same-keys-fewer-events")
+    generate(small, a.events // 5, max(1, (a.entries - 9) // 5))
+    loc2 = local_check(small)
+    print(f"  peak RSS {loc2['peak_rss_mb']:.0f} MB with {loc2['keys']:,} keys, "
+          f"{loc2['events']:,} events (memory follows keys, not events)")
+    if not a.no_spark:
+        sp = spark_check(big)
+        srate = sp["events"] / sp["seconds"]
+        print(f"spark local[2]:                       {srate:,.0f} events/s "
+              f"= {srate / rate:.2f}x the local checker (target 1.5x); "
+              f"JVM start {sp['jvm_start_s']:.1f}s (not included); findings={sp['findings']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
