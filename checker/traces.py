@@ -27,7 +27,7 @@ import gzip
 import os
 import re
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, Final, Literal
+from typing import IO, Any, Final, Literal, cast
 
 import attrs
 import msgspec
@@ -481,7 +481,7 @@ def _classify(data: bytes, exc: msgspec.MsgspecError, file: str, lineno: int,
 def open_trace(path: str) -> IO[bytes]:
     """A binary line iterator over a trace file (gzip by suffix)."""
     if path.endswith(".gz"):
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb", buffering=1 << 20)
 
 
