@@ -13,7 +13,7 @@ from revivify.checker.cli import trace_main
 def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
-    master = SparkSession.builder.getOrCreate().sparkContext.master
+    master = str(SparkSession.builder.getOrCreate().sparkContext.master)
     return trace_main(["validate", *argv, "--engine", "spark", "--master", master])
 
 
