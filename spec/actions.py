@@ -216,7 +216,7 @@ def create_guard(s: ServerState, config_index: Int) -> Bool:
 def create_effect(s: ServerState, config_index: Int) -> ServerState:
     return _ev(s, sb=READY, cmeta=True, term=0, voted_for=NO_VOTE, config_index=config_index,
                wal=WAL_LIVE, wal_last_term=0, wal_last_index=0, blocks=BLOCKS_PRESENT,
-               running=True)
+               running=True, failed=False)
 
 
 def create_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -235,8 +235,8 @@ def d1_guard(s: ServerState) -> Bool:
 
 
 def d1_effect(s: ServerState) -> ServerState:
-    return _ev(s, running=False, leader=False, op=ite(eq(s.op, OP_NONE), OP_DELETE, s.op),
-               step=1)
+    return _ev(s, running=False, leader=False, failed=False,
+               op=ite(eq(s.op, OP_NONE), OP_DELETE, s.op), step=1)
 
 
 def d2_guard(s: ServerState) -> Bool:
@@ -568,7 +568,8 @@ def vote_denied_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: I
 
 
 def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
-    return ne(candidate, i)
+    """The candidate is another server of the system."""
+    return all_(ne(candidate, i), candidate >= 0, candidate < len(sys))
 
 
 def vote_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:

@@ -204,6 +204,17 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
             # volatile state exists only while up
             implies(not_(s.up), all_(eq(op, OP_NONE), not_(s.running), not_(s.failed))),
             implies(eq(op, OP_NONE), eq(step, 0)),
+            implies(s.failed, all_(s.up, eq(s.sb, READY), not_(s.running),
+                                   any_(eq(op, OP_NONE), all_(eq(op, OP_COPY_DELETE),
+                                                              eq(step, 0))))),
+            # no log entry, and no tombstone, carries a term above the current one
+            implies(s.cmeta, s.sb_last_term <= s.term),
+            # without cmeta the server never voted nor logged: nothing to remember
+            implies(not_(s.cmeta), all_(eq(s.sb_last_term, 0), eq(s.sb_last_index, 0),
+                                        eq(s.ghost_last_term, 0), eq(s.ghost_last_index, 0),
+                                        ne(s.wal, WAL_LIVE))),
+            implies(all_(s.cmeta, eq(s.wal, WAL_LIVE)), s.wal_last_term <= s.term),
+            s.wal >= 0, s.wal <= 2, s.blocks >= 0, s.blocks <= 2,
             implies(member(op, (OP_DELETE, OP_BOOT_DELETE)), step >= 1),
             implies(eq(op, OP_ROLL_FORWARD), step >= 4),
             # never hosted: nothing at all
@@ -214,7 +225,7 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
             # READY's WAL is this server's own log
             implies(eq(s.sb, READY), all_(eq(s.wal_last_term, s.ghost_last_term),
                                           eq(s.wal_last_index, s.ghost_last_index))),
-            implies(eq(s.sb, DELETED), s.sb_qdir),
+            implies(eq(s.sb, DELETED), all_(s.sb_qdir, s.qdir, s.q_sb)),
             implies(eq(s.sb, COPYING), member(op, (OP_NONE, OP_COPY, OP_BOOT_DELETE))),
             implies(all_(eq(s.sb, COPYING), eq(op, OP_NONE)), not_(s.up)),
             # deleting: steps 1-3 before the superblock says DELETED, 4-5 after it

@@ -168,15 +168,15 @@ class ServerState:
             return repr(self)
         parts = [
             f"gen={self.uuid_gen}",
-            f"sb={SB_NAMES[self.sb]}",
+            f"sb={SB_NAMES.get(self.sb, self.sb)}",
         ]
         if self.sb_last_term or self.sb_last_index:
             parts.append(f"tombstone_last=({self.sb_last_term},{self.sb_last_index})")
         if self.cmeta:
             vote = "-" if self.voted_for == NO_VOTE else str(self.voted_for)
             parts.append(f"cmeta(term={self.term},vote={vote},cfg={self.config_index})")
-        parts.append(f"wal={WAL_NAMES[self.wal]}({self.wal_last_term},{self.wal_last_index})")
-        parts.append(f"blocks={BLOCKS_NAMES[self.blocks]}")
+        parts.append(f"wal={WAL_NAMES.get(self.wal, self.wal)}({self.wal_last_term},{self.wal_last_index})")
+        parts.append(f"blocks={BLOCKS_NAMES.get(self.blocks, self.blocks)}")
         if self.qdir:
             parts.append(f"qdir(sb={int(self.q_sb)},cmeta={int(self.q_cmeta)})")
         vol = "up" if self.up else "down"
@@ -187,7 +187,7 @@ class ServerState:
         if self.failed:
             vol += ",failed"
         if self.op != OP_NONE:
-            vol += f",{OP_NAMES[self.op]}@{self.step}"
+            vol += f",{OP_NAMES.get(self.op, self.op)}@{self.step}"
         parts.append(f"[{vol}]")
         if len(self.votes):
             parts.append(f"votes={self.votes!r}")
