@@ -243,7 +243,7 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     tablet_ev = (ev.filter(F.col("tablet").isNotNull())
                  .select("file", "line", "node", "tablet", "inc", "event", "args", "state")
                  .repartition(n, "node", "tablet")
-                 .sortWithinPartitions("node", "tablet", "inc", "line"))
+                 .sortWithinPartitions("node", "tablet", "inc", "file", "line"))
     replayed = tablet_ev.mapInArrow(make_replay(max_frontier, stops),
                                     _spark_type(out_schema())).persist()
     for row in replayed.filter(F.col("rtype") == "finding").select("payload").collect():
