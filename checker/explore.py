@@ -985,7 +985,7 @@ def orbit_count(spec: Spec, states: Iterable[SystemState]) -> int:
 # The command line.
 
 DEFAULT_SERVERS: Final = 3
-DEFAULT_BOUNDS: Final = Bounds(max_term=3, max_index=1, max_crashes=1, max_wipes=0)
+DEFAULT_BOUNDS: Final = Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=0)
 
 USAGE: Final = """usage: revivify explore [--servers N] [--max-term T] [--max-index I] [--crashes C]
                         [--wipes W] [--max-states M] [--no-symmetry] [--json] [--quiet]"""

@@ -1,0 +1,209 @@
+"""The exhaustive explorer: counts, budgets, symmetry, caches, counterexamples, the CLI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+from revivify.checker.explore import (
+    DEFAULT_BOUNDS,
+    explore,
+    explore_main,
+    never_enabled,
+    orbit_count,
+    permute_system,
+)
+from revivify.spec import Spec, default_spec
+from revivify.spec.actions import Action, Bounds, replace_action
+from revivify.spec.merge import MergedCmeta
+from revivify.spec.model import NO_VOTE, ServerState, SystemState
+
+SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0)
+TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1)
+
+
+def adopt_remote_term_spec() -> Spec:
+    """Broken: the cmeta merge adopts the remote's term even when it is lower."""
+
+    def bad_merge(s: ServerState, remote_term: Any, remote_config_index: Any) -> ServerState:
+        m = MergedCmeta(term=remote_term, voted_for=s.voted_for,
+                        config_index=remote_config_index)
+        return attrs.evolve(s, cmeta=True, term=m.term, voted_for=m.voted_for,
+                            config_index=m.config_index, step=2)
+
+    actions = replace_action(default_spec().actions, "copy_merge_cmeta", effect=bad_merge)
+    return Spec(actions=actions, name="adopt_remote_term")
+
+
+def naive_reachable(spec: Spec, bounds: Bounds) -> set[SystemState]:
+    """Plain BFS through Spec.successors, no budgets used (crashes and wipes must be 0)."""
+    assert bounds.max_crashes == 0 and bounds.max_wipes == 0
+    seen = {spec.initial()}
+    frontier = [spec.initial()]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for a, _i, _p, n in spec.successors(s, bounds):
+                if a.name in ("crash", "wipe") or n in seen:
+                    continue
+                seen.add(n)
+                nxt.append(n)
+        frontier = nxt
+    return seen
+
+
+class TestExplore:
+    def test_small_bounds_clean(self) -> None:
+        """The real spec has no violation within small bounds; the counts are stable."""
+        r = explore(default_spec(), SMALL)
+        assert r.violation is None and r.complete
+        assert r.distinct_states > 100 and r.transitions > r.distinct_states
+        assert r.depth > 5
+        assert r.coverage["crash"] == 0 and "crash" in r.dead_actions
+        assert r.coverage["become_leader"] > 0 and r.coverage["copy_merge_cmeta"] > 0
+
+    def test_symmetry_counts_orbits(self) -> None:
+        """With symmetry, one state per orbit of the unreduced reachable set."""
+        spec = default_spec(2)
+        plain = naive_reachable(spec, SMALL)
+        unreduced = explore(spec, SMALL, symmetry=False)
+        reduced = explore(spec, SMALL)
+        assert unreduced.distinct_states == len(plain)
+        assert reduced.distinct_states == orbit_count(spec, plain)
+        assert reduced.distinct_states < unreduced.distinct_states
+        assert set(reduced.dead_actions) == set(unreduced.dead_actions)
+
+    def test_caches_agree_with_the_spec(self) -> None:
+        """verify=True checks every cached successor set, invariant verdict and step
+        verdict against the generic Spec methods (it raises on any disagreement)."""
+        r = explore(default_spec(), TINY_CRASH, verify=True, max_states=1500)
+        assert r.violation is None
+
+    def test_budgets(self) -> None:
+        """Crashes and wipes are counted per run and stop at the budget."""
+        r0 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_crashes=0, max_wipes=0))
+        r1 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_wipes=0))
+        r2 = explore(default_spec(), TINY_CRASH, max_states=20000)
+        assert r0.coverage["crash"] == 0 and r0.coverage["startup"] == 0
+        assert r1.coverage["crash"] > 0 and r1.coverage["wipe"] == 0
+        assert r2.coverage["wipe"] > 0
+        assert r0.distinct_states < r1.distinct_states
+        assert r2.violation is None
+
+    def test_max_states_caps(self) -> None:
+        r = explore(default_spec(), DEFAULT_BOUNDS, max_states=500)
+        assert not r.complete and 500 <= r.distinct_states < 600
+
+
+class TestCounterexamples:
+    def test_broken_merge_is_caught_with_a_shortest_trace(self) -> None:
+        r = explore(adopt_remote_term_spec(), SMALL)
+        v = r.violation
+        assert v is not None
+        assert v.invariant == "TermMonotonic" and v.kind == "step"
+        assert v.trace[0].action is None
+        assert v.trace[-1].action == "copy_merge_cmeta"
+        last = v.trace[-1]
+        assert last.server is not None
+        pre = v.trace[-2].state[last.server]
+        assert last.state[last.server].term < pre.term
+        # BFS: no shorter run breaks it (a search to one level less finds nothing)
+        text = v.describe()
+        assert "TermMonotonic violated after" in text and "copy_merge_cmeta(server" in text
+        assert text.count("\n  [") == len(v.trace)
+
+    def test_trace_is_a_real_run(self) -> None:
+        """Each step of the trace is an enabled move of the spec from the step before."""
+        spec = adopt_remote_term_spec()
+        v = explore(spec, SMALL).violation
+        assert v is not None
+        for before, after in zip(v.trace, v.trace[1:], strict=False):
+            moves = {(a.name, i, tuple(p.items()), n)
+                     for a, i, p, n in spec.successors(before.state, SMALL)}
+            assert (after.action, after.server, tuple(after.params.items()),
+                    after.state) in moves
+
+    def test_state_invariant_violation(self) -> None:
+        """A broken action that breaks a state invariant (a tombstone forgets its OpId)."""
+
+        def bad_mark_deleted(s: ServerState) -> ServerState:
+            return attrs.evolve(s, sb=1, sb_last_term=0, sb_last_index=0, sb_qdir=True,
+                                blocks=0, step=4)
+
+        actions = replace_action(default_spec().actions, "delete_mark_deleted",
+                                 effect=bad_mark_deleted)
+        spec = Spec(actions=actions, name="forget_opid")
+        r = explore(spec, attrs.evolve(SMALL, max_index=1))
+        assert r.violation is not None
+        assert r.violation.invariant == "TombstoneRetainsLastOpid"
+        assert r.violation.kind == "invariant"
+        assert r.violation.invariant in spec.violations(r.violation.trace[-1].state)
+
+
+class TestSymmetryHelpers:
+    def test_permute_relabels_votes(self) -> None:
+        s = attrs.evolve(default_spec().initial()[0], voted_for=0)
+        s = attrs.evolve(s, votes=s.votes.set(1, 0), member_votes=s.member_votes.set(1, 0))
+        system = (s, attrs.evolve(s, voted_for=NO_VOTE), default_spec().initial()[2])
+        out = permute_system(system, (2, 0, 1))
+        assert out[2].voted_for == 2 and out[2].votes[1] == 2 and out[2].member_votes[1] == 2
+        assert permute_system(out, (1, 2, 0)) == system
+
+    def test_top_pruning_never_skips_a_guard_that_reads_params(self) -> None:
+        spec = default_spec()
+        up = spec.initial()[0]
+        down = attrs.evolve(up, up=False)
+        learn = spec.action("learn_term")
+        assert never_enabled(learn, down)      # needs an up server, whatever t is
+        assert not never_enabled(learn, up)    # depends on t
+
+        def branching(s: ServerState, t: Any) -> bool:
+            if t > 5:  # plain Python branching on a parameter
+                return False
+            return False
+
+        fake = Action("x", "", ("t",), branching, lambda s, t: s, lambda *a: iter(()))
+        assert not never_enabled(fake, up)
+
+
+class TestCli:
+    def test_clean_run(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code = explore_main(["--max-term", "1", "--max-index", "0", "--crashes", "0",
+                             "--wipes", "0", "--quiet"])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "distinct states" in out and "states/s" in out
+        assert "DEAD" in out and "no violation" in out
+
+    def test_json(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code = explore_main(["--max-term", "1", "--max-index", "0", "--crashes", "0",
+                             "--wipes", "0", "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert code == 0 and data["violation"] is None and data["distinct_states"] > 0
+        assert "crash" in data["dead_actions"]
+
+    def test_violation_exits_1(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code = explore_main(["--max-term", "1", "--max-index", "0", "--crashes", "0",
+                             "--wipes", "0", "--quiet"], spec=adopt_remote_term_spec())
+        out = capsys.readouterr().out
+        assert code == 1
+        assert "VIOLATION" in out and "TermMonotonic" in out and "s0:" in out
+
+    @pytest.mark.parametrize("argv", [
+        ["--servers", "0"], ["--max-term", "-1"], ["--crashes", "x"], ["--bogus"],
+        ["--max-states", "0"], ["--servers", "9"],
+    ])
+    def test_bad_arguments_exit_2(self, argv: list[str],
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+        assert explore_main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("revivify explore: error:") and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_default_bounds_clean() -> None:
+    """make soak: the default bounds (about a minute) hold every invariant."""
+    r = explore(default_spec(), DEFAULT_BOUNDS)
+    assert r.violation is None and r.complete
