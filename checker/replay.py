@@ -71,6 +71,7 @@ from revivify.checker.traces import (
     state_from_tuple,
 )
 from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_failures
+from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES
 from revivify.spec.invariants import check_state, check_step
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
@@ -90,12 +91,14 @@ WINDOW: Final = 6
 
 # Invariants that speak about one server alone (the others need the whole system or the
 # ghost vote maps, which the replay clears; their global forms live in global_checks).
-LOCAL_INVARIANTS: Final = frozenset({
-    "ReadyIsComplete", "RunningIsReady", "TombstoneRetainsLastOpid",
-    "StartupRollsDeletionForward", "NoCopyingWhenQuiescent", "StaleCallerCannotDestroy",
-    "LifecycleShape",
-})
-LOCAL_STEP_PROPERTIES: Final = frozenset({"TermMonotonic", "TombstoneKeepsCmetaAndOpid"})
+# The invariants and step properties a per-key replay can check: those over one server's
+# state that read no ghost history (no trace carries ghosts). Chosen by the spec's flags.
+LOCAL_INVARIANTS: Final = frozenset(
+    i.name for i in INVARIANTS if i.per_server and not i.reads_ghosts
+)
+LOCAL_STEP_PROPERTIES: Final = frozenset(
+    p.name for p in STEP_PROPERTIES if not p.reads_ghosts and p.name != "UuidNeverReused"
+)
 
 # Actions whose effect is the identity: never useful as an unlogged frontier step.
 _NO_EFFECT: Final = frozenset({"commit", "stc_reject"})

@@ -670,9 +670,19 @@ def commit_effect(s: ServerState, index: Int, op_term: Int) -> ServerState:
     return s
 
 
+def leader_commit(sys: SystemState, i: int, index: Int, op_term: Int) -> Bool:
+    """Raft's commitment rule: the leader commits an entry of its own term once a majority
+    of members hold the log up to it (earlier entries are committed with it)."""
+    s = sys[i]
+    holders = count(*[all_(is_member(k), eq(k.sb, READY),
+                           opid_ge(k.wal_last_term, k.wal_last_index, op_term, index))
+                      for k in sys])
+    return all_(s.leader, eq(op_term, s.term), holders >= majority(len(sys)))
+
+
 def commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     s = sys[i]
-    if s.leader and s.wal_last_index >= 1:
+    if s.leader and s.wal_last_index >= 1 and s.wal_last_term == s.term:
         yield {"index": s.wal_last_index, "op_term": s.wal_last_term}
 
 
@@ -730,7 +740,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("log_append", "Raft: an entry appended to the WAL", ("op_term", "op_index"),
            log_append_guard, log_append_effect, log_append_enum),
     Action("commit", "Raft: an index committed", ("index", "op_term"), commit_guard,
-           commit_effect, commit_enum, volatile_only=True),
+           commit_effect, commit_enum, system_guard=leader_commit, volatile_only=True),
 )
 
 ACTIONS_BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}

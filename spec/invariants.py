@@ -65,6 +65,13 @@ class Invariant:
     doc: str
     pred: StatePred
     strengthening: bool = False
+    # per_server: the predicate is a conjunction over servers of a fact about one server
+    # (so it can be checked on one server's state: the trace checker's per-key replay, the
+    # explorer's per-server cache). reads_ghosts: it reads the ghost vote and leader
+    # histories (votes, member_votes, led), which no trace carries; ghost_last_* are not
+    # histories (they follow from the logged appends) and do not count.
+    per_server: bool = False
+    reads_ghosts: bool = False
 
 
 @attrs.frozen
@@ -72,6 +79,7 @@ class StepProperty:
     name: str
     doc: str
     pred: StepPred
+    reads_ghosts: bool = False
 
 
 def _each(sys: SystemState, f: Callable[[ServerState], Bool]) -> Bool:
@@ -291,38 +299,37 @@ def uuid_never_reused(pre: ServerState, post: ServerState, t: Int) -> Bool:
     return post.uuid_gen >= pre.uuid_gen
 
 
+def _inv(f: StatePred, name: str, **flags: bool) -> Invariant:
+    return Invariant(name, f.__doc__ or "", f, **flags)
+
+
+def _prop(f: StepPred, name: str, **flags: bool) -> StepProperty:
+    return StepProperty(name, f.__doc__ or "", f, **flags)
+
+
 INVARIANTS: tuple[Invariant, ...] = (
-    Invariant("OneLeaderPerTerm", one_leader_per_term.__doc__ or "", one_leader_per_term),
-    Invariant("ReadyIsComplete", ready_is_complete.__doc__ or "", ready_is_complete),
-    Invariant("RunningIsReady", running_is_ready.__doc__ or "", running_is_ready),
-    Invariant("TombstoneRetainsLastOpid", tombstone_retains_last_opid.__doc__ or "",
-              tombstone_retains_last_opid),
-    Invariant("StartupRollsDeletionForward", quiescent_tombstone_has_no_live_wal.__doc__ or "",
-              quiescent_tombstone_has_no_live_wal),
-    Invariant("NoCopyingWhenQuiescent", no_copying_when_quiescent.__doc__ or "",
-              no_copying_when_quiescent),
-    Invariant("StaleCallerCannotDestroy", stale_caller_cannot_destroy.__doc__ or "",
-              stale_caller_cannot_destroy),
-    Invariant("VotesMatchCmeta", one_vote_per_term_recorded.__doc__ or "",
-              one_vote_per_term_recorded),
-    Invariant("LeaderHadMajority", leader_had_majority.__doc__ or "", leader_had_majority,
-              strengthening=True),
-    Invariant("MemberHistoryIsVotes", member_history_is_votes.__doc__ or "",
-              member_history_is_votes, strengthening=True),
-    Invariant("VotesNameServers", votes_name_servers.__doc__ or "", votes_name_servers,
-              strengthening=True),
-    Invariant("LifecycleShape", lifecycle_shape.__doc__ or "", lifecycle_shape,
-              strengthening=True),
+    _inv(one_leader_per_term, "OneLeaderPerTerm", reads_ghosts=True),
+    _inv(ready_is_complete, "ReadyIsComplete", per_server=True),
+    _inv(running_is_ready, "RunningIsReady", per_server=True),
+    _inv(tombstone_retains_last_opid, "TombstoneRetainsLastOpid", per_server=True),
+    _inv(quiescent_tombstone_has_no_live_wal, "StartupRollsDeletionForward", per_server=True),
+    _inv(no_copying_when_quiescent, "NoCopyingWhenQuiescent", per_server=True),
+    _inv(stale_caller_cannot_destroy, "StaleCallerCannotDestroy", per_server=True),
+    _inv(one_vote_per_term_recorded, "VotesMatchCmeta", per_server=True, reads_ghosts=True),
+    _inv(leader_had_majority, "LeaderHadMajority", strengthening=True, reads_ghosts=True),
+    _inv(member_history_is_votes, "MemberHistoryIsVotes", strengthening=True,
+         per_server=True, reads_ghosts=True),
+    _inv(votes_name_servers, "VotesNameServers", strengthening=True, per_server=True,
+         reads_ghosts=True),
+    _inv(lifecycle_shape, "LifecycleShape", strengthening=True, per_server=True),
 )
 
 STEP_PROPERTIES: tuple[StepProperty, ...] = (
-    StepProperty("TermMonotonic", term_monotonic.__doc__ or "", term_monotonic),
-    StepProperty("VoteOnce", vote_once.__doc__ or "", vote_once),
-    StepProperty("TombstoneKeepsCmetaAndOpid", tombstone_keeps_cmeta_and_opid.__doc__ or "",
-                 tombstone_keeps_cmeta_and_opid),
-    StepProperty("NewUuidInheritsNothing", new_uuid_inherits_nothing.__doc__ or "",
-                 new_uuid_inherits_nothing),
-    StepProperty("UuidNeverReused", uuid_never_reused.__doc__ or "", uuid_never_reused),
+    _prop(term_monotonic, "TermMonotonic"),
+    _prop(vote_once, "VoteOnce", reads_ghosts=True),
+    _prop(tombstone_keeps_cmeta_and_opid, "TombstoneKeepsCmetaAndOpid"),
+    _prop(new_uuid_inherits_nothing, "NewUuidInheritsNothing", reads_ghosts=True),
+    _prop(uuid_never_reused, "UuidNeverReused"),
 )
 
 

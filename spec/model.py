@@ -118,7 +118,7 @@ BOOL_FIELDS: Final = frozenset({"sb_qdir", "cmeta", "qdir", "q_sb", "q_cmeta", "
 MAP_FIELDS: Final = {"votes": NO_VOTE, "member_votes": NO_VOTE, "led": False}
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class ServerState:
     """One server's state for the tablet. Fields hold Python values or z3 terms."""
 
