@@ -114,7 +114,8 @@ def inv_forall(invariants: Iterable[Invariant], sys_: SystemState) -> Any:
     """Inv(s) for every term. Invariants that do not mention the term are asserted as they
     are: a quantifier over them would only make z3's instantiation work harder."""
     t, u = z3.Int("t_all"), z3.Int("t_other")
-    plain, quantified = [], []
+    plain: list[Any] = []
+    quantified: list[Any] = []
     for inv in invariants:
         at_t, at_u = _as_bool(inv.pred(sys_, t)), _as_bool(inv.pred(sys_, u))
         (plain if at_t.eq(at_u) else quantified).append(at_t)
@@ -362,7 +363,7 @@ def bmc(spec: Spec, claims: Sequence[str], depth: int, timeout_ms: int,
         # Does state k break a state invariant, or step k-1 a step property?
         bad = [z3.Not(_as_bool(inv.pred(states[k], t))) for inv in wanted_invs]
         if k > 0:
-            for action, i, _, sel in choices[k - 1]:
+            for _action, i, _, sel in choices[k - 1]:
                 for prop in wanted_props:
                     bad.append(z3.And(sel, z3.Not(_as_bool(
                         prop.pred(states[k - 1][i], states[k][i], t)))))

@@ -17,10 +17,8 @@ effect => Inv'), named as such so a reader can tell the claims from the proof sc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import attrs
-
 from revivify.spec.logic import (
     Bool,
     FMap,
@@ -342,7 +340,7 @@ def relevant_terms(states: Iterable[ServerState]) -> list[int]:
         for m in (s.votes, s.member_votes, s.led):
             if isinstance(m, FMap):
                 terms.update(k for k, _ in m)
-    return sorted(terms) + [max(terms) + 1]
+    return [*sorted(terms), max(terms) + 1]
 
 
 def check_state(invariants: Iterable[Invariant], sys: SystemState) -> list[str]:

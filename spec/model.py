@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import attrs
-
 from revivify.spec.logic import FMap, empty_map
 
 # Superblock data states (seed: "a tablet will have 4 states its data can be in").
@@ -175,7 +174,8 @@ class ServerState:
         if self.cmeta:
             vote = "-" if self.voted_for == NO_VOTE else str(self.voted_for)
             parts.append(f"cmeta(term={self.term},vote={vote},cfg={self.config_index})")
-        parts.append(f"wal={WAL_NAMES.get(self.wal, self.wal)}({self.wal_last_term},{self.wal_last_index})")
+        wal = WAL_NAMES.get(self.wal, self.wal)
+        parts.append(f"wal={wal}({self.wal_last_term},{self.wal_last_index})")
         parts.append(f"blocks={BLOCKS_NAMES.get(self.blocks, self.blocks)}")
         if self.qdir:
             parts.append(f"qdir(sb={int(self.q_sb)},cmeta={int(self.q_cmeta)})")

@@ -22,12 +22,16 @@ from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
     COPYING,
     DELETED,
+    DELETING_OPS,
     NO_VOTE,
     OP_COPY,
     OP_COPY_DELETE,
     OP_NONE,
+    OP_ROLL_FORWARD,
     READY,
     STARTUP_READY,
+    STC_BAD_TERM,
+    STC_STALE_TOMBSTONE_TERM,
     WAL_LIVE,
     WAL_QUARANTINED,
     ServerState,
@@ -90,7 +94,7 @@ def _d4_moves_wal(s: ServerState) -> ServerState:
 
 
 def _d5_any(s: ServerState) -> Bool:
-    return A.at_step(s, (*A.DELETING_OPS, A.OP_ROLL_FORWARD), 4)
+    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4)
 
 
 def _d6_marks_deleted(s: ServerState) -> ServerState:
@@ -104,7 +108,7 @@ def _d6_marks_deleted(s: ServerState) -> ServerState:
 
 
 def _d6_any(s: ServerState) -> Bool:
-    return A.at_step(s, (*A.DELETING_OPS, A.OP_ROLL_FORWARD), 5)
+    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5)
 
 
 # 5. The last OpId is not stored in the tombstone.
@@ -118,7 +122,7 @@ def _stc_failures_no_term(s: ServerState, caller_term: Int, expected_state: Int,
                           opid_index: Int) -> list[tuple[int, Bool]]:
     full = A.stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
     return [(code, fails) for code, fails in full
-            if code not in (A.STC_BAD_TERM, A.STC_STALE_TOMBSTONE_TERM)]
+            if code not in (STC_BAD_TERM, STC_STALE_TOMBSTONE_TERM)]
 
 
 def _stc_accept_no_term(s: ServerState, caller_term: Int, expected_state: Int,

@@ -9,7 +9,6 @@ query), and the explorer must reach a state that violates one of those claims.
 from __future__ import annotations
 
 import pytest
-
 from revivify.checker.explore import explore
 from revivify.checker.prove import prove
 from revivify.spec.actions import Bounds
@@ -42,7 +41,8 @@ def test_mutant_fails_a_proof(mutant: Mutant) -> None:
 
 
 # Small bounds first: each is exhausted (or capped) in seconds, and every bug needs only one
-# of these shapes: one term with a crash, one term with a crash and a wipe, or two terms (a stale leader).
+# of these shapes: one term with a crash, one term with a crash and a wipe, or two terms
+# (a stale leader).
 SCHEDULE = (
     Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=0),
     Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1),
