@@ -1,0 +1,75 @@
+"""The revivify command in real processes: bad input gets a one-line error and exit 2,
+never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def revivify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_no_arguments_prints_usage_and_exit_2() -> None:
+    r = revivify()
+    assert r.returncode == 2
+    assert "usage: revivify" in r.stdout
+
+
+def test_help_exit_0() -> None:
+    r = revivify("--help")
+    assert r.returncode == 0 and "prove" in r.stdout and "trace" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("frobnicate",), "unknown command 'frobnicate'"),
+    (("prove", "--servers", "0"), "--servers"),
+    (("prove", "--bmc-depth", "-3"), "--bmc-depth"),
+    (("prove", "--mutant", "no_such_bug"), "unknown mutant"),
+    (("prove", "--servers", "three"), "invalid int value"),
+    (("explore", "--max-term", "-1"), "max-term"),
+    (("explore", "--servers", "x"), "invalid int value"),
+    (("trace", "check"), ""),
+    (("trace", "bogus-subcommand"), ""),
+])
+def test_bad_arguments(args: tuple[str, ...], needle: str) -> None:
+    r = revivify(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert needle in r.stderr + r.stdout
+
+
+def test_trace_check_missing_path(tmp_path: Path) -> None:
+    r = revivify("trace", "check", str(tmp_path / "nope"))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "nope" in r.stderr + r.stdout
+
+
+def test_trace_check_empty_directory(tmp_path: Path) -> None:
+    r = revivify("trace", "check", str(tmp_path))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+
+
+def test_trace_check_garbage_file(tmp_path: Path) -> None:
+    f = tmp_path / "x.0001.jsonl"
+    f.write_bytes(b"\x00\xff not json at all\n{\"v\": 1}\n")
+    r = revivify("trace", "check", str(f))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "x.0001.jsonl" in r.stdout + r.stderr
+
+
+def test_mutant_proof_fails_with_counterexample() -> None:
+    """The prover exits 1 and prints the broken claim for a seeded bug."""
+    r = revivify("prove", "--mutant", "last_opid_not_stored", "--bmc-depth", "0",
+                 "--timeout", "5")
+    assert r.returncode == 1
+    assert "TombstoneRetainsLastOpid" in r.stdout
+    assert "PROOF FAILED" in r.stdout
