@@ -27,7 +27,7 @@ a default, hashable so that states can be stored in sets); on the z3 side it is 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import z3
 
@@ -47,8 +47,21 @@ def _any_sym(xs: tuple[object, ...]) -> bool:
     return any(isinstance(x, z3.ExprRef) for x in xs)
 
 
+# Fast paths. Every helper below first checks whether all its arguments are plain Python
+# bools or ints (an exact ``type(x) is`` test, so no subclass or stand-in object such as the
+# explorer's probes takes it) and then computes the concrete answer directly; any other
+# argument (a z3 term, a map, anything else) takes the general path, which is unchanged, so
+# the z3 interpretation builds exactly the same terms as before.
+_PLAIN: Final = frozenset({bool, int})
+
+
 def all_(*xs: Bool) -> Bool:
     """Conjunction; short-circuits on concrete False."""
+    for x in xs:
+        if type(x) not in _PLAIN:
+            break
+    else:
+        return all(xs)
     if _any_sym(xs):
         return z3.And(*[_to_z3_bool(x) for x in xs])
     return all(xs)
@@ -56,18 +69,29 @@ def all_(*xs: Bool) -> Bool:
 
 def any_(*xs: Bool) -> Bool:
     """Disjunction; short-circuits on concrete True."""
+    for x in xs:
+        if type(x) not in _PLAIN:
+            break
+    else:
+        return any(xs)
     if _any_sym(xs):
         return z3.Or(*[_to_z3_bool(x) for x in xs])
     return any(xs)
 
 
 def not_(x: Bool) -> Bool:
+    if x is True:
+        return False
+    if x is False:
+        return True
     if is_sym(x):
         return z3.Not(x)
     return not x
 
 
 def implies(a: Bool, b: Bool) -> Bool:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return (not a) or bool(b)
     if is_sym(a) or is_sym(b):
         return z3.Implies(_to_z3_bool(a), _to_z3_bool(b))
     return (not a) or bool(b)
@@ -75,6 +99,8 @@ def implies(a: Bool, b: Bool) -> Bool:
 
 def ite(cond: Bool, then: Any, other: Any) -> Any:
     """If-then-else as an expression: the only way spec code chooses between values."""
+    if type(cond) in _PLAIN and type(then) in _PLAIN and type(other) in _PLAIN:
+        return then if cond else other
     if is_sym(cond) or is_sym(then) or is_sym(other):
         if isinstance(then, FMap) or isinstance(other, FMap):
             raise TypeError("ite over maps needs both sides symbolic (z3 Arrays)")
@@ -83,12 +109,16 @@ def ite(cond: Bool, then: Any, other: Any) -> Any:
 
 
 def eq(a: Any, b: Any) -> Bool:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return a == b
     if is_sym(a) or is_sym(b):
         return _lift(a, b) == _lift(b, a)
     return bool(a == b)
 
 
 def ne(a: Any, b: Any) -> Bool:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return a != b
     return not_(eq(a, b))
 
 
@@ -98,11 +128,22 @@ def max_(a: Int, b: Int) -> Int:
 
 def member(x: Int, values: tuple[int, ...]) -> Bool:
     """x is one of the listed constants."""
+    if type(x) in _PLAIN:
+        for v in values:
+            if type(v) not in _PLAIN:
+                break
+        else:
+            return x in values
     return any_(*(eq(x, v) for v in values))
 
 
 def count(*conds: Bool) -> Int:
     """How many of the conditions hold (an Int term when any is symbolic)."""
+    for c in conds:
+        if type(c) not in _PLAIN:
+            break
+    else:
+        return sum(1 for c in conds if c)
     if _any_sym(conds):
         return z3.Sum(*[z3.If(_to_z3_bool(c), 1, 0) for c in conds])
     return sum(1 for c in conds if c)
@@ -110,6 +151,9 @@ def count(*conds: Bool) -> Int:
 
 def opid_ge(a_term: Int, a_index: Int, b_term: Int, b_index: Int) -> Bool:
     """OpId (a_term, a_index) >= (b_term, b_index) in Raft's log order (term first)."""
+    if (type(a_term) in _PLAIN and type(a_index) in _PLAIN and type(b_term) in _PLAIN
+            and type(b_index) in _PLAIN):
+        return a_term > b_term or (a_term == b_term and a_index >= b_index)
     return any_(a_term > b_term, all_(eq(a_term, b_term), a_index >= b_index))
 
 
