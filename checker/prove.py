@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 import z3
+
 from revivify.spec.actions import Action
 from revivify.spec.invariants import Invariant
 from revivify.spec.logic import FMap

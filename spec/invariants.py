@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import attrs
+
 from revivify.spec.logic import (
     Bool,
     FMap,

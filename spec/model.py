@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import attrs
+
 from revivify.spec.logic import FMap, empty_map
 
 # Superblock data states (seed: "a tablet will have 4 states its data can be in").

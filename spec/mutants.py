@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
 from revivify.spec import actions as A
 from revivify.spec.actions import ACTIONS, Action, replace_action
 from revivify.spec.logic import Bool, Int, all_, any_, count, eq, get, ite, not_

@@ -9,6 +9,7 @@ query), and the explorer must reach a state that violates one of those claims.
 from __future__ import annotations
 
 import pytest
+
 from revivify.checker.explore import explore
 from revivify.checker.prove import prove
 from revivify.spec.actions import Bounds

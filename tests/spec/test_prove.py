@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import z3
+
 from revivify.checker.prove import (
     format_table,
     inv_forall,

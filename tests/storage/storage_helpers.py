@@ -6,6 +6,7 @@ Imported as a top-level module: pytest's default import mode puts tests/storage 
 from __future__ import annotations
 
 from hypothesis import settings
+
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.simdisk import SimDisk
 from revivify.impl.storage.wal import LogEntry

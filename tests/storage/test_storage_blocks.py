@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from storage_helpers import ROOT, formatted_disk
+
 from revivify.impl.storage.blocks import (
     BlockManager,
     add_live_blocks,
@@ -14,7 +16,6 @@ from revivify.impl.storage.errors import BlockCorrupt, BlockNotFound, BlockProto
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import DataState, Superblock
-from storage_helpers import ROOT, formatted_disk
 
 
 def _setup() -> tuple[ServerLayout, BlockManager, MetadataStore]:

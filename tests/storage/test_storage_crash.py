@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import pytest
 import trio
+from storage_helpers import ROOT, entries, formatted_disk
+
 from revivify.impl.storage.blocks import (
     BlockManager,
     add_live_blocks,
@@ -31,7 +33,6 @@ from revivify.impl.storage.wal import (
     read_log_entries,
     recover_log,
 )
-from storage_helpers import ROOT, entries, formatted_disk
 
 TABLET = "tablet-a"
 WAL = f"{ROOT}/wals/{TABLET}"

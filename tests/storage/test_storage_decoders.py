@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from revivify.impl.storage.blocks import decode_block, encode_block
 from revivify.impl.storage.codec import HEADER_SIZE, decode_frame, encode_frame, encode_value
 from revivify.impl.storage.errors import CorruptRecord

@@ -5,6 +5,8 @@ from __future__ import annotations
 import posixpath
 
 import pytest
+from storage_helpers import ROOT, formatted_disk
+
 from revivify.impl.storage.disk import Disk, OsDisk, parent_of, temp_path_for, write_new_file
 from revivify.impl.storage.errors import (
     AlreadyFormatted,
@@ -25,7 +27,6 @@ from revivify.impl.storage.values import (
     RaftPeer,
     Superblock,
 )
-from storage_helpers import ROOT, formatted_disk
 
 SB_OLD = Superblock("tablet-a", DataState.READY, live_blocks=("b1", "b2"), table_name="t")
 SB_NEW = Superblock(

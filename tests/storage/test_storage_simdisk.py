@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from revivify.impl.storage.disk import atomic_replace
 from revivify.impl.storage.simdisk import SimDisk, SimulatedCrash, explore_crashes
 
