@@ -12,8 +12,15 @@ Seed 003 ("The write ahead log (WAL)") is the contract:
 Group commit: the appender takes *every* pending batch at once, writes them with one write
 and one sync (fdatasync while the write ends inside the preallocated region, whose size is
 already durable; fsync beyond it), then wakes every waiter. Throughput therefore scales with
-the number of concurrent writers at nearly constant latency. Blocking I/O runs in a worker
-thread (`trio.to_thread.run_sync`) so waiters keep queueing while the disk syncs.
+the number of concurrent writers at nearly constant latency. The appender's blocking I/O
+(each group's write + sync, segment switches) runs in one long-lived OS thread owned by the
+log (`_AppenderThread`), so waiters keep queueing while the disk syncs: a job goes to it
+through a queue and its outcome comes back by rescheduling the appender task with the trio
+token. That costs one thread wake-up each way per group, less than a `trio.to_thread.run_sync`
+per group (thread cache, capacity limiter, context copy), which matters for one writer,
+whose rate is one group per sync. Rarer I/O (preparing the next segment, GC, reads, close)
+still runs in trio worker threads, so preparing a segment never delays a group commit.
+With `LogOptions(use_threads=False)` every disk call runs inline (deterministic SimDisk tests).
 
 Segment file `wals/<tablet-id>/wal-<sequence:09d>`, a sequence of codec frames::
 
@@ -52,9 +59,12 @@ last entry is never deleted, so `last_opid` survives any crash.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import posixpath
+import queue
 import re
+import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -62,6 +72,7 @@ from typing import Any, TypeVar
 
 import attrs
 import msgspec
+import outcome
 import trio
 
 from .codec import Frame, decode_frame, decode_payload, encode_frame, encode_value
@@ -158,7 +169,9 @@ class LogOptions:
     # written, so fdatasync inside them only flushes data (what Kudu's design assumes).
     zero_fill: bool = True
     fsync: bool = True  # False: acknowledge after write(), no sync (bench comparison)
-    use_threads: bool = True  # False: run disk calls inline (deterministic SimDisk tests)
+    # True: the appender's I/O runs in the log's own appender thread, other I/O in trio
+    # worker threads. False: run every disk call inline (deterministic SimDisk tests).
+    use_threads: bool = True
 
 
 # --------------------------------------------------------------------------- scanning
@@ -515,6 +528,65 @@ class LogAnchor:
         self.release()
 
 
+_Job = tuple[Callable[[], Any], trio.lowlevel.Task]
+
+
+class _AppenderThread:
+    """The log's long-lived OS thread for the appender task's blocking I/O.
+
+    `run(fn, *args)` queues the call and parks the calling task; the thread runs jobs one at
+    a time in queue order and hands each outcome back by rescheduling the parked task through
+    the trio token. Like `trio.to_thread.run_sync`, a started job is not abandoned on
+    cancellation: the task waits for it (the bytes may already be on disk). Errors raised by
+    the job are re-raised in the task (the appender turns them into LogFailed). `stop()` ends
+    the thread once the jobs queued before it are done.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._stopped = False
+        self._thread.start()
+
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._stopped:
+            raise RuntimeError(f"{self.name} is stopped")
+        self._jobs.put((functools.partial(fn, *args), trio.lowlevel.current_task()))
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            return trio.lowlevel.Abort.FAILED  # the job runs to completion; wait for it
+
+        result: T = await trio.lowlevel.wait_task_rescheduled(abort)  # unwraps the outcome
+        return result
+
+    async def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self._jobs.put(None)
+        if self._thread.is_alive():
+            await trio.to_thread.run_sync(self._thread.join)
+
+    def _main(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, task = job
+            result = outcome.capture(fn)
+            try:
+                self._token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+            except trio.RunFinishedError:
+                return  # the trio run is gone; nobody is left to wake
+
+
 @attrs.define
 class _ActiveSegment:
     sequence: int
@@ -557,6 +629,7 @@ class Log:
         self._preparing = False
         self._prepared = trio.Event()
         self._appender_done = trio.Event()
+        self._thread: _AppenderThread | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -643,6 +716,8 @@ class Log:
         self._closing = True
         self._work.set()
         await self._appender_done.wait()
+        if self._thread is not None:
+            await self._thread.stop()  # idle: the appender, its only user, has returned
         if self._preparing:
             await self._prepared.wait()
         if self._failure is not None:
@@ -661,11 +736,18 @@ class Log:
     # ------------------------------------------------------------------ tasks
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Blocking I/O off the appender's path: a trio worker thread (or inline)."""
         if self.options.use_threads:
             return await trio.to_thread.run_sync(fn, *args)
         result = fn(*args)
         await trio.lowlevel.checkpoint()
         return result
+
+    async def _run_appender(self, fn: Callable[..., T], *args: Any) -> T:
+        """Blocking I/O of the appender task: the log's appender thread (or inline)."""
+        if self._thread is not None:
+            return await self._thread.run(fn, *args)
+        return await self._run(fn, *args)
 
     async def _appender(self) -> None:
         try:
@@ -701,7 +783,7 @@ class Log:
         active = self._active
         assert active is not None
         data = b"".join(r.frame for r in group) if len(group) > 1 else group[0].frame
-        await self._run(self._write_and_sync, active, active.end, data)
+        await self._run_appender(self._write_and_sync, active, active.end, data)
         active.end += len(data)
         active.batches_crc = zlib.crc32(data, active.batches_crc)
         for r in group:
@@ -738,7 +820,7 @@ class Log:
         self._next = None
         old = self._active
         assert old is not None
-        await self._run(self._switch_segments, old, prepared)
+        await self._run_appender(self._switch_segments, old, prepared)
         self._closed_segments.append(old.info(closed=True))
         self._active = attrs.evolve(
             prepared, path=posixpath.join(self.wal_dir, segment_name(prepared.sequence))
@@ -831,6 +913,8 @@ class Log:
         self._active = attrs.evolve(
             prepared, path=posixpath.join(self.wal_dir, segment_name(sequence))
         )
+        if self.options.use_threads:
+            self._thread = _AppenderThread(f"wal-appender-{self.tablet_id}")
         nursery.start_soon(self._appender)
 
 
