@@ -159,8 +159,8 @@ def main() -> int:
     one = results[(True, 1)].rounds
     many = results[(True, 64)].rounds
     checks = [
-        ("1 writer >= 0.8 x raw fsync rate", [w / r for w, r in zip(one, raws)], 0.8),
-        ("64 writers >= 20 x 1 writer", [m / w for m, w in zip(many, one)], 20.0),
+        ("1 writer >= 0.8 x raw fsync rate", [w / r for w, r in zip(one, raws, strict=True)], 0.8),
+        ("64 writers >= 20 x 1 writer", [m / w for m, w in zip(many, one, strict=True)], 20.0),
     ]
     print()
     print("per round:   raw fsync/s " + " ".join(f"{r:8.0f}" for r in raws))

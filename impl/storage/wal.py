@@ -487,23 +487,38 @@ def _effective_entries(
 # --------------------------------------------------------------------------- the live log
 
 
+class _Group:
+    """The completion shared by every reservation taken into one group commit."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error: StorageError | None = None
+
+    def fail(self, error: StorageError) -> None:
+        self.error = error
+        self.done.set()
+
+
 class Reservation:
     """A batch's place in the durable order; `await wait()` returns once it is durable."""
 
-    __slots__ = ("_done", "_error", "frame", "last_opid", "max_index", "min_index")
+    __slots__ = ("_group", "frame", "last_opid", "max_index", "min_index")
 
-    def __init__(self, frame: bytes, entries: Sequence[LogEntry]) -> None:
+    def __init__(self, frame: bytes, entries: Sequence[LogEntry], group: _Group) -> None:
+        # `entries` holds consecutive indexes (checked by Log.reserve)
         self.frame = frame
-        self.min_index = min(e.index for e in entries)
-        self.max_index = max(e.index for e in entries)
+        self.min_index = entries[0].index
+        self.max_index = entries[-1].index
         self.last_opid = entries[-1].opid
-        self._done = trio.Event()
-        self._error: StorageError | None = None
+        self._group = group
 
     async def wait(self) -> OpId:
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
+        group = self._group
+        await group.done.wait()
+        if group.error is not None:
+            raise group.error
         return self.last_opid
 
 
@@ -619,6 +634,7 @@ class Log:
         self._closed_segments: list[SegmentInfo] = list(report.segments)
         self._active: _ActiveSegment | None = None
         self._pending: list[Reservation] = []
+        self._pending_group = _Group()  # completes every reservation in _pending at once
         self._work = trio.Event()
         self._last_opid = report.last_opid
         self._last_reserved_index = report.last_opid.index if report.last_opid else None
@@ -654,7 +670,7 @@ class Log:
         for previous, entry in itertools.pairwise(entries):
             if entry.index != previous.index + 1:
                 raise ValueError("batch indexes must be consecutive")
-        reservation = Reservation(encode_batch(entries), entries)
+        reservation = Reservation(encode_batch(entries), entries, self._pending_group)
         self._last_reserved_index = entries[-1].index
         self._pending.append(reservation)
         self._work.set()
@@ -759,11 +775,13 @@ class Log:
                         return
                     continue
                 group = self._pending
+                completion = self._pending_group
                 self._pending = []
+                self._pending_group = _Group()
                 try:
-                    await self._write_group(group)
+                    await self._write_group(group, completion)
                 except BaseException as exc:
-                    self._fail(exc, group)
+                    self._fail(exc, completion)
                     if isinstance(exc, Exception):
                         return
                     raise
@@ -772,31 +790,27 @@ class Log:
         finally:
             self._appender_done.set()
 
-    def _fail(self, exc: BaseException, group: list[Reservation]) -> None:
+    def _fail(self, exc: BaseException, completion: _Group) -> None:
         self._failure = LogFailed(self.tablet_id, exc)
-        for reservation in [*group, *self._pending]:
-            reservation._error = self._failure
-            reservation._done.set()
+        if not completion.done.is_set():  # (it is when the failure came after the wake-up)
+            completion.fail(self._failure)
+        self._pending_group.fail(self._failure)
         self._pending = []
 
-    async def _write_group(self, group: list[Reservation]) -> None:
+    async def _write_group(self, group: list[Reservation], completion: _Group) -> None:
         active = self._active
         assert active is not None
-        data = b"".join(r.frame for r in group) if len(group) > 1 else group[0].frame
+        data = b"".join([r.frame for r in group]) if len(group) > 1 else group[0].frame
         await self._run_appender(self._write_and_sync, active, active.end, data)
         active.end += len(data)
         active.batches_crc = zlib.crc32(data, active.batches_crc)
-        for r in group:
-            active.entry_count += r.max_index - r.min_index + 1
-            active.min_index = (
-                r.min_index if active.min_index is None else min(active.min_index, r.min_index)
-            )
-            active.max_index = (
-                r.max_index if active.max_index is None else max(active.max_index, r.max_index)
-            )
+        low = min([r.min_index for r in group])
+        active.entry_count += sum([r.max_index - r.min_index + 1 for r in group])
+        active.min_index = low if active.min_index is None else min(active.min_index, low)
+        high = max([r.max_index for r in group])
+        active.max_index = high if active.max_index is None else max(active.max_index, high)
         self._last_opid = group[-1].last_opid
-        for r in group:
-            r._done.set()
+        completion.done.set()  # wakes every waiter of the group
         if active.end >= self.options.segment_size:
             await self._maybe_roll_over()
 
