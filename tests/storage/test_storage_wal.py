@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import posixpath
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
+from storage_helpers import ROOT, entries, formatted_disk
+
 from revivify.impl.storage.disk import OsDisk, write_new_file
 from revivify.impl.storage.errors import LogFailed, LogNotFound, WalCorrupt
 from revivify.impl.storage.layout import ServerLayout
-from revivify.impl.storage.simdisk import SimDisk
+from revivify.impl.storage.simdisk import SimDisk, SimulatedCrash
 from revivify.impl.storage.values import OpId
 from revivify.impl.storage.wal import (
     Log,
@@ -22,7 +25,6 @@ from revivify.impl.storage.wal import (
     recover_log,
     segment_name,
 )
-from storage_helpers import ROOT, entries, formatted_disk
 
 TABLET = "tablet-a"
 WAL = f"{ROOT}/wals/{TABLET}"
@@ -163,18 +165,105 @@ class TestGroupCommit:
 
         run_log(disk, body, LogOptions(fsync=False, use_threads=False))
 
-    def test_disk_failure_fails_waiters_and_later_appends(self) -> None:
+    @pytest.mark.parametrize("threads", [False, True])
+    def test_disk_failure_fails_waiters_and_later_appends(self, threads: bool) -> None:
         disk = formatted_disk()
+        options = LogOptions(segment_size=1 << 16, use_threads=threads)
 
         async def body(log: Log) -> None:
             await log.append(entries(1, 1))
             disk.crash_after(0)
+            reservations = [log.reserve(entries(index, 1)) for index in range(2, 6)]
+            for reservation in reservations:  # every waiter of the failed group
+                with pytest.raises(LogFailed) as failed:
+                    await reservation.wait()
+                assert isinstance(failed.value.cause, SimulatedCrash)
+                assert TABLET in str(failed.value)
             with pytest.raises(LogFailed):
-                await log.append(entries(2, 1))
-            with pytest.raises(LogFailed):
-                log.reserve(entries(3, 1))
+                log.reserve(entries(6, 1))
+            assert log.last_opid == OpId(1, 1)
 
-        run_log(disk, body)  # close() after a failure only releases handles
+        run_log(disk, body, options)  # close() after a failure only releases handles
+        assert not _appender_threads()
+
+
+def _appender_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"wal-appender-{TABLET}"]
+
+
+class TestAppenderThread:
+    """With use_threads, group writes run in the log's own OS thread, stopped by close()."""
+
+    def test_one_thread_serves_every_group_and_stops_on_close(self, tmp_path: object) -> None:
+        disk = OsDisk()
+        wal = f"{tmp_path}/wals/{TABLET}"
+        seen: list[int] = []
+        original = Log._write_and_sync
+
+        def spy(log: Log, *args: object) -> None:
+            seen.append(threading.get_ident())
+            original(log, *args)  # type: ignore[arg-type]
+
+        async def body(log: Log) -> None:
+            assert [t.is_alive() for t in _appender_threads()] == [True]
+            await append_sequentially(log, 1, 20)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Log, "_write_and_sync", spy)
+            run_log(disk, body, LogOptions(segment_size=1 << 16), wal_dir=wal)
+        assert len(seen) == 20 and len(set(seen)) == 1
+        assert seen[0] != threading.get_ident()
+        assert not _appender_threads()
+        assert [e.index for e in read_log_entries(disk, wal, TABLET)] == list(range(1, 21))
+
+    def test_inline_mode_starts_no_thread(self) -> None:
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 3)
+            assert not _appender_threads()
+
+        run_log(formatted_disk(), body)
+
+    def test_cancelled_nursery_stops_thread_and_keeps_acknowledged_appends(
+        self, tmp_path: object
+    ) -> None:
+        disk = OsDisk()
+        wal = f"{tmp_path}/wals/{TABLET}"
+        acknowledged: list[int] = []
+        counter = [1]
+
+        async def writer(log: Log) -> None:
+            while True:
+                index = counter[0]
+                counter[0] += 1
+                await log.append(entries(index, 1))
+                acknowledged.append(index)
+
+        async def main() -> None:
+            options = LogOptions(segment_size=1 << 16)
+            with trio.move_on_after(0.2):
+                async with (
+                    open_log(disk, wal, TABLET, options, create_if_missing=True) as log,
+                    trio.open_nursery() as nursery,
+                ):
+                    for _ in range(8):
+                        nursery.start_soon(writer, log)
+
+        trio.run(main)
+        assert acknowledged
+        assert not _appender_threads()
+        recovered = [e.index for e in read_log_entries(disk, wal, TABLET)]
+        assert recovered == list(range(1, len(recovered) + 1))
+        assert set(acknowledged) <= set(recovered)
+        assert recover_log(disk, wal, TABLET).torn_tail is None  # close() wrote the footer
+
+    def test_close_is_idempotent_with_thread(self, tmp_path: object) -> None:
+        async def body(log: Log) -> None:
+            await log.append(entries(1, 1))
+            await log.close()
+            assert not _appender_threads()
+            await log.close()
+
+        run_log(OsDisk(), body, LogOptions(segment_size=1 << 16), f"{tmp_path}/w")
 
 
 class TestSegments:
