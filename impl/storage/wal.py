@@ -546,6 +546,10 @@ class LogAnchor:
 _Job = tuple[Callable[[], Any], trio.lowlevel.Task]
 
 
+def _wait_for_job(_: Any) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED  # a started job runs to completion; wait for it
+
+
 class _AppenderThread:
     """The log's long-lived OS thread for the appender task's blocking I/O.
 
@@ -568,18 +572,11 @@ class _AppenderThread:
     def name(self) -> str:
         return self._thread.name
 
-    def is_alive(self) -> bool:
-        return self._thread.is_alive()
-
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._stopped:
-            raise RuntimeError(f"{self.name} is stopped")
+        if self._stopped or not self._thread.is_alive():
+            raise RuntimeError(f"{self.name} is not running")
         self._jobs.put((functools.partial(fn, *args), trio.lowlevel.current_task()))
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            return trio.lowlevel.Abort.FAILED  # the job runs to completion; wait for it
-
-        result: T = await trio.lowlevel.wait_task_rescheduled(abort)  # unwraps the outcome
+        result: T = await trio.lowlevel.wait_task_rescheduled(_wait_for_job)  # unwraps it
         return result
 
     async def stop(self) -> None:

@@ -19,6 +19,7 @@ from revivify.impl.storage.wal import (
     Log,
     LogEntry,
     LogOptions,
+    _AppenderThread,
     encode_batch,
     open_log,
     read_log_entries,
@@ -187,6 +188,10 @@ class TestGroupCommit:
         assert not _appender_threads()
 
 
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
 def _appender_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == f"wal-appender-{TABLET}"]
 
@@ -215,6 +220,30 @@ class TestAppenderThread:
         assert seen[0] != threading.get_ident()
         assert not _appender_threads()
         assert [e.index for e in read_log_entries(disk, wal, TABLET)] == list(range(1, 21))
+
+    def test_thread_runs_jobs_in_order_and_reraises_their_errors(self) -> None:
+        async def main() -> None:
+            thread = _AppenderThread("wal-appender-unit")
+            done: list[int] = []
+            async with trio.open_nursery() as nursery:
+                for n in range(5):
+                    nursery.start_soon(thread.run, done.append, n)
+                    await trio.lowlevel.checkpoint()
+            assert done == [0, 1, 2, 3, 4]
+            assert await thread.run(threading.get_ident) != threading.get_ident()
+            with pytest.raises(OSError, match="disk on fire"):
+                await thread.run(_raise, OSError(5, "disk on fire"))
+            assert await thread.run(len, b"abc") == 3  # still serving after an error
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                assert await thread.run(len, b"ab") == 2  # a queued job is not abandoned
+            await thread.stop()
+            await thread.stop()
+            assert not [t for t in threading.enumerate() if t.name == "wal-appender-unit"]
+            with pytest.raises(RuntimeError, match="not running"):
+                await thread.run(len, b"")
+
+        trio.run(main)
 
     def test_inline_mode_starts_no_thread(self) -> None:
         async def body(log: Log) -> None:
