@@ -11,8 +11,9 @@ Seed 003 ("The write ahead log (WAL)") is the contract:
 
 Group commit: the appender takes *every* pending batch at once, writes them with one write
 and one sync (fdatasync while the write ends inside the preallocated region, whose size is
-already durable; fsync beyond it), then wakes every waiter. Throughput therefore scales with
-the number of concurrent writers at nearly constant latency. The appender's blocking I/O
+already durable; fsync beyond it), then wakes every waiter (one event per group, shared by
+its reservations). Throughput therefore scales with the number of concurrent writers at
+nearly constant latency. The appender's blocking I/O
 (each group's write + sync, segment switches) runs in one long-lived OS thread owned by the
 log (`_AppenderThread`), so waiters keep queueing while the disk syncs: a job goes to it
 through a queue and its outcome comes back by rescheduling the appender task with the trio
