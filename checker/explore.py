@@ -64,19 +64,29 @@ explorer asks each question once:
   enumerator with a read-recording system tuple (:class:`_ReadProbe`). An enumerator (or a
   system guard) that read nothing but ``sys[i]`` (and ``len(sys)``) is a deterministic
   function of (i, s, bounds), so its answer, and the guard and effect applied to each of its
-  parameters, are cached for (i, s). This is read-set memoisation: sound for any spec, mutants
-  included, because a call that reads another server is never cached (it is re-run on the
-  real system tuple in every state).
+  parameters, are cached for (i, s) (the server's *plan*).
+* *Neighbourhoods.* The other actions (their enumerator or system guard read other servers)
+  run on a system whose servers are :class:`_FieldProbe` s that record which fields are read.
+  Their answer is cached per action on (the projection of server i onto the fields read from
+  it, the projection of every other server onto the fields read from the others), and per
+  plan on (i, s, the other servers' projections onto the union of its actions' fields). This
+  is read-set memoisation: a cached answer was computed from those fields only and the spec
+  is deterministic, so any state that agrees on them gets the same answer; when an action
+  reads a field it never read before, its field set grows and the per-plan caches are
+  dropped. It is sound for any spec, mutants included; a call the probes cannot stand in for
+  (hashing or comparing a whole server) switches the caching off.
 * *Guards and effects* take one server state and the parameters, so their results are cached
   on (action, sid, parameters).
-* *Step properties* are defined over one server's pre- and post-state: cached on the pair.
+* *Step properties* are defined over one server's pre- and post-state: cached on the pair and
+  decided when a plan or neighbourhood is built (a move that leaves the system unchanged,
+  say a rejected StartTabletCopy, is then only counted: its successor is the state itself).
 * *State invariants.* ``check_state`` evaluates each predicate for every term relevant to the
-  system. The invariants the spec states as "every server satisfies f" (listed by identity in
-  ``_PER_SERVER``) are cached per (server state, relevant terms), evaluated on a system of n
-  copies of that one server (so n is unchanged); the two cross-server ones are cached on the
-  projection of each server onto the fields they read (``_PROJECTED``). Any other invariant (a
-  mutant's, say) is evaluated in full in every state. ``verify=True`` cross-checks every
-  cached answer against the generic ``Spec`` methods (the tests run with it).
+  system. The invariants the spec flags ``per_server`` ("every server satisfies f") are
+  cached per (server state, relevant terms), evaluated on a system of n copies of that one
+  server (so n is unchanged); all the others are cached on (relevant terms, the projection
+  of each server onto the fields they were seen to read), by the same read-set memoisation.
+  ``verify=True`` cross-checks every cached answer against the generic ``Spec`` methods (the
+  tests run with it).
 
 A spec whose ``Spec``/``Action`` classes override ``successors``, ``enabled``, ``apply``,
 ``violations`` or ``step_violations`` is explored through those generic methods (slower,
@@ -94,6 +104,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, NoReturn
 
 import attrs
+
 from revivify.spec import invariants as spec_invariants
 from revivify.spec.actions import Action, Bounds, Params
 from revivify.spec.logic import FMap
@@ -113,26 +124,6 @@ COUNTER_BITS: Final = 8
 COUNTER_MASK: Final = (1 << COUNTER_BITS) - 1
 MAX_SERVERS: Final = 6  # 6! = 720 relabelings: beyond that use symmetry=False
 MAX_BUDGET: Final = COUNTER_MASK
-
-# Invariants that are "every server satisfies f" (``_each``): cached per server state.
-_PER_SERVER: Final = frozenset({
-    spec_invariants.ready_is_complete,
-    spec_invariants.running_is_ready,
-    spec_invariants.tombstone_retains_last_opid,
-    spec_invariants.quiescent_tombstone_has_no_live_wal,
-    spec_invariants.no_copying_when_quiescent,
-    spec_invariants.stale_caller_cannot_destroy,
-    spec_invariants.one_vote_per_term_recorded,
-    spec_invariants.member_history_is_votes,
-    spec_invariants.votes_name_servers,
-    spec_invariants.lifecycle_shape,
-})
-# Cross-server invariants and the server fields each one reads.
-_PROJECTED: Final[dict[Any, tuple[str, ...]]] = {
-    spec_invariants.one_leader_per_term: ("led",),
-    spec_invariants.leader_had_majority: ("led", "member_votes"),
-}
-
 
 # ---------------------------------------------------------------------------------------
 # Results.
@@ -475,14 +466,77 @@ def _is_plain(spec: Spec) -> bool:
 
 
 @attrs.define
+class _Moves:
+    """Some moves of one server in one server state, as (action index, next sid) pairs split
+    by the budget they spend, with their step-property verdicts decided up front."""
+
+    free: list[tuple[int, int]]
+    crash: list[tuple[int, int]]
+    wipe: list[tuple[int, int]]
+    # (budget kind 0 free / 1 crash / 2 wipe, the first step property it fails): a move
+    # that breaks a step property (the explorer reports it when the budget allows the move)
+    bad: list[tuple[int, str]]
+    full: list[tuple[int, Params, int]]  # with parameters: for verify and counterexamples
+    # Moves that leave the server (and so the system) unchanged without spending a budget:
+    # their successor is the state being expanded, already seen; only counted.
+    loops: list[int]
+    # By budget (2 * crash allowed + wipe allowed): the non-empty lists of moves allowed,
+    # each with what it adds to the packed (crashes, wipes) counters, and the first step
+    # property an allowed move fails (or None).
+    sel: tuple[tuple[tuple[list[tuple[int, int]], int], ...], ...] = ()
+    bad_at: tuple[str | None, ...] = (None, None, None, None)
+
+    def finish(self) -> _Moves:
+        free = ((self.free, 0),) if self.free else ()
+        crash = ((self.crash, 1 << COUNTER_BITS),) if self.crash else ()
+        wipe = ((self.wipe, 1),) if self.wipe else ()
+        self.sel = (free, free + wipe, free + crash, free + crash + wipe)
+        allowed = ({0}, {0, 2}, {0, 1}, {0, 1, 2})
+        self.bad_at = tuple(next((prop for kind, prop in self.bad if kind in ok), None)
+                            for ok in allowed)
+        return self
+
+
+_NO_MOVES: Final = _Moves([], [], [], [], [], []).finish()
+
+
+@attrs.define
 class _Plan:
     """What server i in server state sid can do, as far as it depends on that server only."""
 
-    moves: list[tuple[int, Params, int]]  # (action index, params, next sid): always enabled
-    crash: list[tuple[int, Params, int]]
-    wipe: list[tuple[int, Params, int]]
+    local: _Moves  # always enabled (within budgets), whatever the other servers are
     guarded: list[tuple[int, Params, int]]  # local part enabled; the system guard reads others
     nonlocal_actions: list[int]  # enumerator reads other servers: enumerate in each state
+    neigh_actions: list[int]  # the actions of guarded and nonlocal_actions, in order
+    others: tuple[int, ...]  # the other servers' positions
+    # The neighbourhood cache (valid while gen is the explorer's read-set generation): the
+    # other servers' projections (table tab) onto the fields these actions read -> moves.
+    gen: int = -1
+    proj: _Projections | None = None
+    tab: list[int] = attrs.Factory(list)  # proj.tab
+    nb: dict[Any, _Moves] = attrs.Factory(dict)
+
+
+class _Projections:
+    """Server states projected onto a set of fields, interned as small integers."""
+
+    def __init__(self, fields: tuple[str, ...], objs: list[ServerState]) -> None:
+        self.fields = fields
+        self.objs = objs
+        self.tab: list[int] = []  # sid -> projection id, for every sid interned so far
+        self.intern: dict[tuple[Any, ...], int] = {}
+
+    def fill(self) -> list[int]:
+        tab, fields, intern = self.tab, self.fields, self.intern
+        for s in self.objs[len(tab):]:
+            tab.append(intern.setdefault(tuple([getattr(s, f) for f in fields]), len(intern)))
+        return tab
+
+    def pid(self, sid: int) -> int:
+        tab = self.tab
+        if sid >= len(tab):
+            tab = self.fill()
+        return tab[sid]
 
 
 class _Explorer:
@@ -507,29 +561,29 @@ class _Explorer:
         self.plans: dict[tuple[int, int], _Plan] = {}
         self.moves: dict[tuple[int, int, tuple[tuple[str, Any], ...]], int] = {}  # -1: off
         self.step_cache: dict[tuple[int, int], tuple[str, ...]] = {}
-        self.neigh: dict[tuple[int, ...], list[tuple[int, Params, int]]] = {}
+        # neighbourhoods: read sets per action, projections per set of fields
+        # per action: parameters (non-local enumerators) or moves (system guards)
+        self.act_cache: dict[tuple[int, ...], list[Any]] = {}
         self.neigh_off = False
-        self.neigh_fields: tuple[str, ...] = ()
-        self.neigh_fields_set: set[str] = set()
-        self.neigh_intern: dict[tuple[Any, ...], int] = {}
-        self.pids: list[int] = []
+        self.gen = 0
+        self.act_fields: list[frozenset[str]] = [frozenset() for _ in self.actions]
+        self.act_own: list[frozenset[str]] = [frozenset() for _ in self.actions]
+        self.fieldsets: dict[frozenset[str], int] = {}
+        self.projections: list[_Projections] = []
         self.terms_cache: dict[frozenset[int], int] = {}
         self.terms_list: list[list[int]] = []
-        # invariant classes
-        self.inv_names = [inv.name for inv in spec.invariants]
-        self.per_server = [k for k, inv in enumerate(spec.invariants)
-                           if self.plain and inv.pred in _PER_SERVER]
-        self.projected = [k for k, inv in enumerate(spec.invariants)
-                          if self.plain and inv.pred in _PROJECTED]
-        self.proj_fields = tuple(sorted({f for k in self.projected
-                                         for f in _PROJECTED[spec.invariants[k].pred]}))
-        classified = set(self.per_server) | set(self.projected)
-        self.generic_invs = [k for k in range(len(spec.invariants)) if k not in classified]
-        self.server_inv_cache: dict[tuple[int, int], tuple[int, ...]] = {}
-        self.proj_ids: list[int] = []
-        self.proj_intern: dict[tuple[Any, ...], int] = {}
-        self.cross_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.terms_by_sids: dict[tuple[int, ...], int] = {}
+        # invariants: per-server ones (the spec's own flag) cached per (server state, terms);
+        # the others cached on the projection of each server onto the fields they read
+        invs = spec.invariants
+        self.inv_names = [inv.name for inv in invs]
+        self.per_server = [k for k, inv in enumerate(invs) if self.plain and inv.per_server]
+        self.cross = [k for k, inv in enumerate(invs) if self.plain and not inv.per_server]
+        self.server_inv_cache: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.cross_off = False
+        self.cross_fields: frozenset[str] = frozenset()
+        self.cross_proj = _Projections((), self.interner.objs)
+        self.cross_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     # -- keys --------------------------------------------------------------------------
 
@@ -546,7 +600,7 @@ class _Explorer:
 
     def system(self, sids: Sequence[int]) -> SystemState:
         objs = self.interner.objs
-        return tuple(objs[s] for s in sids)
+        return tuple([objs[s] for s in sids])
 
     # -- transitions -------------------------------------------------------------------
 
@@ -561,15 +615,44 @@ class _Explorer:
             self.moves[mk] = got
         return got
 
-    def plan(self, i: int, sid: int, system: SystemState) -> _Plan:
-        plan = _Plan([], [], [], [], [])
+    def pair_failures(self, pre_sid: int, post_sid: int) -> tuple[str, ...]:
+        """The step properties a step of one server from pre_sid to post_sid fails (plain
+        specs: ``Spec.step_violations`` looks at that server only)."""
+        got = self.step_cache.get((pre_sid, post_sid))
+        if got is None:
+            objs = self.interner.objs
+            got = self.step_cache[(pre_sid, post_sid)] = tuple(spec_invariants.check_step(
+                self.spec.step_properties, objs[pre_sid], objs[post_sid]))
+        return got
+
+    def make_moves(self, sid: int, full: list[tuple[int, Params, int]]) -> _Moves:
+        if not full:
+            return _NO_MOVES
+        mv = _Moves([], [], [], [], full, [])
+        for a_idx, _p, nsid in full:
+            kind = 1 if a_idx == self.crash_idx else 2 if a_idx == self.wipe_idx else 0
+            if kind == 0 and nsid == sid:
+                mv.loops.append(a_idx)
+            else:
+                (mv.free, mv.crash, mv.wipe)[kind].append((a_idx, nsid))
+            bad = self.pair_failures(sid, nsid)
+            if bad:
+                mv.bad.append((kind, bad[0]))
+        return mv.finish()
+
+    def plan(self, i: int, sids: Sequence[int]) -> _Plan:
+        sid = sids[i]
+        system = self.system(sids)
+        local: list[tuple[int, Params, int]] = []
+        guarded: list[tuple[int, Params, int]] = []
+        nonlocal_actions: list[int] = []
         for a_idx, action in enumerate(self.actions):
             if never_enabled(action, self.interner.objs[sid]):
                 continue
             probe = _probe(system, i)
             params = list(action.enum(probe, i, self.bounds))
             if probe.touched:
-                plan.nonlocal_actions.append(a_idx)
+                nonlocal_actions.append(a_idx)
                 continue
             for p in params:
                 nsid = self.local_move(a_idx, sid, p)
@@ -579,108 +662,154 @@ class _Explorer:
                     probe = _probe(system, i)
                     ok = action.system_guard(probe, i, **p)
                     if probe.touched:
-                        plan.guarded.append((a_idx, p, nsid))
+                        guarded.append((a_idx, p, nsid))
                         continue
                     if not ok:
                         continue
-                target = (plan.crash if a_idx == self.crash_idx else
-                          plan.wipe if a_idx == self.wipe_idx else plan.moves)
-                target.append((a_idx, p, nsid))
+                local.append((a_idx, p, nsid))
+        neigh_actions = list(dict.fromkeys([a for a, _p, _n in guarded] + nonlocal_actions))
+        plan = _Plan(self.make_moves(sid, local), guarded, nonlocal_actions, neigh_actions,
+                     tuple(j for j in range(self.n) if j != i))
+        self.plans[(i, sid)] = plan
         return plan
 
-    def nonlocal_moves(self, i: int, sid: int, system: SystemState,
-                       plan: _Plan) -> list[tuple[int, Params, int]]:
-        """The moves of server i that depend on other servers (all budgets ignored)."""
-        out: list[tuple[int, Params, int]] = []
-        for a_idx, p, nsid in plan.guarded:
-            guard = self.actions[a_idx].system_guard
-            assert guard is not None
-            if guard(system, i, **p):
-                out.append((a_idx, p, nsid))
-        for a_idx in plan.nonlocal_actions:
-            action = self.actions[a_idx]
-            for p in action.enum(system, i, self.bounds):
-                nsid = self.local_move(a_idx, sid, p)
-                if nsid < 0:
-                    continue
-                if action.system_guard is not None and not action.system_guard(
-                        system, i, **p):
-                    continue
+    def action_params(self, a_idx: int, i: int, system: Any) -> list[Params]:
+        """The parameters of a non-local action's enumerator for server i that pass its
+        system guard (the local guard is not consulted here)."""
+        action = self.actions[a_idx]
+        guard = action.system_guard
+        return [p for p in action.enum(system, i, self.bounds)
+                if guard is None or guard(system, i, **p)]
+
+    def action_moves(self, a_idx: int, i: int, sid: int, plan: _Plan,
+                     system: Any) -> list[tuple[int, Params, int]]:
+        """The moves of server i by one action that depends on other servers (budgets
+        ignored), on the system tuple ``system``."""
+        if a_idx in plan.nonlocal_actions:
+            return self.local_moves(a_idx, sid, self.action_params(a_idx, i, system))
+        guard = self.actions[a_idx].system_guard
+        assert guard is not None
+        return [(a, p, nsid) for a, p, nsid in plan.guarded
+                if a == a_idx and guard(system, i, **p)]
+
+    def local_moves(self, a_idx: int, sid: int,
+                    params: list[Params]) -> list[tuple[int, Params, int]]:
+        out = []
+        for p in params:
+            nsid = self.local_move(a_idx, sid, p)
+            if nsid >= 0:
                 out.append((a_idx, p, nsid))
         return out
 
-    def pid(self, sid: int) -> int:
-        """The id of server state sid's projection onto the fields neighbours read."""
-        pids = self.pids
-        if sid >= len(pids):
-            pids.extend([-1] * (sid + 1 - len(pids)))
-        got = pids[sid]
-        if got < 0:
-            s = self.interner.objs[sid]
-            value = tuple(getattr(s, f) for f in self.neigh_fields)
-            got = pids[sid] = self.neigh_intern.setdefault(value, len(self.neigh_intern))
-        return got
+    def nonlocal_moves(self, i: int, sid: int, plan: _Plan,
+                       system: SystemState) -> list[tuple[int, Params, int]]:
+        """The moves of server i that depend on other servers (all budgets ignored)."""
+        return [m for a_idx in plan.neigh_actions
+                for m in self.action_moves(a_idx, i, sid, plan, system)]
 
-    def neighbourhood(self, i: int, sids: list[int], plan: _Plan,
-                      system: SystemState) -> list[tuple[int, Params, int]]:
+    def fieldset(self, fields: frozenset[str]) -> int:
+        """The id of a set of fields (its projections are interned under that id)."""
+        fs = self.fieldsets.get(fields)
+        if fs is None:
+            fs = self.fieldsets[fields] = len(self.projections)
+            self.projections.append(_Projections(tuple(sorted(fields)), self.interner.objs))
+        return fs
+
+    def plan_key(self, plan: _Plan, sids: Sequence[int]) -> Any:
+        """The key of plan's neighbourhood cache for the other servers of sids (the
+        explorer's loop computes the same inline)."""
+        if plan.gen != self.gen:
+            fields = frozenset().union(*(self.act_fields[a] for a in plan.neigh_actions))
+            plan.proj = self.projections[self.fieldset(fields)]
+            plan.tab = plan.proj.tab
+            plan.nb = {}
+            plan.gen = self.gen
+        tab = plan.tab
+        if len(tab) < len(self.interner.objs):
+            assert plan.proj is not None
+            plan.proj.fill()  # appends to tab in place
+        o = plan.others
+        if len(o) == 2:
+            return (tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+        return tuple([tab[sids[j]] for j in o])
+
+    def act_key(self, a_idx: int, i: int, sids: Sequence[int], own: bool) -> tuple[int, ...]:
+        """The key of one action's cached answer: the other servers' projections onto the
+        fields it read from them, and server i's projection onto the fields it read from
+        server i (``own``: a non-local action's parameters), or server i's whole state."""
+        fs = self.fieldset(self.act_fields[a_idx])
+        pid = self.projections[fs].pid
+        if own:
+            fo = self.fieldset(self.act_own[a_idx])
+            me = self.projections[fo].pid(sids[i])
+        else:
+            fo, me = -1, sids[i]
+        return (a_idx, fs, fo, i, me, *[pid(s) for j, s in enumerate(sids) if j != i])
+
+    def neighbourhood(self, i: int, sids: Sequence[int], plan: _Plan) -> _Moves:
         """nonlocal_moves, cached on (i, sid_i, the other servers' projections onto the
-        fields that these enumerators and system guards were ever seen to read)."""
+        fields that these actions' enumerators and system guards were ever seen to read),
+        and below that per action (on the fields that action was seen to read).
+
+        Read-set memoisation: each action runs on a system whose other servers record the
+        fields read from them. A cached answer was computed from those fields only, so any
+        state that agrees with it on them gets the same answer (the spec is deterministic);
+        when an action reads a field it never read before, its read set grows, and the
+        cached neighbourhoods are dropped (per-action answers are keyed by their field set,
+        so they stay valid)."""
         sid = sids[i]
         if self.neigh_off:
-            return self.nonlocal_moves(i, sid, system, plan)
-        pid = self.pid
-        nk = (i, sid, *[pid(s) for j, s in enumerate(sids) if j != i])
-        got = self.neigh.get(nk)
+            return self.make_moves(sid, self.nonlocal_moves(i, sid, plan, self.system(sids)))
+        nk = self.plan_key(plan, sids)
+        got = plan.nb.get(nk)
         if got is not None:
             return got
-        reads: set[str] = set()
-        probed: Any = tuple(s if j == i else _FieldProbe(s, reads)
-                            for j, s in enumerate(system))
-        try:
-            got = self.nonlocal_moves(i, sid, probed, plan)
-            if any(not isinstance(v, int) for _, p, _n in got for v in p.values()):
-                raise _Undecided
-        except Exception:
-            # Something the probe cannot stand in for (identity, hashing, a server object
-            # in the parameters): stop caching neighbourhoods, run plainly from now on.
-            self.neigh_off = True
-            return self.nonlocal_moves(i, sid, system, plan)
-        if not reads <= self.neigh_fields_set:
-            self.neigh_fields_set |= reads
-            self.neigh_fields = tuple(sorted(self.neigh_fields_set))
-            self.neigh.clear()
-            self.pids = []
-            self.neigh_intern = {}
-            nk = (i, sid, *[self.pid(s) for j, s in enumerate(sids) if j != i])
-        self.neigh[nk] = got
+        system: SystemState | None = None
+        full: list[tuple[int, Params, int]] = []
+        grown = False
+        for a_idx in plan.neigh_actions:
+            own = a_idx in plan.nonlocal_actions
+            ak = self.act_key(a_idx, i, sids, own)
+            got_a = self.act_cache.get(ak)
+            if got_a is None:
+                if system is None:
+                    system = self.system(sids)
+                reads: set[str] = set()
+                reads_own: set[str] = set()
+                me = _FieldProbe(system[i], reads_own) if own else system[i]
+                probed: Any = tuple([me if j == i else _FieldProbe(s, reads)
+                                     for j, s in enumerate(system)])
+                try:
+                    if own:
+                        got_a = self.action_params(a_idx, i, probed)
+                        values = [v for p in got_a for v in p.values()]
+                    else:
+                        got_a = self.action_moves(a_idx, i, sid, plan, probed)
+                        values = [v for _, p, _n in got_a for v in p.values()]
+                    if any(type(v) is not int and type(v) is not bool for v in values):
+                        raise _Undecided
+                except Exception:
+                    # Something the probe cannot stand in for (identity, hashing, a server
+                    # object in the parameters): stop caching, run plainly from now on.
+                    self.neigh_off = True
+                    self.act_cache.clear()
+                    return self.make_moves(sid, self.nonlocal_moves(i, sid, plan,
+                                                                    self.system(sids)))
+                if not (reads <= self.act_fields[a_idx] and reads_own <= self.act_own[a_idx]):
+                    self.act_fields[a_idx] = self.act_fields[a_idx] | reads
+                    self.act_own[a_idx] = self.act_own[a_idx] | reads_own
+                    grown = True
+                    ak = self.act_key(a_idx, i, sids, own)
+                self.act_cache[ak] = got_a
+            if own:
+                full.extend(self.local_moves(a_idx, sid, got_a))
+            else:
+                full.extend(got_a)
+        if grown:
+            self.gen += 1
+            nk = self.plan_key(plan, sids)
+        got = plan.nb[nk] = self.make_moves(sid, full)
         return got
-
-    def successors_fast(
-        self, sids: list[int], crashes: int, wipes: int,
-    ) -> list[tuple[int, int, Params, int]]:
-        """(action index, server, params, next sid) for every enabled transition."""
-        system = self.system(sids)
-        can_crash = crashes < self.bounds.max_crashes
-        can_wipe = wipes < self.bounds.max_wipes
-        crash_idx, wipe_idx = self.crash_idx, self.wipe_idx
-        out: list[tuple[int, int, Params, int]] = []
-        plans = self.plans
-        for i, sid in enumerate(sids):
-            plan = plans.get((i, sid))
-            if plan is None:
-                plan = plans[(i, sid)] = self.plan(i, sid, system)
-            out.extend((a_idx, i, p, nsid) for a_idx, p, nsid in plan.moves)
-            if can_crash and plan.crash:
-                out.extend((a_idx, i, p, nsid) for a_idx, p, nsid in plan.crash)
-            if can_wipe and plan.wipe:
-                out.extend((a_idx, i, p, nsid) for a_idx, p, nsid in plan.wipe)
-            if plan.guarded or plan.nonlocal_actions:
-                for a_idx, p, nsid in self.neighbourhood(i, sids, plan, system):
-                    if ((a_idx == crash_idx and not can_crash)
-                            or (a_idx == wipe_idx and not can_wipe)):
-                        continue
-                    out.append((a_idx, i, p, nsid))
-        return out
 
     def budget_ok(self, a_idx: int, can_crash: bool, can_wipe: bool) -> bool:
         if a_idx == self.crash_idx:
@@ -688,6 +817,23 @@ class _Explorer:
         if a_idx == self.wipe_idx:
             return can_wipe
         return True
+
+    def successors_fast(
+        self, sids: list[int], crashes: int, wipes: int,
+    ) -> list[tuple[int, int, Params, int]]:
+        """(action index, server, params, next sid) for every enabled transition, from the
+        caches (for verify: the explorer's loop reads the caches directly)."""
+        can_crash = crashes < self.bounds.max_crashes
+        can_wipe = wipes < self.bounds.max_wipes
+        out: list[tuple[int, int, Params, int]] = []
+        for i, sid in enumerate(sids):
+            plan = self.plans.get((i, sid)) or self.plan(i, sids)
+            groups = [plan.local]
+            if plan.neigh_actions:
+                groups.append(self.neighbourhood(i, sids, plan))
+            out.extend((a_idx, i, p, nsid) for mv in groups for a_idx, p, nsid in mv.full
+                       if self.budget_ok(a_idx, can_crash, can_wipe))
+        return out
 
     def successors_generic(
         self, sids: list[int], crashes: int, wipes: int,
@@ -704,18 +850,12 @@ class _Explorer:
 
     def step_failures(self, pre_sid: int, post_sid: int, i: int,
                       sids: list[int]) -> tuple[str, ...]:
-        got = self.step_cache.get((pre_sid, post_sid))
-        if got is None:
-            objs = self.interner.objs
-            if self.plain:
-                got = tuple(spec_invariants.check_step(self.spec.step_properties,
-                                                       objs[pre_sid], objs[post_sid]))
-            else:
-                pre = self.system(sids)
-                post = (*pre[:i], objs[post_sid], *pre[i + 1:])
-                got = tuple(self.spec.step_violations(pre, post, i))
-            self.step_cache[(pre_sid, post_sid)] = got
-        return got
+        if self.plain:
+            return self.pair_failures(pre_sid, post_sid)
+        objs = self.interner.objs
+        pre = self.system(sids)
+        post = (*pre[:i], objs[post_sid], *pre[i + 1:])
+        return tuple(self.spec.step_violations(pre, post, i))
 
     def terms_id(self, sids: Sequence[int]) -> int:
         """The id of ``relevant_terms(system)``, built from each server's own terms."""
@@ -732,19 +872,6 @@ class _Explorer:
             self.terms_by_sids[ck] = tid
         return tid
 
-    def proj_id(self, sid: int) -> int:
-        """The id of server state sid's projection onto the fields the cross-server
-        invariants read."""
-        ids = self.proj_ids
-        if sid >= len(ids):
-            ids.extend([-1] * (sid + 1 - len(ids)))
-        got = ids[sid]
-        if got < 0:
-            s = self.interner.objs[sid]
-            value = tuple(getattr(s, f) for f in self.proj_fields)
-            got = ids[sid] = self.proj_intern.setdefault(value, len(self.proj_intern))
-        return got
-
     def state_failures(self, sids: Sequence[int]) -> list[str]:
         """Names of the invariants the system state violates, in the spec's order."""
         if not self.plain:
@@ -758,25 +885,29 @@ class _Explorer:
                 got = cache[(sid, tid)] = self.server_failures(sid, tid)
             if got:
                 failed.extend(got)
-        if self.projected:
-            ck = (tid, *[self.proj_id(s) for s in sids])
-            bad = self.cross_cache.get(ck)
-            if bad is None:
-                system = self.system(sids)
-                terms = self.terms_list[tid]
-                invs = self.spec.invariants
-                bad = self.cross_cache[ck] = tuple(
-                    k for k in self.projected if not all(invs[k].pred(system, t) for t in terms))
-            failed.extend(bad)
-        if self.generic_invs:
-            system = self.system(sids)
-            terms = self.terms_list[tid]
-            invs = self.spec.invariants
-            failed.extend(k for k in self.generic_invs
-                          if not all(invs[k].pred(system, t) for t in terms))
+        if self.cross:
+            failed.extend(self.cross_failures(sids, tid))
         if not failed:
             return []
         return [self.inv_names[k] for k in sorted(set(failed))]
+
+    def state_ok(self, sids: Sequence[int]) -> bool:
+        """True when the system state holds every invariant (the explorer's fast path: the
+        caches of state_failures, looked up without building the answer)."""
+        tsid = self.interner.termset_id
+        tid = self.terms_by_sids.get(tuple([tsid[s] for s in sids]))
+        if tid is None:
+            return not self.state_failures(sids)
+        cache = self.server_inv_cache
+        for s in sids:
+            if cache.get((s, tid)) != ():
+                return not self.state_failures(sids)
+        if self.cross:
+            tab = self.cross_proj.tab
+            if (self.cross_off or len(tab) < len(self.interner.objs)
+                    or self.cross_cache.get((tid, *[tab[s] for s in sids])) != ()):
+                return not self.state_failures(sids)
+        return True
 
     def server_failures(self, sid: int, tid: int) -> tuple[int, ...]:
         """The per-server invariants server state sid fails, on n copies of itself."""
@@ -785,6 +916,39 @@ class _Explorer:
         invs = self.spec.invariants
         return tuple(k for k in self.per_server
                      if not all(invs[k].pred(copies, t) for t in terms))
+
+    def cross_failures(self, sids: Sequence[int], tid: int) -> tuple[int, ...]:
+        """The other invariants, cached on (terms, each server's projection onto the fields
+        they were seen to read): read-set memoisation, as for neighbourhoods."""
+        invs = self.spec.invariants
+        terms = self.terms_list[tid]
+        if self.cross_off:
+            system = self.system(sids)
+            return tuple(k for k in self.cross if not all(invs[k].pred(system, t)
+                                                          for t in terms))
+        pid = self.cross_proj.pid
+        ck = (tid, *[pid(s) for s in sids])
+        got = self.cross_cache.get(ck)
+        if got is not None:
+            return got
+        reads: set[str] = set()
+        probed: Any = tuple([_FieldProbe(s, reads) for s in self.system(sids)])
+        try:
+            got = tuple(k for k in self.cross if not all(bool(invs[k].pred(probed, t))
+                                                         for t in terms))
+        except Exception:
+            self.cross_off = True
+            self.cross_cache.clear()
+            return self.cross_failures(sids, tid)
+        if not reads <= self.cross_fields:
+            self.cross_fields = self.cross_fields | reads
+            self.cross_proj = _Projections(tuple(sorted(self.cross_fields)),
+                                           self.interner.objs)
+            self.cross_cache.clear()
+            pid = self.cross_proj.pid
+            ck = (tid, *[pid(s) for s in sids])
+        self.cross_cache[ck] = got
+        return got
 
     # -- verification (tests) ----------------------------------------------------------
 
@@ -874,105 +1038,219 @@ def explore(
     cached answer against the generic ``Spec`` methods (slow; for tests)."""
     t0 = time.perf_counter()
     ex = _Explorer(spec, bounds, symmetry, verify)
-    succ = ex.successors_fast if ex.plain else ex.successors_generic
     actions = spec.actions
     coverage = [0] * len(actions)
-    crash_idx, wipe_idx = ex.crash_idx, ex.wipe_idx
     docs = {inv.name: inv.doc for inv in spec.invariants}
     docs.update({p.name: p.doc for p in spec.step_properties})
 
     init_sids = [ex.interner.sid(s) for s in spec.initial()]
     init_key = ex.key(init_sids, 0, 0)
     parents: dict[int, int] = {init_key: -1}
-    transitions = 0
-    depth = 0
-    violation_at: tuple[list[int], tuple[str, str]] | None = None
-
-    def chain_to(key: int) -> list[int]:
-        out = [key]
-        while parents[out[-1]] != -1:
-            out.append(parents[out[-1]])
-        return out[::-1]
-
+    search = _Search(ex, parents, coverage, max_states, progress, progress_seconds, t0)
     bad = ex.state_failures(ex.unpack(init_key)[0])
     if bad:
-        violation_at = ([init_key], ("invariant", bad[0]))
-    frontier = [init_key]
-    next_report = t0 + progress_seconds
-    complete = True
-    expanded = 0
-    key_fn = ex.key
-    canon = ex.canon
-    shift_c = 2 * COUNTER_BITS
-    while frontier and violation_at is None:
-        next_frontier: list[int] = []
-        for key in frontier:
-            sids, crashes, wipes = ex.unpack(key)
-            moves = succ(sids, crashes, wipes)
-            if verify:
-                ex.check_against_generic(sids, crashes, wipes, moves)
-            for a_idx, i, _p, nsid in moves:
-                transitions += 1
-                coverage[a_idx] += 1
-                pre_sid = sids[i]
-                if pre_sid != nsid or not ex.plain:
-                    bad_step = ex.step_failures(pre_sid, nsid, i, sids)
-                    if bad_step:
-                        violation_at = (chain_to(key), ("step", bad_step[0]))
-                        break
-                c = crashes + (a_idx == crash_idx)
-                w = wipes + (a_idx == wipe_idx)
-                sids[i] = nsid
-                if ex.n == 3:
-                    nkey = (canon(sids[0], sids[1], sids[2]) << shift_c) | (c << 8) | w
-                else:
-                    nkey = key_fn(sids, c, w)
-                if nkey not in parents:
-                    parents[nkey] = key
-                    next_frontier.append(nkey)
-                    bad = ex.state_failures(sids)
-                    if bad:
-                        violation_at = (chain_to(nkey), ("invariant", bad[0]))
-                        sids[i] = pre_sid
-                        break
-                sids[i] = pre_sid
-            if violation_at is not None:
-                break
-            expanded += 1
-            if max_states is not None and len(parents) >= max_states:
-                complete = False
-                break
-            if progress is not None and (expanded & 1023) == 0:
-                now = time.perf_counter()
-                if now >= next_report:
-                    next_report = now + progress_seconds
-                    progress(Progress(len(parents), transitions, depth + 1,
-                                      len(next_frontier), now - t0))
-        if next_frontier:
-            depth += 1  # the deepest level holding a discovered state
-        if not complete:
-            break
-        frontier = next_frontier
+        search.violation_at = ([init_key], ("invariant", bad[0]))
+    else:
+        (search.run_plain if ex.plain else search.run_generic)(init_key)
 
     violation: Violation | None = None
-    if violation_at is not None:
-        chain, final = violation_at
+    if search.violation_at is not None:
+        chain, final = search.violation_at
         violation = Violation(final[1], final[0], ex.replay(chain, final),
                               docs.get(final[1], ""))
     seconds = time.perf_counter() - t0
     cov = {a.name: coverage[k] for k, a in enumerate(actions)}
     return ExploreResult(
         distinct_states=len(parents),
-        transitions=transitions,
-        depth=depth,
+        transitions=search.transitions,
+        depth=search.depth,
         seconds=seconds,
         coverage=cov,
         dead_actions=tuple(name for name, c in cov.items() if c == 0),
         violation=violation,
-        complete=complete and violation is None,
+        complete=search.complete and violation is None,
         server_states=len(ex.interner.objs),
         symmetry=symmetry,
     )
+
+
+class _Search:
+    """The breadth-first loop (two versions: over the caches, and over Spec.successors)."""
+
+    def __init__(self, ex: _Explorer, parents: dict[int, int], coverage: list[int],
+                 max_states: int | None, progress: Callable[[Progress], None] | None,
+                 progress_seconds: float, t0: float) -> None:
+        self.ex = ex
+        self.parents = parents
+        self.coverage = coverage
+        self.max_states = max_states
+        self.progress = progress
+        self.progress_seconds = progress_seconds
+        self.t0 = t0
+        self.next_report = t0 + progress_seconds
+        self.transitions = 0
+        self.depth = 0
+        self.complete = True
+        self.violation_at: tuple[list[int], tuple[str, str]] | None = None
+
+    def chain_to(self, key: int) -> list[int]:
+        parents = self.parents
+        out = [key]
+        while parents[out[-1]] != -1:
+            out.append(parents[out[-1]])
+        return out[::-1]
+
+    def report(self, frontier: int) -> None:
+        assert self.progress is not None
+        now = time.perf_counter()
+        if now >= self.next_report:
+            self.next_report = now + self.progress_seconds
+            self.progress(Progress(len(self.parents), self.transitions, self.depth + 1,
+                                   frontier, now - self.t0))
+
+    def run_plain(self, init_key: int) -> None:
+        """BFS over the caches: per-server plans and neighbourhoods give (action, next sid)
+        pairs with their step verdicts decided; only new states are checked."""
+        ex = self.ex
+        parents = self.parents
+        coverage = self.coverage
+        max_states = self.max_states
+        progress = self.progress
+        verify = ex.verify
+        n = ex.n
+        plans = ex.plans
+        plan_of = ex.plan
+        neighbourhood = ex.neighbourhood
+        state_ok = ex.state_ok
+        objs = ex.interner.objs
+        canon = ex.canon
+        shift_c = 2 * COUNTER_BITS
+        cw_mask = (1 << shift_c) - 1
+        max_c, max_w = ex.bounds.max_crashes, ex.bounds.max_wipes
+        shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
+        servers = range(n)
+        transitions = 0
+        frontier = [init_key]
+        expanded = 0
+        while frontier:
+            next_frontier: list[int] = []
+            append = next_frontier.append
+            for key in frontier:
+                cw = key & cw_mask
+                packed = key >> shift_c
+                sids = [(packed >> sh) & SID_MASK for sh in shifts]
+                if verify:
+                    ex.check_against_generic(sids, cw >> COUNTER_BITS, cw & COUNTER_MASK,
+                                             ex.successors_fast(sids, cw >> COUNTER_BITS,
+                                                                cw & COUNTER_MASK))
+                budget = 2 * ((cw >> COUNTER_BITS) < max_c) + ((cw & COUNTER_MASK) < max_w)
+                for i in servers:
+                    sid = sids[i]
+                    plan = plans.get((i, sid))
+                    if plan is None:
+                        plan = plan_of(i, sids)
+                    mv = plan.local
+                    nb = None
+                    if plan.neigh_actions:
+                        if plan.gen == ex.gen:  # the cache lookup of ex.neighbourhood, inline
+                            tab = plan.tab
+                            o = plan.others
+                            if len(tab) == len(objs):
+                                nb = plan.nb.get((tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                                                 if n == 3 else tuple([tab[sids[j]] for j in o]))
+                        if nb is None:
+                            nb = neighbourhood(i, sids, plan)
+                    while mv is not None:
+                        if mv.bad:
+                            prop = mv.bad_at[budget]
+                            if prop is not None:
+                                self.violation_at = (self.chain_to(key), ("step", prop))
+                                break
+                        if mv.loops:
+                            transitions += len(mv.loops)
+                            for a_idx in mv.loops:
+                                coverage[a_idx] += 1
+                        for lst, add in mv.sel[budget]:
+                            ncw = cw + add
+                            transitions += len(lst)
+                            for a_idx, nsid in lst:
+                                coverage[a_idx] += 1
+                                sids[i] = nsid
+                                nkey = (canon(*sids) << shift_c) | ncw
+                                if nkey not in parents:
+                                    parents[nkey] = key
+                                    append(nkey)
+                                    if not state_ok(sids):
+                                        bad = ex.state_failures(sids)
+                                        sids[i] = sid
+                                        self.violation_at = (self.chain_to(nkey),
+                                                             ("invariant", bad[0]))
+                                        break
+                            sids[i] = sid
+                            if self.violation_at is not None:
+                                break
+                        if self.violation_at is not None:
+                            break
+                        mv, nb = nb, None
+                    if self.violation_at is not None:
+                        break
+                if self.violation_at is not None:
+                    break
+                expanded += 1
+                if max_states is not None and len(parents) >= max_states:
+                    self.complete = False
+                    break
+                if progress is not None and (expanded & 1023) == 0:
+                    self.transitions = transitions
+                    self.report(len(next_frontier))
+            self.transitions = transitions
+            if next_frontier:
+                self.depth += 1  # the deepest level holding a discovered state
+            if not self.complete or self.violation_at is not None:
+                break
+            frontier = next_frontier
+
+    def run_generic(self, init_key: int) -> None:
+        """BFS through Spec.successors (a spec that overrides the generic methods)."""
+        ex = self.ex
+        parents = self.parents
+        frontier = [init_key]
+        expanded = 0
+        while frontier:
+            next_frontier: list[int] = []
+            for key in frontier:
+                sids, crashes, wipes = ex.unpack(key)
+                for a_idx, i, _p, nsid in ex.successors_generic(sids, crashes, wipes):
+                    self.transitions += 1
+                    self.coverage[a_idx] += 1
+                    bad_step = ex.step_failures(sids[i], nsid, i, sids)
+                    if bad_step:
+                        self.violation_at = (self.chain_to(key), ("step", bad_step[0]))
+                        break
+                    c = crashes + (a_idx == ex.crash_idx)
+                    w = wipes + (a_idx == ex.wipe_idx)
+                    post = [*sids[:i], nsid, *sids[i + 1:]]
+                    nkey = ex.key(post, c, w)
+                    if nkey not in parents:
+                        parents[nkey] = key
+                        next_frontier.append(nkey)
+                        bad = ex.state_failures(post)
+                        if bad:
+                            self.violation_at = (self.chain_to(nkey), ("invariant", bad[0]))
+                            break
+                if self.violation_at is not None:
+                    break
+                expanded += 1
+                if self.max_states is not None and len(parents) >= self.max_states:
+                    self.complete = False
+                    break
+                if self.progress is not None and (expanded & 1023) == 0:
+                    self.report(len(next_frontier))
+            if next_frontier:
+                self.depth += 1
+            if not self.complete or self.violation_at is not None:
+                break
+            frontier = next_frontier
 
 
 def orbit_count(spec: Spec, states: Iterable[SystemState]) -> int:
