@@ -1,32 +1,46 @@
-"""Benchmarks of the spec tools: the exhaustive explorer and the Hypothesis machine.
+"""Benchmarks of the spec tools: the z3 proofs, the exhaustive explorer, the Hypothesis machine.
 
 Each measurement is a function returning rows (name, value, unit, target); ``main`` runs
-them all and prints one table with each value's ratio to its target. More rows (the proof
-times) are added by appending a function to ``MEASUREMENTS``.
+them all and prints one table with each value's ratio to its target (seconds: lower is
+better, so the ratio is target / value; rates: value / target). More rows are added by
+appending a function to ``MEASUREMENTS``.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from revivify.checker.explore import DEFAULT_BOUNDS, explore
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from revivify.checker.explore import DEFAULT_BOUNDS, DEFAULT_SERVERS, explore
+from revivify.checker.machine import MACHINE_BOUNDS, make_machine
+from revivify.checker.prove import prove
 from revivify.spec import default_spec
-from revivify.spec.actions import Bounds
 
 Row = tuple[str, float, str, float | None]  # name, value, unit, target (None: no target)
 
 
+def proof_rows() -> list[Row]:
+    """Every proof obligation of the real spec (3 servers), induction only (no BMC)."""
+    t0 = time.perf_counter()
+    report = prove(default_spec(3), bmc_depth=0)
+    seconds = time.perf_counter() - t0
+    if not report.ok:
+        raise SystemExit("bench/spec.py: the proofs failed; run `revivify prove`")
+    return [(f"proof seconds ({len(report.obligations)} obligations, all proved)",
+             seconds, "s", 30.0)]
+
+
 def explorer_rows() -> list[Row]:
-    """The explorer at its default bounds (3 servers): states/s on one core, wall and CPU."""
+    """The explorer at its default bounds: states/s on one core, wall and CPU."""
     cpu0 = time.process_time()
-    r = explore(default_spec(), DEFAULT_BOUNDS)
+    r = explore(default_spec(DEFAULT_SERVERS), DEFAULT_BOUNDS)
     cpu = time.process_time() - cpu0
     b = DEFAULT_BOUNDS
-    tag = f"(3 servers, term {b.max_term}, index {b.max_index}, crashes {b.max_crashes}, " \
-          f"wipes {b.max_wipes})"
+    tag = (f"({DEFAULT_SERVERS} servers, term {b.max_term}, index {b.max_index}, "
+           f"crashes {b.max_crashes}, wipes {b.max_wipes})")
     return [
         (f"explorer distinct states {tag}", r.distinct_states, "states", None),
         ("explorer transitions", r.transitions, "transitions", None),
@@ -39,13 +53,7 @@ def explorer_rows() -> list[Row]:
 
 def hypothesis_rows() -> list[Row]:
     """Steps per second of the Hypothesis machine over the real spec (deterministic)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "stateful"))
-    from hypothesis import settings
-    from hypothesis.stateful import run_state_machine_as_test
-    from test_spec_machine import make_machine  # type: ignore[import-not-found]
-
-    base = make_machine(default_spec(), Bounds(max_term=5, max_index=3, max_crashes=3,
-                                               max_wipes=1))
+    base = make_machine(default_spec(), MACHINE_BOUNDS)
     steps = [0]
 
     class Counting(base):  # type: ignore[misc, valid-type]
@@ -61,7 +69,7 @@ def hypothesis_rows() -> list[Row]:
             ("hypothesis spec steps/s", steps[0] / seconds, "steps/s", None)]
 
 
-MEASUREMENTS: list[Callable[[], list[Row]]] = [explorer_rows, hypothesis_rows]
+MEASUREMENTS: list[Callable[[], list[Row]]] = [proof_rows, explorer_rows, hypothesis_rows]
 
 
 def main() -> int:
@@ -75,7 +83,6 @@ def main() -> int:
         if target is None:
             tail = f"{'':>10}  -"
         else:
-            # seconds: lower is better, so the ratio is target/value; rates: value/target
             ratio = target / value if unit == "s" else value / target
             tail = f"{target:>10,.0f}  {ratio:.2f}"
         print(f"{name:<{width}}  {shown:>14}  {unit:<12}  {tail}")

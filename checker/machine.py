@@ -1,0 +1,129 @@
+"""A Hypothesis state machine over the spec: random runs, every invariant every step.
+
+The explorer (``checker.explore``) covers every state within small bounds; this machine goes
+deeper along random paths (more terms, longer runs, more crashes) and shrinks a failure to a
+short readable sequence of steps. ``make_machine(spec, bounds)`` builds the machine for any
+``Spec``, so the tests (``tests/stateful``), the mutant tests and ``bench/spec.py`` run the
+real spec and broken variants alike.
+
+Each step draws one of the enabled (action, server, parameters) moves of the current state,
+labelled readably (``copy_merge_cmeta(server 1, remote_term=0, ...)``); crash and wipe moves
+are offered only while the run's budgets last. After each step the step properties are checked
+on the transition and (``@invariant``) every state invariant on the new state. On the final
+(shrunk) run each step also notes the whole state, one server per line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from revivify.spec.actions import Bounds
+from revivify.spec.model import SystemState
+from revivify.spec.system import Spec
+
+CRASH: Final = "crash"
+WIPE: Final = "wipe"
+
+# Deeper than the explorer's defaults: more terms and log entries, crashes and a wipe.
+MACHINE_BOUNDS: Final = Bounds(max_term=5, max_index=3, max_crashes=3, max_wipes=1)
+
+
+def move_label(name: str, server: int, params: dict[str, Any]) -> str:
+    args = "".join(f", {k}={v}" for k, v in params.items())
+    return f"{name}(server {server}{args})"
+
+
+def describe_system(system: SystemState) -> str:
+    return "\n".join(f"  s{i}: {s.describe()}" for i, s in enumerate(system))
+
+
+def _final() -> bool:
+    try:
+        return bool(current_build_context().is_final)
+    except Exception:
+        return False
+
+
+def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
+    """A RuleBasedStateMachine that runs ``spec`` within ``bounds`` (crash/wipe budgets).
+
+    Its instances count the steps they took (``steps``); ``.TestCase`` is a unittest case."""
+
+    class SpecMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.state: SystemState = spec.initial()
+            self.crashes = 0
+            self.wipes = 0
+            self.steps = 0
+
+        def moves(self, server: int | None = None
+                  ) -> list[tuple[str, int, dict[str, Any], SystemState]]:
+            """Enabled moves that change the state (stutter steps such as a rejected
+            StartTabletCopy cannot break an invariant and would only dilute the runs)."""
+            out: dict[str, tuple[str, int, dict[str, Any], SystemState]] = {}
+            for action, i, p, nxt in spec.successors(self.state, bounds):
+                if server is not None and i != server:
+                    continue
+                if action.name == CRASH and self.crashes >= bounds.max_crashes:
+                    continue
+                if action.name == WIPE and self.wipes >= bounds.max_wipes:
+                    continue
+                if nxt == self.state:
+                    continue
+                label = move_label(action.name, i, p)
+                out.setdefault(label, (action.name, i, p, nxt))
+            return [out[k] for k in out]
+
+        def take(self, data: st.DataObject, server: int | None) -> bool:
+            moves = self.moves(server)
+            if not moves:
+                return False  # nothing enabled here (a deadlock is not a violation)
+            labels = [move_label(n, i, p) for n, i, p, _ in moves]
+            chosen = data.draw(st.sampled_from(labels), label="move")
+            name, i, _p, nxt = moves[labels.index(chosen)]
+            pre = self.state
+            self.state = nxt
+            self.steps += 1
+            self.crashes += name == CRASH
+            self.wipes += name == WIPE
+            if _final():
+                note(f"after step {self.steps}, {chosen}:\n{describe_system(nxt)}")
+            bad = spec.step_violations(pre, nxt, i)
+            assert not bad, (f"step property {bad[0]} violated by {chosen}\n"
+                             f"before:\n{describe_system(pre)}\nafter:\n{describe_system(nxt)}")
+            bad = spec.violations(nxt)
+            assert not bad, (f"invariant {bad[0]} violated by {chosen} after {self.steps} "
+                             f"steps:\n{describe_system(nxt)}")
+            return True
+
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            """Any one enabled move of any server."""
+            self.take(data, None)
+
+        @rule(data=st.data(), server=st.integers(0, spec.n_servers - 1),
+              count=st.integers(1, 12))
+        def focus(self, data: st.DataObject, server: int, count: int) -> None:
+            """Up to ``count`` moves of one server in a row (a deletion or a copy runs
+            through its steps far more often than under uniform interleaving)."""
+            for _ in range(count):
+                if not self.take(data, server):
+                    break
+
+        @invariant()
+        def invariants_hold(self) -> None:
+            bad = spec.violations(self.state)
+            assert not bad, (f"invariant {bad[0]} violated after {self.steps} steps:\n"
+                             f"{describe_system(self.state)}")
+
+    SpecMachine.__name__ = SpecMachine.__qualname__ = f"SpecMachine_{spec.name}"
+    return SpecMachine
+
+
+__all__ = ["MACHINE_BOUNDS", "describe_system", "make_machine", "move_label"]
