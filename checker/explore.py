@@ -770,7 +770,7 @@ class _Explorer:
         for a_idx in plan.neigh_actions:
             own = a_idx in plan.nonlocal_actions
             ak = self.act_key(a_idx, i, sids, own)
-            got_a = self.act_cache.get(ak)
+            got_a: Any = self.act_cache.get(ak)
             if got_a is None:
                 if system is None:
                     system = self.system(sids)
@@ -780,12 +780,14 @@ class _Explorer:
                 probed: Any = tuple([me if j == i else _FieldProbe(s, reads)
                                      for j, s in enumerate(system)])
                 try:
+                    answer: list[Any]
                     if own:
-                        got_a = self.action_params(a_idx, i, probed)
-                        values = [v for p in got_a for v in p.values()]
+                        answer = self.action_params(a_idx, i, probed)
+                        values = [v for p in answer for v in p.values()]
                     else:
-                        got_a = self.action_moves(a_idx, i, sid, plan, probed)
-                        values = [v for _, p, _n in got_a for v in p.values()]
+                        answer = self.action_moves(a_idx, i, sid, plan, probed)
+                        values = [v for _, p, _n in answer for v in p.values()]
+                    got_a = answer
                     if any(type(v) is not int and type(v) is not bool for v in values):
                         raise _Undecided
                 except Exception:
@@ -1149,7 +1151,7 @@ class _Search:
                     plan = plans.get((i, sid))
                     if plan is None:
                         plan = plan_of(i, sids)
-                    mv = plan.local
+                    mv: _Moves | None = plan.local
                     nb = None
                     if plan.neigh_actions:
                         if plan.gen == ex.gen:  # the cache lookup of ex.neighbourhood, inline
