@@ -12,15 +12,20 @@ needs several keys is checked here, from the *facts* the core emits:
 * ``UuidReused``: a node UUID is formatted at most once (a wiped server comes back with a
   new UUID; seed 001, "Failure of a disk with consensus metadata").
 
-Memory. Leaders are kept per (tablet, term) and formats per node: they grow with terms and
-nodes. Commits are kept per tablet as runs of consecutive indices with one term
-(``[lo, hi, term]``): a leader commits consecutive indices, and every replica commits the
-same ones, so a tablet holds about one run per term, not one entry per event. The check is
-exact (a run only stands for indices that were each committed); gaps in commit indices cost
-one run each.
+Commit facts come as runs. The core keeps, per key, the open run of consecutive indices
+committed with one term and emits one fact per run (``lo, hi, term`` and where it began),
+not one per commit: a replica commits consecutive indices, so a key emits about one fact per
+term. Memory: leaders are kept per (tablet, term) and formats per node: they grow with
+terms and nodes. Commits are kept per tablet as disjoint runs (``[lo, hi, term]``); every
+replica commits the same indices, so a tablet holds about one run per term, not one entry
+per event. The check is exact: a run only stands for indices that were each committed, and
+an index is reported iff it was committed with two different terms. A witness names the
+line where the conflicting run began (the key's first commit of that run).
 
-The Spark driver computes the same three checks as aggregations (``spark.global_checks``);
-both produce one finding per (kind, subject) with all conflicting witnesses.
+The Spark driver computes the same three checks as aggregations over the facts
+(``spark.global_findings``: leaders grouped by (tablet, term), formats by node, commit runs
+self-joined per tablet on overlapping indices of different terms); both produce one finding
+per (kind, subject).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import bisect
 
 import attrs
+
 from revivify.checker.replay import Violation
 
 
@@ -73,24 +79,17 @@ class _Run:
     lo: int
     hi: int
     term: int
-    witnesses: list[tuple[str, str, int]]
+    witness: tuple[str, str, int]  # (node, file, line) where the first run merged began
 
 
 @attrs.define
 class GlobalChecks:
-    """The local engine's incremental form of the checks."""
+    """The local engine's incremental form of the checks (a ``replay.FactSink``)."""
 
     leaders: dict[tuple[str, int], list[tuple[str, str, int]]] = attrs.Factory(dict)
     formats: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
     runs: dict[str, tuple[list[int], list[_Run]]] = attrs.Factory(dict)
     bad_commits: dict[tuple[str, int], list[tuple[int, str, str, int]]] = attrs.Factory(dict)
-
-    def fact(self, kind: str, tablet: str, a: int, b: int, node: str, file: str,
-             line: int) -> None:
-        if kind == "leader":
-            self.leader(tablet, a, node, file, line)
-        else:
-            self.commit(tablet, a, b, node, file, line)
 
     def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
         self.leaders.setdefault((tablet, term), []).append((node, file, line))
@@ -100,30 +99,46 @@ class GlobalChecks:
 
     def commit(self, tablet: str, index: int, term: int, node: str, file: str,
                line: int) -> None:
+        self.commit_run(tablet, index, index, term, node, file, line)
+
+    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
+                   line: int) -> None:
+        """``node`` committed every index ``lo..hi`` with ``term``, the first at
+        ``file:line``. The tablet's runs stay disjoint and sorted: the parts of ``lo..hi``
+        no run covers are added with ``term``; a covered index whose run has another term
+        is a ``CommitTermMismatch`` (its witnesses: where each conflicting run began)."""
         los, runs = self.runs.setdefault(tablet, ([], []))
-        i = bisect.bisect_right(los, index) - 1
-        if i >= 0 and runs[i].lo <= index <= runs[i].hi:
-            run = runs[i]
+        w = (node, file, line)
+        # Runs that overlap lo..hi or touch it (a neighbour of the same term merges).
+        j = bisect.bisect_right(los, hi + 1)
+        i = j
+        while i > 0 and runs[i - 1].hi >= lo - 1:
+            i -= 1
+        if i == j - 1 and runs[i].term == term and runs[i].lo <= lo and hi <= runs[i].hi:
+            return  # the common case: already covered by a run of the same term
+        seg: list[_Run] = []
+        cur = lo
+        for run in runs[i:j]:
+            if run.lo > cur and cur <= hi:
+                seg.append(_Run(cur, min(run.lo - 1, hi), term, w))
             if run.term != term:
-                key = (tablet, index)
-                if key not in self.bad_commits:
-                    self.bad_commits[key] = [(run.term, *run.witnesses[0])]
-                self.bad_commits[key].append((term, node, file, line))
-            return
-        if i >= 0 and runs[i].hi == index - 1 and runs[i].term == term:
-            runs[i].hi = index
-            nxt = i + 1
-            if nxt < len(runs) and runs[nxt].lo == index + 1 and runs[nxt].term == term:
-                runs[i].hi = runs[nxt].hi
-                del runs[nxt], los[nxt]
-            return
-        nxt = i + 1
-        if nxt < len(runs) and runs[nxt].lo == index + 1 and runs[nxt].term == term:
-            runs[nxt].lo = index
-            los[nxt] = index
-            return
-        runs.insert(nxt, _Run(index, index, term, [(node, file, line)]))
-        los.insert(nxt, index)
+                for index in range(max(run.lo, lo), min(run.hi, hi) + 1):
+                    key = (tablet, index)
+                    if key not in self.bad_commits:
+                        self.bad_commits[key] = [(run.term, *run.witness)]
+                    self.bad_commits[key].append((term, *w))
+            seg.append(run)
+            cur = max(cur, run.hi + 1)
+        if cur <= hi:
+            seg.append(_Run(cur, hi, term, w))
+        merged: list[_Run] = []
+        for run in seg:
+            if merged and merged[-1].term == run.term and merged[-1].hi + 1 == run.lo:
+                merged[-1].hi = run.hi
+            else:
+                merged.append(run)
+        runs[i:j] = merged
+        los[i:j] = [run.lo for run in merged]
 
     def violations(self) -> list[Violation]:
         out: list[Violation] = []

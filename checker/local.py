@@ -1,30 +1,212 @@
-"""The single-process driver: stream trace files through the core, node by node.
+"""The streaming driver: trace files through the core, node by node. Both engines use it.
 
 Files are grouped by node (each file's first line names its node and incarnation) and read
-in incarnation order. Within a node, each line goes to its key's ``KeyState``; when the node
-is done its keys are finished and dropped, so memory holds the keys of one node plus the
-global-check tables (which grow with tablets and terms), never the events. Files whose
-first line cannot be decoded are still read (their errors are reported), after the others.
+in incarnation order; ``stream_node`` reads one node's files chunk by chunk and gives each
+line to its key's ``KeyState``. When the node is done its keys are finished and dropped, so
+memory holds the keys of one node plus the global-check tables (which grow with tablets and
+terms), never the events. Files whose first line cannot be decoded are still read (their
+errors are reported), each on its own, after the others.
+
+The local engine (``LocalChecker``) runs every group in one process; the Spark engine
+(``checker.spark``) gives each task a set of groups and runs the same ``stream_node``.
+
+The hot loop
+------------
+Per line, ``stream_node`` does only what a memo hit needs: the per-file order check on
+integers (``FileOrder`` runs only when the fast comparison fails), the key lookup, the memo
+lookup on ``(state id, event, raw args, raw state)``, the term check, the commit run and
+the context window. Everything else (a memo miss, a finding, an incarnation boundary, an
+event whose checks read its parameters) goes through ``Replayer.feed_raw``, which consults
+the spec. The shortcut does exactly what ``feed_raw`` does for such an outcome
+(``tests/trace/test_driver.py`` replays the corpus both ways and compares).
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 import attrs
+import msgspec
+
 from revivify.checker.global_checks import GlobalChecks
-from revivify.checker.replay import DEFAULT_MAX_FRONTIER, KeyState, Replayer, Violation
+from revivify.checker.replay import (
+    DEFAULT_MAX_FRONTIER,
+    FAST_COMMIT,
+    FactSink,
+    KeyState,
+    Replayer,
+    Violation,
+)
 from revivify.checker.report import Report, from_input_error
 from revivify.checker.traces import (
+    ENVELOPE_DECODE,
     ORDER_KINDS,
+    SERVER_EVENTS,
     Envelope,
-    FileReader,
+    FileOrder,
     InputError,
     discover,
     first_envelope,
     open_trace,
+    refused_line,
+    tablet_error,
 )
+
+_NO_LAMPORT = float("inf")  # no int is above it: the fast order check fails
+
+
+@attrs.define
+class NodeStats:
+    events: int = 0
+    server_events: int = 0
+    keys: int = 0
+
+
+def group_files(files: list[str]) -> list[tuple[str, list[str]]]:
+    """(node, its files in incarnation order), nodes sorted; then ("", [file]) for each
+    file whose first line names no node."""
+    by_node: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    orphans: list[str] = []
+    for f in files:
+        head = first_envelope(f)
+        if head is None:
+            orphans.append(f)
+        else:
+            by_node[head[0]].append((head[1], f))
+    return ([(node, [f for _, f in sorted(by_node[node])]) for node in sorted(by_node)]
+            + [("", [f]) for f in orphans])
+
+
+def _input_error(e: InputError) -> Violation:
+    return from_input_error(e, violation=e.kind in ORDER_KINDS and e.kind != "MixedFile")
+
+
+def stream_node(r: Replayer, files: list[str], sink: FactSink,
+                add: Callable[[Violation], None]) -> NodeStats:
+    """Replay one node's files (in incarnation order) through ``r``; findings go to
+    ``add``, global facts to ``sink``."""
+    stats = NodeStats()
+    keys: dict[str, KeyState] = {}
+    clean: set[tuple[str, int]] = set()
+    feed_raw = r.feed_raw
+    memo_get = r.memo.get  # the memo is only replaced by maybe_reset, between nodes
+    server_events = SERVER_EVENTS
+    decode = ENVELOPE_DECODE
+    decode_error = msgspec.MsgspecError
+    fast_commit = FAST_COMMIT
+    events = 0
+    before = r.events
+    ev: Any
+    for f in files:
+        empty = True
+        order = FileOrder(f)
+        # The order state as locals: the next expected seq, the last lamport, the file's
+        # node and incarnation (FileOrder is the reference; it runs when these disagree).
+        nseq = -1
+        lamport: float = _NO_LAMPORT
+        fnode: str | None = None
+        finc: int | None = None
+        try:
+            with open_trace(f) as fh:
+                i = 0
+                for raw in fh:
+                    i += 1
+                    try:
+                        ev = decode(raw)
+                    except decode_error:
+                        ev = refused_line(raw, f, i)
+                        if ev is None:
+                            continue
+                        empty = False
+                        if not isinstance(ev, Envelope):
+                            add(_input_error(ev))
+                            continue
+                    empty = False
+                    tablet = ev.tablet
+                    event = ev.event
+                    if (tablet is None) is not (event in server_events):
+                        add(_input_error(tablet_error(ev, f, i)))
+                        continue
+                    if ev.seq == nseq and ev.lamport > lamport and ev.node == fnode and \
+                            ev.inc == finc:
+                        nseq += 1
+                        lamport = ev.lamport
+                    else:
+                        if fnode is not None:  # bring FileOrder up to date
+                            order.seq = nseq - 1
+                            order.lamport = int(lamport)
+                        for problem in order.see(i, ev):
+                            add(_input_error(problem))
+                        fnode, finc = order.node, order.inc
+                        nseq = -1 if order.seq is None else order.seq + 1
+                        lamport = _NO_LAMPORT if order.lamport is None else order.lamport
+                    if tablet is None:
+                        stats.server_events += 1
+                        if event == "server_stop":
+                            clean.add((ev.node, ev.inc))
+                        elif event == "server_format":
+                            sink.server_format(ev.node, f, i)
+                        continue
+                    k = keys.get(tablet)
+                    if k is None or k.node != ev.node:
+                        if k is not None:
+                            r.finish_key(k)
+                        k = keys[tablet] = r.new_key(ev.node, tablet)
+                        stats.keys += 1
+                    args_b = bytes(ev.args)
+                    st_b = bytes(ev.state)
+                    inc = ev.inc
+                    if inc == k.inc:
+                        out = memo_get((k.state, event, args_b, st_b))
+                        if out is not None and out.fast:
+                            ot = out.obs_term
+                            mt = k.max_term
+                            if ot >= mt or ot < 0:
+                                # = feed_raw + _after for a clean memo hit.
+                                events += 1
+                                out.hits += 1
+                                if ot > mt:
+                                    k.max_term = ot
+                                    k.max_term_at = f"{f}:{i}"
+                                if out.fast == fast_commit:
+                                    if out.a == k.c_hi + 1 and out.b == k.c_term:
+                                        k.c_hi = out.a
+                                    else:
+                                        r.commit_break(k, out.a, out.b, f, i)
+                                k.state = out.post
+                                k.window.append((f, i, event, args_b))
+                                continue
+                    found = feed_raw(k, f, i, inc, event, args_b, st_b, clean)
+                    if found:
+                        for v in found:
+                            add(v)
+        except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
+            add(from_input_error(InputError("UnreadableFile", f, 0, "path", str(exc))))
+            continue
+        finally:
+            drain_facts(r, sink)
+        if empty:
+            add(from_input_error(InputError(
+                "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
+                "nothing before it died?)", warning=True)))
+    for k in keys.values():
+        r.finish_key(k)
+    r.events += events
+    stats.events = r.events - before
+    drain_facts(r, sink)
+    return stats
+
+
+def drain_facts(r: Replayer, sink: FactSink) -> None:
+    for kind, tablet, a, b, c, node, file, line in r.facts:
+        if kind == "commit":
+            sink.commit_run(tablet, a, b, c, node, file, line)
+        else:
+            sink.leader(tablet, a, node, file, line)
+    r.facts.clear()
 
 
 @attrs.define
@@ -43,77 +225,21 @@ class LocalChecker:
         files, errors = discover(paths)
         for e in errors:
             report.add(from_input_error(e))
-        by_node: dict[str, list[tuple[int, str]]] = defaultdict(list)
-        orphans: list[str] = []
-        for f in files:
-            head = first_envelope(f)
-            if head is None:
-                orphans.append(f)
-            else:
-                by_node[head[0]].append((head[1], f))
         report.files = len(files)
-        for node in sorted(by_node):
-            self._node(node, [f for _, f in sorted(by_node[node])], report)
-        for f in orphans:
-            self._node("", [f], report)
+        r = self.replayer
+        for _, group in group_files(files):
+            st = stream_node(r, group, self.globals_, report.add)
+            report.server_events += st.server_events
+            self.keys_total += st.keys
+            self.peak_keys = max(self.peak_keys, st.keys)
+            r.maybe_reset()
         for v in self.globals_.violations():
             report.add(v)
-        r = self.replayer
         report.events = r.events
         report.coverage = dict(r.coverage)
         report.frontiers = dict(r.frontiers)
         report.keys = self.keys_total
         return report
-
-    def _node(self, node: str, files: list[str], report: Report) -> None:
-        r = self.replayer
-        keys: dict[str, KeyState] = {}
-        clean: set[tuple[str, int]] = set()
-        g = self.globals_
-        feed = r.feed
-        for f in files:
-            empty = True
-            try:
-                with open_trace(f) as fh:
-                    for lineno, item in FileReader(f).lines(fh):
-                        empty = False
-                        if not isinstance(item, Envelope):
-                            report.add(from_input_error(
-                                item, violation=item.kind in ORDER_KINDS
-                                and item.kind != "MixedFile"))
-                            continue
-                        tablet = item.tablet
-                        if tablet is None:
-                            ev = item.event
-                            if ev == "server_stop":
-                                clean.add((item.node, item.inc))
-                            elif ev == "server_format":
-                                g.server_format(item.node, f, lineno)
-                            report.server_events += 1
-                            continue
-                        k = keys.get(tablet)
-                        if k is None or k.node != item.node:
-                            k = keys[tablet] = r.new_key(item.node, tablet)
-                            self.keys_total += 1
-                        found = feed(k, f, lineno, item, clean)
-                        if found:
-                            for v in found:
-                                report.add(v)
-            except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
-                report.add(from_input_error(InputError("UnreadableFile", f, 0, "path",
-                                                       str(exc))))
-                continue
-            if empty:
-                report.add(from_input_error(InputError(
-                    "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
-                    "nothing before it died?)", warning=True)))
-            if r.facts:
-                for fact in r.facts:
-                    g.fact(*fact)
-                r.facts.clear()
-        self.peak_keys = max(self.peak_keys, len(keys))
-        keys.clear()
-        r.maybe_reset()
 
 
 def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER) -> Report:
@@ -127,4 +253,4 @@ def rel(path: str) -> str:
         return path
 
 
-__all__ = ["LocalChecker", "Violation", "check_paths"]
+__all__ = ["LocalChecker", "Violation", "check_paths", "group_files", "stream_node"]

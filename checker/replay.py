@@ -48,9 +48,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter, deque
 from collections.abc import Container, Iterable, Iterator
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 import attrs
+
 from revivify.checker.traces import (
     SB_CODES,
     STARTUP_CODES,
@@ -71,8 +72,7 @@ from revivify.checker.traces import (
     state_from_tuple,
 )
 from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_failures
-from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES
-from revivify.spec.invariants import check_state, check_step
+from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
     DOES_NOT_EXIST,
@@ -151,15 +151,35 @@ class _Problem(NamedTuple):
     observed: str
 
 
-class Outcome(NamedTuple):
-    """The memoised result of one step (or one incarnation boundary)."""
+class Outcome:
+    """The memoised result of one step (or one incarnation boundary).
 
-    post: int
-    problem: _Problem | None
-    params: dict[str, Any]
-    branch: str
-    obs_term: int
-    frontier: int
+    ``fast`` tells a driver what the step needs beyond the memo hit: ``FAST_PLAIN`` only
+    the per-key term check and bookkeeping, ``FAST_COMMIT`` that plus extending the key's
+    commit run (``a`` = index, ``b`` = term), ``SLOW`` the general ``Replayer.feed_raw``
+    (a problem, or a vote/identity/leader check). ``hits`` counts the events replayed
+    with this outcome (their coverage; ``Replayer.coverage`` sums them)."""
+
+    __slots__ = ("a", "b", "branch", "event", "fast", "frontier", "hits", "obs_term",
+                 "params", "post", "problem")
+
+    def __init__(self, post: int, problem: _Problem | None, params: dict[str, Any],
+                 branch: str, obs_term: int, frontier: int) -> None:
+        self.post = post
+        self.problem = problem
+        self.params = params
+        self.branch = branch
+        self.obs_term = obs_term
+        self.frontier = frontier
+        self.event = ""
+        self.hits = 0
+        self.fast = SLOW
+        self.a = self.b = 0
+
+
+SLOW: Final = 0
+FAST_PLAIN: Final = 1
+FAST_COMMIT: Final = 2
 
 
 @attrs.define(slots=True)
@@ -171,14 +191,18 @@ class KeyState:
     node_id: int
     state: int = -1
     inc: int = -1
-    last: str = ""
-    last_at: int = 0
-    last_file: str = ""
+    # The last events (file, line, event, args), the newest last: the context of a finding.
     window: deque[tuple[str, int, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
     max_term: int = -1
     max_term_at: str = ""
     votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
-    events: int = 0
+    # The open run of commits: indices c_lo..c_hi, consecutive, all of term c_term; the
+    # first logged at c_file:c_line. Flushed as one fact when the run breaks.
+    c_lo: int = 0
+    c_hi: int = -1
+    c_term: int | None = None
+    c_file: str = ""
+    c_line: int = 0
 
 
 class _Sized:
@@ -202,6 +226,24 @@ _EMPTY_VOTES = empty_map(NO_VOTE)
 _EMPTY_LED = empty_map(False)
 
 
+class FactSink(Protocol):
+    """Where the facts for the global checks go (``global_checks.GlobalChecks`` locally,
+    rows of the facts DataFrame in Spark)."""
+
+    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None: ...
+
+    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
+                   line: int) -> None: ...
+
+    def server_format(self, node: str, file: str, line: int) -> None: ...
+
+
+# A fact: ("leader", tablet, term, 0, 0, node, file, line) or
+# ("commit", tablet, lo, hi, term, node, file, line): the key committed each index lo..hi
+# with that term, the first of them at file:line.
+Fact = tuple[str, str, int, int, int, str, str, int]
+
+
 class Replayer:
     """The core, with its memo tables. One per process (or per Spark task)."""
 
@@ -215,22 +257,51 @@ class Replayer:
         self.invariants = tuple(i for i in self.spec.invariants if i.name in LOCAL_INVARIANTS)
         self.step_props = tuple(p for p in self.spec.step_properties
                                 if p.name in LOCAL_STEP_PROPERTIES)
-        self.coverage: Counter[tuple[str, str]] = Counter()
+        # Events whose per-key checks read their parameters: votes (one per term),
+        # identities (the spec's is_self / not_self system guards), leader facts.
+        self._param_events = frozenset(
+            a.name for a in self.spec.actions
+            if a.system_guard is is_self or a.system_guard is not_self
+        ) | {"vote_granted", "start_election", "become_leader"}
+        self._coverage: Counter[tuple[str, str]] = Counter()
         self.frontiers: Counter[int] = Counter()
-        self.facts: list[tuple[str, str, int, int, str, str, int]] = []
+        self.facts: list[Fact] = []
         self.events = 0
         self.memo_misses = 0
         self._reset_tables()
 
     def _reset_tables(self) -> None:
+        self._fold_hits()
         self.states: list[ServerState] = []
         self.state_ids: dict[ServerState, int] = {}
         self.memo: dict[tuple[Any, ...], Outcome] = {}
+        self.state_bad: dict[ServerState, list[str]] = {}
         self.fresh = self.intern(ServerState(up=True))
+
+    def _fold_hits(self) -> None:
+        for out in getattr(self, "memo", {}).values():
+            if out.hits:
+                self._coverage[(out.event, out.branch)] += out.hits
+                out.hits = 0
+
+    @property
+    def coverage(self) -> Counter[tuple[str, str]]:
+        """Events replayed per (action, guard branch)."""
+        self._fold_hits()
+        return self._coverage
+
+    def reset_counts(self) -> None:
+        """Zero the statistics (events, coverage, frontiers), keeping the memo tables: a
+        Spark worker reuses one warm replayer for the tasks it runs."""
+        self._fold_hits()
+        self._coverage.clear()
+        self.frontiers.clear()
+        self.events = 0
+        self.facts.clear()
 
     def maybe_reset(self) -> None:
         """Drop the memo tables if they are large. Only call when no key is in flight."""
-        if len(self.memo) + len(self.states) > self.max_memo:
+        if len(self.memo) + len(self.states) + len(self.state_bad) > self.max_memo:
             self._reset_tables()
 
     def intern(self, s: ServerState) -> int:
@@ -243,8 +314,39 @@ class Replayer:
     def new_key(self, node: str, tablet: str) -> KeyState:
         return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node))
 
+    def finish_key(self, k: KeyState) -> None:
+        """The key has no more events: flush its open commit run."""
+        if k.c_term is not None:
+            self.facts.append(("commit", k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
+                               k.c_file, k.c_line))
+        k.c_hi = k.c_lo - 1
+        k.c_term = None
+
+    def commit_break(self, k: KeyState, index: int, term: int, file: str,
+                     line: int) -> None:
+        """A commit that does not extend the key's run (drivers extend it inline when
+        ``index == k.c_hi + 1 and term == k.c_term``): flush the run, open a new one."""
+        self.finish_key(k)
+        k.c_lo = k.c_hi = index
+        k.c_term = term
+        k.c_file = file
+        k.c_line = line
+
+    def _memoise(self, key: tuple[Any, ...], out: Outcome, event: str) -> Outcome:
+        out.event = event
+        if out.problem is None and event not in self._param_events:
+            if event == "commit":
+                out.fast = FAST_COMMIT
+                out.a, out.b = out.params["index"], out.params["op_term"]
+            else:
+                out.fast = FAST_PLAIN
+        self.memo[key] = out
+        return out
+
     # -----------------------------------------------------------------------------------
-    # The hot path.
+    # The general path. Drivers may take a shortcut for a memo hit whose ``fast`` is not
+    # SLOW and whose term is not below the key's maximum (see ``local.stream_node``): it
+    # must do exactly what ``feed_raw`` + ``_after`` do for such an outcome.
 
     def feed(self, k: KeyState, file: str, line: int, ev: Envelope,
              clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
@@ -256,9 +358,8 @@ class Replayer:
     def feed_raw(self, k: KeyState, file: str, line: int, inc: int, event: str,
                  args_b: bytes, st_b: bytes,
                  clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
-        """``feed`` on the envelope's parts (what the Spark driver has in hand)."""
+        """``feed`` on the envelope's parts."""
         self.events += 1
-        k.events += 1
         found: list[Violation] | None = None
         if k.state < 0 or inc != k.inc:
             prev_clean = False
@@ -269,8 +370,8 @@ class Replayer:
                 key = ("boundary", k.state, prev_clean, event, args_b, st_b)
             out = self.memo.get(key)
             if out is None:
-                out = self._boundary(k.state, prev_clean, event, args_b, st_b)
-                self.memo[key] = out
+                out = self._memoise(key, self._boundary(k.state, prev_clean, event, args_b,
+                                                        st_b), event)
             if k.state >= 0:
                 self.frontiers[out.frontier] += 1
             k.inc = inc
@@ -283,8 +384,7 @@ class Replayer:
         key = (k.state, event, args_b, st_b)
         out = self.memo.get(key)
         if out is None:
-            out = self._step(k.state, event, args_b, st_b)
-            self.memo[key] = out
+            out = self._memoise(key, self._step(k.state, event, args_b, st_b), event)
         if out.problem is not None:
             v = self._violation(k, file, line, event, args_b, out.problem, -1)
             found = [v] if found is None else [*found, v]
@@ -294,7 +394,7 @@ class Replayer:
     def _after(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
                out: Outcome, found: list[Violation] | None) -> list[Violation] | None:
         """Per-event checks that are not memoisable (they depend on the key's history)."""
-        self.coverage[(event, out.branch)] += 1
+        out.hits += 1
         if out.obs_term >= 0:
             if out.obs_term < k.max_term:
                 found = self._add(found, self._violation(k, file, line, event, args_b,
@@ -306,7 +406,7 @@ class Replayer:
                 k.max_term = out.obs_term
                 k.max_term_at = f"{file}:{line}"
         p = out.params
-        if p:
+        if p and event in self._param_events:
             if event == "vote_granted" or event == "start_election":
                 t = p["t"] if event == "vote_granted" else out.obs_term
                 who = p["candidate"] if event == "vote_granted" else p["me"]
@@ -335,13 +435,13 @@ class Replayer:
                     f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
                     f" but was logged by {k.node}", (), ""), -1))
             if event == "become_leader":
-                self.facts.append(("leader", k.tablet, p["t"], 0, k.node, file, line))
-            elif event == "commit":
-                self.facts.append(("commit", k.tablet, p["index"], p["op_term"], k.node, file,
-                                   line))
-        k.last = event
-        k.last_at = line
-        k.last_file = file
+                self.facts.append(("leader", k.tablet, p["t"], 0, 0, k.node, file, line))
+        elif p and event == "commit":
+            index, term = p["index"], p["op_term"]
+            if index == k.c_hi + 1 and term == k.c_term:
+                k.c_hi = index
+            else:
+                self.commit_break(k, index, term, file, line)
         k.window.append((file, line, event, args_b))
         return found
 
@@ -354,11 +454,12 @@ class Replayer:
 
     def _violation(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
                    pr: _Problem, frontier: int) -> Violation:
+        last = k.window[-1] if k.window else None
         return Violation(
             kind=pr.kind, severity=pr.severity, file=file, line=line,
             subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
             event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
-            last_matched=f"{k.last_file}:{k.last_at} {k.last}" if k.last else "",
+            last_matched=f"{last[0]}:{last[1]} {last[2]}" if last else "",
             frontier=frontier,
             context=(*(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
                        for f, n, e, a in k.window),
@@ -482,7 +583,12 @@ class Replayer:
                         fmt(got))
 
     def _invariants(self, pre: ServerState, post: ServerState) -> _Problem | None:
-        bad = check_step(self.step_props, pre, post) + check_state(self.invariants, (post,))
+        # The state invariants are a function of the post state alone: evaluated once per
+        # distinct state (many steps lead to the same one).
+        inv = self.state_bad.get(post)
+        if inv is None:
+            inv = self.state_bad[post] = check_state(self.invariants, (post,))
+        bad = check_step(self.step_props, pre, post) + inv
         if not bad:
             return None
         return _Problem("InvariantViolated", "violation", ",".join(bad),
@@ -664,4 +770,5 @@ def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
         found = r.feed(k, file, line, ev, clean_stops)
         if found:
             out.extend(found)
+    r.finish_key(k)
     return out

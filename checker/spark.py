@@ -1,28 +1,31 @@
-"""The Spark driver: the same core, many keys per task.
+"""The Spark driver: the same streaming driver, whole nodes per task, no shuffle of events.
 
 Plan of the job
 ---------------
-1. *Parse.* A DataFrame of file paths, spread over tasks; ``mapInArrow`` reads each file
-   with the local reader (``traces.FileReader``: the same line classification, the same
-   per-file order checks, exact line numbers and the torn-last-line rule, which the JVM
-   JSON reader cannot give) and emits rows with an explicit Arrow schema built from
-   ``traces.ENVELOPE_FIELDS``; ``args`` and ``state`` travel as raw JSON bytes.
-2. *Replay.* ``repartition(node, tablet)`` + ``sortWithinPartitions(node, tablet, inc,
-   line)``, then ``mapInArrow`` walks each partition's keys in order and calls
-   ``Replayer.feed_raw`` -- the fixed cost is per partition, not per key (a grouped
-   ``applyInPandas`` costs ~2 ms per group, ``applyInArrow`` ~0.5 ms: too much for
-   millions of keys). It emits findings, global facts and per-task statistics.
-3. *Global checks* as aggregations: leaders grouped by (tablet, term), commits by
-   (tablet, index), formats by node.
-4. *Report*: the same ``Report`` as the local engine; with ``--out`` also ``report.json``
-   and Parquet (``findings.parquet``).
+A key is (node UUID, tablet), and a node's events live only in that node's files. So the
+driver groups the files by node (``local.group_files``: the first line of each names its
+node and incarnation), packs the groups into ``P`` bins of about equal bytes (largest
+first, each into the lightest bin; ``P`` = 2 x the cores by default), and runs one task per
+bin (``spark.range(P)`` with ``P`` partitions, ``mapInArrow``). Each task reads its files
+and replays them with ``local.stream_node`` -- the same code, the same per-event cost as
+the local checker -- and yields only small rows: findings, the facts the global checks need
+(leaders, formats, one row per run of commits of a key) and its statistics. Events never
+leave the Python worker: no event DataFrame, no repartition, no sort.
+
+The facts DataFrame is cached (it is small) and the global checks are Spark aggregations
+over it (``global_findings``): ``TwoLeaders`` groups leaders by (tablet, term);
+``UuidReused`` groups formats by node; ``CommitTermMismatch`` self-joins the commit runs per
+tablet on overlapping indices with different terms and explodes the overlaps into the
+(tablet, index) pairs.
 
 Running on a cluster: see traces/README.md ("Spark"). Trace paths must be readable by the
-executors (a shared file system).
+driver (to group them) and by the executors (a shared file system).
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import json
 import os
 import time
@@ -31,42 +34,25 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-from revivify.checker.global_checks import commit_violation, leader_violation, uuid_violation
-from revivify.checker.replay import DEFAULT_MAX_FRONTIER, KeyState, Replayer, Violation
-from revivify.checker.report import Report, from_input_error
-from revivify.checker.traces import (
-    ENVELOPE_FIELDS,
-    ORDER_KINDS,
-    Envelope,
-    FileReader,
-    InputError,
-    discover,
-    open_trace,
+
+from revivify.checker.global_checks import (
+    GlobalChecks,
+    commit_violation,
+    leader_violation,
+    uuid_violation,
 )
-
-_ARROW_TYPES = {"int": "int64", "string": "string", "string?": "string",
-                "object": "binary", "object?": "binary"}
-
-
-def event_schema() -> Any:
-    """The parse stage's Arrow schema: provenance + the envelope fields (from the reader's
-    one list) + an error slot."""
-    import pyarrow as pa
-
-    fields = [pa.field("kind", pa.string()), pa.field("file", pa.string()),
-              pa.field("line", pa.int64())]
-    for name, typ in ENVELOPE_FIELDS:
-        fields.append(pa.field(name, getattr(pa, _ARROW_TYPES[typ])()))
-    fields += [pa.field("err_kind", pa.string()), pa.field("err_field", pa.string()),
-               pa.field("err_message", pa.string()), pa.field("err_severity", pa.string())]
-    return pa.schema(fields)
-
+from revivify.checker.local import group_files, stream_node
+from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer, Violation
+from revivify.checker.report import Report, from_input_error
+from revivify.checker.traces import discover
 
 _OUT_FIELDS = ("rtype", "kind", "severity", "file", "line", "subject", "node", "tablet",
-               "event", "payload", "a", "b")
+               "event", "payload", "a", "b", "c")
 
 
 def out_schema() -> Any:
+    """A task's rows: ``rtype`` finding | leader | commit | format | coverage | frontier |
+    stats; ``a``/``b``/``c`` the numbers (term; lo, hi, term; ...)."""
     import pyarrow as pa
 
     return pa.schema([pa.field("rtype", pa.string()), pa.field("kind", pa.string()),
@@ -74,115 +60,105 @@ def out_schema() -> Any:
                       pa.field("line", pa.int64()), pa.field("subject", pa.string()),
                       pa.field("node", pa.string()), pa.field("tablet", pa.string()),
                       pa.field("event", pa.string()), pa.field("payload", pa.string()),
-                      pa.field("a", pa.int64()), pa.field("b", pa.int64())])
+                      pa.field("a", pa.int64()), pa.field("b", pa.int64()),
+                      pa.field("c", pa.int64())])
 
 
-def parse_files(batches: Iterator[Any]) -> Iterator[Any]:
-    """mapInArrow: file paths -> event and error rows."""
-    import pyarrow as pa
+class _Rows:
+    """Column lists for the output batch; also the task's ``FactSink``."""
 
-    schema = event_schema()
-    names = schema.names
-    for batch in batches:
-        for path in batch.column(0).to_pylist():
-            cols: dict[str, list[Any]] = {n: [] for n in names}
+    def __init__(self) -> None:
+        self.cols: dict[str, list[Any]] = {n: [] for n in _OUT_FIELDS}
 
-            def err(e: InputError, severity: str, cols: dict[str, list[Any]] = cols) -> None:
-                for n in names:
-                    cols[n].append(None)
-                cols["kind"][-1] = "err"
-                cols["file"][-1] = e.file
-                cols["line"][-1] = e.line
-                cols["err_kind"][-1] = e.kind
-                cols["err_field"][-1] = e.field
-                cols["err_message"][-1] = e.message
-                cols["err_severity"][-1] = severity
+    def __len__(self) -> int:
+        return len(self.cols["rtype"])
 
-            try:
-                with open_trace(path) as fh:
-                    items = list(FileReader(path).lines(fh))
-            except (OSError, EOFError, ValueError) as exc:
-                err(InputError("UnreadableFile", path, 0, "path", str(exc)), "error")
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
-                continue
-            if not items:
-                err(InputError("EmptyFile", path, 0, "path", "empty trace file (a process "
-                               "that wrote nothing before it died?)", warning=True), "warning")
-            for lineno, item in items:
-                if isinstance(item, Envelope):
-                    cols["kind"].append("ev")
-                    cols["file"].append(path)
-                    cols["line"].append(lineno)
-                    cols["v"].append(item.v)
-                    cols["node"].append(item.node)
-                    cols["inc"].append(item.inc)
-                    cols["seq"].append(item.seq)
-                    cols["lamport"].append(item.lamport)
-                    cols["wall_ns"].append(item.wall_ns)
-                    cols["tablet"].append(item.tablet)
-                    cols["event"].append(item.event)
-                    cols["args"].append(bytes(item.args))
-                    cols["state"].append(bytes(item.state))
-                    for n in ("err_kind", "err_field", "err_message", "err_severity"):
-                        cols[n].append(None)
-                else:
-                    sev = ("warning" if item.warning else "violation"
-                           if item.kind in ORDER_KINDS and item.kind != "MixedFile"
-                           else "error")
-                    err(item, sev)
-            yield pa.RecordBatch.from_pydict(cols, schema=schema)
+    def emit(self, **kw: Any) -> None:
+        for n, col in self.cols.items():
+            col.append(kw.get(n))
 
+    def finding(self, v: Violation) -> None:
+        self.emit(rtype="finding", kind=v.kind, severity=v.severity, file=v.file,
+                  line=v.line, subject=v.subject, node=v.node, tablet=v.tablet,
+                  event=v.event, payload=json.dumps(v.to_json()))
 
-def make_replay(max_frontier: int, clean_stops: frozenset[tuple[str, int]]) -> Any:
-    def replay(batches: Iterator[Any]) -> Iterator[Any]:
-        """mapInArrow: one partition's events, sorted by (node, tablet, inc, line)."""
+    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
+        self.emit(rtype="leader", tablet=tablet, a=term, node=node, file=file, line=line)
+
+    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
+                   line: int) -> None:
+        self.emit(rtype="commit", tablet=tablet, a=lo, b=hi, c=term, node=node, file=file,
+                  line=line)
+
+    def server_format(self, node: str, file: str, line: int) -> None:
+        self.emit(rtype="format", node=node, file=file, line=line)
+
+    def batch(self) -> Any:
         import pyarrow as pa
 
-        schema = out_schema()
-        r = Replayer(max_frontier=max_frontier)
-        k: KeyState | None = None
-        rows: dict[str, list[Any]] = {n: [] for n in _OUT_FIELDS}
+        b = pa.RecordBatch.from_pydict(self.cols, schema=out_schema())
+        self.cols = {n: [] for n in _OUT_FIELDS}
+        return b
 
-        def emit(**kw: Any) -> None:
-            for n in _OUT_FIELDS:
-                rows[n].append(kw.get(n))
 
-        def flush() -> Any:
-            nonlocal rows
-            b = pa.RecordBatch.from_pydict(rows, schema=schema)
-            rows = {n: [] for n in _OUT_FIELDS}
-            return b
+def pack(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
+    """Groups into ``bins`` lists of about equal bytes: largest first, each into the
+    lightest bin so far (a gzip'd byte counts as 5)."""
+    def size(files: list[str]) -> int:
+        total = 0
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(f) * (5 if f.endswith(".gz") else 1)
+        return total
 
-        feed = r.feed_raw
-        keys = 0
+    sized = sorted(((size(fs), n, fs) for n, fs in groups), key=lambda x: (-x[0], x[1]))
+    heap = [(0, b) for b in range(max(1, min(bins, len(groups))))]
+    out: list[list[tuple[str, list[str]]]] = [[] for _ in heap]
+    for sz, node, fs in sized:
+        load, b = heapq.heappop(heap)
+        out[b].append((node, fs))
+        heapq.heappush(heap, (load + sz, b))
+    return out
+
+
+_REPLAYERS: dict[int, Replayer] = {}
+
+
+def _replayer(max_frontier: int) -> Replayer:
+    """One replayer per Python worker process (Spark reuses workers across tasks and
+    jobs), so its memo tables stay warm: a pattern costs a spec evaluation once per
+    worker, not once per task."""
+    r = _REPLAYERS.get(max_frontier)
+    if r is None:
+        r = _REPLAYERS[max_frontier] = Replayer(max_frontier=max_frontier)
+    return r
+
+
+def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any:
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        """mapInArrow over bin numbers: replay each bin's nodes, yield the small rows."""
+        r = _replayer(max_frontier)
+        r.reset_counts()
+        rows = _Rows()
+        events = server_events = keys = 0
         for batch in batches:
-            cols = [batch.column(batch.schema.get_field_index(n)).to_pylist()
-                    for n in ("file", "line", "node", "tablet", "inc", "event", "args",
-                              "state")]
-            for file, line, node, tablet, inc, event, args_b, st_b in zip(*cols,
-                                                                          strict=True):
-                if k is None or k.tablet != tablet or k.node != node:
-                    k = r.new_key(node, tablet)
-                    keys += 1
-                found = feed(k, file, line, inc, event, args_b, st_b, clean_stops)
-                if found:
-                    for v in found:
-                        emit(rtype="finding", kind=v.kind, severity=v.severity, file=v.file,
-                             line=v.line, subject=v.subject, node=v.node, tablet=v.tablet,
-                             event=v.event, payload=json.dumps(v.to_json()))
-            for kind, tab, a, b, node_, f, ln in r.facts:
-                emit(rtype=kind, file=f, line=ln, node=node_, tablet=tab, a=a, b=b)
-            r.facts.clear()
-            if len(rows["rtype"]) >= 10_000:
-                yield flush()
+            for b in batch.column(0).to_pylist():
+                for _, files in bins[b]:
+                    st = stream_node(r, files, rows, rows.finding)
+                    events += st.events
+                    server_events += st.server_events
+                    keys += st.keys
+                    r.maybe_reset()
+                    if len(rows) >= 10_000:
+                        yield rows.batch()
         for (action, branch), n in r.coverage.items():
-            emit(rtype="coverage", event=action, kind=branch, a=n)
+            rows.emit(rtype="coverage", event=action, kind=branch, a=n)
         for size, n in r.frontiers.items():
-            emit(rtype="frontier", a=size, b=n)
-        emit(rtype="stats", a=r.events, b=keys)
-        yield flush()
+            rows.emit(rtype="frontier", a=size, b=n)
+        rows.emit(rtype="stats", a=events, b=keys, c=server_events)
+        yield rows.batch()
 
-    return replay
+    return task
 
 
 def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
@@ -206,7 +182,7 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
 
 def validate_spark(paths: list[str], master: str = "local[*]", out: str | None = None,
                    max_frontier: int = DEFAULT_MAX_FRONTIER, partitions: int | None = None,
-                   spark: Any = None) -> Report:
+                   spark: Any = None, global_in_spark: bool = False) -> Report:
     report = Report(engine="spark")
     files, errors = discover(paths)
     for e in errors:
@@ -219,69 +195,108 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
         spark = spark_session(master)
     report.timings["spark_start_s"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
-    from pyspark.sql import functions as F
+    n = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
+    bins = pack(group_files(files), n)
+    task_out = (spark.range(len(bins), numPartitions=len(bins))
+                .mapInArrow(make_task(bins, max_frontier), _spark_type(out_schema())))
+    if global_in_spark:
+        from pyspark import StorageLevel
 
-    n = partitions or max(2, spark.sparkContext.defaultParallelism)
-    paths_df = spark.createDataFrame([(f,) for f in files], "path string").repartition(
-        min(n * 4, len(files)))
-    parsed = paths_df.mapInArrow(parse_files, _spark_type(event_schema())).persist()
-    for row in parsed.filter(F.col("kind") == "err").collect():
-        report.add(from_input_error(InputError(row.err_kind, row.file, row.line,
-                                               row.err_field, row.err_message,
-                                               warning=row.err_severity == "warning"),
-                                    violation=row.err_severity == "violation"))
-    ev = parsed.filter(F.col("kind") == "ev")
-    server = ev.filter(F.col("tablet").isNull())
-    stops = frozenset((r.node, r.inc) for r in
-                      server.filter(F.col("event") == "server_stop").select("node", "inc")
-                      .collect())
-    for row in (server.filter(F.col("event") == "server_format").groupBy("node")
-                .agg(F.collect_list(F.struct("file", "line")).alias("w"))
-                .filter(F.size("w") > 1).collect()):
-        report.add(uuid_violation(row.node, [(w.file, w.line) for w in row.w]))
-    report.server_events = server.count()
-    tablet_ev = (ev.filter(F.col("tablet").isNotNull())
-                 .select("file", "line", "node", "tablet", "inc", "event", "args", "state")
-                 .repartition(n, "node", "tablet")
-                 .sortWithinPartitions("node", "tablet", "inc", "file", "line"))
-    replayed = tablet_ev.mapInArrow(make_replay(max_frontier, stops),
-                                    _spark_type(out_schema())).persist()
-    for row in replayed.filter(F.col("rtype") == "finding").select("payload").collect():
-        report.add(Violation(**_tuples(json.loads(row.payload))))
-    leaders = (replayed.filter(F.col("rtype") == "leader")
-               .groupBy("tablet", "a")
-               .agg(F.countDistinct("node").alias("n"),
-                    F.collect_list(F.struct("node", "file", "line")).alias("w"))
-               .filter(F.col("n") > 1))
-    for row in leaders.collect():
-        report.add(leader_violation(row.tablet, row.a, [(w.node, w.file, w.line)
-                                                       for w in row.w]))
-    commits = (replayed.filter(F.col("rtype") == "commit")
-               .groupBy("tablet", "a")
-               .agg(F.countDistinct("b").alias("n"),
-                    F.collect_list(F.struct("b", "node", "file", "line")).alias("w"))
-               .filter(F.col("n") > 1))
-    for row in commits.collect():
-        report.add(commit_violation(row.tablet, row.a, [(w.b, w.node, w.file, w.line)
-                                                       for w in row.w]))
+        task_out = task_out.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            # One pass over the traces: materialise the (small) task output first, so the
+            # aggregations read the cache instead of racing to compute it.
+            task_out.count()
+            report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+            rows = [r.asDict() for r in global_findings(task_out).collect()]
+        finally:
+            task_out.unpersist()
+    else:
+        rows = task_out.toArrow().to_pylist()
+        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+    g = GlobalChecks()
     cov: Counter[tuple[str, str]] = Counter()
     fr: Counter[int] = Counter()
-    for row in replayed.filter(F.col("rtype").isin("coverage", "frontier", "stats")).collect():
-        if row.rtype == "coverage":
-            cov[(row.event, row.kind)] += row.a
-        elif row.rtype == "frontier":
-            fr[row.a] += row.b
-        else:
-            report.events += row.a
-            report.keys += row.b
+    for row in rows:
+        rtype = row["rtype"]
+        if rtype == "commit":
+            g.commit_run(row["tablet"], row["a"], row["b"], row["c"], row["node"], row["file"],
+                         row["line"])
+        elif rtype == "leader":
+            g.leader(row["tablet"], row["a"], row["node"], row["file"], row["line"])
+        elif rtype == "format":
+            g.server_format(row["node"], row["file"], row["line"])
+        elif rtype == "finding":
+            report.add(Violation(**_tuples(json.loads(row["payload"]))))
+        elif rtype == "leaders":
+            report.add(leader_violation(row["tablet"], row["a"], [
+                (x["node"], x["file"], x["line"]) for x in json.loads(row["payload"])]))
+        elif rtype == "commits":
+            report.add(commit_violation(row["tablet"], row["a"], [
+                (x["c"], x["node"], x["file"], x["line"]) for x in json.loads(row["payload"])]))
+        elif rtype == "formats":
+            report.add(uuid_violation(row["node"], [
+                (x["file"], x["line"]) for x in json.loads(row["payload"])]))
+        elif rtype == "coverage":
+            cov[(row["event"], row["kind"])] += row["a"]
+        elif rtype == "frontier":
+            fr[row["a"]] += row["b"]
+        elif rtype == "stats":
+            report.events += row["a"]
+            report.keys += row["b"]
+            report.server_events += row["c"]
+    for v in g.violations():
+        report.add(v)
     report.coverage = dict(cov)
     report.frontiers = dict(fr)
     report.timings["job_s"] = round(time.perf_counter() - t1, 3)
     if out:
         write_report_files(report, out, parquet=True, spark=spark)
-    parsed.unpersist()
-    replayed.unpersist()
     return report
+
+
+def global_findings(task_out: Any) -> Any:
+    """The tasks' own rows (findings, statistics) plus the global checks as aggregations
+    over the facts, as one DataFrame of the task-output shape (witnesses as JSON)."""
+    from pyspark.sql import functions as F
+
+    own = task_out.filter(F.col("rtype").isin("finding", "coverage", "frontier", "stats"))
+    cols = own.columns
+
+    def shaped(df: Any, rtype: str) -> Any:
+        return df.select(*[F.lit(rtype).alias(c) if c == "rtype" else
+                           (F.col(c) if c in df.columns else F.lit(None)).cast(
+                               own.schema[c].dataType).alias(c) for c in cols])
+
+    leaders = (task_out.filter(F.col("rtype") == "leader")
+               .groupBy("tablet", "a")
+               .agg(F.countDistinct("node").alias("n"),
+                    F.to_json(F.collect_list(F.struct("node", "file", "line"))).alias(
+                        "payload"))
+               .filter(F.col("n") > 1))
+    formats = (task_out.filter(F.col("rtype") == "format")
+               .groupBy("node")
+               .agg(F.count(F.lit(1)).alias("n"),
+                    F.to_json(F.collect_list(F.struct("file", "line"))).alias("payload"))
+               .filter(F.col("n") > 1))
+    runs = task_out.filter(F.col("rtype") == "commit").select(
+        "tablet", "a", "b", "c", "node", "file", "line")
+    x, y = runs.alias("x"), runs.alias("y")
+    overlap = (x.join(y, (F.col("x.tablet") == F.col("y.tablet"))
+                      & (F.col("x.c") < F.col("y.c"))
+                      & (F.col("x.a") <= F.col("y.b")) & (F.col("y.a") <= F.col("x.b")))
+               .select(F.col("x.tablet").alias("tablet"),
+                       F.explode(F.sequence(F.greatest("x.a", "y.a"),
+                                            F.least("x.b", "y.b"))).alias("index"),
+                       F.array(F.struct("x.c", "x.node", "x.file", "x.line"),
+                               F.struct("y.c", "y.node", "y.file", "y.line")).alias("w")))
+    commits = (overlap.select("tablet", "index", F.explode("w").alias("w"))
+               .groupBy("tablet", "index")
+               .agg(F.to_json(F.array_sort(F.collect_set("w"))).alias("payload"))
+               .withColumnRenamed("index", "a"))
+    return (own.unionByName(shaped(leaders, "leaders"))
+            .unionByName(shaped(formats, "formats"))
+            .unionByName(shaped(commits, "commits")))
 
 
 def _spark_type(schema: Any) -> Any:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from revivify.checker.local import check_paths
 from revivify.checker.spark import validate_spark
 from revivify.checker.walks import random_walk
@@ -15,9 +16,10 @@ from .conftest import TRACES
 pytestmark = pytest.mark.spark
 
 
-def _same(paths: list[str], spark: Any) -> None:
+def _same(paths: list[str], spark: Any, global_in_spark: bool = False) -> None:
     local = check_paths(paths)
-    remote = validate_spark(paths, spark=spark, partitions=4)
+    remote = validate_spark(paths, spark=spark, partitions=4,
+                            global_in_spark=global_in_spark)
     assert local.identities() == remote.identities()
     assert local.events == remote.events
     assert local.coverage == remote.coverage
@@ -34,6 +36,12 @@ def test_corpus_bad_together(spark: Any) -> None:
     # cases share UUIDs and tablet ids, so cross-case findings appear too; both engines
     # must still agree on every one.
     _same([str(TRACES / "bad")], spark)
+
+
+def test_corpus_bad_global_checks_in_spark(spark: Any) -> None:
+    # The same, with the global checks as Spark aggregations over the facts (leaders by
+    # (tablet, term), formats by node, commit runs self-joined per tablet).
+    _same([str(TRACES / "bad")], spark, global_in_spark=True)
 
 
 def test_generated_with_mutations(spark: Any, tmp_path: Path) -> None:
