@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
 from revivify.checker.traces import SCHEMA_VERSION, encode_cmeta, encode_state
 from revivify.spec.actions import Action, Bounds, startup_case
 from revivify.spec.model import (
@@ -488,8 +489,9 @@ def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[in
                                                                           list[int]]:
     """Write clean spec walks under ``root/walk-<seed>/``; return (kept, rejected) seeds.
 
-    A walk is rejected when the checker reports anything on it: the spec's ``commit``
-    has no majority guard, so a walk can commit two terms at one index (see the report)."""
+    A walk is rejected when the checker reports anything on it. (Since the spec's
+    ``commit`` has the leader-only ``leader_commit`` system guard, a walk can no longer
+    commit two terms at one index, and every seed of ``main`` is kept.)"""
     from revivify.checker.local import check_paths
 
     kept, rejected = [], []
