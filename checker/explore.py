@@ -584,6 +584,8 @@ class _Explorer:
         self.cross_fields: frozenset[str] = frozenset()
         self.cross_proj = _Projections((), self.interner.objs)
         self.cross_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.cross_term_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.server_term_cache: dict[tuple[int, int], tuple[int, ...]] = {}
 
     # -- keys --------------------------------------------------------------------------
 
@@ -912,16 +914,24 @@ class _Explorer:
         return True
 
     def server_failures(self, sid: int, tid: int) -> tuple[int, ...]:
-        """The per-server invariants server state sid fails, on n copies of itself."""
-        copies = (self.interner.objs[sid],) * self.n
-        terms = self.terms_list[tid]
-        invs = self.spec.invariants
-        return tuple(k for k in self.per_server
-                     if not all(invs[k].pred(copies, t) for t in terms))
+        """The per-server invariants server state sid fails, on n copies of itself, for the
+        terms of tid (each term's verdict cached on (sid, term))."""
+        cache = self.server_term_cache
+        failed: set[int] = set()
+        for t in self.terms_list[tid]:
+            got = cache.get((sid, t))
+            if got is None:
+                copies = (self.interner.objs[sid],) * self.n
+                invs = self.spec.invariants
+                got = cache[(sid, t)] = tuple(k for k in self.per_server
+                                              if not invs[k].pred(copies, t))
+            failed.update(got)
+        return tuple(sorted(failed))
 
     def cross_failures(self, sids: Sequence[int], tid: int) -> tuple[int, ...]:
         """The other invariants, cached on (terms, each server's projection onto the fields
-        they were seen to read): read-set memoisation, as for neighbourhoods."""
+        they were seen to read), and below that per term: read-set memoisation, as for
+        neighbourhoods."""
         invs = self.spec.invariants
         terms = self.terms_list[tid]
         if self.cross_off:
@@ -929,27 +939,36 @@ class _Explorer:
             return tuple(k for k in self.cross if not all(invs[k].pred(system, t)
                                                           for t in terms))
         pid = self.cross_proj.pid
-        ck = (tid, *[pid(s) for s in sids])
+        pids = [pid(s) for s in sids]
+        ck = (tid, *pids)
         got = self.cross_cache.get(ck)
         if got is not None:
             return got
-        reads: set[str] = set()
-        probed: Any = tuple([_FieldProbe(s, reads) for s in self.system(sids)])
-        try:
-            got = tuple(k for k in self.cross if not all(bool(invs[k].pred(probed, t))
-                                                         for t in terms))
-        except Exception:
-            self.cross_off = True
-            self.cross_cache.clear()
-            return self.cross_failures(sids, tid)
-        if not reads <= self.cross_fields:
-            self.cross_fields = self.cross_fields | reads
-            self.cross_proj = _Projections(tuple(sorted(self.cross_fields)),
-                                           self.interner.objs)
-            self.cross_cache.clear()
-            pid = self.cross_proj.pid
-            ck = (tid, *[pid(s) for s in sids])
-        self.cross_cache[ck] = got
+        failed: set[int] = set()
+        for t in terms:
+            tk = (t, *pids)
+            got_t = self.cross_term_cache.get(tk)
+            if got_t is None:
+                reads: set[str] = set()
+                probed: Any = tuple([_FieldProbe(s, reads) for s in self.system(sids)])
+                try:
+                    got_t = tuple(k for k in self.cross if not bool(invs[k].pred(probed, t)))
+                except Exception:
+                    self.cross_off = True
+                    self.cross_cache.clear()
+                    self.cross_term_cache.clear()
+                    return self.cross_failures(sids, tid)
+                if not reads <= self.cross_fields:
+                    # a field never read before: key everything on the larger projection
+                    self.cross_fields = self.cross_fields | reads
+                    self.cross_proj = _Projections(tuple(sorted(self.cross_fields)),
+                                                   self.interner.objs)
+                    self.cross_cache.clear()
+                    self.cross_term_cache.clear()
+                    return self.cross_failures(sids, tid)
+                self.cross_term_cache[tk] = got_t
+            failed.update(got_t)
+        got = self.cross_cache[ck] = tuple(sorted(failed))
         return got
 
     # -- verification (tests) ----------------------------------------------------------
