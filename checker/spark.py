@@ -65,17 +65,13 @@ def out_schema() -> Any:
 
 
 class _Rows:
-    """Column lists for the output batch; also the task's ``FactSink``."""
+    """A task's output rows (tuples in ``_OUT_FIELDS`` order); also its ``FactSink``."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list[Any]] = {n: [] for n in _OUT_FIELDS}
-
-    def __len__(self) -> int:
-        return len(self.cols["rtype"])
+        self.rows: list[tuple[Any, ...]] = []
 
     def emit(self, **kw: Any) -> None:
-        for n, col in self.cols.items():
-            col.append(kw.get(n))
+        self.rows.append(tuple(kw.get(n) for n in _OUT_FIELDS))
 
     def finding(self, v: Violation) -> None:
         self.emit(rtype="finding", kind=v.kind, severity=v.severity, file=v.file,
@@ -87,18 +83,15 @@ class _Rows:
 
     def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
                    line: int) -> None:
-        self.emit(rtype="commit", tablet=tablet, a=lo, b=hi, c=term, node=node, file=file,
-                  line=line)
+        self.rows.append(("commit", None, None, file, line, None, node, tablet, None, None,
+                          lo, hi, term))
 
     def server_format(self, node: str, file: str, line: int) -> None:
         self.emit(rtype="format", node=node, file=file, line=line)
 
-    def batch(self) -> Any:
-        import pyarrow as pa
-
-        b = pa.RecordBatch.from_pydict(self.cols, schema=out_schema())
-        self.cols = {n: [] for n in _OUT_FIELDS}
-        return b
+    def take(self) -> list[tuple[Any, ...]]:
+        out, self.rows = self.rows, []
+        return out
 
 
 def pack(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
@@ -135,28 +128,29 @@ def _replayer(max_frontier: int) -> Replayer:
 
 
 def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any:
-    def task(batches: Iterator[Any]) -> Iterator[Any]:
-        """mapInArrow over bin numbers: replay each bin's nodes, yield the small rows."""
+    def task(bin_ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
+        """mapPartitions over bin numbers: replay each bin's nodes, yield the small rows."""
+        t0, c0 = time.time(), time.process_time()
         r = _replayer(max_frontier)
         r.reset_counts()
         rows = _Rows()
         events = server_events = keys = 0
-        for batch in batches:
-            for b in batch.column(0).to_pylist():
-                for _, files in bins[b]:
-                    st = stream_node(r, files, rows, rows.finding)
-                    events += st.events
-                    server_events += st.server_events
-                    keys += st.keys
-                    r.maybe_reset()
-                    if len(rows) >= 10_000:
-                        yield rows.batch()
+        for b in bin_ids:
+            for _, files in bins[b]:
+                st = stream_node(r, files, rows, rows.finding)
+                events += st.events
+                server_events += st.server_events
+                keys += st.keys
+                r.maybe_reset()
+                yield from rows.take()
         for (action, branch), n in r.coverage.items():
             rows.emit(rtype="coverage", event=action, kind=branch, a=n)
         for size, n in r.frontiers.items():
             rows.emit(rtype="frontier", a=size, b=n)
-        rows.emit(rtype="stats", a=events, b=keys, c=server_events)
-        yield rows.batch()
+        rows.emit(rtype="stats", a=events, b=keys, c=server_events,
+                  payload=json.dumps({"start": t0, "end": time.time(), "pid": os.getpid(),
+                                      "cpu": time.process_time() - c0}))
+        yield from rows.take()
 
     return task
 
@@ -195,26 +189,29 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
         spark = spark_session(master)
     report.timings["spark_start_s"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
+    job_start = time.time()
     n = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
     bins = pack(group_files(files), n)
-    task_out = (spark.range(len(bins), numPartitions=len(bins))
-                .mapInArrow(make_task(bins, max_frontier), _spark_type(out_schema())))
+    task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
+        make_task(bins, max_frontier))
     if global_in_spark:
         from pyspark import StorageLevel
 
-        task_out = task_out.persist(StorageLevel.MEMORY_AND_DISK)
+        facts = spark.createDataFrame(task_out, _spark_type(out_schema())).persist(
+            StorageLevel.MEMORY_AND_DISK)
         try:
             # One pass over the traces: materialise the (small) task output first, so the
             # aggregations read the cache instead of racing to compute it.
-            task_out.count()
+            facts.count()
             report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
-            rows = [r.asDict() for r in global_findings(task_out).collect()]
+            rows = [r.asDict() for r in global_findings(facts).collect()]
         finally:
-            task_out.unpersist()
+            facts.unpersist()
     else:
-        rows = task_out.toArrow().to_pylist()
+        rows = [dict(zip(_OUT_FIELDS, t, strict=True)) for t in task_out.collect()]
         report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
     g = GlobalChecks()
+    tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
     fr: Counter[int] = Counter()
     for row in rows:
@@ -245,10 +242,20 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
             report.events += row["a"]
             report.keys += row["b"]
             report.server_events += row["c"]
+            tasks.append(json.loads(row["payload"]))
     for v in g.violations():
         report.add(v)
     report.coverage = dict(cov)
     report.frontiers = dict(fr)
+    if tasks:
+        # Where the job's time went: the tasks' span (first start to last end, wall clock
+        # of the workers) and their CPU time, against the job's wall time.
+        report.timings["tasks"] = len(tasks)
+        report.timings["task_cpu_s"] = round(sum(t["cpu"] for t in tasks), 3)
+        report.timings["task_span_s"] = round(max(t["end"] for t in tasks)
+                                              - min(t["start"] for t in tasks), 3)
+        report.timings["first_task_start_s"] = round(min(t["start"] for t in tasks)
+                                                     - job_start, 3)
     report.timings["job_s"] = round(time.perf_counter() - t1, 3)
     if out:
         write_report_files(report, out, parquet=True, spark=spark)

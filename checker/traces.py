@@ -110,8 +110,8 @@ class CheckedEnvelope(Envelope):
     Python check. A line it refuses is re-read on its own and classified by
     ``parse_line`` (same errors as ever)."""
 
-    v: Literal[1]  # type: ignore[assignment]
-    event: EventName  # type: ignore[assignment]
+    v: Literal[1]
+    event: EventName
 
 
 if frozenset(get_args(EventName)) != KNOWN_EVENTS or get_args(

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import _input_error, check_paths, drain_facts, group_files
 from revivify.checker.replay import KeyState, Replayer
