@@ -3,6 +3,7 @@
   revivify trace check PATH... [--json] [--max-frontier K]
   revivify trace validate PATH... --engine {local,spark} [--master local[*]] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
+                                  [--global-in-spark]
 
 Exit codes: 0 clean (warnings allowed), 1 violations, 2 unusable input or bad arguments.
 Every failure is reported as a message naming the file, line and field; never a traceback.
@@ -39,7 +40,11 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--engine", choices=("local", "spark"), default="local")
             s.add_argument("--master", default="local[*]")
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
-            s.add_argument("--partitions", type=int, default=0)
+            s.add_argument("--partitions", type=int, default=0,
+                           help="Spark tasks (default 2 x the cores)")
+            s.add_argument("--global-in-spark", action="store_true",
+                           help="global checks as Spark aggregations over the facts "
+                                "(default: merged on the driver)")
     return p
 
 
@@ -64,7 +69,8 @@ def trace_main(argv: list[str]) -> int:
 
             report = validate_spark(args.paths, master=args.master, out=args.out,
                                     max_frontier=args.max_frontier,
-                                    partitions=args.partitions or None)
+                                    partitions=args.partitions or None,
+                                    global_in_spark=args.global_in_spark)
         else:
             from revivify.checker.local import check_paths
 

@@ -5,21 +5,26 @@ Plan of the job
 A key is (node UUID, tablet), and a node's events live only in that node's files. So the
 driver groups the files by node (``local.group_files``: the first line of each names its
 node and incarnation), packs the groups into ``P`` bins of about equal bytes (largest
-first, each into the lightest bin; ``P`` = 2 x the cores by default), and runs one task per
-bin (``spark.range(P)`` with ``P`` partitions, ``mapInArrow``). Each task reads its files
-and replays them with ``local.stream_node`` -- the same code, the same per-event cost as
-the local checker -- and yields only small rows: findings, the facts the global checks need
-(leaders, formats, one row per run of commits of a key) and its statistics. Events never
-leave the Python worker: no event DataFrame, no repartition, no sort.
+first, each into the lightest bin; ``P`` = 2 x the cores by default, so a slow bin can be
+balanced by the scheduler), and runs one task per bin (``parallelize(range(P), P)`` +
+``mapPartitions``). Each task reads its files and replays them with
+``local.stream_node`` -- the same code, the same per-event cost as the local checker, with
+one warm ``Replayer`` per Python worker -- and yields only small rows: findings, the facts
+the global checks need (leaders, formats, one row per run of commits of a key) and its
+statistics. Events never leave the Python worker: no event DataFrame, no repartition, no
+sort, no caching of anything big: a single pass over the traces.
 
-The facts DataFrame is cached (it is small) and the global checks are Spark aggregations
-over it (``global_findings``): ``TwoLeaders`` groups leaders by (tablet, term);
-``UuidReused`` groups formats by node; ``CommitTermMismatch`` self-joins the commit runs per
-tablet on overlapping indices with different terms and explodes the overlaps into the
-(tablet, index) pairs.
+Global checks. By default the facts are collected and merged on the driver by
+``GlobalChecks`` -- the local engine's own code, so both engines decide alike by
+construction; its memory is the local engine's (tablets x terms). With
+``global_in_spark=True`` they are Spark aggregations over the (small, cached) facts
+DataFrame instead (``global_findings``): leaders grouped by (tablet, term), formats by
+node, commit runs self-joined per tablet on overlapping indices of different terms. Both
+give the same findings (``tests/trace/test_differential.py``); on one machine the
+aggregations cost seconds of stage overhead, on a cluster they keep the driver small.
 
 Running on a cluster: see traces/README.md ("Spark"). Trace paths must be readable by the
-driver (to group them) and by the executors (a shared file system).
+driver (it reads each file's first line to group them) and by the executors.
 """
 
 from __future__ import annotations
