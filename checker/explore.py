@@ -451,6 +451,14 @@ def _make_canon(interner: _Interner) -> Callable[..., int]:
 # The explorer.
 
 
+def _pack(values: Sequence[int]) -> int:
+    """Small non-negative integers (each below 2**SID_BITS) packed into one int."""
+    out = 0
+    for v in values:
+        out = (out << SID_BITS) | v
+    return out
+
+
 def _params_key(p: Params) -> tuple[tuple[str, Any], ...]:
     return tuple(p.items())
 
@@ -563,7 +571,10 @@ class _Explorer:
         self.step_cache: dict[tuple[int, int], tuple[str, ...]] = {}
         # neighbourhoods: read sets per action, projections per set of fields
         # per action: parameters (non-local enumerators) or moves (system guards)
-        self.act_cache: dict[tuple[int, ...], list[Any]] = {}
+        self.act_cache: dict[tuple[int, ...], tuple[list[Any], dict[int, Any]]] = {}
+        self.act_fs: list[int] = [-1 for _ in self.actions]  # ids of act_fields, act_own
+        self.act_fo: list[int] = [-1 for _ in self.actions]
+        self.moves_cache: dict[tuple[int, ...], _Moves] = {}
         self.neigh_off = False
         self.gen = 0
         self.act_fields: list[frozenset[str]] = [frozenset() for _ in self.actions]
@@ -572,18 +583,18 @@ class _Explorer:
         self.projections: list[_Projections] = []
         self.terms_cache: dict[frozenset[int], int] = {}
         self.terms_list: list[list[int]] = []
-        self.terms_by_sids: dict[tuple[int, ...], int] = {}
+        self.terms_by_sids: dict[int, int] = {}  # packed termset ids -> tid
         # invariants: per-server ones (the spec's own flag) cached per (server state, terms);
         # the others cached on the projection of each server onto the fields they read
         invs = spec.invariants
         self.inv_names = [inv.name for inv in invs]
         self.per_server = [k for k, inv in enumerate(invs) if self.plain and inv.per_server]
         self.cross = [k for k, inv in enumerate(invs) if self.plain and not inv.per_server]
-        self.server_inv_cache: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.server_inv_cache: dict[int, tuple[int, ...]] = {}  # (tid, sid) packed
         self.cross_off = False
         self.cross_fields: frozenset[str] = frozenset()
         self.cross_proj = _Projections((), self.interner.objs)
-        self.cross_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.cross_cache: dict[int, tuple[int, ...]] = {}  # (tid, pids) packed
         self.cross_term_cache: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.server_term_cache: dict[tuple[int, int], tuple[int, ...]] = {}
 
@@ -739,14 +750,19 @@ class _Explorer:
         """The key of one action's cached answer: the other servers' projections onto the
         fields it read from them, and server i's projection onto the fields it read from
         server i (``own``: a non-local action's parameters), or server i's whole state."""
-        fs = self.fieldset(self.act_fields[a_idx])
-        pid = self.projections[fs].pid
+        fs = self.act_fs[a_idx]
+        if fs < 0:
+            fs = self.act_fs[a_idx] = self.fieldset(self.act_fields[a_idx])
+            self.act_fo[a_idx] = self.fieldset(self.act_own[a_idx])
+        tab = self.projections[fs].tab
+        if len(tab) < len(self.interner.objs):
+            tab = self.projections[fs].fill()
         if own:
-            fo = self.fieldset(self.act_own[a_idx])
+            fo = self.act_fo[a_idx]
             me = self.projections[fo].pid(sids[i])
         else:
             fo, me = -1, sids[i]
-        return (a_idx, fs, fo, i, me, *[pid(s) for j, s in enumerate(sids) if j != i])
+        return (a_idx, fs, fo, i, me, *[tab[s] for j, s in enumerate(sids) if j != i])
 
     def neighbourhood(self, i: int, sids: Sequence[int], plan: _Plan) -> _Moves:
         """nonlocal_moves, cached on (i, sid_i, the other servers' projections onto the
@@ -767,13 +783,13 @@ class _Explorer:
         if got is not None:
             return got
         system: SystemState | None = None
-        full: list[tuple[int, Params, int]] = []
+        parts: list[list[tuple[int, Params, int]]] = []
         grown = False
         for a_idx in plan.neigh_actions:
             own = a_idx in plan.nonlocal_actions
             ak = self.act_key(a_idx, i, sids, own)
-            got_a: Any = self.act_cache.get(ak)
-            if got_a is None:
+            entry = self.act_cache.get(ak)
+            if entry is None:
                 if system is None:
                     system = self.system(sids)
                 reads: set[str] = set()
@@ -789,7 +805,6 @@ class _Explorer:
                     else:
                         answer = self.action_moves(a_idx, i, sid, plan, probed)
                         values = [v for _, p, _n in answer for v in p.values()]
-                    got_a = answer
                     if any(type(v) is not int and type(v) is not bool for v in values):
                         raise _Undecided
                 except Exception:
@@ -802,17 +817,30 @@ class _Explorer:
                 if not (reads <= self.act_fields[a_idx] and reads_own <= self.act_own[a_idx]):
                     self.act_fields[a_idx] = self.act_fields[a_idx] | reads
                     self.act_own[a_idx] = self.act_own[a_idx] | reads_own
+                    self.act_fs[a_idx] = -1
                     grown = True
                     ak = self.act_key(a_idx, i, sids, own)
-                self.act_cache[ak] = got_a
+                entry = self.act_cache[ak] = (answer, {})
             if own:
-                full.extend(self.local_moves(a_idx, sid, got_a))
+                # the parameters, through the local guard and effect of this server state
+                by_sid = entry[1]
+                moves = by_sid.get(sid)
+                if moves is None:
+                    moves = by_sid[sid] = self.local_moves(a_idx, sid, entry[0])
+                parts.append(moves)
             else:
-                full.extend(got_a)
+                parts.append(entry[0])
         if grown:
             self.gen += 1
             nk = self.plan_key(plan, sids)
-        got = plan.nb[nk] = self.make_moves(sid, full)
+        # the same per-action answers give the same moves (the lists are cached, so their
+        # ids are stable)
+        mk = (sid, *[id(m) for m in parts])
+        got = self.moves_cache.get(mk)
+        if got is None:
+            got = self.moves_cache[mk] = self.make_moves(
+                sid, [m for part in parts for m in part])
+        plan.nb[nk] = got
         return got
 
     def budget_ok(self, a_idx: int, can_crash: bool, can_wipe: bool) -> bool:
@@ -864,7 +892,7 @@ class _Explorer:
     def terms_id(self, sids: Sequence[int]) -> int:
         """The id of ``relevant_terms(system)``, built from each server's own terms."""
         tsid = self.interner.termset_id
-        ck = tuple([tsid[s] for s in sids])
+        ck = _pack([tsid[s] for s in sids])
         tid = self.terms_by_sids.get(ck)
         if tid is None:
             ts = self.interner.termset
@@ -884,9 +912,9 @@ class _Explorer:
         failed: list[int] = []
         cache = self.server_inv_cache
         for sid in sids:
-            got = cache.get((sid, tid))
+            got = cache.get((tid << SID_BITS) | sid)
             if got is None:
-                got = cache[(sid, tid)] = self.server_failures(sid, tid)
+                got = cache[(tid << SID_BITS) | sid] = self.server_failures(sid, tid)
             if got:
                 failed.extend(got)
         if self.cross:
@@ -899,17 +927,32 @@ class _Explorer:
         """True when the system state holds every invariant (the explorer's fast path: the
         caches of state_failures, looked up without building the answer)."""
         tsid = self.interner.termset_id
-        tid = self.terms_by_sids.get(tuple([tsid[s] for s in sids]))
+        cache = self.server_inv_cache
+        if self.n == 3:
+            a, b, c = sids
+            tid = self.terms_by_sids.get((tsid[a] << 48) | (tsid[b] << 24) | tsid[c])
+            if tid is None:
+                return not self.state_failures(sids)
+            t = tid << SID_BITS
+            if cache.get(t | a) != () or cache.get(t | b) != () or cache.get(t | c) != ():
+                return not self.state_failures(sids)
+            if self.cross:
+                tab = self.cross_proj.tab
+                if (self.cross_off or len(tab) < len(self.interner.objs)
+                        or self.cross_cache.get((tid << 72) | (tab[a] << 48) | (tab[b] << 24)
+                                                | tab[c]) != ()):
+                    return not self.state_failures(sids)
+            return True
+        tid = self.terms_by_sids.get(_pack([tsid[s] for s in sids]))
         if tid is None:
             return not self.state_failures(sids)
-        cache = self.server_inv_cache
         for s in sids:
-            if cache.get((s, tid)) != ():
+            if cache.get((tid << SID_BITS) | s) != ():
                 return not self.state_failures(sids)
         if self.cross:
             tab = self.cross_proj.tab
             if (self.cross_off or len(tab) < len(self.interner.objs)
-                    or self.cross_cache.get((tid, *[tab[s] for s in sids])) != ()):
+                    or self.cross_cache.get(_pack([tid, *[tab[s] for s in sids]])) != ()):
                 return not self.state_failures(sids)
         return True
 
@@ -940,7 +983,7 @@ class _Explorer:
                                                           for t in terms))
         pid = self.cross_proj.pid
         pids = [pid(s) for s in sids]
-        ck = (tid, *pids)
+        ck = _pack([tid, *pids])
         got = self.cross_cache.get(ck)
         if got is not None:
             return got
