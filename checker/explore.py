@@ -788,7 +788,7 @@ class _Explorer:
         for a_idx in plan.neigh_actions:
             own = a_idx in plan.nonlocal_actions
             ak = self.act_key(a_idx, i, sids, own)
-            entry = self.act_cache.get(ak)
+            entry: Any = self.act_cache.get(ak)
             if entry is None:
                 if system is None:
                     system = self.system(sids)
