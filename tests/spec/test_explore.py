@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 import pytest
+
 from revivify.checker.explore import (
     DEFAULT_BOUNDS,
     explore,
@@ -17,6 +18,7 @@ from revivify.checker.explore import (
 )
 from revivify.spec import Spec, default_spec
 from revivify.spec.actions import Action, Bounds, replace_action
+from revivify.spec.invariants import Invariant
 from revivify.spec.merge import MergedCmeta
 from revivify.spec.model import NO_VOTE, ServerState, SystemState
 
@@ -95,6 +97,46 @@ class TestExplore:
     def test_max_states_caps(self) -> None:
         r = explore(default_spec(), DEFAULT_BOUNDS, max_states=500)
         assert not r.complete and 500 <= r.distinct_states < 600
+
+    def test_caches_fall_back_when_probes_cannot_stand_in(self) -> None:
+        """An enumerator or an invariant that hashes whole servers (which the read-recording
+        probes refuse) switches that cache off; the search still agrees with the spec."""
+        base = default_spec()
+        learn = base.action("learn_term")
+
+        def hashing_enum(sys: SystemState, i: int, b: Bounds) -> Any:
+            assert len(set(sys)) >= 1  # hashes every server
+            return learn.enum(sys, i, b)
+
+        def hashing_inv(sys: SystemState, t: Any) -> bool:
+            return len(set(sys)) >= 1
+
+        spec = Spec(actions=replace_action(base.actions, "learn_term", enum=hashing_enum),
+                    invariants=(*base.invariants,
+                                Invariant("Hashes", "", hashing_inv)),
+                    name="hashing")
+        bounds = attrs.evolve(TINY_CRASH, max_wipes=0)
+        r = explore(spec, bounds, verify=True, max_states=3000)
+        assert r.violation is None
+        plain = explore(base, bounds, max_states=3000)
+        assert (r.distinct_states, r.transitions) == (plain.distinct_states, plain.transitions)
+
+    def test_invariant_caching_follows_the_per_server_flag(self) -> None:
+        """A cross-server invariant (per_server=False) is cached on the fields it reads;
+        a per-server one per server state. A broken one of each kind is caught."""
+        base = default_spec()
+
+        def no_two_up(sys: SystemState, t: Any) -> bool:  # false in the initial state
+            return sum(1 for s in sys if s.up) < 2
+
+        def term_below_one(sys: SystemState, t: Any) -> bool:
+            return all(s.term < 1 for s in sys)
+
+        for inv, per_server in ((no_two_up, False), (term_below_one, True)):
+            spec = Spec(invariants=(*base.invariants,
+                                    Invariant("Extra", "", inv, per_server=per_server)))
+            r = explore(spec, SMALL, verify=True)
+            assert r.violation is not None and r.violation.invariant == "Extra"
 
 
 class TestCounterexamples:
