@@ -24,7 +24,10 @@ states canonical, so identical situations on different keys are the same state.
 Memoisation. States are interned to ints. A step's outcome is a pure function of
 (state id, event name, raw args bytes, raw state bytes), so it is computed once and then
 looked up: a repeated pattern costs one dict lookup, the first occurrence costs a decode, a
-guard, an effect and a comparison. The tables are bounded (``max_memo``): drivers call
+guard, an effect and a comparison (and the state invariants, once per distinct state). An
+outcome records what the per-key, history-dependent checks need (``Outcome.fast``), so a
+driver can replay a clean memo hit inline without a call (``local.stream_node``); coverage
+is counted on the outcomes (``Outcome.hits``). The tables are bounded (``max_memo``): drivers call
 ``maybe_reset`` between nodes, when no key is in flight, so memory grows with the number of
 live keys and distinct patterns, never with the number of events.
 
@@ -89,10 +92,10 @@ from revivify.spec.system import Spec, default_spec
 DEFAULT_MAX_FRONTIER: Final = 3
 WINDOW: Final = 6
 
-# Invariants that speak about one server alone (the others need the whole system or the
-# ghost vote maps, which the replay clears; their global forms live in global_checks).
-# The invariants and step properties a per-key replay can check: those over one server's
-# state that read no ghost history (no trace carries ghosts). Chosen by the spec's flags.
+# The invariants and step properties a per-key replay can check, chosen by the spec's own
+# flags: those over one server's state (``per_server``) that read no ghost history
+# (``reads_ghosts``; no trace carries ghosts, and the replay clears them). The others need
+# the whole system; their trace-level forms live in global_checks.
 LOCAL_INVARIANTS: Final = frozenset(
     i.name for i in INVARIANTS if i.per_server and not i.reads_ghosts
 )

@@ -256,6 +256,10 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
         # Where the job's time went: the tasks' span (first start to last end, wall clock
         # of the workers) and their CPU time, against the job's wall time.
         report.timings["tasks"] = len(tasks)
+        if os.environ.get("REVIVIFY_SPARK_TASKS"):
+            for t in sorted(tasks, key=lambda t: t["start"]):
+                print(f"task pid={t['pid']} start=+{t['start'] - job_start:.2f}s "
+                      f"end=+{t['end'] - job_start:.2f}s cpu={t['cpu']:.2f}s")
         report.timings["task_cpu_s"] = round(sum(t["cpu"] for t in tasks), 3)
         report.timings["task_span_s"] = round(max(t["end"] for t in tasks)
                                               - min(t["start"] for t in tasks), 3)
