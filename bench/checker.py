@@ -104,9 +104,11 @@ _CHILD = """
 import json, resource, sys, time
 from revivify.checker.local import check_paths
 t = time.perf_counter()
+c = time.process_time()
 r = check_paths([sys.argv[1]])
 dt = time.perf_counter() - t
 print(json.dumps({"events": r.events + r.server_events, "keys": r.keys, "seconds": dt,
+                  "cpu_s": time.process_time() - c,
                   "findings": len(r.findings),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -181,7 +183,11 @@ def main() -> int:
         print(f"  of which the Python workers' start {sp['workers_start_s']:.1f}s; the job "
               f"alone {sp['seconds']:.1f}s = {jrate:,.0f} events/s = {jrate / rate:.2f}x")
         print(f"  {sp['tasks']:.0f} tasks: {sp['task_cpu_s']:.1f}s CPU over a "
-              f"{sp['task_span_s']:.1f}s span (first task at +{sp['first_task_start_s']:.1f}s)")
+              f"{sp['task_span_s']:.1f}s span (first task at +{sp['first_task_start_s']:.1f}s)"
+              f" = {sp['task_cpu_s'] / sp['task_span_s']:.2f} cores busy of 2")
+        print(f"  per CPU-second: local {loc['events'] / loc['cpu_s']:,.0f} events, "
+              f"spark tasks {sp['events'] / sp['task_cpu_s']:,.0f} events "
+              f"(the same per-event work; the wall ratio needs both cores free)")
     print(f"load average (others' work on this machine): {_load(load0)} -> "
           f"{_load(os.getloadavg())}")
     return 0
