@@ -491,14 +491,26 @@ class _Moves:
     # By budget (2 * crash allowed + wipe allowed): the non-empty lists of moves allowed,
     # each with what it adds to the packed (crashes, wipes) counters, and the first step
     # property an allowed move fails (or None).
-    sel: tuple[tuple[tuple[list[tuple[int, int]], int], ...], ...] = ()
+    sel: tuple[tuple[tuple[list[int], int, list[tuple[int, int]]], ...], ...] = ()
+    loop_cov: list[tuple[int, int]] = attrs.Factory(list)
     bad_at: tuple[str | None, ...] = (None, None, None, None)
 
     def finish(self) -> _Moves:
-        free = ((self.free, 0),) if self.free else ()
-        crash = ((self.crash, 1 << COUNTER_BITS),) if self.crash else ()
-        wipe = ((self.wipe, 1),) if self.wipe else ()
+        def group(moves: list[tuple[int, int]], add: int) -> tuple[Any, ...]:
+            # (distinct next sids, counter increment, transitions per action)
+            if not moves:
+                return ()
+            targets = list(dict.fromkeys(nsid for _a, nsid in moves))
+            per_action: dict[int, int] = {}
+            for a_idx, _n in moves:
+                per_action[a_idx] = per_action.get(a_idx, 0) + 1
+            return ((targets, add, list(per_action.items())),)
+
+        free = group(self.free, 0)
+        crash = group(self.crash, 1 << COUNTER_BITS)
+        wipe = group(self.wipe, 1)
         self.sel = (free, free + wipe, free + crash, free + crash + wipe)
+        self.loop_cov = [(a, self.loops.count(a)) for a in dict.fromkeys(self.loops)]
         allowed = ({0}, {0, 2}, {0, 1}, {0, 1, 2})
         self.bad_at = tuple(next((prop for kind, prop in self.bad if kind in ok), None)
                             for ok in allowed)
@@ -1230,15 +1242,15 @@ class _Search:
                             if prop is not None:
                                 self.violation_at = (self.chain_to(key), ("step", prop))
                                 break
-                        if mv.loops:
-                            transitions += len(mv.loops)
-                            for a_idx in mv.loops:
-                                coverage[a_idx] += 1
-                        for lst, add in mv.sel[budget]:
+                        for a_idx, count in mv.loop_cov:
+                            coverage[a_idx] += count
+                            transitions += count
+                        for targets, add, per_action in mv.sel[budget]:
                             ncw = cw + add
-                            transitions += len(lst)
-                            for a_idx, nsid in lst:
-                                coverage[a_idx] += 1
+                            for a_idx, count in per_action:
+                                coverage[a_idx] += count
+                                transitions += count
+                            for nsid in targets:
                                 sids[i] = nsid
                                 nkey = (canon(*sids) << shift_c) | ncw
                                 if nkey not in parents:
