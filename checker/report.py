@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any, Final
 
 import attrs
+
 from revivify.checker.replay import Violation
 from revivify.checker.traces import TABLET_EVENTS, InputError
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from revivify.checker.cli import trace_main
 from revivify.checker.local import check_paths
 

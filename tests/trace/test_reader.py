@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from revivify.checker.local import check_paths
 from revivify.checker.traces import Envelope, FileReader, InputError, parse_line
 
