@@ -311,8 +311,13 @@ def consecution(
                                _concrete_system(model, post, [t]))
                     ctis.append(cti)
                     failed[name] = f"{action.name} on server {i}"
-                elif r == z3.unknown:
-                    unknown.setdefault(name, f"{action.name}: {solver.reason_unknown()}")
+                elif r == z3.unknown and name not in failed:
+                    found = _ground_cti(spec, action, i, pre, params, name, t, timeout_ms)
+                    if found is not None:
+                        ctis.append(found)
+                        failed[name] = f"{action.name} on server {i}"
+                    else:
+                        unknown.setdefault(name, f"{action.name}: {solver.reason_unknown()}")
                 solver.pop()
                 seconds[name] += time.perf_counter() - start
     out = []
@@ -326,6 +331,47 @@ def consecution(
         else:
             out.append(Obligation(f"inductive: {name}", "proved", seconds[name]))
     return out, ctis
+
+
+def _ground_cti(spec: Spec, action: Action, i: int, pre: SystemState, params: dict[str, Any],
+                claim: str, t: Any, timeout_ms: int) -> _Cti | None:
+    """Look for a counterexample to induction without quantifiers, then confirm it concretely.
+
+    z3 often cannot *satisfy* a query whose hypothesis is quantified over every term (it
+    would have to build a model of the quantifier). Instantiating the hypothesis at the terms
+    the step can touch (the goal's term, every server's term and term+1, every parameter)
+    gives a quantifier-free query z3 decides quickly. Its model is only a candidate: the
+    instantiation is weaker than the quantifier, so the candidate is turned into concrete
+    states and judged by the concrete spec, which must agree that the pre-state satisfies
+    every invariant and that the step breaks the claim. Only then is it reported."""
+    keys = [t, *params.values()]
+    for srv in pre:
+        keys += [srv.term, srv.term + 1]
+    post = action.apply(pre, i, params)
+    goal = next((inv.pred(post, t) for inv in spec.invariants if inv.name == claim), None)
+    if goal is None:
+        prop = next(p for p in spec.step_properties if p.name == claim)
+        goal = prop.pred(pre[i], post[i], t)
+    solver = _solver(timeout_ms)
+    solver.add(*[inv_at(spec.invariants, pre, k) for k in keys])
+    solver.add(_as_bool(action.enabled(pre, i, params)), z3.Not(_as_bool(goal)))
+    if solver.check() != z3.sat:
+        return None
+    model = solver.model()
+    values = sorted({model.eval(_z3_value("term", k), model_completion=True).as_long()
+                     for k in keys})
+    pre_c = tuple(_concrete_server(model, srv, values) for srv in pre)
+    p_c = {k: model.eval(v, model_completion=True).as_long() for k, v in params.items()}
+    try:
+        if spec.violations(pre_c) or not action.enabled(pre_c, i, p_c):
+            return None
+        post_c = action.apply(pre_c, i, p_c)
+        broken = spec.violations(post_c) + spec.step_violations(pre_c, post_c, i)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if claim not in broken:
+        return None
+    return _Cti(claim, action.name, i, p_c, pre_c, post_c)
 
 
 def _claims(spec: Spec) -> list[str]:
