@@ -19,8 +19,8 @@ from revivify.checker.explore import (
 from revivify.spec import Spec, default_spec
 from revivify.spec.actions import Action, Bounds, replace_action
 from revivify.spec.invariants import Invariant
-from revivify.spec.merge import MergedCmeta
 from revivify.spec.model import NO_VOTE, ServerState, SystemState
+from revivify.spec.mutants import MUTANTS
 
 SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0)
 TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1)
@@ -28,15 +28,7 @@ TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1)
 
 def adopt_remote_term_spec() -> Spec:
     """Broken: the cmeta merge adopts the remote's term even when it is lower."""
-
-    def bad_merge(s: ServerState, remote_term: Any, remote_config_index: Any) -> ServerState:
-        m = MergedCmeta(term=remote_term, voted_for=s.voted_for,
-                        config_index=remote_config_index)
-        return attrs.evolve(s, cmeta=True, term=m.term, voted_for=m.voted_for,
-                            config_index=m.config_index, step=2)
-
-    actions = replace_action(default_spec().actions, "copy_merge_cmeta", effect=bad_merge)
-    return Spec(actions=actions, name="adopt_remote_term")
+    return MUTANTS["merge_adopts_remote_term"].build(3)
 
 
 def naive_reachable(spec: Spec, bounds: Bounds) -> set[SystemState]:

@@ -16,25 +16,15 @@ from hypothesis.stateful import run_state_machine_as_test
 from revivify.checker.machine import MACHINE_BOUNDS, make_machine
 from revivify.spec import Spec, default_spec
 from revivify.spec.actions import Bounds, replace_action
-from revivify.spec.merge import MergedCmeta
 from revivify.spec.model import ServerState
+from revivify.spec.mutants import MUTANTS
 
 TestSpecMachine = make_machine(default_spec(), MACHINE_BOUNDS).TestCase
 
 
 def adopt_remote_term_spec() -> Spec:
-    """A broken spec: the cmeta merge adopts the remote's term even when it is lower."""
-
-    def bad_merge(s: ServerState, remote_term: Any, remote_config_index: Any) -> ServerState:
-        import attrs
-
-        m = MergedCmeta(term=remote_term, voted_for=s.voted_for,
-                        config_index=remote_config_index)
-        return attrs.evolve(s, cmeta=True, term=m.term, voted_for=m.voted_for,
-                            config_index=m.config_index, step=2)
-
-    actions = replace_action(default_spec().actions, "copy_merge_cmeta", effect=bad_merge)
-    return Spec(actions=actions, name="adopt_remote_term")
+    """Broken: the cmeta merge adopts the remote's term even when it is lower."""
+    return MUTANTS["merge_adopts_remote_term"].build(3)
 
 
 def vote_twice_spec() -> Spec:
