@@ -1,6 +1,7 @@
 """Benchmark: the trace checker against the raw parse rate, and Spark against the checker.
 
     python bench/checker.py [--events 10000000] [--dir /tmp/revivify-bench] [--no-spark]
+                            [--no-dataframe]
 
 Generates a corpus of valid traces (3-replica tablets on a pool of nodes: create, an
 election, then L entries appended and committed on every replica), then prints, in one run:
@@ -120,7 +121,7 @@ def local_check(root: str) -> dict[str, float]:
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def spark_check(root: str) -> dict[str, float]:
+def spark_check(root: str, plans: tuple[str, ...]) -> dict[str, dict[str, float]]:
     from revivify.checker.spark import spark_session, validate_spark
 
     t = time.perf_counter()
@@ -132,13 +133,16 @@ def spark_check(root: str) -> dict[str, float]:
     t = time.perf_counter()
     spark.sparkContext.parallelize(range(2), 2).mapPartitions(lambda it: [0]).collect()
     workers = time.perf_counter() - t
-    t = time.perf_counter()
-    r = validate_spark([root], spark=spark)
-    dt = time.perf_counter() - t
+    out = {}
+    for plan in plans:
+        t = time.perf_counter()
+        r = validate_spark([root], spark=spark, plan=plan)
+        dt = time.perf_counter() - t
+        out[plan] = {"jvm_start_s": jvm, "workers_start_s": workers, "seconds": dt,
+                     "events": r.events + r.server_events, "findings": len(r.findings),
+                     **{k: float(v) for k, v in r.timings.items()}}
     spark.stop()
-    return {"jvm_start_s": jvm, "workers_start_s": workers, "seconds": dt,
-            "events": r.events + r.server_events, "findings": len(r.findings),
-            **{k: float(v) for k, v in r.timings.items()}}
+    return out
 
 
 def _load(avg: tuple[float, float, float]) -> str:
@@ -151,6 +155,8 @@ def main() -> int:
     ap.add_argument("--entries", type=int, default=50)
     ap.add_argument("--dir", default="/tmp/revivify-bench")
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--no-dataframe", action="store_true",
+                    help="skip the dataframe plan (Spark shuffles every line: slow here)")
     a = ap.parse_args()
     load0 = os.getloadavg()
     big = os.path.join(a.dir, "big")
@@ -173,11 +179,13 @@ def main() -> int:
     print(f"  peak RSS {loc2['peak_rss_mb']:.0f} MB with {loc2['keys']:,} keys, "
           f"{loc2['events']:,} events (memory follows keys, not events)")
     if not a.no_spark:
-        sp = spark_check(big)
+        plans = ("files",) if a.no_dataframe else ("files", "dataframe")
+        runs = spark_check(big, plans)
+        sp = runs["files"]
         # Only the JVM's start is left out; the Python workers' start is counted.
         srate = sp["events"] / (sp["seconds"] + sp["workers_start_s"])
         jrate = sp["events"] / sp["seconds"]
-        print(f"spark local[2]:                       {srate:,.0f} events/s "
+        print(f"spark local[2], files plan:           {srate:,.0f} events/s "
               f"= {srate / rate:.2f}x the local checker (target 1.5x); "
               f"JVM start {sp['jvm_start_s']:.1f}s (not included); findings={sp['findings']}")
         print(f"  of which the Python workers' start {sp['workers_start_s']:.1f}s; the job "
@@ -188,6 +196,23 @@ def main() -> int:
         print(f"  per CPU-second: local {loc['events'] / loc['cpu_s']:,.0f} events, "
               f"spark tasks {sp['events'] / sp['task_cpu_s']:,.0f} events "
               f"(the same per-event work; the wall ratio needs both cores free)")
+        if "dataframe" in runs:
+            df = runs["dataframe"]
+            drate = df["events"] / df["seconds"]
+            print(f"spark local[2], dataframe plan:       {drate:,.0f} events/s "
+                  f"= {drate / rate:.2f}x the local checker (Spark reads and shuffles "
+                  f"every line: the cluster plan); findings={df['findings']}")
+            print(f"  read + shuffle of the lines until the first task: "
+                  f"{df['first_task_start_s']:.1f}s; tasks {df['task_cpu_s']:.1f}s CPU over "
+                  f"{df['task_span_s']:.1f}s")
+        print()
+        print("| engine | events/s | x local |")
+        print("|---|---:|---:|")
+        print(f"| raw parse (msgspec) | {raw:,.0f} | {raw / rate:.2f} |")
+        print(f"| trace check (local, 1 core) | {rate:,.0f} | 1.00 |")
+        print(f"| spark local[2], files plan | {srate:,.0f} | {srate / rate:.2f} |")
+        if "dataframe" in runs:
+            print(f"| spark local[2], dataframe plan | {drate:,.0f} | {drate / rate:.2f} |")
     print(f"load average (others' work on this machine): {_load(load0)} -> "
           f"{_load(os.getloadavg())}")
     return 0

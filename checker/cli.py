@@ -3,7 +3,7 @@
   revivify trace check PATH... [--json] [--max-frontier K]
   revivify trace validate PATH... --engine {local,spark} [--master local[*]] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
-                                  [--global-in-spark]
+                                  [--plan {files,dataframe}] [--global-in-spark]
 
 Exit codes: 0 clean (warnings allowed), 1 violations, 2 unusable input or bad arguments.
 Every failure is reported as a message naming the file, line and field; never a traceback.
@@ -42,9 +42,18 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
             s.add_argument("--partitions", type=int, default=0,
                            help="Spark tasks (default 2 x the cores)")
-            s.add_argument("--global-in-spark", action="store_true",
+            s.add_argument("--plan", choices=("files", "dataframe"), default="files",
+                           help="files: each task reads whole nodes' files (no shuffle; "
+                                "the default); dataframe: Spark reads the lines and "
+                                "shuffles them to the tasks by node")
+            g = s.add_mutually_exclusive_group()
+            g.add_argument("--global-in-spark", action="store_true", default=None,
                            help="global checks as Spark aggregations over the facts "
-                                "(default: merged on the driver)")
+                                "(the dataframe plan's default)")
+            g.add_argument("--global-on-driver", dest="global_in_spark",
+                           action="store_false",
+                           help="global checks merged on the driver (the files plan's "
+                                "default)")
     return p
 
 
@@ -70,7 +79,8 @@ def trace_main(argv: list[str]) -> int:
             report = validate_spark(args.paths, master=args.master, out=args.out,
                                     max_frontier=args.max_frontier,
                                     partitions=args.partitions or None,
-                                    global_in_spark=args.global_in_spark)
+                                    global_in_spark=args.global_in_spark,
+                                    plan=args.plan)
         else:
             from revivify.checker.local import check_paths
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import attrs
@@ -84,10 +85,16 @@ def _input_error(e: InputError) -> Violation:
     return from_input_error(e, violation=e.kind in ORDER_KINDS and e.kind != "MixedFile")
 
 
+# Where a driver gets a file's lines: the local engine and the Spark files plan open the
+# file; the Spark dataframe plan hands over the rows Spark read (``checker.spark``).
+Opener = Callable[[str], AbstractContextManager[Iterable[bytes]]]
+
+
 def stream_node(r: Replayer, files: list[str], sink: FactSink,
-                add: Callable[[Violation], None]) -> NodeStats:
+                add: Callable[[Violation], None], opener: Opener = open_trace) -> NodeStats:
     """Replay one node's files (in incarnation order) through ``r``; findings go to
-    ``add``, global facts to ``sink``."""
+    ``add``, global facts to ``sink``. ``opener(file)`` gives the file's lines, each
+    with its newline (a line without one is the file's torn last line)."""
     stats = NodeStats()
     keys: dict[str, KeyState] = {}
     clean: set[tuple[str, int]] = set()
@@ -110,7 +117,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
         fnode: str | None = None
         finc: int | None = None
         try:
-            with open_trace(f) as fh:
+            with opener(f) as fh:
                 i = 0
                 for raw in fh:
                     i += 1

@@ -1,30 +1,45 @@
-"""The Spark driver: the same streaming driver, whole nodes per task, no shuffle of events.
+"""The Spark engine: the same streaming driver on Spark tasks, in one of two plans.
 
-Plan of the job
----------------
-A key is (node UUID, tablet), and a node's events live only in that node's files. So the
-driver groups the files by node (``local.group_files``: the first line of each names its
-node and incarnation), packs the groups into ``P`` bins of about equal bytes (largest
-first, each into the lightest bin; ``P`` = 2 x the cores by default, so a slow bin can be
-balanced by the scheduler), and runs one task per bin (``parallelize(range(P), P)`` +
-``mapPartitions``). Each task reads its files and replays them with
-``local.stream_node`` -- the same code, the same per-event cost as the local checker, with
-one warm ``Replayer`` per Python worker -- and yields only small rows: findings, the facts
-the global checks need (leaders, formats, one row per run of commits of a key) and its
-statistics. Events never leave the Python worker: no event DataFrame, no repartition, no
-sort, no caching of anything big: a single pass over the traces.
+A key is (node UUID, tablet), and a node's events live only in that node's files. So both
+plans give each task whole nodes: the driver groups the files by node
+(``local.group_files``: the first line of each names its node and incarnation) and packs the
+groups into ``P`` bins of about equal bytes (largest first, each into the lightest bin;
+``P`` = 2 x the cores by default, so the scheduler can balance a slow bin). A task walks its
+nodes' keys in order with ``local.stream_node`` -- the same code, the same per-event cost as
+the local checker, one warm ``Replayer`` per Python worker -- and emits only small rows:
+findings, the facts the global checks need (leaders, formats, one row per run of commits of
+a key) and statistics.
 
-Global checks. By default the facts are collected and merged on the driver by
-``GlobalChecks`` -- the local engine's own code, so both engines decide alike by
-construction; its memory is the local engine's (tablets x terms). With
-``global_in_spark=True`` they are Spark aggregations over the (small, cached) facts
-DataFrame instead (``global_findings``): leaders grouped by (tablet, term), formats by
-node, commit runs self-joined per tablet on overlapping indices of different terms. Both
-give the same findings (``tests/trace/test_differential.py``); on one machine the
-aggregations cost seconds of stage overhead, on a cluster they keep the driver small.
+Plan "files" (the default): one task per bin (``parallelize(range(P), P)`` +
+``mapPartitions``), and the task reads its nodes' files itself. Events never leave the
+Python worker: no event DataFrame, no shuffle, a single pass. This is the plan that beats the
+single-process checker on one machine (bench/checker.py): the JVM never touches an event.
+It needs the trace paths readable by the driver and the executors alike (a shared file
+system).
 
-Running on a cluster: see traces/README.md ("Spark"). Trace paths must be readable by the
-driver (it reads each file's first line to group them) and by the executors.
+Plan "dataframe": Spark reads the lines (text source, ``.gz`` by suffix; blank lines kept,
+so a line's position is its line number) and tags each with its file's rank and its bin
+(a broadcast join on the file's URI); the lines are repartitioned so that each bin is one
+partition (``hash_keys`` picks partitioning keys that land bin ``b`` in partition ``b``),
+sorted within the partition by (file rank, position), and a ``mapInArrow`` task feeds them,
+file by file, to ``stream_node`` (``_PartitionLines`` is its opener). The envelope is decoded
+in the Python worker by the same reader as the local engine (``traces.ENVELOPE_DECODE``) rather
+than by Spark's JSON source: Spark's reader would coerce a number into a string field, drop
+blank lines and lose line numbers, so the two engines would classify malformed lines
+differently; decoding once, in Python, also avoids paying for a second parse. It costs a
+shuffle of every line, so on one 2-core machine it is several times slower than the files
+plan; it is the plan for inputs the executors cannot open as local paths, and the
+differential tests hold it to the same findings.
+
+Global checks. In the files plan they are merged on the driver by ``GlobalChecks`` by
+default -- the local engine's own code, its memory the local engine's (tablets x terms).
+With ``global_in_spark`` (the dataframe plan's default) they are Spark aggregations over the
+(small, cached) facts DataFrame (``global_findings``): leaders grouped by (tablet, term),
+formats by node, commit runs self-joined per tablet on overlapping indices of different
+terms. Both give the same findings (``tests/trace/test_differential.py``).
+
+Running on a cluster: see traces/README.md ("Spark"). The driver reads each file's first line
+to group the files by node, so it must see the trace paths.
 """
 
 from __future__ import annotations
@@ -36,9 +51,10 @@ import os
 import time
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import attrs
+import msgspec
 
 from revivify.checker.global_checks import (
     GlobalChecks,
@@ -49,7 +65,7 @@ from revivify.checker.global_checks import (
 from revivify.checker.local import group_files, stream_node
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer, Violation
 from revivify.checker.report import Report, from_input_error
-from revivify.checker.traces import discover
+from revivify.checker.traces import ENVELOPE_DECODE, discover, open_trace
 
 _OUT_FIELDS = ("rtype", "kind", "severity", "file", "line", "subject", "node", "tablet",
                "event", "payload", "a", "b", "c")
@@ -160,6 +176,173 @@ def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any
     return task
 
 
+# --- The dataframe plan --------------------------------------------------------------------
+
+
+def _spark_file_uri(path: str) -> str:
+    """How Spark's file sources name a local file in ``_metadata.file_path`` once it is
+    URL-decoded (see ``_read_lines``): the driver's absolute path behind ``file:``."""
+    return "file:" + path
+
+
+def hash_keys(spark: Any, n: int) -> list[int]:
+    """For each partition number ``p < n``, an integer key that Spark's hash partitioning
+    (``pmod(murmur3(key), n)``, the same hash as ``F.hash``) sends to ``p``: repartitioning
+    on a column of these keys puts each bin in its own partition, exactly (a plain hash of
+    the bin numbers collides)."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    rows = (spark.range(0, 64 * n + 64).select(
+        "id", F.expr(f"pmod(hash(id), {n})").alias("p")).collect())
+    for row in rows:
+        found.setdefault(int(row["p"]), int(row["id"]))
+    if len(found) < n:
+        raise RuntimeError(f"no hash key found for some of {n} partitions")
+    return [found[p] for p in range(n)]
+
+
+def _read_lines(spark: Any, bins: list[list[tuple[str, list[str]]]]) -> Any:
+    """The dataframe plan's input: every line of every file as Spark's text source reads it
+    (``.gz`` by suffix; blank lines kept, so positions are line numbers), tagged with its
+    file's global rank and its bin, repartitioned so each bin is one partition (a shuffle
+    of the events), ordered within it by (file rank, position in file)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    files: list[tuple[str, int, int]] = []  # (uri, file rank, bin key)
+    keys = hash_keys(spark, len(bins))
+    rank = 0
+    for b, groups in enumerate(bins):
+        for _, fs in groups:
+            for f in fs:
+                files.append((_spark_file_uri(f), rank, keys[b]))
+                rank += 1
+    table = spark.createDataFrame(files, StructType([
+        StructField("uri", StringType(), False), StructField("frank", LongType(), False),
+        StructField("bin", LongType(), False)]))
+    paths = [f for groups in bins for _, fs in groups for f in fs]
+    lines = spark.read.text(paths).select(
+        # file_path is URL-encoded; '+' is literal in it, so protect it from url_decode.
+        F.concat(F.lit("file:"), F.url_decode(F.regexp_replace(
+            F.expr("substring(_metadata.file_path, 6)"), r"\+", "%2B"))).alias("uri"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.monotonically_increasing_id().alias("pos"),  # increasing in read order
+        F.col("value").cast("binary").alias("raw"))
+    return (lines.join(F.broadcast(table), "uri", "left")
+            .repartition(len(bins), "bin")
+            .sortWithinPartitions("frank", "block", "pos")
+            .select("frank", "raw"))
+
+
+class _PartitionLines:
+    """A partition's rows (file rank, raw line), in order, as ``stream_node``'s opener: each
+    file's lines with their newline, except a torn last line (one that does not decode and
+    that the file really ends without a newline)."""
+
+    def __init__(self, batches: Iterator[Any], rank_of: dict[str, int]) -> None:
+        self._rows = self._each(batches)
+        self.head: tuple[int, bytes] | None = next(self._rows, None)
+        self._rank_of = rank_of
+
+    @staticmethod
+    def _each(batches: Iterator[Any]) -> Iterator[tuple[int, bytes]]:
+        for batch in batches:
+            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                           strict=True)
+
+    @contextlib.contextmanager
+    def open(self, path: str) -> Iterator[Iterator[bytes]]:
+        yield self._lines(path, self._rank_of[path])
+
+    def _lines(self, path: str, rank: int) -> Iterator[bytes]:
+        while self.head is not None and self.head[0] < rank:  # a file left unfinished
+            self.head = next(self._rows, None)
+        while self.head is not None and self.head[0] == rank:
+            raw = self.head[1]
+            self.head = next(self._rows, None)
+            if (self.head is None or self.head[0] != rank) and not _ends_line(raw, path):
+                yield raw
+            else:
+                yield raw + b"\n"
+
+
+def _ends_line(last: bytes, path: str) -> bool:
+    """Whether a file's last line had its newline. Only a line that does not decode needs
+    the answer (torn or malformed), so only then is the file itself asked."""
+    try:
+        ENVELOPE_DECODE(last)
+        return True
+    except msgspec.MsgspecError:
+        pass
+    try:
+        with open_trace(path) as fh:
+            if path.endswith(".gz"):
+                tail = b""
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    tail = chunk
+            else:
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() == 0:
+                    return True
+                fh.seek(-1, os.SEEK_END)
+                tail = fh.read(1)
+        return tail.endswith(b"\n")
+    except OSError:
+        return True  # cannot tell: a malformed line, not a torn one
+
+
+def make_dataframe_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any:
+    """mapInArrow over one bin's rows: the same streaming driver as every other engine,
+    with Spark's rows in place of the files."""
+    import pyarrow as pa
+
+    node_files: dict[int, list[str]] = {}  # first file rank of a node -> its files
+    rank_of: dict[str, int] = {}
+    rank = 0
+    for groups in bins:
+        for _, fs in groups:
+            node_files[rank] = fs
+            for f in fs:
+                rank_of[f] = rank
+                rank += 1
+    schema = out_schema()
+
+    def batch(rows: list[tuple[Any, ...]]) -> Any:
+        cols: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in _OUT_FIELDS]
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)],
+            schema=schema)
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        t0, c0 = time.time(), time.process_time()
+        r = _replayer(max_frontier)
+        r.reset_counts()
+        rows = _Rows()
+        src = _PartitionLines(batches, rank_of)
+        events = server_events = keys = 0
+        while src.head is not None:
+            first = src.head[0]
+            while first not in node_files:  # the node's first file: walk back to it
+                first -= 1
+            st = stream_node(r, node_files[first], rows, rows.finding, opener=src.open)
+            events += st.events
+            server_events += st.server_events
+            keys += st.keys
+            r.maybe_reset()
+            yield batch(rows.take())
+        for (action, branch), n in r.coverage.items():
+            rows.emit(rtype="coverage", event=action, kind=branch, a=n)
+        for size, n in r.frontiers.items():
+            rows.emit(rtype="frontier", a=size, b=n)
+        rows.emit(rtype="stats", a=events, b=keys, c=server_events,
+                  payload=json.dumps({"start": t0, "end": time.time(), "pid": os.getpid(),
+                                      "cpu": time.process_time() - c0}))
+        yield batch(rows.take())
+
+    return task
+
+
 def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     import sys
 
@@ -179,10 +362,22 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     return spark
 
 
+PLANS: Final = ("files", "dataframe")
+
+
 def validate_spark(paths: list[str], master: str = "local[*]", out: str | None = None,
                    max_frontier: int = DEFAULT_MAX_FRONTIER, partitions: int | None = None,
-                   spark: Any = None, global_in_spark: bool = False) -> Report:
-    report = Report(engine="spark")
+                   spark: Any = None, global_in_spark: bool | None = None,
+                   plan: str = "files") -> Report:
+    """Validate on Spark. ``plan`` "files": tasks read whole nodes' files (no shuffle);
+    "dataframe": Spark reads the lines and shuffles them to the tasks by node. Global
+    checks are Spark aggregations when ``global_in_spark`` (the dataframe plan's default),
+    else merged on the driver."""
+    if plan not in PLANS:
+        raise ValueError(f"unknown plan {plan!r} (one of {', '.join(PLANS)})")
+    if global_in_spark is None:
+        global_in_spark = plan == "dataframe"
+    report = Report(engine="spark" if plan == "files" else "spark-dataframe")
     files, errors = discover(paths)
     for e in errors:
         report.add(from_input_error(e))
@@ -196,14 +391,28 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     t1 = time.perf_counter()
     job_start = time.time()
     n = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
-    bins = pack(group_files(files), n)
-    task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
-        make_task(bins, max_frontier))
+    groups = group_files(files)
+    task_out: Any
+    if plan == "files":
+        bins = pack(groups, n)
+        task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
+            make_task(bins, max_frontier))
+        if global_in_spark:
+            task_out = spark.createDataFrame(task_out, _spark_type(out_schema()))
+    else:
+        # Files with no decodable line name no node: nothing to shuffle, so the driver
+        # reads them itself (their findings are all there is to them).
+        r = Replayer(max_frontier=max_frontier)
+        for _, fs in (g for g in groups if not g[0]):
+            report.server_events += stream_node(r, fs, GlobalChecks(), report.add).server_events
+        bins = pack([g for g in groups if g[0]], n)
+        task_out = (_read_lines(spark, bins) if bins else spark.createDataFrame(
+            [], "frank long, raw binary")).mapInArrow(
+            make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))
     if global_in_spark:
         from pyspark import StorageLevel
 
-        facts = spark.createDataFrame(task_out, _spark_type(out_schema())).persist(
-            StorageLevel.MEMORY_AND_DISK)
+        facts = task_out.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # One pass over the traces: materialise the (small) task output first, so the
             # aggregations read the cache instead of racing to compute it.
@@ -212,8 +421,11 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
             rows = [r.asDict() for r in global_findings(facts).collect()]
         finally:
             facts.unpersist()
-    else:
+    elif plan == "files":
         rows = [dict(zip(_OUT_FIELDS, t, strict=True)) for t in task_out.collect()]
+        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+    else:
+        rows = [r.asDict() for r in task_out.collect()]
         report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
     g = GlobalChecks()
     tasks: list[dict[str, Any]] = []

@@ -45,8 +45,11 @@ from revivify.spec.model import (
 
 SCHEMA_VERSION: Final = 1
 
-# The envelope's fields, in order, with their JSON types. The local reader's Struct and the
-# Spark driver's explicit schema are both built from this one list.
+# The envelope's fields, in order, with their JSON types: the contract that
+# traces/schema.json spells out, the reader's Structs below, and the writer in impl/ all
+# follow this list (checked at import below and in tests/trace/test_reader.py). Both Spark
+# plans decode lines with the same Structs (see checker/spark.py for why Spark's own JSON
+# reader is not used).
 ENVELOPE_FIELDS: Final[tuple[tuple[str, str], ...]] = (
     ("v", "int"),
     ("node", "string"),
@@ -114,6 +117,8 @@ class CheckedEnvelope(Envelope):
     event: EventName
 
 
+if tuple(Envelope.__struct_fields__) != tuple(n for n, _ in ENVELOPE_FIELDS):
+    raise AssertionError("Envelope is out of step with ENVELOPE_FIELDS")
 if frozenset(get_args(EventName)) != KNOWN_EVENTS or get_args(
         get_type_hints(CheckedEnvelope)["v"]) != (SCHEMA_VERSION,):
     raise AssertionError("CheckedEnvelope is out of step with KNOWN_EVENTS/SCHEMA_VERSION")

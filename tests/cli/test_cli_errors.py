@@ -36,6 +36,9 @@ def test_help_exit_0() -> None:
     (("explore", "--servers", "x"), "invalid int value"),
     (("trace", "check"), ""),
     (("trace", "bogus-subcommand"), ""),
+    (("trace", "validate", "traces", "--engine", "spark", "--plan", "bogus"), "--plan"),
+    (("trace", "validate", "traces", "--global-in-spark", "--global-on-driver"),
+     "not allowed with"),
 ])
 def test_bad_arguments(args: tuple[str, ...], needle: str) -> None:
     r = revivify(*args)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from revivify.checker.local import check_paths
-from revivify.checker.spark import validate_spark
+from revivify.checker.spark import PLANS, validate_spark
 from revivify.checker.walks import random_walk
 
 from .conftest import TRACES
@@ -16,10 +16,11 @@ from .conftest import TRACES
 pytestmark = pytest.mark.spark
 
 
-def _same(paths: list[str], spark: Any, global_in_spark: bool = False) -> None:
+def _same(paths: list[str], spark: Any, global_in_spark: bool | None = False,
+          plan: str = "files") -> None:
     local = check_paths(paths)
     remote = validate_spark(paths, spark=spark, partitions=4,
-                            global_in_spark=global_in_spark)
+                            global_in_spark=global_in_spark, plan=plan)
     assert local.identities() == remote.identities()
     assert local.events == remote.events
     assert local.coverage == remote.coverage
@@ -27,15 +28,56 @@ def _same(paths: list[str], spark: Any, global_in_spark: bool = False) -> None:
     assert local.exit_code() == remote.exit_code()
 
 
-def test_corpus_walks(spark: Any) -> None:
-    _same([str(TRACES / "spec-walks")], spark)
+@pytest.mark.parametrize("plan", PLANS)
+def test_corpus_walks(spark: Any, plan: str) -> None:
+    _same([str(TRACES / "spec-walks")], spark, plan=plan, global_in_spark=None)
 
 
-def test_corpus_bad_together(spark: Any) -> None:
+@pytest.mark.parametrize("plan", PLANS)
+def test_corpus_bad_together(spark: Any, plan: str) -> None:
     # One job over every bad case at once (a job per case would cost seconds each): the
     # cases share UUIDs and tablet ids, so cross-case findings appear too; both engines
-    # must still agree on every one.
-    _same([str(TRACES / "bad")], spark)
+    # must still agree on every one. The dataframe plan runs the global checks in Spark.
+    _same([str(TRACES / "bad")], spark, plan=plan, global_in_spark=None)
+
+
+def test_dataframe_plan_driver_merge(spark: Any) -> None:
+    # The dataframe plan with the global checks merged on the driver instead.
+    _same([str(TRACES / "bad")], spark, plan="dataframe", global_in_spark=False)
+
+
+def test_dataframe_plan_file_names_and_gzip(spark: Any, tmp_path: Path) -> None:
+    """Spark names files by URL-encoded URI; the plan must map every name back to its file
+    (spaces, '+', '%', '#', '?', non-ASCII), read .gz, and keep line numbers, blank lines,
+    a torn last line and a bad last line that does end in a newline apart."""
+    import gzip
+    import shutil
+
+    walk = random_walk(7, steps=60)
+    src = tmp_path / "src"
+    walk.write(str(src))
+    names = ["a b", "a+b=c@d,e;f", "p%41q#r?s", "ü-ñ"]
+    out = tmp_path / "odd dir"
+    files = sorted(src.rglob("*.jsonl"))
+    assert len(files) >= 3
+    for i, f in enumerate(files):
+        d = out / names[i % len(names)]
+        d.mkdir(parents=True, exist_ok=True)
+        if i == 0:
+            with gzip.open(d / (f.name + ".gz"), "wb") as gz:
+                gz.write(f.read_bytes())
+        else:
+            shutil.copy(f, d / f.name)
+    victims = sorted((out / names[1]).glob("*.jsonl"))
+    lines = victims[0].read_bytes().splitlines(keepends=True)
+    victims[0].write_bytes(b"".join(lines[:2]) + b"\n" + b"".join(lines[2:]) + b'{"v":1,"no')
+    if len(victims) > 1:
+        victims[1].write_bytes(victims[1].read_bytes() + b"garbage\n")
+    local = check_paths([str(out)])
+    kinds = {f.kind for f in local.findings.values()}
+    assert "TornLine" in kinds
+    for plan in PLANS:
+        _same([str(out)], spark, plan=plan, global_in_spark=None)
 
 
 def test_corpus_bad_global_checks_in_spark(spark: Any) -> None:
@@ -44,7 +86,8 @@ def test_corpus_bad_global_checks_in_spark(spark: Any) -> None:
     _same([str(TRACES / "bad")], spark, global_in_spark=True)
 
 
-def test_generated_with_mutations(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("plan", PLANS)
+def test_generated_with_mutations(spark: Any, tmp_path: Path, plan: str) -> None:
     import json
     import random
 
@@ -63,4 +106,4 @@ def test_generated_with_mutations(spark: Any, tmp_path: Path) -> None:
             d["seq"] += 2
         lines[i] = json.dumps(d)
         f.write_text("\n".join(lines) + "\n")
-    _same([str(tmp_path)], spark)
+    _same([str(tmp_path)], spark, plan=plan, global_in_spark=None)

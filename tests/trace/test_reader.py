@@ -83,3 +83,26 @@ def test_args_and_state_fuzz(blob: bytes, event: str) -> None:
     k = r.new_key("n", "t")
     r.feed_raw(k, "f", 1, 1, event, blob, blob)
     r.feed_raw(k, "f", 2, 2, event, blob, b"null")
+
+
+def test_one_field_list_for_schema_reader_and_writer(tmp_path: Path) -> None:
+    """ENVELOPE_FIELDS, traces/schema.json, the reader's Struct and the writer's lines all
+    name the same envelope fields in the same order, with matching JSON types."""
+    from revivify.checker.traces import ENVELOPE_FIELDS
+    from revivify.impl.trace import TraceWriter
+
+    names = [n for n, _ in ENVELOPE_FIELDS]
+    schema = json.loads((Path(__file__).resolve().parents[2] / "traces" / "schema.json")
+                        .read_text())
+    assert schema["required"] == names
+    assert list(Envelope.__struct_fields__) == names
+    json_type = {"int": "integer", "string": "string", "string?": ["string", "null"],
+                 "object": "object"}
+    for name, kind in ENVELOPE_FIELDS:
+        declared = schema["properties"][name].get("type")
+        if declared is not None and kind in json_type:
+            assert declared == json_type[kind], name
+    with TraceWriter(str(tmp_path), "0" * 32, 1) as w:
+        w.event("server_start")
+    line = json.loads(next(tmp_path.glob("*.jsonl")).read_text().splitlines()[0])
+    assert list(line) == names
