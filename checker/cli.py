@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--master", default="local[*]")
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
             s.add_argument("--partitions", type=int, default=0,
-                           help="Spark tasks (default 2 x the cores)")
+                           help="Spark tasks (default 4 x the cores)")
             s.add_argument("--plan", choices=("files", "dataframe"), default="files",
                            help="files: each task reads whole nodes' files (no shuffle; "
                                 "the default); dataframe: Spark reads the lines and "

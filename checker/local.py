@@ -66,9 +66,15 @@ class NodeStats:
     keys: int = 0
 
 
-def group_files(files: list[str]) -> list[tuple[str, list[str]]]:
+def group_files(files: list[str], errors: list[InputError] | None = None,
+                ) -> list[tuple[str, list[str]]]:
     """(node, its files in incarnation order), nodes sorted; then ("", [file]) for each
-    file whose first line names no node."""
+    file whose first line names no node.
+
+    A node has one file per incarnation. A second file that opens with the same (node,
+    incarnation) -- typically the same trace collected twice, say ``x.jsonl`` beside its
+    archived ``x.jsonl.gz`` -- is appended to ``errors`` as ``DuplicateIncarnation`` and
+    left out: replaying one incarnation twice would only produce false violations."""
     by_node: dict[str, list[tuple[int, str]]] = defaultdict(list)
     orphans: list[str] = []
     for f in files:
@@ -77,8 +83,22 @@ def group_files(files: list[str]) -> list[tuple[str, list[str]]]:
             orphans.append(f)
         else:
             by_node[head[0]].append((head[1], f))
-    return ([(node, [f for _, f in sorted(by_node[node])]) for node in sorted(by_node)]
-            + [("", [f]) for f in orphans])
+    groups: list[tuple[str, list[str]]] = []
+    for node in sorted(by_node):
+        kept: list[str] = []
+        last: tuple[int, str] | None = None
+        for inc, f in sorted(by_node[node]):
+            if last is not None and last[0] == inc:
+                if errors is not None:
+                    errors.append(InputError(
+                        "DuplicateIncarnation", f, 0, "inc",
+                        f"node {node} incarnation {inc} is also in {last[1]}; this file "
+                        "is not checked (one file per incarnation)"))
+                continue
+            kept.append(f)
+            last = (inc, f)
+        groups.append((node, kept))
+    return groups + [("", [f]) for f in orphans]
 
 
 def _input_error(e: InputError) -> Violation:
@@ -234,7 +254,11 @@ class LocalChecker:
             report.add(from_input_error(e))
         report.files = len(files)
         r = self.replayer
-        for _, group in group_files(files):
+        dups: list[InputError] = []
+        groups = group_files(files, dups)
+        for e in dups:
+            report.add(from_input_error(e))
+        for _, group in groups:
             st = stream_node(r, group, self.globals_, report.add)
             report.server_events += st.server_events
             self.keys_total += st.keys

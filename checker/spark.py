@@ -4,7 +4,7 @@ A key is (node UUID, tablet), and a node's events live only in that node's files
 plans give each task whole nodes: the driver groups the files by node
 (``local.group_files``: the first line of each names its node and incarnation) and packs the
 groups into ``P`` bins of about equal bytes (largest first, each into the lightest bin;
-``P`` = 2 x the cores by default, so the scheduler can balance a slow bin). A task walks its
+``P`` = 4 x the cores by default, so the scheduler can even out a slow bin). A task walks its
 nodes' keys in order with ``local.stream_node`` -- the same code, the same per-event cost as
 the local checker, one warm ``Replayer`` per Python worker -- and emits only small rows:
 findings, the facts the global checks need (leaders, formats, one row per run of commits of
@@ -65,7 +65,7 @@ from revivify.checker.global_checks import (
 from revivify.checker.local import group_files, stream_node
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer, Violation
 from revivify.checker.report import Report, from_input_error
-from revivify.checker.traces import ENVELOPE_DECODE, discover, open_trace
+from revivify.checker.traces import ENVELOPE_DECODE, InputError, discover, open_trace
 
 _OUT_FIELDS = ("rtype", "kind", "severity", "file", "line", "subject", "node", "tablet",
                "event", "payload", "a", "b", "c")
@@ -390,8 +390,11 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     report.timings["spark_start_s"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
     job_start = time.time()
-    n = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
-    groups = group_files(files)
+    n = partitions or 4 * max(1, spark.sparkContext.defaultParallelism)
+    dups: list[InputError] = []
+    groups = group_files(files, dups)
+    for e in dups:
+        report.add(from_input_error(e))
     task_out: Any
     if plan == "files":
         bins = pack(groups, n)

@@ -17,6 +17,7 @@ traces of ``traces/bad/`` with the expected finding beside each.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -452,6 +453,13 @@ def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
 
     cases["torn-last-line"] = (torn_last_line_ok, "TornLine",
                                "only a warning: the process died mid-write")
+
+    def collected_twice() -> tuple[Recorder, str | None]:
+        return scenario_election(), "gzip-copy"
+
+    cases["incarnation-collected-twice"] = (
+        collected_twice, "DuplicateIncarnation",
+        "one incarnation's trace given twice (the file and its .gz archive)")
     return cases
 
 
@@ -463,7 +471,12 @@ def write_bad_corpus(root: str) -> list[str]:
         shutil.rmtree(d, ignore_errors=True)
         r, tear = build()
         paths = r.write(d)
-        if tear is not None:
+        if tear == "gzip-copy":
+            # mtime=0: the archive's bytes are the same on every regeneration.
+            with open(paths[0], "rb") as src, gzip.GzipFile(paths[0] + ".gz", "wb",
+                                                            mtime=0) as gz:
+                gz.write(src.read())
+        elif tear is not None:
             # Tear a line of server 0's first file: in the middle, or the last one.
             path = paths[0]
             with open(path) as f:
@@ -478,7 +491,8 @@ def write_bad_corpus(root: str) -> list[str]:
             json.dump({"kind": kind, "description": what,
                        "exit_code": 0 if kind == "TornLine" else
                        2 if kind in ("UnknownEvent", "MalformedLine",
-                                     "UnsupportedSchemaVersion") else 1},
+                                     "UnsupportedSchemaVersion",
+                                     "DuplicateIncarnation") else 1},
                       f, indent=2)
             f.write("\n")
         names.append(name)

@@ -30,7 +30,11 @@ def reference(paths: list[str]) -> Report:
         report.add(from_input_error(e))
     r = Replayer()
     g = GlobalChecks()
-    for _, group in group_files(files):
+    dups: list[InputError] = []
+    groups = group_files(files, dups)
+    for e in dups:
+        report.add(from_input_error(e))
+    for _, group in groups:
         keys: dict[str, KeyState] = {}
         clean: set[tuple[str, int]] = set()
         for f in group:
