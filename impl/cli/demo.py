@@ -10,7 +10,7 @@ Until the tablet servers and masters exist (later issues), the demo shows what c
    crashes included), checked by ``revivify trace check`` and by ``revivify trace validate
    --engine spark`` on a local Spark session;
 5. a known-bad trace (a tombstone that votes twice in one term after a restart) rejected
-   with its evidence.
+   with its evidence, by the local checker and by Spark's dataframe plan.
 
 Each step runs the real ``revivify`` command in its own process; the demo stops at the
 first step whose exit code is not the expected one.
@@ -74,6 +74,9 @@ def main() -> int:
 
     banner("5. a known-bad trace: a tombstone votes twice in a term after restart")
     run(["trace", "check", "traces/bad/vote-twice-after-restart"], expect=1)
+    # The same on Spark's dataframe plan (Spark reads and shuffles the lines by node).
+    run(["trace", "validate", "traces/bad/vote-twice-after-restart", "--engine", "spark",
+         "--plan", "dataframe", "--master", "local[2]"], expect=1)
 
     banner("demo complete")
     print(f"outputs under {OUT}/")
