@@ -362,6 +362,57 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     return spark
 
 
+_SHIPPED: set[str] = set()
+
+
+def package_zip() -> str:
+    """A zip of the code the executors run (``spark.sparkContext.addPyFile``):
+    ``revivify/{spec,checker}`` plus a ``revivify/__init__.py``. The installed
+    ``revivify`` is a namespace package (setuptools' package-dir mapping), and Python's
+    zipimport cannot import a namespace package, so the wheel itself will not do as a
+    ``--py-files`` archive. Named by content, written once per content."""
+    import hashlib
+    import tempfile
+    import zipfile
+
+    import revivify.checker
+    import revivify.spec
+
+    members: list[tuple[str, bytes]] = [("revivify/__init__.py", b"")]
+    for pkg in (revivify.spec, revivify.checker):
+        root = next(iter(pkg.__path__))
+        name = pkg.__name__.replace(".", "/")
+        for d, dirs, fs in os.walk(root):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for f in sorted(fs):
+                if f.endswith(".py") or f == "py.typed":
+                    full = os.path.join(d, f)
+                    with open(full, "rb") as fh:
+                        members.append((f"{name}/{os.path.relpath(full, root)}", fh.read()))
+    digest = hashlib.sha256()
+    for arc, data in members:
+        digest.update(arc.encode() + b"\0" + data + b"\0")
+    path = os.path.join(tempfile.gettempdir(), f"revivify-{digest.hexdigest()[:16]}.zip")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for arc, data in members:
+                z.writestr(zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0)), data)
+        os.replace(tmp, path)
+    return path
+
+
+def ship_package(spark: Any) -> None:
+    """Make ``revivify`` importable on every executor, whatever is installed there: the
+    same job then runs on ``local[*]`` and under ``spark-submit`` on a cluster, where the
+    executors need only the third-party dependencies. Once per SparkContext."""
+    sc = spark.sparkContext
+    ident = f"{sc.applicationId}"
+    if ident not in _SHIPPED:
+        sc.addPyFile(package_zip())
+        _SHIPPED.add(ident)
+
+
 PLANS: Final = ("files", "dataframe")
 
 
@@ -387,6 +438,7 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     t0 = time.perf_counter()
     if spark is None:
         spark = spark_session(master)
+    ship_package(spark)
     report.timings["spark_start_s"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
     job_start = time.time()
