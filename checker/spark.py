@@ -248,8 +248,13 @@ class _PartitionLines:
     @staticmethod
     def _each(batches: Iterator[Any]) -> Iterator[tuple[int, bytes]]:
         for batch in batches:
-            yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
-                           strict=True)
+            ranks = batch.column(0)
+            if ranks.null_count:
+                # The join on the file URI missed: Spark named a file differently from the
+                # driver's listing. Never guess which file a line belongs to.
+                raise RuntimeError("Spark read lines from a file the driver did not list "
+                                   "(file URI mismatch); use --plan files")
+            yield from zip(ranks.to_pylist(), batch.column(1).to_pylist(), strict=True)
 
     @contextlib.contextmanager
     def open(self, path: str) -> Iterator[Iterator[bytes]]:
