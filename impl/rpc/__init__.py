@@ -1,1 +1,101 @@
-"""RPC: length-prefixed frames over TCP, codec, typed errors."""
+"""RPC: length-prefixed msgpack frames over TCP, addressed by server UUID, with typed errors.
+
+Theory of operation
+-------------------
+Layers, bottom up; only the two shells import trio (the h11 "sans-I/O" shape):
+
+    framing   bytes <-> frames: 4-byte big-endian length + payload, bounded size    no I/O
+    codec     frames <-> Request / Response envelopes (msgspec msgpack), errors    no I/O
+    service   the method table, and dispatch: destination, method, body, handler   no I/O
+    server    serve_rpc: accept, read frames, a task per call, write responses     trio
+    client    open_rpc_client: one connection, calls multiplexed by call_id        trio
+
+A call: the client wraps the method's request Struct in a Request envelope (call_id,
+method, dest_uuid, src_uuid, Lamport stamp) and sends it as one frame. The server refuses
+it unless dest_uuid is its own UUID (WrongServerUuid), looks up the method (UnknownMethod),
+decodes the body strictly into the method's request type (MalformedRequest naming the
+field), and runs the handler; the Response carries the same call_id and either the response
+Struct or an error (code, message, data), which the client raises as the registered error
+type. Calls on one connection run concurrently and complete in any order.
+
+Invariants:
+
+* No handler ever sees a request addressed to another server, or a body of the wrong type.
+* Bad input never stops a server: a bad call gets an error response and its connection
+  stays open; a broken byte stream closes that connection only; a handler bug becomes an
+  InternalError response naming the exception type.
+* No unbounded memory from the peer: frames are capped (16 MiB by default) before any payload
+  is buffered, and a connection runs at most `max_concurrent_calls` handlers at once.
+* No timeouts in any signature: callers bound calls, servers and connections with trio
+  cancel scopes.
+* Every message carries its sender's Lamport clock; both sides merge what they receive
+  through injected LamportHooks (for example ``LamportHooks(get=lambda: writer.lamport,
+  observe=writer.observe)`` for a trace writer).
+
+Example::
+
+    class Ping(msgspec.Struct):
+        n: int
+
+    service = Service("example")
+    async def ping(request: Ping, context: CallContext) -> Ping:
+        return Ping(request.n + 1)
+    service.register("Ping", Ping, Ping, ping)
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_rpc, service, "server-uuid")
+        async with open_rpc_client("127.0.0.1", server.port, "server-uuid", "me") as client:
+            assert (await client.call("Ping", Ping(1), Ping)).n == 2
+        nursery.cancel_scope.cancel()
+"""
+
+from .client import RpcClient, open_rpc_client
+from .codec import NO_LAMPORT, LamportHooks, Request, Response
+from .errors import (
+    AppError,
+    ConnectFailed,
+    ConnectionClosed,
+    FrameTooLarge,
+    InternalError,
+    MalformedFrame,
+    MalformedRequest,
+    MalformedResponse,
+    RemoteError,
+    RpcError,
+    ServerShuttingDown,
+    UnknownMethod,
+    WrongServerUuid,
+)
+from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from .server import RpcServer, serve_rpc
+from .service import CallContext, MethodSpec, Service
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "NO_LAMPORT",
+    "AppError",
+    "CallContext",
+    "ConnectFailed",
+    "ConnectionClosed",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "InternalError",
+    "LamportHooks",
+    "MalformedFrame",
+    "MalformedRequest",
+    "MalformedResponse",
+    "MethodSpec",
+    "RemoteError",
+    "Request",
+    "Response",
+    "RpcClient",
+    "RpcError",
+    "RpcServer",
+    "ServerShuttingDown",
+    "Service",
+    "UnknownMethod",
+    "WrongServerUuid",
+    "encode_frame",
+    "open_rpc_client",
+    "serve_rpc",
+]

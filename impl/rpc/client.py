@@ -1,0 +1,254 @@
+"""The RPC client: one TCP connection to one server, many concurrent calls on it.
+
+``async with open_rpc_client(host, port, dest_uuid, src_uuid) as client:`` connects, and
+``await client.call(method, request, ResponseType)`` returns the decoded response or raises
+the error the server answered with (rebuilt as its registered type). There are no timeout
+parameters: bound a call with ``trio.move_on_after`` / ``trio.fail_after`` around it.
+
+Theory of operation. Each call takes the next call_id, registers a waiter under it and hands
+its frame to the connection's writer task through an unbuffered channel; the reader task
+decodes each response, merges its Lamport stamp, and wakes the waiter registered under its
+call_id. Calls therefore complete in whatever order the server answers them.
+
+Why a writer task rather than a lock around ``send_all``: trio leaves a stream in an unknown
+state when ``send_all`` is cancelled halfway, so a caller's timeout during a send would
+corrupt the framing for every other call. Here a frame is either handed to the writer whole
+(and the writer, which is never cancelled on its own, sends all of it) or not at all.
+A call cancelled after its frame left only stops waiting: the server may still run it, and
+its late response is dropped on arrival.
+
+Connection loss (end of stream, reset, or a server that breaks the protocol) closes the
+client: every pending call and every later call raises ConnectionClosed(reason), which means
+"may or may not have run". Connecting raises ConnectFailed ("not sent"). A response whose
+body does not decode into the caller's type raises MalformedResponse to that caller only.
+Leaving the ``async with`` block closes the connection; calls still pending then raise
+ConnectionClosed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import msgspec
+import trio
+
+from .codec import (
+    NO_LAMPORT,
+    ErrorRegistry,
+    LamportHooks,
+    Request,
+    Response,
+    decode_response,
+    decode_response_body,
+    encode_body,
+    encode_request,
+    error_from_response,
+    error_registry,
+)
+from .errors import AppError, ConnectFailed, ConnectionClosed, MalformedFrame, MalformedResponse
+from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+
+logger = logging.getLogger(__name__)
+
+ResponseT = TypeVar("ResponseT")
+
+RECEIVE_SIZE = 64 * 1024
+
+
+class _Waiter:
+    """One call in flight: resolved with a Response, or failed with ConnectionClosed."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: Response | None = None
+        self.error: ConnectionClosed | None = None
+
+
+class RpcClient:
+    """A connection to server `dest_uuid`; use `open_rpc_client` to make one."""
+
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        dest_uuid: str,
+        src_uuid: str,
+        *,
+        lamport: LamportHooks,
+        errors: ErrorRegistry,
+        max_frame_size: int,
+    ) -> None:
+        self.dest_uuid = dest_uuid
+        self.src_uuid = src_uuid
+        self._stream = stream
+        self._lamport = lamport
+        self._errors = errors
+        self._max_frame_size = max_frame_size
+        self._call_ids = itertools.count(1)
+        self._pending: dict[int, _Waiter] = {}
+        self._outgoing, self._to_write = trio.open_memory_channel[bytes](0)
+        self._background = trio.CancelScope()
+        self._close_reason: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._close_reason is not None
+
+    @property
+    def pending_calls(self) -> int:
+        return len(self._pending)
+
+    async def call(
+        self, method: str, request: msgspec.Struct, response_type: type[ResponseT]
+    ) -> ResponseT:
+        """Call `method` with `request`; the response decoded as `response_type`."""
+        if self._close_reason is not None:
+            raise ConnectionClosed(self._close_reason)
+        call_id = next(self._call_ids)
+        envelope = Request(
+            call_id=call_id,
+            method=method,
+            dest_uuid=self.dest_uuid,
+            src_uuid=self.src_uuid,
+            lamport=self._lamport.get(),
+            body=encode_body(request),
+        )
+        frame = encode_frame(encode_request(envelope), self._max_frame_size)
+        waiter = _Waiter()
+        self._pending[call_id] = waiter
+        try:
+            try:
+                await self._outgoing.send(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise ConnectionClosed(self._close_reason or "writer stopped") from None
+            await waiter.done.wait()
+        finally:
+            self._pending.pop(call_id, None)
+        if waiter.error is not None:
+            raise waiter.error
+        response = waiter.response
+        assert response is not None  # done is set only after one of the two
+        if not response.ok:
+            raise error_from_response(response, self._errors)
+        return decode_response_body(response, response_type, method)
+
+    # ------------------------------------------------------------------ background tasks
+
+    async def _run(self) -> None:
+        with self._background:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_responses)
+                nursery.start_soon(self._write_requests)
+
+    async def _write_requests(self) -> None:
+        try:
+            async for frame in self._to_write:
+                try:
+                    await self._stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    self._close(f"send failed: {exc!r}")
+                    return
+        except trio.ClosedResourceError:
+            return  # _close closed the channel under us: the client is closing
+
+    async def _read_responses(self) -> None:
+        decoder = FrameDecoder(self._max_frame_size)
+        while True:
+            try:
+                data = await self._stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                self._close(f"receive failed: {exc!r}")
+                return
+            try:
+                if not data:
+                    decoder.feed_eof()
+                    self._close("server closed the connection")
+                    return
+                for payload in decoder.feed(data):
+                    self._deliver(decode_response(payload))
+            except (MalformedFrame, MalformedResponse) as exc:
+                logger.warning("rpc client to %s: protocol error from server: %s",
+                               self.dest_uuid, exc)
+                self._close(f"protocol error from server: {exc}")
+                return
+
+    def _deliver(self, response: Response) -> None:
+        self._lamport.observe(response.lamport)
+        waiter = self._pending.pop(response.call_id, None)
+        if waiter is None:  # its caller was cancelled (or the id is bogus): nobody waits
+            logger.debug("rpc client to %s: response to call %d has no waiter; dropped",
+                         self.dest_uuid, response.call_id)
+            return
+        waiter.response = response
+        waiter.done.set()
+
+    def _close(self, reason: str) -> None:
+        """Fail every pending call and stop the background tasks (idempotent)."""
+        if self._close_reason is not None:
+            return
+        self._close_reason = reason
+        logger.debug("rpc client to %s: closed: %s", self.dest_uuid, reason)
+        error = ConnectionClosed(reason)
+        for waiter in self._pending.values():
+            if not waiter.done.is_set():
+                waiter.error = error
+                waiter.done.set()
+        self._pending.clear()
+        self._to_write.close()  # callers blocked handing over a frame get BrokenResourceError
+        self._background.cancel()
+
+
+@asynccontextmanager
+async def open_rpc_client(
+    host: str,
+    port: int,
+    dest_uuid: str,
+    src_uuid: str,
+    *,
+    lamport: LamportHooks | None = None,
+    app_errors: Iterable[type[AppError]] = (),
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+) -> AsyncIterator[RpcClient]:
+    """Connect to server `dest_uuid` at host:port, as `src_uuid` (see the module docstring).
+
+    `app_errors`: the AppError subclasses to rebuild from error responses (others arrive as
+    RemoteError). `lamport`: hooks to the caller's Lamport clock.
+    """
+    registry = error_registry(app_errors)
+    address = f"{host}:{port}"
+    try:
+        stream = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        raise ConnectFailed(address, str(exc) or repr(exc)) from exc
+    client = RpcClient(
+        stream,
+        dest_uuid,
+        src_uuid,
+        lamport=NO_LAMPORT if lamport is None else lamport,
+        errors=registry,
+        max_frame_size=max_frame_size,
+    )
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client._run)
+            try:
+                yield client
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                client._close("client closed")
+    except BaseExceptionGroup as group:
+        # The caller's exception, not a failure of ours: give it back unwrapped rather
+        # than inside the ExceptionGroup our nursery put around it.
+        if body_error is not None and len(group.exceptions) == 1:
+            only: BaseException = group.exceptions[0]
+            if only is body_error:
+                raise only from None
+        raise
+    finally:
+        await trio.aclose_forcefully(stream)
