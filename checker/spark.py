@@ -148,6 +148,18 @@ def _replayer(max_frontier: int) -> Replayer:
     return r
 
 
+def _task_summary(r: Replayer, rows: _Rows, events: int, keys: int, server_events: int,
+                  t0: float, c0: float) -> None:
+    """A task's last rows: its coverage, frontier sizes and statistics (wall span, CPU)."""
+    for (action, branch), n in r.coverage.items():
+        rows.emit(rtype="coverage", event=action, kind=branch, a=n)
+    for size, n in r.frontiers.items():
+        rows.emit(rtype="frontier", a=size, b=n)
+    rows.emit(rtype="stats", a=events, b=keys, c=server_events,
+              payload=json.dumps({"start": t0, "end": time.time(), "pid": os.getpid(),
+                                  "cpu": time.process_time() - c0}))
+
+
 def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any:
     def task(bin_ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
         """mapPartitions over bin numbers: replay each bin's nodes, yield the small rows."""
@@ -164,13 +176,7 @@ def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any
                 keys += st.keys
                 r.maybe_reset()
                 yield from rows.take()
-        for (action, branch), n in r.coverage.items():
-            rows.emit(rtype="coverage", event=action, kind=branch, a=n)
-        for size, n in r.frontiers.items():
-            rows.emit(rtype="frontier", a=size, b=n)
-        rows.emit(rtype="stats", a=events, b=keys, c=server_events,
-                  payload=json.dumps({"start": t0, "end": time.time(), "pid": os.getpid(),
-                                      "cpu": time.process_time() - c0}))
+        _task_summary(r, rows, events, keys, server_events, t0, c0)
         yield from rows.take()
 
     return task
@@ -336,13 +342,7 @@ def make_dataframe_task(bins: list[list[tuple[str, list[str]]]], max_frontier: i
             keys += st.keys
             r.maybe_reset()
             yield batch(rows.take())
-        for (action, branch), n in r.coverage.items():
-            rows.emit(rtype="coverage", event=action, kind=branch, a=n)
-        for size, n in r.frontiers.items():
-            rows.emit(rtype="frontier", a=size, b=n)
-        rows.emit(rtype="stats", a=events, b=keys, c=server_events,
-                  payload=json.dumps({"start": t0, "end": time.time(), "pid": os.getpid(),
-                                      "cpu": time.process_time() - c0}))
+        _task_summary(r, rows, events, keys, server_events, t0, c0)
         yield batch(rows.take())
 
     return task
