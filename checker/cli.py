@@ -7,11 +7,15 @@
 
 Exit codes: 0 clean (warnings allowed), 1 violations, 2 unusable input or bad arguments.
 Every failure is reported as a message naming the file, line and field; never a traceback.
+A run longer than five seconds reports its progress on stderr every five seconds (files and
+bytes read for ``check``, Spark tasks done for ``validate --engine spark``); ``--quiet``
+silences it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -34,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=f"trace {name}")
         s.add_argument("paths", nargs="*", metavar="PATH")
         s.add_argument("--json", action="store_true", help="machine-readable report")
+        s.add_argument("--quiet", action="store_true",
+                       help="no progress lines on stderr during a long run")
         s.add_argument("--max-frontier", type=int, default=DEFAULT_MAX_FRONTIER,
                        help="unlogged steps accepted before a crash (default 3)")
         if name == "validate":
@@ -72,6 +78,12 @@ def trace_main(argv: list[str]) -> int:
         print("revivify trace: --max-frontier must be >= 0", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    every = float(os.environ.get("REVIVIFY_PROGRESS_SECONDS", "5"))
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    say_progress = None if args.quiet else say
     try:
         if args.cmd == "validate" and args.engine == "spark":
             from revivify.checker.spark import validate_spark
@@ -80,11 +92,15 @@ def trace_main(argv: list[str]) -> int:
                                     max_frontier=args.max_frontier,
                                     partitions=args.partitions or None,
                                     global_in_spark=args.global_in_spark,
-                                    plan=args.plan)
+                                    plan=args.plan, progress=say_progress,
+                                    progress_seconds=every)
         else:
             from revivify.checker.local import check_paths
 
-            report = check_paths(args.paths, max_frontier=args.max_frontier)
+            report = check_paths(
+                args.paths, max_frontier=args.max_frontier, progress_seconds=every,
+                progress=None if args.quiet else (
+                    lambda p: say(p.line(f"trace {args.cmd}"))))
             if getattr(args, "out", None):
                 from revivify.checker.spark import write_report_files
 

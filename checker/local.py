@@ -24,6 +24,7 @@ the spec. The shortcut does exactly what ``feed_raw`` does for such an outcome
 from __future__ import annotations
 
 import os
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -236,9 +237,65 @@ def drain_facts(r: Replayer, sink: FactSink) -> None:
     r.facts.clear()
 
 
+@attrs.frozen
+class Progress:
+    """How far a long check has come: files opened and their bytes, out of the whole."""
+
+    files_done: int
+    files: int
+    bytes_done: int
+    bytes: int
+    seconds: float
+
+    def line(self, what: str) -> str:
+        share = self.bytes_done / self.bytes if self.bytes else 1.0
+        eta = (f", about {self.seconds * (1 - share) / share:.0f} s left"
+               if 0 < share < 1 else "")
+        return (f"{what}: {self.files_done}/{self.files} files, "
+                f"{self.bytes_done / 1e6:,.0f}/{self.bytes / 1e6:,.0f} MB ({share:.0%}), "
+                f"{self.seconds:.0f} s{eta}")
+
+
+class _Ticker:
+    """An opener that reports progress (at most every ``every`` seconds) as files open."""
+
+    def __init__(self, files: list[str], report: Callable[[Progress], None],
+                 every: float) -> None:
+        self.sizes = {f: _size(f) for f in files}
+        self.total = sum(self.sizes.values())
+        self.report = report
+        self.every = every
+        self.t0 = time.monotonic()
+        self.next = self.t0 + every
+        self.files_done = 0
+        self.bytes_done = 0
+
+    def open(self, path: str) -> AbstractContextManager[Iterable[bytes]]:
+        now = time.monotonic()
+        if now >= self.next:
+            self.next = now + self.every
+            self.report(Progress(self.files_done, len(self.sizes), self.bytes_done,
+                                 self.total, now - self.t0))
+        self.files_done += 1
+        self.bytes_done += self.sizes.get(path, 0)
+        return open_trace(path)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 @attrs.define
 class LocalChecker:
+    """The single-process engine. ``progress`` (if given) hears how far a long run has come,
+    about every ``progress_seconds``; nothing is reported for a run shorter than that."""
+
     max_frontier: int = DEFAULT_MAX_FRONTIER
+    progress: Callable[[Progress], None] | None = None
+    progress_seconds: float = 5.0
     replayer: Replayer = attrs.field(init=False)
     globals_: GlobalChecks = attrs.field(init=False, factory=GlobalChecks)
     peak_keys: int = 0
@@ -258,8 +315,11 @@ class LocalChecker:
         groups = group_files(files, dups)
         for e in dups:
             report.add(from_input_error(e))
+        opener: Opener = open_trace
+        if self.progress is not None:
+            opener = _Ticker(files, self.progress, self.progress_seconds).open
         for _, group in groups:
-            st = stream_node(r, group, self.globals_, report.add)
+            st = stream_node(r, group, self.globals_, report.add, opener)
             report.server_events += st.server_events
             self.keys_total += st.keys
             self.peak_keys = max(self.peak_keys, st.keys)
@@ -273,8 +333,11 @@ class LocalChecker:
         return report
 
 
-def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER) -> Report:
-    return LocalChecker(max_frontier=max_frontier).run(paths)
+def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER,
+                progress: Callable[[Progress], None] | None = None,
+                progress_seconds: float = 5.0) -> Report:
+    return LocalChecker(max_frontier=max_frontier, progress=progress,
+                        progress_seconds=progress_seconds).run(paths)
 
 
 def rel(path: str) -> str:

@@ -50,7 +50,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -421,14 +421,50 @@ def ship_package(spark: Any) -> None:
 PLANS: Final = ("files", "dataframe")
 
 
+@contextlib.contextmanager
+def _spark_progress(spark: Any, report: Callable[[str], None] | None,
+                    every: float) -> Iterator[None]:
+    """While the body runs, tell ``report`` every ``every`` seconds how the active Spark
+    stages stand (tasks done / all, running), from the status tracker."""
+    if report is None:
+        yield
+        return
+    import threading
+
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def poll() -> None:
+        tracker = spark.sparkContext.statusTracker()
+        while not stop.wait(every):
+            parts = []
+            for sid in sorted(tracker.getActiveStageIds()):
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} "
+                                 f"tasks done, {info.numActiveTasks} running")
+            report(f"trace validate: {'; '.join(parts) or 'between stages'}, "
+                   f"{time.monotonic() - t0:.0f} s")
+
+    thread = threading.Thread(target=poll, name="spark-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def validate_spark(paths: list[str], master: str = "local[*]", out: str | None = None,
                    max_frontier: int = DEFAULT_MAX_FRONTIER, partitions: int | None = None,
                    spark: Any = None, global_in_spark: bool | None = None,
-                   plan: str = "files") -> Report:
+                   plan: str = "files", progress: Callable[[str], None] | None = None,
+                   progress_seconds: float = 5.0) -> Report:
     """Validate on Spark. ``plan`` "files": tasks read whole nodes' files (no shuffle);
     "dataframe": Spark reads the lines and shuffles them to the tasks by node. Global
     checks are Spark aggregations when ``global_in_spark`` (the dataframe plan's default),
-    else merged on the driver."""
+    else merged on the driver. ``progress`` hears the Spark stages' task counts about every
+    ``progress_seconds`` while the job runs."""
     if plan not in PLANS:
         raise ValueError(f"unknown plan {plan!r} (one of {', '.join(PLANS)})")
     if global_in_spark is None:
@@ -469,24 +505,8 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
         task_out = (_read_lines(spark, bins) if bins else spark.createDataFrame(
             [], "frank long, raw binary")).mapInArrow(
             make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))
-    if global_in_spark:
-        from pyspark import StorageLevel
-
-        facts = task_out.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            # One pass over the traces: materialise the (small) task output first, so the
-            # aggregations read the cache instead of racing to compute it.
-            facts.count()
-            report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
-            rows = [r.asDict() for r in global_findings(facts).collect()]
-        finally:
-            facts.unpersist()
-    elif plan == "files":
-        rows = [dict(zip(_OUT_FIELDS, t, strict=True)) for t in task_out.collect()]
-        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
-    else:
-        rows = [r.asDict() for r in task_out.collect()]
-        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+    with _spark_progress(spark, progress, progress_seconds):
+        rows = _collect(task_out, plan, global_in_spark, report, t1)
     g = GlobalChecks()
     tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
@@ -541,6 +561,32 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     if out:
         write_report_files(report, out, parquet=True, spark=spark)
     return report
+
+
+def _collect(task_out: Any, plan: str, global_in_spark: bool, report: Report,
+             t1: float) -> list[dict[str, Any]]:
+    """Run the job: the tasks' rows, plus the global checks' findings when they run in
+    Spark."""
+    rows: list[dict[str, Any]]
+    if global_in_spark:
+        from pyspark import StorageLevel
+
+        facts = task_out.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            # One pass over the traces: materialise the (small) task output first, so the
+            # aggregations read the cache instead of racing to compute it.
+            facts.count()
+            report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+            rows = [r.asDict() for r in global_findings(facts).collect()]
+        finally:
+            facts.unpersist()
+    elif plan == "files":
+        rows = [dict(zip(_OUT_FIELDS, t, strict=True)) for t in task_out.collect()]
+        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+    else:
+        rows = [r.asDict() for r in task_out.collect()]
+        report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
+    return rows
 
 
 def global_findings(task_out: Any) -> Any:

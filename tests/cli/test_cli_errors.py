@@ -76,3 +76,22 @@ def test_mutant_proof_fails_with_counterexample() -> None:
     assert r.returncode == 1
     assert "TombstoneRetainsLastOpid" in r.stdout
     assert "PROOF FAILED" in r.stdout
+
+
+def test_trace_check_progress_on_stderr_and_quiet() -> None:
+    """Progress lines go to stderr (here every file: REVIVIFY_PROGRESS_SECONDS=0), never
+    into the report on stdout; --quiet silences them."""
+    import json
+    import os
+
+    walks = str(Path(__file__).resolve().parents[2] / "traces" / "spec-walks")
+    env = {**os.environ, "REVIVIFY_PROGRESS_SECONDS": "0"}
+    r = subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "trace", "check",
+                        walks, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [x for x in r.stderr.splitlines() if x.startswith("trace check: ")]
+    assert len(lines) > 10 and "files" in lines[-1] and "MB" in lines[-1]
+    assert json.loads(r.stdout)["events"] > 0
+    q = subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "trace", "check",
+                        walks, "--quiet"], capture_output=True, text=True, timeout=120, env=env)
+    assert q.returncode == 0 and "trace check: " not in q.stderr

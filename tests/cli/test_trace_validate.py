@@ -4,6 +4,7 @@ the human and JSON reports, and report.json + findings.parquet under --out."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,12 @@ TRACES = Path(__file__).resolve().parents[2] / "traces"
 pytestmark = pytest.mark.spark
 
 
-def validate(*args: str) -> subprocess.CompletedProcess[str]:
+def validate(*args: str, env: dict[str, str] | None = None,
+             ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "trace",
                            "validate", *args, "--engine", "spark", "--master", "local[2]"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_dataframe_plan_rejects_a_double_vote(tmp_path: Path) -> None:
@@ -39,9 +42,12 @@ def test_dataframe_plan_rejects_a_double_vote(tmp_path: Path) -> None:
 
 
 def test_files_plan_passes_the_walks(tmp_path: Path) -> None:
-    r = validate(str(TRACES / "spec-walks"), "--out", str(tmp_path / "report"))
+    # Progress every 0.2 s instead of 5 s, so this short job reports some.
+    r = validate(str(TRACES / "spec-walks"), "--out", str(tmp_path / "report"),
+                 env={"REVIVIFY_PROGRESS_SECONDS": "0.2"})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+    assert "trace validate: stage" in r.stderr and "tasks done" in r.stderr
     assert (tmp_path / "report" / "findings.parquet").exists()
     saved = json.loads((tmp_path / "report" / "report.json").read_text())
     assert saved["engine"] == "spark" and saved["events"] > 0 and not saved["findings"]
