@@ -1,14 +1,22 @@
-"""RPC: length-prefixed msgpack frames over TCP, addressed by server UUID, with typed errors.
+"""RPC: length-prefixed msgpack frames over a stream transport (TCP, or an in-memory network
+for deterministic tests), addressed by server UUID, with typed errors.
 
 Theory of operation
 -------------------
-Layers, bottom up; only the two shells import trio (the h11 "sans-I/O" shape):
+Layers, bottom up; only the shells and the transports import trio (the h11 "sans-I/O"
+shape):
 
     framing   bytes <-> frames: 4-byte big-endian length + payload, bounded size    no I/O
     codec     frames <-> Request / Response envelopes (msgspec msgpack), errors    no I/O
     service   the method table, and dispatch: destination, method, body, handler   no I/O
+    transport the Network seam: connect / open_listeners; TcpNetwork (default)    trio
+    memnet    MemoryNetwork: in-memory hosts with partitions, drops, delays, kill  trio
     server    serve_rpc: accept, read frames, a task per call, write responses     trio
     client    open_rpc_client: one connection, calls multiplexed by call_id        trio
+
+Both shells take ``network=``: None means real TCP; ``net.host("ts-1")`` of a
+MemoryNetwork(random.Random(seed)) runs the same code without sockets, under
+trio.testing.MockClock, with faults the test injects (see memnet.py).
 
 A call: the client wraps the method's request Struct in a Request envelope (call_id,
 method, dest_uuid, src_uuid, Lamport stamp) and sends it as one frame. The server refuses
@@ -47,6 +55,19 @@ Example::
         async with open_rpc_client("127.0.0.1", server.port, "server-uuid", "me") as client:
             assert (await client.call("Ping", Ping(1), Ping)).n == 2
         nursery.cancel_scope.cancel()
+
+The same, without sockets, deterministic under ``trio.run(main,
+clock=trio.testing.MockClock(autojump_threshold=0))``, with a partition::
+
+    net = MemoryNetwork(random.Random(seed))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(functools.partial(
+            serve_rpc, service, "server-uuid", "ts-1", 7050, network=net.host("ts-1")))
+        async with open_rpc_client("ts-1", 7050, "server-uuid", "me",
+                                   network=net.host("client")) as client:
+            assert (await client.call("Ping", Ping(1), Ping)).n == 2
+            net.partition(["client"], ["ts-1"])  # the connection breaks: ConnectionClosed
+        nursery.cancel_scope.cancel()
 """
 
 from .client import RpcClient, open_rpc_client
@@ -67,12 +88,24 @@ from .errors import (
     WrongServerUuid,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from .memnet import (
+    LinkFaults,
+    MemoryHost,
+    MemoryListener,
+    MemoryNetwork,
+    MemoryStream,
+    NetEvent,
+    NetEventKind,
+)
 from .server import RpcServer, serve_rpc
 from .service import CallContext, MethodSpec, Service
+from .transport import TCP, Address, Network, TcpNetwork
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "NO_LAMPORT",
+    "TCP",
+    "Address",
     "AppError",
     "CallContext",
     "ConnectFailed",
@@ -81,10 +114,18 @@ __all__ = [
     "FrameTooLarge",
     "InternalError",
     "LamportHooks",
+    "LinkFaults",
     "MalformedFrame",
     "MalformedRequest",
     "MalformedResponse",
+    "MemoryHost",
+    "MemoryListener",
+    "MemoryNetwork",
+    "MemoryStream",
     "MethodSpec",
+    "NetEvent",
+    "NetEventKind",
+    "Network",
     "RemoteError",
     "Request",
     "Response",
@@ -93,6 +134,7 @@ __all__ = [
     "RpcServer",
     "ServerShuttingDown",
     "Service",
+    "TcpNetwork",
     "UnknownMethod",
     "WrongServerUuid",
     "encode_frame",

@@ -1,9 +1,11 @@
-"""The RPC client: one TCP connection to one server, many concurrent calls on it.
+"""The RPC client: one connection to one server, many concurrent calls on it.
 
 ``async with open_rpc_client(host, port, dest_uuid, src_uuid) as client:`` connects, and
 ``await client.call(method, request, ResponseType)`` returns the decoded response or raises
 the error the server answered with (rebuilt as its registered type). There are no timeout
-parameters: bound a call with ``trio.move_on_after`` / ``trio.fail_after`` around it.
+parameters: bound a call with ``trio.move_on_after`` / ``trio.fail_after`` around it. The
+connection comes from a Network (transport.py): TCP by default, or a MemoryNetwork host
+(``network=net.host("client-1")``) in deterministic tests.
 
 Theory of operation. Each call takes the next call_id, registers a waiter under it and hands
 its frame to the connection's writer task through an unbuffered channel; the reader task
@@ -51,6 +53,7 @@ from .codec import (
 )
 from .errors import AppError, ConnectFailed, ConnectionClosed, MalformedFrame, MalformedResponse
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+from .transport import TCP, Network
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ class RpcClient:
 
     def __init__(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         dest_uuid: str,
         src_uuid: str,
         *,
@@ -211,16 +214,19 @@ async def open_rpc_client(
     lamport: LamportHooks | None = None,
     app_errors: Iterable[type[AppError]] = (),
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    network: Network | None = None,
 ) -> AsyncIterator[RpcClient]:
     """Connect to server `dest_uuid` at host:port, as `src_uuid` (see the module docstring).
 
     `app_errors`: the AppError subclasses to rebuild from error responses (others arrive as
-    RemoteError). `lamport`: hooks to the caller's Lamport clock.
+    RemoteError). `lamport`: hooks to the caller's Lamport clock. `network`: where the
+    connection comes from; TCP when None (see transport.py).
     """
     registry = error_registry(app_errors)
     address = f"{host}:{port}"
+    net = TCP if network is None else network
     try:
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await net.connect(host, port)
     except OSError as exc:
         raise ConnectFailed(address, str(exc) or repr(exc)) from exc
     client = RpcClient(

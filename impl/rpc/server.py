@@ -3,7 +3,9 @@
 `serve_rpc` is a trio ``serve_*`` function: run it with ``await nursery.start(serve_rpc,
 ...)``, which returns an RpcServer (where it listens; a graceful shutdown); it serves until
 cancelled, or until `RpcServer.shutdown()` has drained it. It takes no timeouts: callers
-bound anything with cancel scopes.
+bound anything with cancel scopes. Its listeners come from a Network (transport.py): real
+TCP by default, or one host of an in-memory MemoryNetwork (``network=net.host("ts-1")``);
+nothing below depends on which.
 
 One task per connection reads frames and hands each request to a task of its own in the
 connection's nursery, so calls on one connection run concurrently and finish in any order;
@@ -33,7 +35,8 @@ reads; their responses are sent if the client only half-closed, and dropped othe
 a framing error the socket is closed at once, and the calls in flight likewise finish.
 
 Back-pressure: at most `max_concurrent_calls` handlers run per connection; beyond that the
-connection's reader stops reading, and TCP flow control slows the client down.
+connection's reader stops reading, and the transport's flow control (TCP's window, or a
+MemoryNetwork's) slows the client down.
 
 Graceful shutdown (`RpcServer.shutdown()`): stop accepting connections, answer every new
 request with ServerShuttingDown (the call did not run: safe to retry elsewhere), let the
@@ -67,6 +70,7 @@ from .codec import (
 from .errors import MalformedFrame, MalformedRequest, RpcError, ServerShuttingDown
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from .service import Service, internal_error
+from .transport import TCP, Address, Network
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +83,8 @@ class RpcServer:
     """A running server: what `nursery.start(serve_rpc, ...)` returns."""
 
     server_uuid: str
-    listeners: list[trio.SocketListener]
+    listeners: list[trio.abc.Listener[trio.abc.Stream]]
+    _addresses: list[Address]
     _stop_requested: trio.Event = attrs.field(factory=trio.Event, init=False)
     _drained: trio.Event = attrs.field(factory=trio.Event, init=False)
     _active_calls: int = attrs.field(default=0, init=False)
@@ -87,16 +92,12 @@ class RpcServer:
     @property
     def port(self) -> int:
         """The port of the first listener (the only one for a numeric host)."""
-        return int(self.listeners[0].socket.getsockname()[1])
+        return self._addresses[0][1]
 
     @property
-    def addresses(self) -> list[tuple[str, int]]:
+    def addresses(self) -> list[Address]:
         """(host, port) of every listener."""
-        result = []
-        for listener in self.listeners:
-            name = listener.socket.getsockname()
-            result.append((str(name[0]), int(name[1])))
-        return result
+        return list(self._addresses)
 
     @property
     def shutting_down(self) -> bool:
@@ -136,18 +137,24 @@ async def serve_rpc(
     lamport: LamportHooks | None = None,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
+    network: Network | None = None,
     task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `service` as server `server_uuid` on host:port (port 0: the OS picks one)."""
+    """Serve `service` as server `server_uuid` on host:port (port 0: the network picks one).
+
+    `network`: where the listeners come from; TCP when None (see transport.py).
+    """
     if max_concurrent_calls < 1:
         raise ValueError(f"max_concurrent_calls must be at least 1, got {max_concurrent_calls}")
     hooks = NO_LAMPORT if lamport is None else lamport
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    server = RpcServer(server_uuid, listeners)
+    net = TCP if network is None else network
+    listeners = await net.open_listeners(host, port)
+    server = RpcServer(server_uuid, listeners,
+                       [net.listener_address(listener) for listener in listeners])
 
-    async def handle_connection(stream: trio.SocketStream) -> None:
-        connection = _Connection(server, service, stream, hooks, max_frame_size,
-                                 max_concurrent_calls)
+    async def handle_connection(stream: trio.abc.Stream) -> None:
+        connection = _Connection(server, service, stream, net.peer_name(stream), hooks,
+                                 max_frame_size, max_concurrent_calls)
         try:
             await connection.run()
         except Exception:
@@ -169,14 +176,6 @@ async def serve_rpc(
     logger.info("rpc server %s: shut down", server_uuid)
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
-    try:
-        host, port = stream.socket.getpeername()[:2]
-    except OSError:
-        return "<disconnected peer>"
-    return f"{host}:{port}"
-
-
 class _Connection:
     """One accepted connection: a reader, and a task per call in flight."""
 
@@ -184,7 +183,8 @@ class _Connection:
         self,
         server: RpcServer,
         service: Service,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
+        peer: str,
         lamport: LamportHooks,
         max_frame_size: int,
         max_concurrent_calls: int,
@@ -196,7 +196,7 @@ class _Connection:
         self._max_frame_size = max_frame_size
         self._slots = trio.Semaphore(max_concurrent_calls)
         self._send_lock = trio.Lock()
-        self.peer = _peer_name(stream)
+        self.peer = peer
 
     async def run(self) -> None:
         async with trio.open_nursery() as calls:
