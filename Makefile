@@ -44,6 +44,7 @@ java: $(JAVA_STAMP)
 lint: $(STAMP) .mypy-path/revivify
 	$(BIN)/ruff check spec checker impl tests bench
 	$(BIN)/mypy -p revivify.spec -p revivify.checker -p revivify.impl
+	$(BIN)/lint-imports --no-cache --no-logo
 	@echo "lint: clean"
 
 test: lint $(JAVA_STAMP)
@@ -68,4 +69,5 @@ bench: $(STAMP) $(JAVA_STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \
+	  .import_linter_cache .grimp_cache

@@ -24,8 +24,8 @@ import msgspec
 import trio
 
 from revivify.impl.rpc import CallContext, RpcClient, Service, open_rpc_client, serve_rpc
-from revivify.impl.rpc.memnet import MemoryNetwork
 from revivify.impl.rpc.transport import Network
+from revivify.impl.testing import MemoryNetwork
 
 SERVER = "bench-server"
 CLIENT = "bench-client"

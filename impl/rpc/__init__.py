@@ -1,6 +1,11 @@
 """RPC: length-prefixed msgpack frames over a stream transport (TCP, or an in-memory network
 for deterministic tests), addressed by server UUID, with typed errors.
 
+The in-memory network (MemoryNetwork, MemoryHost, LinkFaults, ...) is a test double and
+lives in revivify.impl.testing; this package never imports it (production code never imports
+test support; an import-linter contract in `make lint` enforces it). It builds only on
+the transport seam below (Network, Address).
+
 Theory of operation
 -------------------
 Layers, bottom up; only the shells and the transports import trio (the h11 "sans-I/O"
@@ -10,13 +15,13 @@ shape):
     codec     frames <-> Request / Response envelopes (msgspec msgpack), errors    no I/O
     service   the method table, and dispatch: destination, method, body, handler   no I/O
     transport the Network seam: connect / open_listeners; TcpNetwork (default)    trio
-    memnet    MemoryNetwork: in-memory hosts with partitions, drops, delays, kill  trio
     server    serve_rpc: accept, read frames, a task per call, write responses     trio
     client    open_rpc_client: one connection, calls multiplexed by call_id        trio
 
 Both shells take ``network=``: None means real TCP; ``net.host("ts-1")`` of a
-MemoryNetwork(random.Random(seed)) runs the same code without sockets, under
-trio.testing.MockClock, with faults the test injects (see memnet.py).
+MemoryNetwork(random.Random(seed)) (revivify.impl.testing) runs the same code without
+sockets, under trio.testing.MockClock, with faults the test injects (see
+revivify.impl.testing.memnet).
 
 A call: the client wraps the method's request Struct in a Request envelope (call_id,
 method, dest_uuid, src_uuid, Lamport stamp) and sends it as one frame. The server refuses
@@ -59,6 +64,8 @@ Example::
 The same, without sockets, deterministic under ``trio.run(main,
 clock=trio.testing.MockClock(autojump_threshold=0))``, with a partition::
 
+    from revivify.impl.testing import MemoryNetwork
+
     net = MemoryNetwork(random.Random(seed))
     async with trio.open_nursery() as nursery:
         await nursery.start(functools.partial(
@@ -88,15 +95,6 @@ from .errors import (
     WrongServerUuid,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
-from .memnet import (
-    LinkFaults,
-    MemoryHost,
-    MemoryListener,
-    MemoryNetwork,
-    MemoryStream,
-    NetEvent,
-    NetEventKind,
-)
 from .server import RpcServer, serve_rpc
 from .service import CallContext, MethodSpec, Service
 from .transport import TCP, Address, Network, TcpNetwork
@@ -114,17 +112,10 @@ __all__ = [
     "FrameTooLarge",
     "InternalError",
     "LamportHooks",
-    "LinkFaults",
     "MalformedFrame",
     "MalformedRequest",
     "MalformedResponse",
-    "MemoryHost",
-    "MemoryListener",
-    "MemoryNetwork",
-    "MemoryStream",
     "MethodSpec",
-    "NetEvent",
-    "NetEventKind",
     "Network",
     "RemoteError",
     "Request",

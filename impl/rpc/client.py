@@ -5,7 +5,7 @@
 the error the server answered with (rebuilt as its registered type). There are no timeout
 parameters: bound a call with ``trio.move_on_after`` / ``trio.fail_after`` around it. The
 connection comes from a Network (transport.py): TCP by default, or a MemoryNetwork host
-(``network=net.host("client-1")``) in deterministic tests.
+(``network=net.host("client-1")``, revivify.impl.testing) in deterministic tests.
 
 Theory of operation. Each call takes the next call_id, registers a waiter under it and hands
 its frame to the connection's writer task through an unbuffered channel; the reader task

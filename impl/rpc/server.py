@@ -4,8 +4,8 @@
 ...)``, which returns an RpcServer (where it listens; a graceful shutdown); it serves until
 cancelled, or until `RpcServer.shutdown()` has drained it. It takes no timeouts: callers
 bound anything with cancel scopes. Its listeners come from a Network (transport.py): real
-TCP by default, or one host of an in-memory MemoryNetwork (``network=net.host("ts-1")``);
-nothing below depends on which.
+TCP by default, or one host of an in-memory MemoryNetwork (``network=net.host("ts-1")``,
+from revivify.impl.testing); nothing below depends on which.
 
 One task per connection reads frames and hands each request to a task of its own in the
 connection's nursery, so calls on one connection run concurrently and finish in any order;

@@ -6,8 +6,9 @@ implement the protocol:
 
     TcpNetwork      real TCP (trio.open_tcp_stream / trio.open_tcp_listeners); the default,
                     and exactly the behaviour the shells had before the seam existed
-    MemoryHost      one node's view of a MemoryNetwork (memnet.py): in-memory streams with
-                    partitions, drops, delays and crashes, deterministic under MockClock
+    MemoryHost      one node's view of a MemoryNetwork (revivify.impl.testing, a test
+                    double): in-memory streams with partitions, drops, delays and
+                    crashes, deterministic under MockClock
 
 This is DESIGN.md's "every source of nondeterminism is injected ... network (TCP, or
 in-memory with partitions and drops)": the same server code runs for real and inside

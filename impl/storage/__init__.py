@@ -1,1 +1,4 @@
-"""Durable storage: disk seam (real and crash-simulating), server layout, metadata, WAL, blocks."""
+"""Durable storage: the disk seam and the real disk, server layout, metadata, WAL, blocks.
+
+The crash-simulating disk (SimDisk) is a test double and lives in revivify.impl.testing.
+"""

@@ -1,10 +1,10 @@
 """The disk seam: every byte storage writes goes through a `Disk`.
 
 Two implementations exist: `OsDisk` (the real operating system: os.pwrite, os.fsync,
-os.fdatasync, posix_fallocate, rename, directory fsync) and `SimDisk` (simdisk.py: an
-in-memory disk whose crash keeps only what was made durable, or any allowed subset of the
-unsynced operations). Storage code is written against the protocol only and is synchronous;
-async callers run it in a worker thread (the WAL appender does).
+os.fdatasync, posix_fallocate, rename, directory fsync) and `SimDisk` (a test double in
+revivify.impl.testing: an in-memory disk whose crash keeps only what was made durable, or
+any allowed subset of the unsynced operations). Storage code is written against the protocol
+only and is synchronous; async callers run it in a worker thread (the WAL appender does).
 
 The durability contract the protocol promises, and that SimDisk enforces in tests:
 

@@ -17,7 +17,8 @@ import trio
 import trio.testing
 from rpc_helpers import SERVER_UUID, Probe, make_service
 
-from revivify.impl.rpc import MemoryNetwork, RpcServer, serve_rpc
+from revivify.impl.rpc import RpcServer, serve_rpc
+from revivify.impl.testing import MemoryNetwork
 
 TS1 = "ts-1"
 TS2 = "ts-2"

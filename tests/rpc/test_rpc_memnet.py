@@ -35,15 +35,13 @@ from rpc_helpers import (
 from revivify.impl.rpc import (
     ConnectFailed,
     ConnectionClosed,
-    LinkFaults,
-    MemoryNetwork,
-    NetEvent,
     RpcServer,
     WrongServerUuid,
     encode_frame,
     open_rpc_client,
     serve_rpc,
 )
+from revivify.impl.testing import LinkFaults, MemoryNetwork, NetEvent
 
 TS2_UUID = "ts-0002-cccc"
 
@@ -287,7 +285,7 @@ class TestPartition:
             assert (cut.src, cut.dst) == (f"{CLIENT}:49152", f"{TS1}:{PORT}")
             assert all(event.at is not None for event in net.events)
 
-        with caplog.at_level(logging.INFO, logger="revivify.impl.rpc.memnet"):
+        with caplog.at_level(logging.INFO, logger="revivify.impl.testing.memnet"):
             run_mock(main)
         messages = [record.getMessage() for record in caplog.records]
         assert any("partition ['client-1'] | ['ts-1']" in m for m in messages), messages

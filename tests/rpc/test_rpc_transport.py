@@ -15,15 +15,12 @@ from rpc_helpers import CLIENT_UUID, HOST, SERVER_UUID, Echo, Probe, make_servic
 
 from revivify.impl.rpc import (
     TCP,
-    LinkFaults,
-    MemoryHost,
-    MemoryNetwork,
-    MemoryStream,
     RpcServer,
     TcpNetwork,
     open_rpc_client,
     serve_rpc,
 )
+from revivify.impl.testing import LinkFaults, MemoryHost, MemoryNetwork, MemoryStream
 
 
 class CountingTcp(TcpNetwork):

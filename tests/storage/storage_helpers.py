@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import settings
 
 from revivify.impl.storage.layout import ServerLayout
-from revivify.impl.storage.simdisk import SimDisk
 from revivify.impl.storage.wal import LogEntry
+from revivify.impl.testing import SimDisk
 
 settings.register_profile("storage-fast", max_examples=150, deadline=None)
 

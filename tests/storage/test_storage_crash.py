@@ -23,7 +23,6 @@ from revivify.impl.storage.blocks import (
 from revivify.impl.storage.errors import WalCorrupt
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
-from revivify.impl.storage.simdisk import ExplorationReport, SimDisk, explore_crashes
 from revivify.impl.storage.values import DataState, Superblock
 from revivify.impl.storage.wal import (
     Log,
@@ -33,6 +32,7 @@ from revivify.impl.storage.wal import (
     read_log_entries,
     recover_log,
 )
+from revivify.impl.testing import ExplorationReport, SimDisk, explore_crashes
 
 TABLET = "tablet-a"
 WAL = f"{ROOT}/wals/{TABLET}"

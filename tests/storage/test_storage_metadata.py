@@ -17,7 +17,6 @@ from revivify.impl.storage.errors import (
 )
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore, encode_superblock
-from revivify.impl.storage.simdisk import SimDisk, explore_crashes
 from revivify.impl.storage.values import (
     ConsensusMeta,
     DataState,
@@ -27,6 +26,7 @@ from revivify.impl.storage.values import (
     RaftPeer,
     Superblock,
 )
+from revivify.impl.testing import SimDisk, explore_crashes
 
 SB_OLD = Superblock("tablet-a", DataState.READY, live_blocks=("b1", "b2"), table_name="t")
 SB_NEW = Superblock(

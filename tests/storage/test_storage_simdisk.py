@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from revivify.impl.storage.disk import atomic_replace
-from revivify.impl.storage.simdisk import SimDisk, SimulatedCrash, explore_crashes
+from revivify.impl.testing import SimDisk, SimulatedCrash, explore_crashes
 
 
 def test_unsynced_write_is_lost_and_synced_write_kept() -> None:

@@ -13,7 +13,6 @@ from storage_helpers import ROOT, entries, formatted_disk
 from revivify.impl.storage.disk import OsDisk, write_new_file
 from revivify.impl.storage.errors import LogFailed, LogNotFound, WalCorrupt
 from revivify.impl.storage.layout import ServerLayout
-from revivify.impl.storage.simdisk import SimDisk, SimulatedCrash
 from revivify.impl.storage.values import OpId
 from revivify.impl.storage.wal import (
     Log,
@@ -26,6 +25,7 @@ from revivify.impl.storage.wal import (
     recover_log,
     segment_name,
 )
+from revivify.impl.testing import SimDisk, SimulatedCrash
 
 TABLET = "tablet-a"
 WAL = f"{ROOT}/wals/{TABLET}"

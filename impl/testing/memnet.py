@@ -1,9 +1,11 @@
 """MemoryNetwork: a deterministic in-memory network with partitions, drops, delays, crashes.
 
-The transport of deterministic tests (DESIGN.md: "network (TCP, or in-memory with
-partitions and drops)"). No sockets: streams are this module's own trio.abc.Stream, so
-servers and clients run unchanged under trio.testing.MockClock(autojump_threshold=0), and
-a test that sleeps a minute of virtual time takes a millisecond.
+The transport of deterministic tests: one implementation of the RPC layer's Network seam
+(revivify.impl.rpc.transport), the other being real TCP. It is a test double, so it lives in
+revivify.impl.testing and the RPC package never imports it. No sockets: streams are this
+module's own trio.abc.Stream, so servers and clients run unchanged under
+trio.testing.MockClock(autojump_threshold=0), and a test that sleeps a minute of virtual
+time takes a millisecond.
 
 Model
 -----
@@ -74,7 +76,7 @@ from typing import Literal, TypeAlias
 import attrs
 import trio
 
-from .transport import Address
+from revivify.impl.rpc.transport import Address
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1008 @@
+"""The Raft core of one tablet replica: a plain object, no I/O (etcd's RawNode shape).
+
+Rules of this file
+------------------
+* No trio, no sockets, no files, no clocks, no global randomness. Inputs are method calls:
+  ``tick()`` (time, counted in ticks), ``step(message)``, ``propose(data)``,
+  ``propose_config_change(change, cas_index)``, ``read_index(request_id)``,
+  ``transfer_leadership(uuid)``, ``step_down()``, ``campaign()``. Randomness (election
+  timeouts) comes from the injected ``random.Random``.
+* Output is one ordered batch, ``ready()``, which the shell executes in order and then
+  acknowledges with ``advance(ready)``:
+
+    1. ``steps``: each is ONE durable change (a cmeta write: term, vote, committed config;
+       or one WAL append of a batch of entries) or none, and ONE trace fact describing it.
+       The shell makes the change durable (fsync), then writes the fact, then the next.
+       So a process killed at any moment loses at most the fact of the step in flight.
+    2. ``messages``: sent only after every step of the batch is durable, so no vote is
+       granted and no entry acknowledged before it is on disk.
+    3. ``committed``: entries to apply, in order (durable on this node and committed).
+    4. ``read_states``: ReadIndex requests confirmed: (request_id, index); answer once the
+       state machine has applied ``index``.
+* Every (role, input) pair is a row of ``TRANSITIONS``; a missing pair is a ProtocolError
+  (a test tries every pair). Rows whose handler may change durable state name the trace
+  facts they can emit.
+
+Raft as Kudu runs it (seed 003 "Configs and roles", and the Raft thesis)
+-----------------------------------------------------------------------
+* Elections: randomised timeouts in [election_ticks, 2 * election_ticks). A follower whose
+  timer fires first runs a PRE-election: it asks for votes for term + 1 without changing
+  any term, and only if a majority would vote does it bump its term, vote for itself
+  (durably) and ask for real votes. A voter refuses a pre-vote and ignores a real vote
+  request while it has heard from a live leader within the election timeout (leader
+  stickiness), unless the request comes from a leadership transfer. Together these keep a
+  partitioned server that rejoins from disrupting a healthy leader.
+* Votes: at most one per term, durable (cmeta, atomic replace) before the reply; granted
+  only to a candidate whose last OpId is at least ours (the election restriction).
+* Replication: AppendEntries with the log-consistency check on (prev_term, prev_index); a
+  refusal carries the term at prev_index and the first index of that term, so the leader
+  skips a whole divergent term per round trip (fast backtracking).
+* Commitment: a new leader appends a no-op in its term; the leader advances its commit
+  index only to an entry of its own term that a majority of voters hold (figure 8 of the
+  Raft paper: counting replicas never commits an older term's entry by itself). Followers
+  learn the commit index from the leader, bounded by what they have verified matches.
+* Check-quorum: a leader that has not heard from a majority of voters within an election
+  timeout steps down (it may be partitioned away, and reads must not be served from it).
+* Membership: one server at a time; a change names the committed config's opid_index as a
+  compare-and-set, and is refused while another change is uncommitted or before the
+  leader committed an entry of its own term. A configuration takes effect when appended.
+  NON_VOTER members get the log but no vote; with ``promote`` the leader makes them VOTER
+  once they have caught up to the commit index.
+* Reads: ReadIndex. The leader notes its commit index, confirms it is still leader with a
+  heartbeat round acknowledged by a majority, and only then releases the read at that
+  index. No clock is trusted (no leases for reads).
+
+Invariants this object keeps (tests/consensus checks them across many cores):
+at most one leader per term; log matching; a leader's log contains every committed entry;
+no two replicas apply different entries at one index; term and vote never go back.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from . import quorum
+from .errors import (
+    ALREADY_MEMBER,
+    CAS_MISMATCH,
+    CHANGE_PENDING,
+    LEADER_NOT_READY,
+    NO_VOTERS_LEFT,
+    NOT_MEMBER,
+    REMOVES_LEADER,
+    ROLE_UNCHANGED,
+    ConfigChangeRefused,
+    NotLeader,
+    TransferRefused,
+)
+from .log import RaftLog
+from .messages import (
+    ENTRY_CONFIG,
+    ENTRY_NOOP,
+    ENTRY_WRITE,
+    NON_VOTER,
+    VOTER,
+    AppendRequest,
+    AppendResponse,
+    Config,
+    ConfigChange,
+    Entry,
+    Message,
+    Peer,
+    TimeoutNow,
+    VoteRequest,
+    VoteResponse,
+    decode_config,
+    encode_config,
+)
+
+
+class Role(enum.Enum):
+    FOLLOWER = "FOLLOWER"
+    PRE_CANDIDATE = "PRE_CANDIDATE"
+    CANDIDATE = "CANDIDATE"
+    LEADER = "LEADER"
+
+
+class ProtocolError(Exception):
+    """An input the transition table has no row for (a bug in the caller or the table)."""
+
+
+@attrs.frozen
+class Options:
+    election_ticks: int = 10
+    heartbeat_ticks: int = 2
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_append_entries: int = 256  # entries per AppendRequest
+    max_inflight_appends: int = 64  # unacknowledged AppendRequests carrying entries, per peer
+
+    def __attrs_post_init__(self) -> None:
+        if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
+            raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
+
+
+@attrs.frozen
+class Fact:
+    """A trace fact: the event name, its arguments, and the core's part of the durable
+    state after the step (the shell adds the superblock and data blocks)."""
+
+    event: str
+    args: dict[str, Any]
+    term: int
+    voted_for: str | None
+    config_index: int
+    last_term: int
+    last_index: int
+
+
+@attrs.frozen
+class Cmeta:
+    """What the cmeta file holds: written whole, atomically (write temp, fsync, rename)."""
+
+    term: int
+    voted_for: str | None
+    committed_config: Config
+
+
+@attrs.frozen
+class Step:
+    """One durable change (or none) and the one fact that reports it."""
+
+    fact: Fact
+    cmeta: Cmeta | None = None  # write the cmeta file with this content
+    entries: tuple[Entry, ...] = ()  # append these (the first may overwrite a suffix)
+
+
+@attrs.frozen
+class ReadState:
+    request_id: int
+    index: int
+
+
+@attrs.frozen
+class Ready:
+    steps: tuple[Step, ...]
+    messages: tuple[Message, ...]
+    committed: tuple[Entry, ...]
+    read_states: tuple[ReadState, ...]
+    read_failures: tuple[int, ...]  # ReadIndex requests dropped (leadership lost)
+
+    def is_empty(self) -> bool:
+        return not (self.steps or self.messages or self.committed or self.read_states
+                    or self.read_failures)
+
+
+@attrs.define
+class Progress:
+    """The leader's view of one peer."""
+
+    match: int = 0
+    next: int = 1
+    recent_active: bool = False
+    inflight: int = 0  # AppendRequests with entries sent and not yet answered
+    needs_copy: bool = False  # the entries it needs were compacted away (tablet copy)
+
+
+@attrs.frozen
+class PeerStatus:
+    uuid: str
+    member_type: str
+    match: int
+    next: int
+    needs_copy: bool
+
+
+@attrs.frozen
+class Status:
+    uuid: str
+    role: Role
+    term: int
+    voted_for: str | None
+    leader: str | None
+    last_term: int
+    last_index: int
+    commit_index: int
+    applied_index: int
+    committed_config: Config
+    active_config: Config
+    peers: tuple[PeerStatus, ...]  # leader only
+
+
+@attrs.define
+class _ReadRound:
+    ctx: int
+    index: int
+    request_ids: list[int]
+    acks: set[str]
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class RaftCore:
+    """One replica's Raft state machine. See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        me: str,
+        term: int,
+        voted_for: str | None,
+        committed_config: Config,
+        log: RaftLog,
+        applied_index: int,
+        rng: random.Random,
+        options: Options | None = None,
+    ) -> None:
+        self.me = me
+        self.options = options or Options()
+        self.rng = rng
+        self.term = term
+        self.voted_for = voted_for
+        self.log = log
+        self.committed_config = committed_config
+        # Configurations carried by entries above the committed one, in log order. The
+        # active configuration is the last of them (Raft: a config applies once appended).
+        self._log_configs: list[Config] = []
+        for e in log.slice(committed_config.opid_index + 1, log.last_index):
+            if e.kind == ENTRY_CONFIG:
+                self._log_configs.append(_config_at(e))
+        if applied_index > log.last_index:
+            raise ValueError(f"applied index {applied_index} beyond the log ({log.last_index})")
+        self.commit_index = applied_index
+        self.applied_index = applied_index
+        self.role = Role.FOLLOWER
+        self.leader: str | None = None
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = self._new_timeout()
+        self.votes: dict[str, bool] = {}
+        self.progress: dict[str, Progress] = {}
+        self.transferee: str | None = None
+        self.transfer_elapsed = 0
+        self.durable_index = log.last_index  # everything handed to the constructor is on disk
+        # output being collected for the next ready()
+        self._steps: list[Step] = []
+        self._messages: list[Message] = []
+        self._read_states: list[ReadState] = []
+        self._read_failures: list[int] = []
+        # ReadIndex bookkeeping (leader only)
+        self._read_queue: list[int] = []  # waiting for a round
+        self._read_rounds: list[_ReadRound] = []
+        self._read_ctx = 0
+        self._replicate_pending = False  # proposals appended since the last broadcast
+        self.dropped: list[str] = []  # why messages were dropped (diagnostics, bounded)
+        self.anomalies: list[str] = []  # safety violations observed (tests assert empty)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def active_config(self) -> Config:
+        return self._log_configs[-1] if self._log_configs else self.committed_config
+
+    def voters(self) -> frozenset[str]:
+        return self.active_config.voters()
+
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def promotable(self) -> bool:
+        return self.active_config.is_voter(self.me)
+
+    def status(self) -> Status:
+        peers: tuple[PeerStatus, ...] = ()
+        if self.role is Role.LEADER:
+            peers = tuple(
+                PeerStatus(p.uuid, p.member_type, self.progress[p.uuid].match,
+                           self.progress[p.uuid].next, self.progress[p.uuid].needs_copy)
+                for p in self.active_config.peers if p.uuid in self.progress)
+        return Status(self.me, self.role, self.term, self.voted_for, self.leader,
+                      self.log.last_term, self.log.last_index, self.commit_index,
+                      self.applied_index, self.committed_config, self.active_config, peers)
+
+    def committed_in_term(self) -> bool:
+        """The leader has committed an entry of its own term (its no-op at least)."""
+        return self.log.term_at(self.commit_index) == self.term
+
+    # ------------------------------------------------------------------ inputs
+
+    def tick(self) -> None:
+        self._dispatch("tick", None)
+
+    def step(self, message: Message) -> None:
+        if message.dest != self.me:
+            self._drop(f"{type(message).__name__} for {message.dest}, I am {self.me}")
+            return
+        if message.src == self.me:
+            self._drop(f"{type(message).__name__} from myself")
+            return
+        if not self._term_gate(message):
+            return
+        self._dispatch(type(message).__name__, message)
+
+    def campaign(self) -> None:
+        """Start an election now (tests, and an operator's 'elect this replica')."""
+        if not self.promotable():
+            raise TransferRefused(f"{self.me} is not a voter of the active configuration")
+        if self.role is not Role.LEADER:
+            self._campaign(pre_vote=self.options.pre_vote, transfer=False)
+
+    def propose(self, data: bytes) -> Entry:
+        """Append an application entry; returns it (its OpId identifies the proposal)."""
+        self._require_leader()
+        return self._append_own(ENTRY_WRITE, data)
+
+    def propose_config_change(self, change: ConfigChange, cas_index: int) -> Entry:
+        self._require_leader()
+        committed = self.committed_config.opid_index
+        if cas_index != committed:
+            raise ConfigChangeRefused(
+                CAS_MISMATCH, f"the committed config is at index {committed}, the request "
+                f"names {cas_index}", committed)
+        if self._log_configs:
+            raise ConfigChangeRefused(
+                CHANGE_PENDING, f"the change at index {self._log_configs[-1].opid_index} is "
+                "not committed yet", committed)
+        if not self.committed_in_term():
+            raise ConfigChangeRefused(
+                LEADER_NOT_READY, f"leader of term {self.term} has not committed an entry of "
+                "its term yet", committed)
+        new_peers = _apply_change(self.active_config, change, self.me, committed)
+        index = self.log.last_index + 1
+        config = Config(index, new_peers)
+        return self._append_own(ENTRY_CONFIG, encode_config(config))
+
+    def read_index(self, request_id: int) -> None:
+        """Ask for a linearizable read point; answered in a later ready().read_states."""
+        self._require_leader()
+        self._read_queue.append(request_id)
+
+    def transfer_leadership(self, target: str) -> None:
+        self._require_leader()
+        if target == self.me:
+            raise TransferRefused("already the leader")
+        if not self.active_config.is_voter(target):
+            raise TransferRefused(f"{target} is not a voter of the active configuration")
+        self.transferee = target
+        self.transfer_elapsed = 0
+        pr = self.progress[target]
+        if pr.match == self.log.last_index:
+            self._send(TimeoutNow(self.me, target, self.term))
+        else:
+            self._send_append(target)
+
+    def step_down(self) -> None:
+        """Stop leading (an operator's request); stays in the term, votes stay as they are."""
+        self._require_leader()
+        self._become_follower_same_term("requested")
+
+    # ------------------------------------------------------------------ output
+
+    def _flush_output(self) -> None:
+        if self._replicate_pending:
+            self._replicate_pending = False
+            if self.role is Role.LEADER:
+                self._broadcast_append(heartbeat=False)
+        self._start_read_rounds()
+
+    def has_ready(self) -> bool:
+        self._flush_output()
+        return bool(self._steps or self._messages or self._read_states or self._read_failures
+                    or self.commit_index > self.applied_index)
+
+    def ready(self) -> Ready:
+        self._flush_output()
+        committed: tuple[Entry, ...] = ()
+        if self.commit_index > self.applied_index:
+            committed = tuple(self.log.slice(self.applied_index + 1, self.commit_index))
+        rd = Ready(tuple(self._steps), tuple(self._messages), committed,
+                   tuple(self._read_states), tuple(self._read_failures))
+        self._steps.clear()
+        self._messages.clear()
+        self._read_states.clear()
+        self._read_failures.clear()
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The shell executed ``rd``: its steps are durable and its entries applied."""
+        appended = [s.entries[-1].index for s in rd.steps if s.entries]
+        if appended:
+            # Later steps of the same batch may have truncated below an earlier append.
+            self.durable_index = min(appended[-1], self.log.last_index)
+        if rd.committed:
+            self.applied_index = rd.committed[-1].index
+        if self.role is Role.LEADER and appended:
+            self.progress[self.me].match = self.durable_index
+            self.progress[self.me].next = self.durable_index + 1
+            self._maybe_commit()
+
+    def compact(self, up_to: int) -> None:
+        """Drop entries up to ``up_to`` from memory (they were flushed to data blocks)."""
+        self.log.compact(min(up_to, self.applied_index))
+
+    # ------------------------------------------------------------------ the table
+
+    def _dispatch(self, input_name: str, message: Message | None) -> None:
+        row = TRANSITIONS.get((self.role, input_name))
+        if row is None:
+            raise ProtocolError(f"no transition for ({self.role.name}, {input_name})")
+        row.handler(self, message)
+
+    # ---- term handling, common to every role (Raft's "if RPC term > currentTerm")
+
+    def _term_gate(self, m: Message) -> bool:
+        """Apply the term rules; False if the message is answered or dropped here."""
+        if m.term > self.term:
+            if isinstance(m, VoteRequest):
+                if m.pre_vote:
+                    return True  # a pre-vote never moves a term
+                if self._in_lease() and not m.ignore_lease:
+                    self._send(VoteResponse(self.me, m.src, self.term, False,
+                                            reason="a live leader was heard from recently"))
+                    self._drop(f"vote request from {m.src} ignored: leader lease")
+                    return False
+                return True  # the vote handler folds the term rise into its own step
+            if isinstance(m, VoteResponse) and m.pre_vote and m.granted:
+                return True  # a granted pre-vote carries the term we would campaign in
+            leader = m.src if isinstance(m, AppendRequest) else None
+            self._become_follower(m.term, leader)
+            return True
+        if m.term < self.term:
+            if isinstance(m, AppendRequest):
+                # Tell a deposed leader about the new term so that it steps down.
+                self._send(AppendResponse(self.me, m.src, self.term, False,
+                                          last_index=self.log.last_index,
+                                          reason=f"stale term {m.term} < {self.term}"))
+                return False
+            if isinstance(m, VoteRequest):
+                if not m.pre_vote:
+                    self._vote_fact(m, granted=False)
+                self._send(VoteResponse(self.me, m.src, self.term, False, pre_vote=m.pre_vote,
+                                        reason=f"stale term {m.term} < {self.term}"))
+                return False
+            if isinstance(m, VoteResponse) and m.pre_vote and m.granted:
+                return True  # judged by the pre-candidate against term + 1
+            self._drop(f"stale {type(m).__name__} from {m.src} (term {m.term} < {self.term})")
+            return False
+        return True
+
+    # ---- handlers (one per row kind)
+
+    def _on_tick_follower(self, _: Message | None) -> None:
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.randomized_timeout and self.promotable():
+            self._campaign(pre_vote=self.options.pre_vote, transfer=False)
+
+    def _on_tick_leader(self, _: Message | None) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.transferee is not None:
+            self.transfer_elapsed += 1
+            if self.transfer_elapsed >= self.options.election_ticks:
+                self.transferee = None  # the transfer timed out: lead on
+        if self.election_elapsed >= self.options.election_ticks:
+            self.election_elapsed = 0
+            if self.options.check_quorum:
+                active = {u for u, p in self.progress.items() if p.recent_active} | {self.me}
+                for p in self.progress.values():
+                    p.recent_active = False
+                if not quorum.has_quorum(self.voters(), active):
+                    self._become_follower_same_term("check-quorum: no majority heard from")
+                    return
+        if self.heartbeat_elapsed >= self.options.heartbeat_ticks:
+            self.heartbeat_elapsed = 0
+            self._broadcast_append(heartbeat=True)
+
+    def _on_vote_request(self, m: Message | None) -> None:
+        assert isinstance(m, VoteRequest)
+        if m.pre_vote:
+            grant = (m.term > self.term and self.log.up_to_date(m.last_term, m.last_index)
+                     and (not self._in_lease() or m.ignore_lease))
+            self._send(VoteResponse(self.me, m.src, m.term if grant else self.term, grant,
+                                    pre_vote=True,
+                                    reason="" if grant else self._refusal_reason(m)))
+            return
+        grant = (m.term >= self.term and self.voted_for in (None, m.src)
+                 and self.log.up_to_date(m.last_term, m.last_index))
+        if m.term > self.term:  # (the lease was checked by the term gate)
+            if self.role is not Role.FOLLOWER:
+                self._leave_leadership()
+            self.role = Role.FOLLOWER
+            self.leader = None
+            self.term, self.voted_for = m.term, None
+            grant = self.log.up_to_date(m.last_term, m.last_index)
+        if grant:
+            self.voted_for = m.src
+            self.election_elapsed = 0
+        self._vote_fact(m, granted=grant)
+        self._send(VoteResponse(self.me, m.src, self.term, grant,
+                                reason="" if grant else self._refusal_reason(m)))
+
+    def _on_vote_response(self, m: Message | None) -> None:
+        assert isinstance(m, VoteResponse)
+        if self.role is Role.PRE_CANDIDATE:
+            if not m.pre_vote or (m.granted and m.term != self.term + 1):
+                self._drop(f"vote response from {m.src} does not answer my pre-election")
+                return
+        elif self.role is Role.CANDIDATE:
+            if m.pre_vote:
+                self._drop(f"late pre-vote response from {m.src}")
+                return
+        else:
+            self._drop(f"vote response from {m.src} while {self.role.name}")
+            return
+        self.votes[m.src] = m.granted
+        result = quorum.vote_result(self.voters(), self.votes)
+        if result is quorum.VoteResult.WON:
+            if self.role is Role.PRE_CANDIDATE:
+                self._campaign(pre_vote=False, transfer=False)
+            else:
+                self._become_leader()
+        elif result is quorum.VoteResult.LOST:
+            self.role = Role.FOLLOWER
+            self.votes = {}
+
+    def _on_append_request(self, m: Message | None) -> None:
+        assert isinstance(m, AppendRequest)
+        if self.role is not Role.FOLLOWER:  # a leader of our term exists: follow it
+            self.role = Role.FOLLOWER
+            self.votes = {}
+        self.leader = m.src
+        self.election_elapsed = 0
+        log = self.log
+        if m.prev_index < log.base_index:
+            # Entries this node flushed: they are committed, so they match; skip them.
+            skip = log.base_index - m.prev_index
+            entries = m.entries[skip:]
+            prev_index, prev_term = log.base_index, log.base_term
+            if len(m.entries) < skip:
+                self._send(AppendResponse(self.me, m.src, self.term, True,
+                                          match_index=log.base_index,
+                                          last_index=log.last_index, read_ctx=m.read_ctx))
+                return
+        else:
+            entries, prev_index, prev_term = m.entries, m.prev_index, m.prev_term
+        local_prev = log.term_at(prev_index)
+        if local_prev is None:  # our log is shorter than prev_index
+            self._send(AppendResponse(self.me, m.src, self.term, False,
+                                      last_index=log.last_index,
+                                      conflict_index=log.last_index + 1, read_ctx=m.read_ctx,
+                                      reason=f"no entry at {prev_index}"))
+            return
+        if local_prev != prev_term:
+            first = log.first_index_of_term(local_prev, prev_index)
+            self._send(AppendResponse(self.me, m.src, self.term, False,
+                                      last_index=log.last_index, conflict_term=local_prev,
+                                      conflict_index=first, read_ctx=m.read_ctx,
+                                      reason=f"term at {prev_index} is {local_prev}, "
+                                             f"not {prev_term}"))
+            return
+        # Skip the entries we already hold; truncate at the first conflict; append the rest.
+        new: list[Entry] = []
+        for k, e in enumerate(entries):
+            t = log.term_at(e.index)
+            if t is None or t != e.term:
+                new = list(entries[k:])
+                break
+        if new:
+            if new[0].index <= log.last_index:
+                if new[0].index <= self.commit_index:
+                    raise AssertionError(
+                        f"{self.me}: leader {m.src} would overwrite committed index "
+                        f"{new[0].index} (commit {self.commit_index})")
+                log.truncate_after(new[0].index - 1)
+                while self._log_configs and self._log_configs[-1].opid_index >= new[0].index:
+                    self._log_configs.pop()
+                self.durable_index = min(self.durable_index, new[0].index - 1)
+            log.append(new)
+            for e in new:
+                if e.kind == ENTRY_CONFIG:
+                    self._log_configs.append(_config_at(e))
+            self._emit_append(tuple(new))
+        match = prev_index + len(entries)
+        self._advance_commit(min(m.commit_index, match))
+        self._send(AppendResponse(self.me, m.src, self.term, True, match_index=match,
+                                  last_index=log.last_index, read_ctx=m.read_ctx))
+
+    def _on_append_response(self, m: Message | None) -> None:
+        assert isinstance(m, AppendResponse)
+        pr = self.progress.get(m.src)
+        if pr is None:
+            self._drop(f"append response from {m.src}, not a member")
+            return
+        pr.recent_active = True
+        pr.inflight = max(0, pr.inflight - 1)
+        if m.read_ctx:
+            self._ack_reads(m.src, m.read_ctx)
+        if m.success:
+            if m.match_index > pr.match:
+                pr.match = m.match_index
+                pr.needs_copy = False
+            pr.next = max(pr.next, pr.match + 1)
+            self._maybe_commit()
+            self._maybe_promote(m.src)
+            if self.transferee == m.src and pr.match == self.log.last_index:
+                self._send(TimeoutNow(self.me, m.src, self.term))
+        else:
+            # Fast backtracking: skip the follower's whole conflicting term.
+            nxt = m.conflict_index or m.last_index + 1
+            if m.conflict_term:
+                last_of_term = self.log.last_index_of_term(m.conflict_term)
+                if last_of_term is not None:
+                    nxt = last_of_term + 1
+            pr.next = max(pr.match + 1, min(nxt, self.log.last_index + 1))
+            pr.inflight = 0
+        if pr.next <= self.log.last_index:
+            self._send_append(m.src)
+
+    def _on_timeout_now(self, m: Message | None) -> None:
+        assert isinstance(m, TimeoutNow)
+        if self.promotable():
+            self._campaign(pre_vote=False, transfer=True)
+
+    def _on_drop(self, m: Message | None) -> None:
+        self._drop(f"{type(m).__name__} ignored while {self.role.name}")
+
+    def _on_second_leader(self, m: Message | None) -> None:
+        # Election safety says this cannot happen; never act on it, make it visible.
+        assert m is not None
+        self._drop(f"AppendRequest from {m.src} claims to lead term {m.term}, which I lead")
+        self.anomalies.append(f"two leaders in term {m.term}: {self.me} and {m.src}")
+
+    # ------------------------------------------------------------------ elections
+
+    def _campaign(self, *, pre_vote: bool, transfer: bool) -> None:
+        self.election_elapsed = 0
+        self.randomized_timeout = self._new_timeout()
+        self.leader = None
+        self.votes = {self.me: True}
+        if pre_vote:
+            self.role = Role.PRE_CANDIDATE
+            term = self.term + 1
+        else:
+            self.role = Role.CANDIDATE
+            self.term += 1
+            self.voted_for = self.me
+            self._emit(Step(self._fact("start_election", me=self.me), cmeta=self._cmeta()))
+            term = self.term
+        if quorum.vote_result(self.voters(), self.votes) is quorum.VoteResult.WON:
+            if pre_vote:
+                self._campaign(pre_vote=False, transfer=transfer)
+            else:
+                self._become_leader()
+            return
+        for uuid in sorted(self.voters() - {self.me}):
+            self._send(VoteRequest(self.me, uuid, term, self.log.last_term, self.log.last_index,
+                                   pre_vote=pre_vote, ignore_lease=transfer))
+
+    def _become_leader(self) -> None:
+        self.role = Role.LEADER
+        self.leader = self.me
+        self.votes = {}
+        self.transferee = None
+        self.heartbeat_elapsed = 0
+        self.election_elapsed = 0
+        self.progress = {}
+        for p in self.active_config.peers:
+            self.progress[p.uuid] = Progress(match=0, next=self.log.last_index + 1)
+        self.progress.setdefault(self.me, Progress())
+        self.progress[self.me].match = self.durable_index
+        self._emit(Step(self._fact("become_leader", me=self.me, t=self.term)))
+        self._append_own(ENTRY_NOOP, b"")
+
+    def _become_follower(self, term: int, leader: str | None) -> None:
+        """A higher term was seen: adopt it (durably), forget the vote, follow."""
+        if self.role is not Role.FOLLOWER:
+            self._leave_leadership()
+        self.role = Role.FOLLOWER
+        self.term = term
+        self.voted_for = None
+        self.leader = leader
+        self.votes = {}
+        self.election_elapsed = 0
+        self._emit(Step(self._fact("learn_term", t=term), cmeta=self._cmeta()))
+
+    def _become_follower_same_term(self, why: str) -> None:
+        was_leader = self.role is Role.LEADER
+        self._leave_leadership()
+        self.role = Role.FOLLOWER
+        self.leader = None
+        self.election_elapsed = 0
+        self.randomized_timeout = self._new_timeout()
+        if was_leader:
+            self._emit(Step(self._fact("step_down", reason=why)))
+
+    def _leave_leadership(self) -> None:
+        if self.role is Role.LEADER:
+            self._read_failures.extend(self._read_queue)
+            for r in self._read_rounds:
+                self._read_failures.extend(r.request_ids)
+            self._read_queue.clear()
+            self._read_rounds.clear()
+            self.progress = {}
+            self.transferee = None
+
+    def _in_lease(self) -> bool:
+        """Heard from a live leader within the minimum election timeout."""
+        if self.role is Role.LEADER:
+            return True  # a live leader refuses to be disrupted
+        return (self.leader is not None
+                and self.election_elapsed < self.options.election_ticks)
+
+    def _refusal_reason(self, m: VoteRequest) -> str:
+        if not self.log.up_to_date(m.last_term, m.last_index):
+            return (f"candidate log ({m.last_term},{m.last_index}) behind mine "
+                    f"({self.log.last_term},{self.log.last_index})")
+        if self._in_lease():
+            return "a live leader was heard from recently"
+        if m.term < self.term or (m.pre_vote and m.term <= self.term):
+            return f"term {m.term} not above mine ({self.term})"
+        return f"already voted for {self.voted_for} in term {self.term}"
+
+    def _new_timeout(self) -> int:
+        e = self.options.election_ticks
+        return e + self.rng.randrange(e)
+
+    # ------------------------------------------------------------------ replication
+
+    def _require_leader(self) -> None:
+        if self.role is not Role.LEADER:
+            raise NotLeader(self.leader, self.term)
+        if self.transferee is not None:
+            raise NotLeader(self.transferee, self.term, "leadership transfer in progress")
+
+    def _append_own(self, kind: str, data: bytes) -> Entry:
+        entry = Entry(self.term, self.log.last_index + 1, kind, data)  # type: ignore[arg-type]
+        self.log.append([entry])
+        if kind == ENTRY_CONFIG:
+            self._log_configs.append(_config_at(entry))
+            for p in self.active_config.peers:
+                self.progress.setdefault(p.uuid, Progress(next=entry.index))
+            for gone in set(self.progress) - set(self.active_config.uuids()) - {self.me}:
+                del self.progress[gone]
+        self._emit_append((entry,))
+        # Replicate once per batch (at ready()), not once per proposal.
+        self._replicate_pending = True
+        return entry
+
+    def _emit_append(self, entries: tuple[Entry, ...]) -> None:
+        """Group commit: appends that continue the previous pending step (nothing else in
+        between) join it: one WAL write, one fsync, one log_append fact for the batch."""
+        last = self._steps[-1] if self._steps else None
+        if last is not None and last.entries and last.fact.event == "log_append" \
+                and last.entries[-1].index == entries[0].index - 1:
+            entries = (*last.entries, *entries)
+            self._steps.pop()
+        self._emit(Step(self._fact("log_append", first_index=entries[0].index,
+                                   op_term=entries[-1].term, op_index=entries[-1].index),
+                        entries=entries))
+
+    def _broadcast_append(self, *, heartbeat: bool) -> None:
+        for uuid in self.active_config.uuids():
+            if uuid == self.me:
+                continue
+            pr = self.progress[uuid]
+            if heartbeat or (pr.next <= self.log.last_index
+                             and pr.inflight < self.options.max_inflight_appends):
+                self._send_append(uuid, heartbeat=heartbeat)
+
+    def _send_append(self, uuid: str, *, heartbeat: bool = False, read_ctx: int = 0) -> None:
+        pr = self.progress[uuid]
+        prev = pr.next - 1
+        prev_term = self.log.term_at(prev)
+        if prev_term is None:
+            # The entries this peer needs were compacted: only a tablet copy can help.
+            pr.needs_copy = True
+            self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
+                       f"{self.log.base_index}: needs a tablet copy")
+            return
+        entries: tuple[Entry, ...] = ()
+        if pr.next <= self.log.last_index and pr.inflight < self.options.max_inflight_appends:
+            entries = tuple(self.log.slice(pr.next,
+                                           pr.next + self.options.max_append_entries - 1))
+        if entries:
+            pr.next = entries[-1].index + 1  # optimistic: pipeline the next batch
+            pr.inflight += 1
+        if read_ctx == 0 and self._read_rounds:
+            read_ctx = self._read_rounds[-1].ctx
+        self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
+                                 prev_index=prev, entries=entries,
+                                 commit_index=self.commit_index, read_ctx=read_ctx))
+
+    def _maybe_commit(self) -> None:
+        match = {u: p.match for u, p in self.progress.items()}
+        match[self.me] = self.durable_index
+        candidate = quorum.committed_index(self.voters(), match)
+        # Only an entry of the leader's own term is committed by counting (figure 8).
+        if candidate > self.commit_index and self.log.term_at(candidate) == self.term:
+            self._advance_commit(candidate)
+            if self._read_queue:
+                self._start_read_rounds()
+
+    def _advance_commit(self, index: int) -> None:
+        if index <= self.commit_index:
+            return
+        old = self.commit_index
+        self.commit_index = index
+        term = self.log.term_at(index)
+        assert term is not None
+        self._emit(Step(self._fact("commit", index=index, op_term=term)))
+        for e in self.log.slice(old + 1, index):
+            if e.kind == ENTRY_CONFIG:
+                config = _config_at(e)
+                if config.opid_index > self.committed_config.opid_index:
+                    self.committed_config = config
+                    while self._log_configs and \
+                            self._log_configs[0].opid_index <= config.opid_index:
+                        self._log_configs.pop(0)
+                    self._emit(Step(self._fact("config_commit", config_index=e.index),
+                                    cmeta=self._cmeta()))
+
+    def _maybe_promote(self, uuid: str) -> None:
+        """Promote a caught-up NON_VOTER that was added with ``promote``."""
+        peer = self.active_config.peer(uuid)
+        if (peer is None or peer.member_type != NON_VOTER or not peer.promote
+                or self._log_configs or not self.committed_in_term()
+                or self.transferee is not None):
+            return
+        if self.progress[uuid].match < self.commit_index:
+            return
+        promoted = Peer(peer.uuid, peer.address, VOTER, False)
+        try:
+            self.propose_config_change(ConfigChange("CHANGE_ROLE", promoted),
+                                       self.committed_config.opid_index)
+        except ConfigChangeRefused as exc:  # raced with another change: retry on next ack
+            self._drop(f"promotion of {uuid} deferred: {exc}")
+
+    # ------------------------------------------------------------------ ReadIndex
+
+    def _start_read_rounds(self) -> None:
+        if self.role is not Role.LEADER or not self._read_queue:
+            return
+        if not self.committed_in_term():
+            return  # wait for the no-op: until then commit_index may be stale
+        self._read_ctx += 1
+        rnd = _ReadRound(self._read_ctx, self.commit_index, list(self._read_queue), {self.me})
+        self._read_queue.clear()
+        self._read_rounds.append(rnd)
+        if quorum.has_quorum(self.voters(), rnd.acks):
+            self._release_reads()
+            return
+        for uuid in self.active_config.uuids():
+            if uuid != self.me and uuid in self.progress:
+                self._send_append(uuid, heartbeat=True, read_ctx=rnd.ctx)
+
+    def _ack_reads(self, uuid: str, ctx: int) -> None:
+        for rnd in self._read_rounds:
+            if rnd.ctx <= ctx:
+                rnd.acks.add(uuid)
+        self._release_reads()
+
+    def _release_reads(self) -> None:
+        voters = self.voters()
+        # A round confirmed by a majority also confirms every earlier round.
+        done = [k for k, r in enumerate(self._read_rounds) if quorum.has_quorum(voters, r.acks)]
+        if not done:
+            return
+        upto = done[-1]
+        for r in self._read_rounds[: upto + 1]:
+            self._read_states.extend(ReadState(rid, r.index) for rid in r.request_ids)
+        del self._read_rounds[: upto + 1]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _cmeta(self) -> Cmeta:
+        return Cmeta(self.term, self.voted_for, self.committed_config)
+
+    def _fact(self, event: str, **args: Any) -> Fact:
+        return Fact(event, args, self.term, self.voted_for, self.committed_config.opid_index,
+                    self.log.last_term, self.log.last_index)
+
+    def _vote_fact(self, m: VoteRequest, *, granted: bool) -> None:
+        fact = self._fact("vote_granted" if granted else "vote_denied", candidate=m.src,
+                          t=m.term, cand_last_term=m.last_term, cand_last_index=m.last_index)
+        self._emit(Step(fact, cmeta=self._cmeta()))
+
+    def _emit(self, step: Step) -> None:
+        self._steps.append(step)
+
+    def _send(self, m: Message) -> None:
+        self._messages.append(m)
+
+    def _drop(self, why: str) -> None:
+        if len(self.dropped) >= 64:
+            del self.dropped[:32]
+        self.dropped.append(why)
+
+
+def _config_at(entry: Entry) -> Config:
+    config = decode_config(entry.data)
+    if config.opid_index != entry.index:
+        config = msgspec.structs.replace(config, opid_index=entry.index)
+    return config
+
+
+def _apply_change(config: Config, change: ConfigChange, me: str,
+                  committed: int) -> tuple[Peer, ...]:
+    peers = list(config.peers)
+    current = config.peer(change.peer.uuid)
+    if change.kind == "ADD":
+        if current is not None:
+            raise ConfigChangeRefused(ALREADY_MEMBER, f"{change.peer.uuid} is already a "
+                                      f"{current.member_type} member", committed)
+        peers.append(change.peer)
+    elif change.kind == "REMOVE":
+        if current is None:
+            raise ConfigChangeRefused(NOT_MEMBER, f"{change.peer.uuid} is not a member",
+                                      committed)
+        if change.peer.uuid == me:
+            raise ConfigChangeRefused(REMOVES_LEADER, f"{me} is the leader: transfer "
+                                      "leadership before removing it", committed)
+        peers = [p for p in peers if p.uuid != change.peer.uuid]
+    else:
+        if current is None:
+            raise ConfigChangeRefused(NOT_MEMBER, f"{change.peer.uuid} is not a member",
+                                      committed)
+        if current.member_type == change.peer.member_type:
+            raise ConfigChangeRefused(ROLE_UNCHANGED, f"{change.peer.uuid} is already "
+                                      f"{current.member_type}", committed)
+        if change.peer.uuid == me:
+            raise ConfigChangeRefused(REMOVES_LEADER, "the leader cannot change its own "
+                                      "role", committed)
+        peers = [msgspec.structs.replace(p, member_type=change.peer.member_type,
+                                         promote=change.peer.promote)
+                 if p.uuid == change.peer.uuid else p for p in peers]
+    if not any(p.member_type == VOTER for p in peers):
+        raise ConfigChangeRefused(NO_VOTERS_LEFT, "the change would leave no voter", committed)
+    return tuple(peers)
+
+
+# ---------------------------------------------------------------------------------------
+# The transition table: (role, input) -> handler. Inputs are "tick" and message type names.
+# ``facts`` lists the trace facts a row may emit (durable ones first).
+
+
+@attrs.frozen
+class Transition:
+    handler: Callable[[RaftCore, Message | None], None]
+    facts: tuple[str, ...] = ()
+
+
+_FOLLOWERS: Final = (Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE)
+INPUTS: Final = ("tick", "VoteRequest", "VoteResponse", "AppendRequest", "AppendResponse",
+                 "TimeoutNow")
+
+TRANSITIONS: dict[tuple[Role, str], Transition] = {}
+for _role in _FOLLOWERS:
+    TRANSITIONS[(_role, "tick")] = Transition(RaftCore._on_tick_follower, ("start_election",))
+    TRANSITIONS[(_role, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+                                                     ("vote_granted", "vote_denied"))
+    TRANSITIONS[(_role, "VoteResponse")] = Transition(
+        RaftCore._on_vote_response, ("start_election", "become_leader", "log_append"))
+    TRANSITIONS[(_role, "AppendRequest")] = Transition(
+        RaftCore._on_append_request, ("log_append", "commit", "config_commit"))
+    TRANSITIONS[(_role, "AppendResponse")] = Transition(RaftCore._on_drop)
+    TRANSITIONS[(_role, "TimeoutNow")] = Transition(RaftCore._on_timeout_now,
+                                                    ("start_election",))
+TRANSITIONS[(Role.LEADER, "tick")] = Transition(RaftCore._on_tick_leader, ("step_down",))
+# A leader receives a vote request of its own term only from a stale candidate: refuse.
+TRANSITIONS[(Role.LEADER, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+                                                       ("vote_denied",))
+TRANSITIONS[(Role.LEADER, "VoteResponse")] = Transition(RaftCore._on_vote_response)
+TRANSITIONS[(Role.LEADER, "AppendResponse")] = Transition(
+    RaftCore._on_append_response, ("commit", "config_commit", "log_append"))
+TRANSITIONS[(Role.LEADER, "TimeoutNow")] = Transition(RaftCore._on_drop)
+TRANSITIONS[(Role.LEADER, "AppendRequest")] = Transition(RaftCore._on_second_leader)
+del _role
+
+__all__ = [
+    "INPUTS", "TRANSITIONS", "Cmeta", "Fact", "Options", "PeerStatus", "ProtocolError",
+    "RaftCore", "ReadState", "Ready", "Role", "Status", "Step", "Transition",
+]
