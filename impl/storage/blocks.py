@@ -15,6 +15,9 @@ Deletion protocol (what makes deletion retryable after a crash):
     3. superblock'' = orphaned_blocks - ids; write it durably
     startup: finish_orphan_deletion() redoes 2 and 3 for whatever orphaned_blocks lists.
 
+A compaction (`replace_live_blocks`) is the same protocol whose step 1 also lists the new,
+already durable blocks as live: one superblock write swaps the old blocks for the new ones.
+
 Invariant: a block file is unlinked only while a durable superblock lists it as orphaned;
 so after any crash every block is either live (listed, present, verifies), orphaned (listed
 as orphaned, maybe present), or unreferenced. `delete_blocks` enforces step 1 having
@@ -153,6 +156,48 @@ def retire_blocks(
         superblock,
         live_blocks=tuple(b for b in superblock.live_blocks if b not in ids),
         orphaned_blocks=superblock.orphaned_blocks + ids,
+    )
+    store.write_superblock(recorded)
+    return finish_orphan_deletion(store, blocks, recorded)
+
+
+def replace_live_blocks(
+    store: MetadataStore,
+    blocks: BlockManager,
+    superblock: Superblock,
+    old_ids: Sequence[str],
+    new_ids: Sequence[str],
+) -> Superblock:
+    """Swap live blocks `old_ids` for flushed blocks `new_ids` (a compaction), then delete.
+
+    The deletion protocol with step 1 also listing `new_ids` as live: ONE durable superblock
+    write is the commit point, so a crash leaves either the old blocks live (the new files
+    unreferenced) or the new ones live and the old ones orphaned (startup finishes them).
+    `new_ids` take the place, in `live_blocks` order (oldest first), of the first of `old_ids`;
+    merging blocks that are not adjacent in that order is the caller's responsibility.
+    """
+    old = tuple(old_ids)
+    new = tuple(new_ids)
+    unknown = [b for b in old if b not in superblock.live_blocks]
+    if unknown:
+        raise BlockProtocolError(tuple(unknown), "not live in the superblock")
+    clash = [b for b in new if b in superblock.live_blocks or b in superblock.orphaned_blocks]
+    if clash:
+        raise BlockProtocolError(tuple(clash), "already listed in the superblock")
+    live: list[str] = []
+    placed = False
+    for block_id in superblock.live_blocks:
+        if block_id not in old:
+            live.append(block_id)
+        elif not placed:
+            live.extend(new)
+            placed = True
+    if not placed:
+        live.extend(new)
+    recorded = attrs.evolve(
+        superblock,
+        live_blocks=tuple(live),
+        orphaned_blocks=superblock.orphaned_blocks + old,
     )
     store.write_superblock(recorded)
     return finish_orphan_deletion(store, blocks, recorded)

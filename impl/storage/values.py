@@ -48,6 +48,7 @@ class RaftPeer:
     uuid: str
     address: str
     member_type: MemberType = MemberType.VOTER
+    promote: bool = False  # a NON_VOTER the leader promotes to VOTER once caught up
 
 
 @attrs.frozen
@@ -56,6 +57,22 @@ class RaftConfig:
 
     opid_index: int | None = None
     peers: tuple[RaftPeer, ...] = ()
+
+
+@attrs.frozen
+class ClientResult:
+    """Exactly-once record (Kudu's result tracker): a client's last applied write and its outcome.
+
+    Kept per client id in the superblock (`client_results`) as of the flushed OpId, so a
+    retried write is recognised after a flush and a restart. `index` is the log index that
+    applied (or rejected) write `seq`; `error` is set when the write was rejected as invalid.
+    """
+
+    client_id: str
+    seq: int = attrs.field(validator=_non_negative)
+    index: int = attrs.field(validator=_non_negative)
+    ops_applied: int = attrs.field(validator=_non_negative)
+    error: str | None = None
 
 
 @attrs.frozen
@@ -75,6 +92,12 @@ class Superblock:
     orphaned_blocks: tuple[str, ...] = ()
     table_name: str = ""  # placeholder for the table / schema of later issues
     schema: tuple[str, ...] = ()
+    # Tablet data (revivify.impl.tablet), written together with `live_blocks` in one atomic
+    # superblock write by a flush: every entry up to `flushed_opid` is in the live blocks, and
+    # `client_results` is the exactly-once table as of that OpId (sorted by client id). The
+    # WAL may be collected below `flushed_opid.index`; replay starts after it.
+    flushed_opid: OpId | None = None
+    client_results: tuple[ClientResult, ...] = ()
 
 
 @attrs.frozen

@@ -1,0 +1,282 @@
+"""The tablet server's RPC interface: method names, request and response bodies, errors.
+
+One module that both sides import (the server's service and the client library), so the
+wire shape is written once. Bodies are msgspec Structs (msgpack on the wire); every request
+goes through the RPC layer's destination check first (a request naming another server's UUID
+is refused with WrongServerUuid before any handler runs).
+
+Methods
+-------
+    Raft.Message          RaftMessages(tablet_id, messages)   -> Ack
+    Admin.Status          Empty                               -> ServerStatus
+    Admin.CreateTablet    CreateTablet(tablet_id, peers)      -> TabletCreated
+    Admin.ConsensusState  TabletRef(tablet_id)                -> ReplicaInfo
+    Admin.StepDown        StepDown(tablet_id, new_leader)     -> Ack
+    Admin.ChangeConfig    ChangeConfig(tablet_id, change, cas_config_index) -> ConfigChanged
+    Data.Write            Write(tablet_id, client_id, seq, ops) -> Written
+    Data.Read             Read(tablet_id, key)                -> ReadResult
+    Data.Scan             Scan(tablet_id, start, end, limit)  -> ScanResult
+
+Errors (AppError subclasses; the client library registers them all, see ``APP_ERRORS``):
+NotLeader(leader_uuid, leader_address, term), TabletNotFound(tablet_id),
+TabletNotRunning(tablet_id, state, reason), TabletAlreadyExists(tablet_id),
+ConfigChangeRefused(reason, detail, committed_index), InvalidArgument(detail),
+OperationAborted(detail) (the outcome of a write is unknown: leadership was lost before it
+committed; a retry with the same (client_id, seq) is applied at most once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Self
+
+import msgspec
+
+from revivify.impl.consensus.messages import ConfigChange, Message, Peer
+from revivify.impl.rpc.errors import AppError
+from revivify.impl.tablet.ops import RowOp
+
+RAFT_MESSAGE: Final = "Raft.Message"
+ADMIN_STATUS: Final = "Admin.Status"
+ADMIN_CREATE_TABLET: Final = "Admin.CreateTablet"
+ADMIN_CONSENSUS_STATE: Final = "Admin.ConsensusState"
+ADMIN_STEP_DOWN: Final = "Admin.StepDown"
+ADMIN_CHANGE_CONFIG: Final = "Admin.ChangeConfig"
+DATA_WRITE: Final = "Data.Write"
+DATA_READ: Final = "Data.Read"
+DATA_SCAN: Final = "Data.Scan"
+
+
+class Ack(msgspec.Struct, frozen=True):
+    pass
+
+
+class Empty(msgspec.Struct, frozen=True):
+    pass
+
+
+class RaftMessages(msgspec.Struct, frozen=True):
+    tablet_id: str
+    messages: list[Message]
+
+
+class TabletRef(msgspec.Struct, frozen=True):
+    tablet_id: str
+
+
+class CreateTablet(msgspec.Struct, frozen=True):
+    tablet_id: str
+    peers: list[Peer]
+
+
+class TabletCreated(msgspec.Struct, frozen=True):
+    tablet_id: str
+
+
+class ReplicaInfo(msgspec.Struct, frozen=True):
+    """One replica as its server sees it (``tablet status``, ``tserver status``)."""
+
+    tablet_id: str
+    state: str  # RUNNING | FAILED | STOPPED
+    reason: str  # why FAILED (empty otherwise)
+    role: str  # LEADER | FOLLOWER | PRE_CANDIDATE | CANDIDATE | "" when not running
+    term: int
+    voted_for: str | None
+    leader: str | None
+    last_opid: tuple[int, int]
+    commit_index: int
+    applied_index: int
+    config_index: int
+    peers: list[Peer]
+    member_type: str  # this server's role in the active config (VOTER / NON_VOTER / NONE)
+
+
+class ServerStatus(msgspec.Struct, frozen=True):
+    uuid: str
+    address: str
+    replicas: list[ReplicaInfo]
+
+
+class StepDown(msgspec.Struct, frozen=True):
+    tablet_id: str
+    new_leader: str | None = None  # transfer leadership to this voter instead
+
+
+class ChangeConfig(msgspec.Struct, frozen=True):
+    tablet_id: str
+    change: ConfigChange
+    cas_config_index: int
+
+
+class ConfigChanged(msgspec.Struct, frozen=True):
+    config_index: int  # the OpId index of the committed change
+
+
+class Write(msgspec.Struct, frozen=True):
+    tablet_id: str
+    client_id: str
+    seq: int
+    ops: list[RowOp]
+
+
+class Written(msgspec.Struct, frozen=True):
+    index: int
+    ops_applied: int
+    duplicate: bool
+
+
+class Read(msgspec.Struct, frozen=True):
+    tablet_id: str
+    key: bytes
+
+
+class ReadResult(msgspec.Struct, frozen=True):
+    found: bool
+    value: bytes = b""
+
+
+class Scan(msgspec.Struct, frozen=True):
+    tablet_id: str
+    start: bytes | None = None
+    end: bytes | None = None
+    limit: int = 1000
+
+
+class ScanResult(msgspec.Struct, frozen=True):
+    rows: list[tuple[bytes, bytes]]
+    more: bool  # the limit cut the scan: continue from the last key returned + b"\0"
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+class NotLeader(AppError):
+    code = "tserver.not_leader"
+
+    def __init__(self, leader_uuid: str | None, leader_address: str | None, term: int,
+                 detail: str = "") -> None:
+        hint = f"; try {leader_uuid} at {leader_address}" if leader_uuid else ""
+        super().__init__(f"not the leader (term {term}){hint}{': ' + detail if detail else ''}")
+        self.leader_uuid = leader_uuid
+        self.leader_address = leader_address
+        self.term = term
+
+    def to_data(self) -> dict[str, Any]:
+        return {"leader_uuid": self.leader_uuid, "leader_address": self.leader_address,
+                "term": self.term}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(data.get("leader_uuid"), data.get("leader_address"), int(data.get("term", 0)))
+
+
+class TabletNotFound(AppError):
+    code = "tserver.tablet_not_found"
+
+    def __init__(self, tablet_id: str) -> None:
+        super().__init__(f"tablet {tablet_id} is not hosted here")
+        self.tablet_id = tablet_id
+
+    def to_data(self) -> dict[str, Any]:
+        return {"tablet_id": self.tablet_id}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("tablet_id", "")))
+
+
+class TabletNotRunning(AppError):
+    code = "tserver.tablet_not_running"
+
+    def __init__(self, tablet_id: str, state: str, reason: str) -> None:
+        super().__init__(f"tablet {tablet_id} is {state}{': ' + reason if reason else ''}")
+        self.tablet_id = tablet_id
+        self.state = state
+        self.reason = reason
+
+    def to_data(self) -> dict[str, Any]:
+        return {"tablet_id": self.tablet_id, "state": self.state, "reason": self.reason}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("tablet_id", "")), str(data.get("state", "")),
+                   str(data.get("reason", "")))
+
+
+class TabletAlreadyExists(AppError):
+    code = "tserver.tablet_exists"
+
+    def __init__(self, tablet_id: str) -> None:
+        super().__init__(f"tablet {tablet_id} already exists here")
+        self.tablet_id = tablet_id
+
+    def to_data(self) -> dict[str, Any]:
+        return {"tablet_id": self.tablet_id}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("tablet_id", "")))
+
+
+class ConfigChangeRefused(AppError):
+    code = "tserver.config_change_refused"
+
+    def __init__(self, reason: str, detail: str, committed_index: int) -> None:
+        super().__init__(f"config change refused ({reason}): {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.committed_index = committed_index
+
+    def to_data(self) -> dict[str, Any]:
+        return {"reason": self.reason, "detail": self.detail,
+                "committed_index": self.committed_index}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("reason", "")), str(data.get("detail", "")),
+                   int(data.get("committed_index", -1)))
+
+
+class InvalidArgument(AppError):
+    code = "tserver.invalid_argument"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def to_data(self) -> dict[str, Any]:
+        return {"detail": self.detail}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("detail", message)))
+
+
+class OperationAborted(AppError):
+    code = "tserver.aborted"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def to_data(self) -> dict[str, Any]:
+        return {"detail": self.detail}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        return cls(str(data.get("detail", message)))
+
+
+APP_ERRORS: Final[tuple[type[AppError], ...]] = (
+    NotLeader, TabletNotFound, TabletNotRunning, TabletAlreadyExists, ConfigChangeRefused,
+    InvalidArgument, OperationAborted,
+)
+
+__all__ = [
+    "ADMIN_CHANGE_CONFIG", "ADMIN_CONSENSUS_STATE", "ADMIN_CREATE_TABLET", "ADMIN_STATUS",
+    "ADMIN_STEP_DOWN", "APP_ERRORS", "DATA_READ", "DATA_SCAN", "DATA_WRITE", "RAFT_MESSAGE",
+    "Ack", "ChangeConfig", "ConfigChangeRefused", "ConfigChanged", "CreateTablet", "Empty",
+    "InvalidArgument", "NotLeader", "OperationAborted", "RaftMessages", "Read", "ReadResult",
+    "ReplicaInfo", "Scan", "ScanResult", "ServerStatus", "StepDown", "TabletAlreadyExists",
+    "TabletCreated", "TabletNotFound", "TabletNotRunning", "TabletRef", "Write", "Written",
+]

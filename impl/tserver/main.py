@@ -1,0 +1,112 @@
+"""``revivify tserver run``: one tablet server process.
+
+    revivify tserver run --fs-root DIR --rpc-bind 127.0.0.1:PORT [--trace-dir DIR]
+                         [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
+                         [--no-fsync] [--flush-mb 8] [--seed N]
+
+The first start formats DIR (a new server UUID). The process prints one line
+``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
+it), logs to stderr, and stops cleanly on SIGTERM or SIGINT (Ctrl-C): it stops serving,
+drains and closes every WAL and traces ``server_stop``; exit 0. Bad arguments, or a
+directory it cannot use (unreadable, corrupt instance file): a one-line error, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from revivify.impl.storage.errors import StorageError
+
+from .server import ServerOptions, open_tserver, split_address
+
+DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="revivify tserver run",
+        description="Run one tablet server: hosts Raft-replicated tablet replicas, serves RPC.")
+    p.add_argument("--fs-root", required=True,
+                   help="the server's directory (formatted with a new UUID on first start)")
+    p.add_argument("--rpc-bind", default="127.0.0.1:0",
+                   help="HOST:PORT to serve RPC on, also the address peers use (default "
+                        "127.0.0.1:0, any free port)")
+    p.add_argument("--trace-dir", default=None,
+                   help="where to write this process's trace (default FS_ROOT/traces)")
+    p.add_argument("--tick-ms", type=int, default=50,
+                   help="Raft tick length in milliseconds (default 50)")
+    p.add_argument("--election-ticks", type=int, default=10,
+                   help="minimum election timeout in ticks; randomised up to twice this "
+                        "(default 10)")
+    p.add_argument("--heartbeat-ticks", type=int, default=2,
+                   help="leader heartbeat interval in ticks (default 2)")
+    p.add_argument("--no-fsync", action="store_true",
+                   help="acknowledge WAL appends without fsync (benchmarks only: a machine "
+                        "crash may then lose acknowledged writes)")
+    p.add_argument("--flush-mb", type=float, default=8.0,
+                   help="flush a tablet's memory store to a data block past this size "
+                        "(default 8 MB)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the election-timeout randomness (default: random)")
+    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    return p
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse(argv: list[str]) -> ServerOptions:
+    args = build_parser().parse_args(argv)  # SystemExit: 0 for --help, 2 for bad usage
+    try:
+        host, port = split_address(args.rpc_bind, allow_any_port=True)
+    except ValueError as exc:
+        raise UsageError(f"--rpc-bind: {exc}") from None
+    if args.tick_ms < 1:
+        raise UsageError("--tick-ms must be at least 1")
+    if args.heartbeat_ticks < 1 or args.election_ticks <= args.heartbeat_ticks:
+        raise UsageError("need 1 <= --heartbeat-ticks < --election-ticks")
+    if args.flush_mb <= 0:
+        raise UsageError("--flush-mb must be positive")
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
+                         trace_dir=args.trace_dir, tick_seconds=args.tick_ms / 1000,
+                         election_ticks=args.election_ticks,
+                         heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
+                         flush_threshold=int(args.flush_mb * (1 << 20)), seed=args.seed)
+
+
+async def serve(options: ServerOptions) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with open_tserver(options) as server:
+            print(f"revivify tserver {server.uuid} listening on {server.address}", flush=True)
+            async for _ in signals:
+                break
+
+
+def run_main(argv: list[str]) -> int:
+    try:
+        options = parse(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    except UsageError as exc:
+        print(f"revivify tserver run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(serve, options)
+    except StorageError as exc:
+        print(f"revivify tserver run: cannot use {options.fs_root}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"revivify tserver run: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = ["build_parser", "run_main"]

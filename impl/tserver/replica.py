@@ -1,0 +1,410 @@
+"""One tablet replica in a tablet server: the trio shell around the Raft core.
+
+Rules of this file
+------------------
+* The Raft core (impl/consensus/core.py) decides; this shell only does what a batch says,
+  in the batch's order: for each step, make its change durable (cmeta atomic replace, or a
+  WAL append + fsync) and only then write its trace event; then send the batch's messages;
+  then apply its committed entries to the tablet store; then answer confirmed reads.
+* One driver task owns the core. Everyone else (RPC handlers, the ticker) hands it inputs
+  through ``_submit``; the driver takes the inputs queued so far, steps them all into the
+  core, and runs the resulting batch. No input reaches the core between ``ready()`` and
+  ``advance()``; inputs that arrive while a batch is being made durable are queued, so the
+  next batch carries all of them: that is the group commit (N concurrent writes, one fsync).
+* A write is acknowledged only once its entry is committed and applied here (on the
+  leader). If leadership is lost first its outcome is unknown: the client gets
+  OperationAborted and retries with the same (client_id, seq), which the store applies at
+  most once.
+* Reads are linearizable without a log write: ReadIndex (the core confirms leadership with a
+  heartbeat round), then the read waits until the store has applied that index.
+
+The trace state of a step (traces/README.md): the superblock is READY, the cmeta is the
+core's (term, vote, committed config index), the WAL is LIVE with the core's last OpId,
+and the blocks are PRESENT: this replica only exists once created READY (copy and deletion
+come with the lifecycle).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from revivify.impl.consensus import core as raft
+from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefused
+from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
+from revivify.impl.consensus.errors import TransferRefused
+from revivify.impl.consensus.messages import Config, ConfigChange, Entry, Message, Peer
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, RaftPeer
+from revivify.impl.storage.wal import Log, LogEntry
+from revivify.impl.tablet.ops import WriteBatch, encode_write
+from revivify.impl.tablet.store import ApplyResult, TabletStore
+from revivify.impl.trace import TraceWriter, durable_state
+
+from . import api
+
+logger = logging.getLogger(__name__)
+
+RUNNING = "RUNNING"
+FAILED = "FAILED"
+STOPPED = "STOPPED"
+
+
+def config_to_storage(config: Config) -> RaftConfig:
+    return RaftConfig(config.opid_index, tuple(
+        RaftPeer(p.uuid, p.address, MemberType(p.member_type), p.promote)
+        for p in config.peers))
+
+
+def config_from_storage(config: RaftConfig) -> Config:
+    return Config(config.opid_index or 0, tuple(
+        Peer(p.uuid, p.address, "VOTER" if p.member_type is MemberType.VOTER else "NON_VOTER",
+             p.promote)
+        for p in config.peers))
+
+
+def fact_state(fact: raft.Fact) -> dict[str, Any]:
+    """The contract's durable state object for a running READY replica after ``fact``."""
+    return durable_state(
+        data_state="READY",
+        cmeta={"term": fact.term, "voted_for": fact.voted_for,
+               "config_index": fact.config_index},
+        wal="LIVE", wal_last_opid=(fact.last_term, fact.last_index), blocks="PRESENT")
+
+
+class _Waiter:
+    """A one-shot result slot for a caller waiting on the driver."""
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set(self, value: Any) -> None:
+        if not self.event.is_set():
+            self.value = value
+            self.event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.event.is_set():
+            self.error = error
+            self.event.set()
+
+    async def wait(self) -> Any:
+        await self.event.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class Replica:
+    """A running tablet replica (identity: one per tablet per server process)."""
+
+    def __init__(self, *, tablet_id: str, me: str, core: raft.RaftCore, log: Log,
+                 store: TabletStore, metadata: MetadataStore, trace: TraceWriter,
+                 send: Callable[[str, str, list[Message]], None],
+                 address_of: Callable[[str], str | None],
+                 flush_threshold: int = 8 << 20) -> None:
+        self.tablet_id = tablet_id
+        self.me = me
+        self.core = core
+        self.log = log
+        self.store = store
+        self.metadata = metadata
+        self.trace = trace
+        self._send = send
+        self._address_of = address_of
+        self.flush_threshold = flush_threshold
+        self.state = RUNNING
+        self.reason = ""
+        self._inbox: list[Callable[[], None]] = []
+        self._wake = trio.Event()
+        self._writes: dict[int, tuple[int, _Waiter]] = {}  # index -> (term, waiter)
+        self._changes: dict[int, tuple[int, _Waiter]] = {}
+        self._reads: dict[int, _Waiter] = {}  # request id -> waiter (answers an index)
+        self._read_ids = 0
+        self._index_waiters: list[tuple[int, _Waiter]] = []
+        self._flushing = False
+
+    # ------------------------------------------------------------------ inputs
+
+    def _submit(self, fn: Callable[[], None]) -> None:
+        self._inbox.append(fn)
+        self._wake.set()
+
+    def deliver(self, messages: list[Message]) -> None:
+        for m in messages:
+            self._submit(lambda m=m: self.core.step(m))  # type: ignore[misc]
+
+    def tick(self) -> None:
+        self._submit(self.core.tick)
+
+    def _check_running(self) -> None:
+        if self.state != RUNNING:
+            raise api.TabletNotRunning(self.tablet_id, self.state, self.reason)
+
+    def _not_leader(self, exc: CoreNotLeader) -> api.NotLeader:
+        hint = exc.leader_hint
+        return api.NotLeader(hint, self._address_of(hint) if hint else None, exc.term,
+                             str(exc))
+
+    async def write(self, batch: WriteBatch) -> api.Written:
+        self._check_running()
+        known = self.store.lookup_result(batch.client_id, batch.seq)
+        if known is not None and self.core.is_leader():
+            return _written(_check_fresh(known, batch))
+        payload = encode_write(batch)
+        waiter = _Waiter()
+
+        def go() -> None:
+            try:
+                entry = self.core.propose(payload)
+            except CoreNotLeader as exc:
+                waiter.fail(self._not_leader(exc))
+                return
+            self._writes[entry.index] = (entry.term, waiter)
+
+        self._submit(go)
+        result: ApplyResult = await waiter.wait()
+        if result.rejected:
+            raise api.InvalidArgument(result.error or "write rejected")
+        return _written(_check_fresh(result, batch))
+
+    async def change_config(self, change: ConfigChange, cas_index: int) -> int:
+        self._check_running()
+        waiter = _Waiter()
+
+        def go() -> None:
+            try:
+                entry = self.core.propose_config_change(change, cas_index)
+            except CoreNotLeader as exc:
+                waiter.fail(self._not_leader(exc))
+                return
+            except CoreConfigRefused as exc:
+                waiter.fail(api.ConfigChangeRefused(exc.reason, exc.detail, exc.committed_index))
+                return
+            self._changes[entry.index] = (entry.term, waiter)
+
+        self._submit(go)
+        index: int = await waiter.wait()
+        return index
+
+    async def read_barrier(self) -> None:
+        """Return once a linearizable read may be served from the local store."""
+        self._check_running()
+        waiter = _Waiter()
+        self._read_ids += 1
+        request_id = self._read_ids
+
+        def go() -> None:
+            try:
+                self.core.read_index(request_id)
+            except CoreNotLeader as exc:
+                waiter.fail(self._not_leader(exc))
+                return
+            self._reads[request_id] = waiter
+
+        self._submit(go)
+        index: int = await waiter.wait()
+        if self.store.applied_index < index:
+            applied = _Waiter()
+            self._index_waiters.append((index, applied))
+            await applied.wait()
+
+    async def step_down(self, new_leader: str | None) -> None:
+        self._check_running()
+        waiter = _Waiter()
+
+        def go() -> None:
+            try:
+                if new_leader:
+                    self.core.transfer_leadership(new_leader)
+                else:
+                    self.core.step_down()
+                waiter.set(None)
+            except CoreNotLeader as exc:
+                waiter.fail(self._not_leader(exc))
+            except TransferRefused as exc:
+                waiter.fail(api.InvalidArgument(str(exc)))
+
+        self._submit(go)
+        await waiter.wait()
+
+    # ------------------------------------------------------------------ views
+
+    def info(self) -> api.ReplicaInfo:
+        st = self.core.status()
+        me = st.active_config.peer(self.me)
+        return api.ReplicaInfo(
+            tablet_id=self.tablet_id, state=self.state, reason=self.reason,
+            role=st.role.value if self.state == RUNNING else "", term=st.term,
+            voted_for=st.voted_for, leader=st.leader, last_opid=(st.last_term, st.last_index),
+            commit_index=st.commit_index, applied_index=self.store.applied_index,
+            config_index=st.committed_config.opid_index, peers=list(st.active_config.peers),
+            member_type=me.member_type if me else "NONE")
+
+    # ------------------------------------------------------------------ the driver
+
+    async def run(self) -> None:
+        """The driver task: runs until cancelled (the server stops the replica)."""
+        core = self.core
+        try:
+            while True:
+                if not self._inbox and not core.has_ready():
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                inbox, self._inbox = self._inbox, []
+                for fn in inbox:
+                    fn()
+                while core.has_ready():
+                    rd = core.ready()
+                    await self._execute(rd)
+                    core.advance(rd)
+                self._after_batch()
+        except Exception as exc:  # a storage failure: the replica goes offline, loudly
+            logger.exception("tablet %s failed", self.tablet_id)
+            self.fail(f"{type(exc).__name__}: {exc}")
+
+    def fail(self, reason: str) -> None:
+        self.state = FAILED
+        self.reason = reason
+        error = api.TabletNotRunning(self.tablet_id, FAILED, reason)
+        for _, w in [*self._writes.values(), *self._changes.values()]:
+            w.fail(error)
+        for w in self._reads.values():
+            w.fail(error)
+        self._writes.clear()
+        self._changes.clear()
+        self._reads.clear()
+
+    async def _execute(self, rd: raft.Ready) -> None:
+        for step in rd.steps:
+            if step.cmeta is not None:
+                cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
+                                      config_to_storage(step.cmeta.committed_config))
+                await trio.to_thread.run_sync(self.metadata.write_cmeta, cmeta)
+            if step.entries:
+                await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
+                                       for e in step.entries])
+            self.trace.event(step.fact.event, step.fact.args, fact_state(step.fact),
+                             tablet=self.tablet_id)
+        by_dest: dict[str, list[Message]] = {}
+        for m in rd.messages:
+            by_dest.setdefault(m.dest, []).append(m)
+        for dest, messages in by_dest.items():
+            self._send(dest, self.tablet_id, messages)
+        for e in rd.committed:
+            self._apply(e)
+        for rs in rd.read_states:
+            w = self._reads.pop(rs.request_id, None)
+            if w is not None:
+                w.set(rs.index)
+        for rid in rd.read_failures:
+            w = self._reads.pop(rid, None)
+            if w is not None:
+                w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
+
+    def _apply(self, e: Entry) -> None:
+        result = self.store.apply_entry(e.index, e.term, e.kind, e.data)
+        pending = self._writes.pop(e.index, None)
+        if pending is not None:
+            term, w = pending
+            if term == e.term and result is not None:
+                w.set(result)
+            else:
+                w.fail(api.OperationAborted(
+                    f"the write proposed at ({term},{e.index}) was replaced by a new leader; "
+                    "retry (it is applied at most once)"))
+        change = self._changes.pop(e.index, None)
+        if change is not None:
+            term, w = change
+            if term == e.term:
+                w.set(e.index)
+            else:
+                w.fail(api.OperationAborted(f"config change at ({term},{e.index}) was lost"))
+
+    def _after_batch(self) -> None:
+        applied = self.store.applied_index
+        if self._index_waiters:
+            ready = [w for i, w in self._index_waiters if i <= applied]
+            self._index_waiters = [(i, w) for i, w in self._index_waiters if i > applied]
+            for w in ready:
+                w.set(None)
+        if not self.core.is_leader() and (self._writes or self._changes):
+            error = api.OperationAborted("leadership lost before the write committed; "
+                                         "retry (it is applied at most once)")
+            for _, w in [*self._writes.values(), *self._changes.values()]:
+                w.fail(error)
+            self._writes.clear()
+            self._changes.clear()
+
+    def wants_flush(self) -> bool:
+        return (not self._flushing and self.state == RUNNING
+                and self.store.should_flush(self.flush_threshold))
+
+    async def flush(self) -> None:
+        """Flush the memory store to a block, then let the WAL and the core's memory go."""
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            flushed = await trio.to_thread.run_sync(self.store.flush)
+            if self.store.needs_compaction():
+                await trio.to_thread.run_sync(self.store.compact)
+            if flushed is not None:
+                self._submit(lambda: self.core.compact(flushed.index))
+                await self.log.gc(flushed.index)
+        finally:
+            self._flushing = False
+
+
+def _check_fresh(result: ApplyResult, batch: WriteBatch) -> ApplyResult:
+    """A write whose seq is below its client's last applied one was not applied: say so.
+    (One client id issues its writes one at a time, in seq order.)"""
+    if result.stale:
+        raise api.InvalidArgument(
+            f"stale write: client {batch.client_id} seq {batch.seq} is below its last "
+            "applied seq; a client id must issue writes in order, one at a time")
+    return result
+
+
+def _written(result: ApplyResult) -> api.Written:
+    return api.Written(index=result.index, ops_applied=result.ops_applied,
+                       duplicate=result.duplicate)
+
+
+_KIND_CODE = {"noop": b"N", "write": b"W", "config": b"C"}
+_CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
+
+
+def _entry_payload(e: Entry) -> bytes:
+    """WAL payload of a Raft entry: one kind byte, then the entry's data."""
+    return _KIND_CODE[e.kind] + e.data
+
+
+def entry_from_wal(e: LogEntry) -> Entry:
+    kind = _CODE_KIND.get(e.payload[:1])
+    if kind is None:
+        raise ValueError(f"WAL entry ({e.term},{e.index}) has an unknown kind byte "
+                         f"{e.payload[:1]!r}")
+    return Entry(e.term, e.index, kind, e.payload[1:])  # type: ignore[arg-type]
+
+
+def new_core(*, me: str, cmeta: ConsensusMeta, entries: list[Entry], base_term: int,
+             base_index: int, applied_index: int, seed: int,
+             options: raft.Options) -> raft.RaftCore:
+    from revivify.impl.consensus.log import RaftLog
+
+    return raft.RaftCore(
+        me=me, term=cmeta.current_term, voted_for=cmeta.voted_for,
+        committed_config=config_from_storage(cmeta.committed_config),
+        log=RaftLog(entries, base_term=base_term, base_index=base_index),
+        applied_index=applied_index, rng=random.Random(seed), options=options)
+
+
+__all__ = ["FAILED", "RUNNING", "STOPPED", "Replica", "config_from_storage",
+           "config_to_storage", "entry_from_wal", "fact_state", "new_core"]

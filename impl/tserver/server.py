@@ -1,0 +1,486 @@
+"""The tablet server: one process hosting tablet replicas, served over RPC.
+
+Theory of operation
+-------------------
+Start (``serve_tserver``):
+1. Open the directory; on first start format it (instance file with a new UUID) and trace
+   ``server_format``. The incarnation number is one more than the highest this UUID's trace
+   files show, so every process incarnation has its own trace file.
+2. Trace ``server_start``.
+3. Startup: for every tablet with a superblock, open its data store, its cmeta and its WAL
+   (recovery cuts a torn tail; a corrupt WAL or a missing block fails verification), and
+   trace ``startup``: READY (the replica runs) or FAILED with the reason (the replica stays
+   offline and is listed FAILED; the server serves its other tablets).
+4. Serve RPC; tick every replica's core every ``tick`` seconds; flush memory stores that
+   grew past the threshold.
+Stop (SIGTERM, SIGINT, or the caller's cancel): stop serving, close every WAL (drains
+pending appends), trace ``server_stop``. A kill -9 instead loses nothing acknowledged: an
+acknowledged write was committed, so a majority fsync'd it.
+
+Raft messages between servers are one-way ``Raft.Message`` calls, batched per destination
+by one sender task per peer (``PeerSender``); a message that cannot be delivered is
+dropped (Raft retries by itself: heartbeats, re-sent appends, new elections).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import posixpath
+import re
+import secrets
+import time
+import uuid as uuidlib
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import trio
+
+from revivify.impl.consensus import core as raft
+from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.rpc import (
+    CallContext,
+    ConnectionClosed,
+    LamportHooks,
+    RpcError,
+    RpcServer,
+    Service,
+    open_rpc_client,
+    serve_rpc,
+)
+from revivify.impl.rpc.transport import Network
+from revivify.impl.storage.blocks import BlockManager
+from revivify.impl.storage.disk import Disk, OsDisk
+from revivify.impl.storage.errors import NotFormatted, StorageError
+from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.values import ConsensusMeta, DataState, Superblock
+from revivify.impl.storage.wal import LogOptions, open_log
+from revivify.impl.tablet.errors import TabletError, WriteError
+from revivify.impl.tablet.ops import WriteBatch, validate_write
+from revivify.impl.tablet.store import TabletStore
+from revivify.impl.trace import TraceWriter, durable_state
+
+from . import api
+from .replica import Replica, config_to_storage, entry_from_wal, fact_state, new_core
+
+logger = logging.getLogger(__name__)
+
+_TABLET_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@attrs.frozen
+class ServerOptions:
+    fs_root: str
+    rpc_host: str = "127.0.0.1"
+    rpc_port: int = 0
+    trace_dir: str | None = None  # default: <fs_root>/traces
+    tick_seconds: float = 0.05
+    election_ticks: int = 10
+    heartbeat_ticks: int = 2
+    fsync: bool = True
+    flush_threshold: int = 8 << 20
+    seed: int | None = None
+
+
+def next_incarnation(trace_dir: str, node: str) -> int:
+    if not os.path.isdir(trace_dir):
+        return 1
+    best = 0
+    pattern = re.compile(re.escape(node) + r"\.(\d+)\.jsonl(\.gz)?$")
+    for name in os.listdir(trace_dir):
+        m = pattern.match(name)
+        if m:
+            best = max(best, int(m.group(1)))
+    return best + 1
+
+
+class PeerSender:
+    """Delivers Raft messages to one peer server, in order, batched, best effort."""
+
+    def __init__(self, server: TabletServer, dest: str, address: str) -> None:
+        self.server = server
+        self.dest = dest
+        self.address = address
+        self.queue: list[tuple[str, Message]] = []
+        self.wake = trio.Event()
+
+    def push(self, tablet_id: str, messages: list[Message]) -> None:
+        if len(self.queue) > 10_000:  # a dead peer: drop the oldest (Raft re-sends)
+            del self.queue[:5_000]
+        self.queue.extend((tablet_id, m) for m in messages)
+        self.wake.set()
+
+    async def run(self) -> None:
+        host, port = split_address(self.address)
+        backoff = 0.05
+        while True:
+            try:
+                async with open_rpc_client(host, port, self.dest, self.server.uuid,
+                                           lamport=self.server.lamport_hooks,
+                                           app_errors=api.APP_ERRORS,
+                                           network=self.server.network) as client:
+                    backoff = 0.05
+                    while True:
+                        while not self.queue:
+                            await self.wake.wait()
+                            self.wake = trio.Event()
+                        batch, self.queue = self.queue, []
+                        grouped: dict[str, list[Message]] = {}
+                        for tablet_id, m in batch:
+                            grouped.setdefault(tablet_id, []).append(m)
+                        for tablet_id, messages in grouped.items():
+                            await client.call(api.RAFT_MESSAGE,
+                                              api.RaftMessages(tablet_id, messages), api.Ack)
+            except (RpcError, OSError) as exc:
+                if not isinstance(exc, ConnectionClosed):
+                    logger.debug("to %s at %s: %s", self.dest, self.address, exc)
+                self.queue.clear()  # stale by the time we reconnect
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+
+def split_address(address: str, *, allow_any_port: bool = False) -> tuple[str, int]:
+    """HOST:PORT -> (host, port); ValueError naming the problem. Port 0 ("any free port")
+    only where ``allow_any_port`` (a bind address, never a peer's address)."""
+    host, sep, port = address.rpartition(":")
+    low = 0 if allow_any_port else 1
+    if not sep or not host or not port.isdigit() or not low <= int(port) < 65536:
+        raise ValueError(f"bad address {address!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+class TabletServer:
+    """The process-wide state: identity, directory, replicas, peers, trace."""
+
+    def __init__(self, options: ServerOptions, disk: Disk, network: Network | None) -> None:
+        self.options = options
+        self.disk = disk
+        self.network = network
+        self.layout = ServerLayout(options.fs_root, disk)
+        self.metadata = MetadataStore(self.layout)
+        self.blocks = BlockManager(self.layout)
+        self.uuid = ""
+        self.address = ""
+        self.trace: TraceWriter | None = None
+        self.replicas: dict[str, Replica] = {}
+        self.failed: dict[str, str] = {}  # tablet id -> reason (offline replicas)
+        self.peers: dict[str, PeerSender] = {}
+        self._nursery: trio.Nursery | None = None
+        self._create_lock = trio.Lock()
+        self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
+        self.raft_options = raft.Options(election_ticks=options.election_ticks,
+                                         heartbeat_ticks=options.heartbeat_ticks)
+        self._rng_seed = options.seed if options.seed is not None else secrets.randbits(32)
+
+    def _lamport_get(self) -> int:
+        return self.trace.lamport if self.trace else 0
+
+    def _lamport_observe(self, remote: int) -> None:
+        if self.trace:
+            self.trace.observe(remote)
+
+    @property
+    def tracer(self) -> TraceWriter:
+        assert self.trace is not None
+        return self.trace
+
+    # ------------------------------------------------------------------ start / stop
+
+    def open_directory(self) -> bool:
+        """Open (or format) the directory; True if it was formatted now."""
+        try:
+            info = self.layout.open()
+            formatted = False
+        except NotFormatted:
+            info = self.layout.format(uuidlib.uuid4().hex, time.time_ns())
+            formatted = True
+        self.layout.remove_stale_temps()
+        self.uuid = info.server_uuid
+        trace_dir = self.options.trace_dir or posixpath.join(self.options.fs_root, "traces")
+        self.trace = TraceWriter(trace_dir, self.uuid, next_incarnation(trace_dir, self.uuid))
+        if formatted:
+            self.trace.event("server_format")
+        self.trace.event("server_start")
+        return formatted
+
+    async def start_tablets(self) -> None:
+        for tablet_id in self.layout.tablet_ids():
+            await self._start_tablet(tablet_id)
+
+    async def _start_tablet(self, tablet_id: str) -> None:
+        """Seed 001 "Tablet startup" for a READY tablet (the lifecycle cases come later)."""
+        sb = self.metadata.load_superblock(tablet_id)
+        if sb is None or sb.data_state is not DataState.READY:
+            state = "no superblock" if sb is None else sb.data_state.value
+            self.failed[tablet_id] = f"data state {state}: not supported yet"
+            return
+        cmeta = self.metadata.load_cmeta(tablet_id)
+        if cmeta is None:
+            self._startup_failed(tablet_id, None, "LIVE", "PRESENT",
+                                 f"consensus metadata {self.layout.cmeta_path(tablet_id)} "
+                                 "is missing")
+            return
+        try:
+            store = await trio.to_thread.run_sync(
+                TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
+        except (TabletError, StorageError) as exc:
+            self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
+            return
+        assert self._nursery is not None
+        await self._nursery.start(self._host, tablet_id, cmeta, store, False)
+
+    def _startup_failed(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: str,
+                        blocks: str, reason: str) -> None:
+        """Startup case FAILED: the replica stays offline, listed with its reason."""
+        logger.error("tablet %s failed to start: %s", tablet_id, reason)
+        self.failed[tablet_id] = reason
+        self.tracer.event("startup", {"case": "FAILED", "reason": reason}, durable_state(
+            data_state="READY",
+            cmeta=None if cmeta is None else {
+                "term": cmeta.current_term, "voted_for": cmeta.voted_for,
+                "config_index": cmeta.committed_config.opid_index or 0},
+            wal=wal, wal_last_opid=(0, 0), blocks=blocks), tablet=tablet_id)
+
+    async def _host(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
+                    create: bool, *, task_status: trio.TaskStatus[None]) -> None:
+        """The task that owns one replica: its WAL (open_log's tasks live here) and its
+        driver. Started (``task_status``) once the replica runs or has failed to start."""
+        try:
+            async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
+                                LogOptions(fsync=self.options.fsync),
+                                create_if_missing=create) as log:
+                if create:
+                    # CreateTablet: cmeta and WAL exist; the superblock is the commit point.
+                    await trio.to_thread.run_sync(self.metadata.write_superblock,
+                                                  Superblock(tablet_id, DataState.READY))
+                    store = await trio.to_thread.run_sync(
+                        TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
+                base = store.flushed_opid
+                base_term, base_index = (base.term, base.index) if base else (0, 0)
+                entries = [entry_from_wal(e) for e in await log.read_entries(base_index + 1)]
+                core = new_core(me=self.uuid, cmeta=cmeta, entries=entries,
+                                base_term=base_term, base_index=base_index,
+                                applied_index=store.applied_index,
+                                seed=self._rng_seed ^ zlib.crc32(tablet_id.encode()),
+                                options=self.raft_options)
+                replica = self._make_replica(tablet_id, core, log, store)
+                st = core.status()
+                state = fact_state(raft.Fact("", {}, st.term, st.voted_for,
+                                             st.committed_config.opid_index, st.last_term,
+                                             st.last_index))
+                if create:
+                    self.tracer.event("create_tablet", {"config_index": 0}, state,
+                                      tablet=tablet_id)
+                else:
+                    self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
+                self.replicas[tablet_id] = replica
+                task_status.started()
+                await replica.run()
+                # run() returns only when the replica failed: keep it listed, stay idle
+                # until the server stops (its WAL stays open for inspection).
+                await trio.sleep_forever()
+        except StorageError as exc:
+            if create:
+                raise
+            self._startup_failed(tablet_id, cmeta, "DAMAGED", "PRESENT", f"WAL: {exc}")
+            task_status.started()
+
+    def _make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
+                      store: TabletStore) -> Replica:
+        return Replica(tablet_id=tablet_id, me=self.uuid, core=core, log=log, store=store,
+                       metadata=self.metadata, trace=self.tracer, send=self.send,
+                       address_of=functools.partial(self.address_of, tablet_id),
+                       flush_threshold=self.options.flush_threshold)
+
+    def address_of(self, tablet_id: str, uuid: str) -> str | None:
+        replica = self.replicas.get(tablet_id)
+        if replica is None:
+            return None
+        peer = replica.core.active_config.peer(uuid)
+        return peer.address if peer else None
+
+    # ------------------------------------------------------------------ Raft transport
+
+    def send(self, dest: str, tablet_id: str, messages: list[Message]) -> None:
+        # A reply may go to a server no longer in the config: any address we know will do.
+        address = self.address_of(tablet_id, dest) or self._known_address(dest)
+        if address is None:
+            return
+        sender = self.peers.get(dest)
+        if sender is None or sender.address != address:
+            sender = PeerSender(self, dest, address)
+            self.peers[dest] = sender
+            assert self._nursery is not None
+            self._nursery.start_soon(sender.run)
+        sender.push(tablet_id, messages)
+
+    def _known_address(self, uuid: str) -> str | None:
+        for r in self.replicas.values():
+            p = r.core.active_config.peer(uuid)
+            if p is not None:
+                return p.address
+        sender = self.peers.get(uuid)
+        return sender.address if sender else None
+
+    # ------------------------------------------------------------------ RPC handlers
+
+    def _replica(self, tablet_id: str) -> Replica:
+        replica = self.replicas.get(tablet_id)
+        if replica is None:
+            if tablet_id in self.failed:
+                raise api.TabletNotRunning(tablet_id, "FAILED", self.failed[tablet_id])
+            raise api.TabletNotFound(tablet_id)
+        return replica
+
+    async def on_raft_message(self, req: api.RaftMessages, ctx: CallContext) -> api.Ack:
+        replica = self._replica(req.tablet_id)
+        for m in req.messages:
+            if m.src != ctx.src_uuid:
+                raise api.InvalidArgument(f"message from {m.src} sent by {ctx.src_uuid}")
+        if replica.state == "RUNNING":
+            replica.deliver(list(req.messages))
+        return api.Ack()
+
+    async def on_status(self, req: api.Empty, ctx: CallContext) -> api.ServerStatus:
+        return api.ServerStatus(self.uuid, self.address, self._replica_infos())
+
+    def _replica_infos(self) -> list[api.ReplicaInfo]:
+        out = [r.info() for r in self.replicas.values()]
+        for tablet_id, reason in self.failed.items():
+            out.append(api.ReplicaInfo(tablet_id, "FAILED", reason, "", 0, None, None, (0, 0),
+                                       0, 0, 0, [], "NONE"))
+        return sorted(out, key=lambda r: r.tablet_id)
+
+    async def on_consensus_state(self, req: api.TabletRef, ctx: CallContext) -> api.ReplicaInfo:
+        if req.tablet_id in self.failed:
+            return next(r for r in self._replica_infos() if r.tablet_id == req.tablet_id)
+        return self._replica(req.tablet_id).info()
+
+    async def on_create_tablet(self, req: api.CreateTablet,
+                               ctx: CallContext) -> api.TabletCreated:
+        if not _TABLET_ID.match(req.tablet_id):
+            raise api.InvalidArgument(f"bad tablet id {req.tablet_id!r}: 1-64 of [A-Za-z0-9_-]")
+        uuids = [p.uuid for p in req.peers]
+        if self.uuid not in uuids:
+            raise api.InvalidArgument(f"the config {uuids} does not include this server "
+                                      f"({self.uuid})")
+        if len(set(uuids)) != len(uuids):
+            raise api.InvalidArgument(f"duplicate peers in {uuids}")
+        if not any(p.member_type == "VOTER" for p in req.peers):
+            raise api.InvalidArgument("the config has no voter")
+        for p in req.peers:
+            try:
+                split_address(p.address)
+            except ValueError as exc:
+                raise api.InvalidArgument(str(exc)) from None
+        async with self._create_lock:
+            if req.tablet_id in self.replicas or req.tablet_id in self.failed or \
+                    self.metadata.load_superblock(req.tablet_id) is not None:
+                raise api.TabletAlreadyExists(req.tablet_id)
+            await self._create(req.tablet_id, Config(0, tuple(req.peers)))
+        return api.TabletCreated(req.tablet_id)
+
+    async def _create(self, tablet_id: str, config: Config) -> None:
+        """CreateTablet: cmeta, then the WAL directory, then the superblock (commit point)."""
+        cmeta = ConsensusMeta(tablet_id, 0, None, config_to_storage(config))
+        await trio.to_thread.run_sync(self.metadata.write_cmeta, cmeta)
+        assert self._nursery is not None
+        await self._nursery.start(self._host, tablet_id, cmeta, None, True)
+
+    async def on_step_down(self, req: api.StepDown, ctx: CallContext) -> api.Ack:
+        await self._replica(req.tablet_id).step_down(req.new_leader)
+        return api.Ack()
+
+    async def on_change_config(self, req: api.ChangeConfig,
+                               ctx: CallContext) -> api.ConfigChanged:
+        change = req.change
+        if change.kind == "ADD":
+            try:
+                split_address(change.peer.address)
+            except ValueError as exc:
+                raise api.InvalidArgument(str(exc)) from None
+        index = await self._replica(req.tablet_id).change_config(change, req.cas_config_index)
+        return api.ConfigChanged(index)
+
+    async def on_write(self, req: api.Write, ctx: CallContext) -> api.Written:
+        batch = WriteBatch(req.client_id, req.seq, list(req.ops))
+        try:
+            validate_write(batch)
+        except WriteError as exc:
+            raise api.InvalidArgument(str(exc)) from None
+        return await self._replica(req.tablet_id).write(batch)
+
+    async def on_read(self, req: api.Read, ctx: CallContext) -> api.ReadResult:
+        replica = self._replica(req.tablet_id)
+        await replica.read_barrier()
+        value = replica.store.get(req.key)
+        return api.ReadResult(value is not None, value or b"")
+
+    async def on_scan(self, req: api.Scan, ctx: CallContext) -> api.ScanResult:
+        if req.limit < 1 or req.limit > 100_000:
+            raise api.InvalidArgument(f"scan limit {req.limit} not in 1..100000")
+        replica = self._replica(req.tablet_id)
+        await replica.read_barrier()
+        rows = replica.store.scan(req.start, req.end, req.limit + 1)
+        return api.ScanResult(rows[: req.limit], len(rows) > req.limit)
+
+    def service(self) -> Service:
+        s = Service("tserver")
+        s.register(api.RAFT_MESSAGE, api.RaftMessages, api.Ack, self.on_raft_message)
+        s.register(api.ADMIN_STATUS, api.Empty, api.ServerStatus, self.on_status)
+        s.register(api.ADMIN_CREATE_TABLET, api.CreateTablet, api.TabletCreated,
+                   self.on_create_tablet)
+        s.register(api.ADMIN_CONSENSUS_STATE, api.TabletRef, api.ReplicaInfo,
+                   self.on_consensus_state)
+        s.register(api.ADMIN_STEP_DOWN, api.StepDown, api.Ack, self.on_step_down)
+        s.register(api.ADMIN_CHANGE_CONFIG, api.ChangeConfig, api.ConfigChanged,
+                   self.on_change_config)
+        s.register(api.DATA_WRITE, api.Write, api.Written, self.on_write)
+        s.register(api.DATA_READ, api.Read, api.ReadResult, self.on_read)
+        s.register(api.DATA_SCAN, api.Scan, api.ScanResult, self.on_scan)
+        return s
+
+    # ------------------------------------------------------------------ background
+
+    async def ticker(self) -> None:
+        while True:
+            await trio.sleep(self.options.tick_seconds)
+            for replica in list(self.replicas.values()):
+                if replica.state == "RUNNING":
+                    replica.tick()
+                    if replica.wants_flush():
+                        assert self._nursery is not None
+                        self._nursery.start_soon(replica.flush)
+
+
+@contextlib.asynccontextmanager
+async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
+                       network: Network | None = None) -> AsyncIterator[TabletServer]:
+    """Run a tablet server until the block exits (then stop it cleanly: server_stop)."""
+    server = TabletServer(options, disk or OsDisk(), network)
+    await trio.to_thread.run_sync(server.open_directory)
+    try:
+        async with trio.open_nursery() as nursery:
+            server._nursery = nursery
+            rpc: RpcServer = await nursery.start(functools.partial(
+                serve_rpc, server.service(), server.uuid, options.rpc_host, options.rpc_port,
+                lamport=server.lamport_hooks, network=network))
+            server.address = f"{options.rpc_host}:{rpc.port}"
+            await server.start_tablets()
+            nursery.start_soon(server.ticker)
+            try:
+                yield server
+            finally:
+                nursery.cancel_scope.cancel()
+        server.tracer.event("server_stop")
+    finally:
+        if server.trace is not None:
+            server.trace.close()
+
+
+__all__ = ["PeerSender", "ServerOptions", "TabletServer", "open_tserver", "split_address"]
