@@ -110,3 +110,7 @@ def run_main(argv: list[str]) -> int:
 
 
 __all__ = ["build_parser", "run_main"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_main(sys.argv[1:]))

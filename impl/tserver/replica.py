@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import trio
 
@@ -48,6 +48,34 @@ from revivify.impl.trace import TraceWriter, durable_state
 from . import api
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Blocking = Callable[..., Awaitable[Any]]  # run a blocking call (a worker thread, or inline)
+
+
+class Tracer:
+    """The process's trace writer, as the server's parts use it. ``silence()`` is a simulated
+    crash (impl/testing/cluster.py): a killed process writes nothing more."""
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self.writer = writer
+        self.silenced = False
+
+    @property
+    def lamport(self) -> int:
+        return self.writer.lamport
+
+    def observe(self, remote: int) -> None:
+        self.writer.observe(remote)
+
+    def event(self, event: str, args: dict[str, Any] | None = None,
+              state: dict[str, Any] | None = None, tablet: str | None = None) -> int:
+        if self.silenced:
+            return self.writer.lamport
+        return self.writer.event(event, args, state, tablet)
+
+    def silence(self) -> None:
+        self.silenced = True
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
@@ -105,7 +133,8 @@ class Replica:
     """A running tablet replica (identity: one per tablet per server process)."""
 
     def __init__(self, *, tablet_id: str, me: str, core: raft.RaftCore, log: Log,
-                 store: TabletStore, metadata: MetadataStore, trace: TraceWriter,
+                 store: TabletStore, metadata: MetadataStore, trace: Tracer,
+                 blocking: Blocking,
                  send: Callable[[str, str, list[Message]], None],
                  address_of: Callable[[str], str | None],
                  flush_threshold: int = 8 << 20) -> None:
@@ -116,6 +145,7 @@ class Replica:
         self.store = store
         self.metadata = metadata
         self.trace = trace
+        self._blocking = blocking
         self._send = send
         self._address_of = address_of
         self.flush_threshold = flush_threshold
@@ -286,7 +316,7 @@ class Replica:
             if step.cmeta is not None:
                 cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
                                       config_to_storage(step.cmeta.committed_config))
-                await trio.to_thread.run_sync(self.metadata.write_cmeta, cmeta)
+                await self._blocking(self.metadata.write_cmeta, cmeta)
             if step.entries:
                 await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
                                        for e in step.entries])
@@ -352,9 +382,9 @@ class Replica:
             return
         self._flushing = True
         try:
-            flushed = await trio.to_thread.run_sync(self.store.flush)
+            flushed = await self._blocking(self.store.flush)
             if self.store.needs_compaction():
-                await trio.to_thread.run_sync(self.store.compact)
+                await self._blocking(self.store.compact)
             if flushed is not None:
                 self._submit(lambda: self.core.compact(flushed.index))
                 await self.log.gc(flushed.index)
@@ -406,5 +436,5 @@ def new_core(*, me: str, cmeta: ConsensusMeta, entries: list[Entry], base_term: 
         applied_index=applied_index, rng=random.Random(seed), options=options)
 
 
-__all__ = ["FAILED", "RUNNING", "STOPPED", "Replica", "config_from_storage",
+__all__ = ["FAILED", "RUNNING", "STOPPED", "Blocking", "Replica", "Tracer", "config_from_storage",
            "config_to_storage", "entry_from_wal", "fact_state", "new_core"]

@@ -66,7 +66,7 @@ from revivify.impl.tablet.store import TabletStore
 from revivify.impl.trace import TraceWriter, durable_state
 
 from . import api
-from .replica import Replica, config_to_storage, entry_from_wal, fact_state, new_core
+from .replica import Replica, Tracer, config_to_storage, entry_from_wal, fact_state, new_core
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,9 @@ class ServerOptions:
     fsync: bool = True
     flush_threshold: int = 8 << 20
     seed: int | None = None
+    # Blocking disk calls in worker threads (False: inline, for deterministic simulated
+    # clusters on SimDisk under trio's MockClock).
+    threads: bool = True
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -166,7 +169,7 @@ class TabletServer:
         self.blocks = BlockManager(self.layout)
         self.uuid = ""
         self.address = ""
-        self.trace: TraceWriter | None = None
+        self.trace: Tracer | None = None
         self.replicas: dict[str, Replica] = {}
         self.failed: dict[str, str] = {}  # tablet id -> reason (offline replicas)
         self.peers: dict[str, PeerSender] = {}
@@ -177,6 +180,17 @@ class TabletServer:
                                          heartbeat_ticks=options.heartbeat_ticks)
         self._rng_seed = options.seed if options.seed is not None else secrets.randbits(32)
 
+    async def blocking(self, fn: Any, *args: Any) -> Any:
+        """Run a blocking disk call: in a worker thread, or inline (``threads=False``)."""
+        if self.options.threads:
+            return await trio.to_thread.run_sync(fn, *args)
+        result = fn(*args)
+        await trio.lowlevel.checkpoint()
+        return result
+
+    def log_options(self) -> LogOptions:
+        return LogOptions(fsync=self.options.fsync, use_threads=self.options.threads)
+
     def _lamport_get(self) -> int:
         return self.trace.lamport if self.trace else 0
 
@@ -185,7 +199,7 @@ class TabletServer:
             self.trace.observe(remote)
 
     @property
-    def tracer(self) -> TraceWriter:
+    def tracer(self) -> Tracer:
         assert self.trace is not None
         return self.trace
 
@@ -202,7 +216,8 @@ class TabletServer:
         self.layout.remove_stale_temps()
         self.uuid = info.server_uuid
         trace_dir = self.options.trace_dir or posixpath.join(self.options.fs_root, "traces")
-        self.trace = TraceWriter(trace_dir, self.uuid, next_incarnation(trace_dir, self.uuid))
+        self.trace = Tracer(TraceWriter(trace_dir, self.uuid,
+                                        next_incarnation(trace_dir, self.uuid)))
         if formatted:
             self.trace.event("server_format")
         self.trace.event("server_start")
@@ -226,7 +241,7 @@ class TabletServer:
                                  "is missing")
             return
         try:
-            store = await trio.to_thread.run_sync(
+            store = await self.blocking(
                 TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
         except (TabletError, StorageError) as exc:
             self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
@@ -252,13 +267,13 @@ class TabletServer:
         driver. Started (``task_status``) once the replica runs or has failed to start."""
         try:
             async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
-                                LogOptions(fsync=self.options.fsync),
+                                self.log_options(),
                                 create_if_missing=create) as log:
                 if create:
                     # CreateTablet: cmeta and WAL exist; the superblock is the commit point.
-                    await trio.to_thread.run_sync(self.metadata.write_superblock,
+                    await self.blocking(self.metadata.write_superblock,
                                                   Superblock(tablet_id, DataState.READY))
-                    store = await trio.to_thread.run_sync(
+                    store = await self.blocking(
                         TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
                 base = store.flushed_opid
                 base_term, base_index = (base.term, base.index) if base else (0, 0)
@@ -293,7 +308,8 @@ class TabletServer:
     def _make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
                       store: TabletStore) -> Replica:
         return Replica(tablet_id=tablet_id, me=self.uuid, core=core, log=log, store=store,
-                       metadata=self.metadata, trace=self.tracer, send=self.send,
+                       metadata=self.metadata, trace=self.tracer, blocking=self.blocking,
+                       send=self.send,
                        address_of=functools.partial(self.address_of, tablet_id),
                        flush_threshold=self.options.flush_threshold)
 
@@ -388,7 +404,7 @@ class TabletServer:
     async def _create(self, tablet_id: str, config: Config) -> None:
         """CreateTablet: cmeta, then the WAL directory, then the superblock (commit point)."""
         cmeta = ConsensusMeta(tablet_id, 0, None, config_to_storage(config))
-        await trio.to_thread.run_sync(self.metadata.write_cmeta, cmeta)
+        await self.blocking(self.metadata.write_cmeta, cmeta)
         assert self._nursery is not None
         await self._nursery.start(self._host, tablet_id, cmeta, None, True)
 
@@ -463,7 +479,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        network: Network | None = None) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop)."""
     server = TabletServer(options, disk or OsDisk(), network)
-    await trio.to_thread.run_sync(server.open_directory)
+    await server.blocking(server.open_directory)
     try:
         async with trio.open_nursery() as nursery:
             server._nursery = nursery
@@ -480,7 +496,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
         server.tracer.event("server_stop")
     finally:
         if server.trace is not None:
-            server.trace.close()
+            server.trace.writer.close()
 
 
 __all__ = ["PeerSender", "ServerOptions", "TabletServer", "open_tserver", "split_address"]
