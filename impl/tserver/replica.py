@@ -137,7 +137,7 @@ class Replica:
                  blocking: Blocking,
                  send: Callable[[str, str, list[Message]], None],
                  address_of: Callable[[str], str | None],
-                 flush_threshold: int = 8 << 20) -> None:
+                 flush_threshold: int = 8 << 20, retain_entries: int = 50_000) -> None:
         self.tablet_id = tablet_id
         self.me = me
         self.core = core
@@ -149,6 +149,7 @@ class Replica:
         self._send = send
         self._address_of = address_of
         self.flush_threshold = flush_threshold
+        self.retain_entries = retain_entries
         self.state = RUNNING
         self.reason = ""
         self._inbox: list[Callable[[], None]] = []
@@ -386,10 +387,24 @@ class Replica:
             if self.store.needs_compaction():
                 await self._blocking(self.store.compact)
             if flushed is not None:
-                self._submit(lambda: self.core.compact(flushed.index))
-                await self.log.gc(flushed.index)
+                point = self.retention_point(flushed.index)
+                self._submit(lambda: self.core.compact(point))
+                await self.log.gc(point)
         finally:
             self._flushing = False
+
+    def retention_point(self, flushed_index: int) -> int:
+        """How far the log may be forgotten after a flush: up to the flushed index, but a
+        leader keeps what its slowest peer still needs (so a follower that was down a while
+        catches up from the log) unless that is more than ``retain_entries`` behind; a
+        follower keeps ``retain_entries`` too, in case it leads next. Beyond that a lagging
+        replica needs a tablet copy."""
+        floor = max(0, flushed_index - self.retain_entries)
+        st = self.core.status()
+        if st.peers:
+            slowest = min(p.match for p in st.peers)
+            return min(flushed_index, max(slowest, floor))
+        return floor
 
 
 def _check_fresh(result: ApplyResult, batch: WriteBatch) -> ApplyResult:

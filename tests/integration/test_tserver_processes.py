@@ -312,3 +312,28 @@ def test_corrupt_wal_in_the_middle_leaves_only_that_tablet_offline(
     for i in range(3):
         cluster.stop(i)
     assert_traces_clean(cluster)
+
+
+def test_flushes_to_blocks_and_restarts_from_blocks_plus_wal(tmp_path: object) -> None:
+    """A tiny flush threshold: rows move to data blocks while writes go on; a full restart
+    bootstraps from the blocks and replays the WAL above the flushed index."""
+    with ProcessCluster(str(tmp_path), 3, args=["--flush-mb", "0.02"]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        leader(c, "t1")
+        acked = write_rows(c, "t1", 600)
+        for i in range(3):
+            data = os.path.join(c.servers[i].fs_root, "data")
+            wait_for(lambda data=data: len(os.listdir(data)) > 0, 20, "a flushed block")
+        # Deletes must survive a flush and a restart too.
+        deletes = Writer(c, "t1", "deleter")
+        run(lambda: deletes.write([RowOp("delete", b"k000001"), RowOp("delete", b"k000002")]))
+        acked.update(deletes.acked)
+        for i in range(3):
+            c.kill(i)
+        c.start_all()
+        leader(c, "t1")
+        assert_acked_readable(c, "t1", acked)
+        for i in range(3):
+            c.stop(i)
+        assert_traces_clean(c)
