@@ -5,9 +5,11 @@ Subcommands:
   explore                 exhaustive bounded exploration of the spec (revivify.checker.explore)
   trace check PATH...     replay traces against the spec, single process
   trace validate PATH...  the same on Spark (--engine spark)
+  tserver status | run    a tablet server's state; run one (revivify.impl.tserver.main)
+  tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
+  row ...                 put, get, delete, scan rows of a tablet (revivify.impl.cli.admin)
 
-The server commands (cluster, tserver, master, admin) arrive with the servers. The CLI is the
-one part of impl/ that may call the checker (DESIGN.md): the servers never do.
+The CLI is the one part of impl/ that may call the checker (DESIGN.md): the servers never do.
 
 Exit codes: 0 success, 1 a check failed (a violation, a failed proof), 2 unusable input or
 bad arguments. Errors are one line naming what was wrong, never a traceback.
@@ -25,6 +27,9 @@ commands:
   explore     enumerate every reachable spec state within bounds and check invariants
   trace       check traces against the spec: 'trace check PATH...' or
               'trace validate PATH... --engine spark'
+  tserver     'tserver status --tserver HOST:PORT', or 'tserver run ...' (a tablet server)
+  tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
+  row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
 
 'revivify COMMAND --help' describes each command.
 """
@@ -48,10 +53,31 @@ def _trace(argv: list[str]) -> int:
     return trace_main(argv)
 
 
+def _tserver(argv: list[str]) -> int:
+    from revivify.impl.cli.admin import tserver_main
+
+    return tserver_main(argv)
+
+
+def _tablet(argv: list[str]) -> int:
+    from revivify.impl.cli.admin import tablet_main
+
+    return tablet_main(argv)
+
+
+def _row(argv: list[str]) -> int:
+    from revivify.impl.cli.admin import row_main
+
+    return row_main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "prove": _prove,
     "explore": _explore,
     "trace": _trace,
+    "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.tserver.main:run_main
+    "tablet": _tablet,
+    "row": _row,
 }
 
 

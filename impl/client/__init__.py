@@ -1,1 +1,85 @@
-"""Client library used by the CLI and workloads."""
+"""The client library: talk to tablet servers by address, to a tablet through its leader.
+
+Used by the ``revivify`` CLI and by workloads. Built on the RPC layer (revivify.impl.rpc) and
+the tablet server's interface (revivify.impl.tserver.api); trio throughout, no timeout
+parameters anywhere (callers bound calls with trio cancel scopes; the retry policy's own
+bounds are ClientOptions).
+
+    options      "HOST:PORT" parsing; ClientOptions: attempts, deadline, backoff with jitter
+    connections  ServerConnections: one RPC connection per server, reopened after it breaks;
+                 the UUID handshake (a call to UUID "" is refused with the server's UUID)
+    tablet       TabletClient / open_tablet_client: leader discovery (ConsensusState of each
+                 server, NotLeader hints), retries, exactly-once writes by (client_id, seq),
+                 linearizable reads and scans, config change (CAS) and step-down via the
+                 leader
+    admin        one-shot helpers for the CLI: server_status, create_tablet, tablet_status,
+                 leader_info, change_config, step_down
+    errors       ClientError and its subclasses: every error the library raises on purpose
+
+Example::
+
+    async with open_tablet_client(["127.0.0.1:7050", "127.0.0.1:7051"], tablet_id) as t:
+        await t.put(b"k", b"v")          # exactly once, whatever retries it took
+        assert await t.get(b"k") == b"v"  # linearizable: read at the leader (ReadIndex)
+"""
+
+from .admin import (
+    CreatedTablet,
+    ReplicaStatus,
+    TabletStatus,
+    change_config,
+    create_tablet,
+    leader_info,
+    server_status,
+    step_down,
+    tablet_status,
+)
+from .connections import HANDSHAKE_UUID, ServerConnections, handshake, open_connections
+from .errors import (
+    ChangeRefused,
+    ClientError,
+    DeadlineExceeded,
+    InvalidAddress,
+    InvalidRequest,
+    NoLeader,
+    OutcomeUnknown,
+    Rejected,
+    RetriesExhausted,
+    ServerUnreachable,
+    TabletNotFoundError,
+    Unavailable,
+)
+from .options import ClientOptions, parse_address
+from .tablet import TabletClient, open_tablet_client
+
+__all__ = [
+    "HANDSHAKE_UUID",
+    "ChangeRefused",
+    "ClientError",
+    "ClientOptions",
+    "CreatedTablet",
+    "DeadlineExceeded",
+    "InvalidAddress",
+    "InvalidRequest",
+    "NoLeader",
+    "OutcomeUnknown",
+    "Rejected",
+    "ReplicaStatus",
+    "RetriesExhausted",
+    "ServerConnections",
+    "ServerUnreachable",
+    "TabletClient",
+    "TabletNotFoundError",
+    "TabletStatus",
+    "Unavailable",
+    "change_config",
+    "create_tablet",
+    "handshake",
+    "leader_info",
+    "open_connections",
+    "open_tablet_client",
+    "parse_address",
+    "server_status",
+    "step_down",
+    "tablet_status",
+]

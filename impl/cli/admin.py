@@ -1,0 +1,484 @@
+"""The server commands of ``revivify``: tserver, tablet, row.
+
+  revivify tserver status --tserver HOST:PORT
+  revivify tserver run ...                     (the tablet server; revivify.impl.tserver.main)
+  revivify tablet create --tservers HOST:PORT,... [--replicas N] [--tablet-id ID]
+  revivify tablet status --tservers ... --tablet ID
+  revivify tablet change-config --tservers ... --tablet ID [--cas-config-index N]
+                                add UUID HOST:PORT [--non-voter [--promote]] | remove UUID
+                                | promote UUID
+  revivify tablet step-down --tservers ... --tablet ID [--new-leader UUID]
+  revivify row put KEY VALUE | get KEY | delete KEY | scan [--start K] [--end K] [--limit N]
+                                (each with --tservers ... --tablet ID [--hex])
+
+Every command takes ``--json`` (one JSON document on stdout) and ``--deadline SECONDS``
+(default 10: the whole command, retries included, runs under a trio cancel scope with that
+deadline, and the client library's retry deadline is the same).
+
+Exit codes: 0 success; 1 the answer is "no" (a key not found, a config change refused, a
+server refusing a request it understood: the tablet already exists, an invalid argument);
+2 bad usage (a malformed HOST:PORT, a missing flag, bad hex), an unknown tablet, or a
+cluster that cannot be reached or has no leader within the deadline. Errors are one line on
+stderr naming the command and what was wrong, never a traceback.
+
+Everything talks to the servers through revivify.impl.client; this module only parses,
+calls and prints (render.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NoReturn
+
+import attrs
+import trio
+
+from revivify.impl.client import (
+    ChangeRefused,
+    ClientError,
+    ClientOptions,
+    InvalidAddress,
+    Rejected,
+    change_config,
+    create_tablet,
+    open_tablet_client,
+    parse_address,
+    server_status,
+    step_down,
+    tablet_status,
+)
+from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
+from revivify.impl.rpc import AppError
+
+from . import render
+
+DEFAULT_DEADLINE = 10.0
+BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
+TSERVER_MAIN = "revivify.impl.tserver.main"
+
+
+# ---------------------------------------------------------------------------- plumbing
+
+
+class UsageError(Exception):
+    """Bad arguments: the message is the whole line printed (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+@attrs.frozen
+class Outcome:
+    """What a command found: its exit code, JSON document, text, and stderr line if any."""
+
+    code: int
+    document: Any
+    text: str
+    complaint: str | None = None
+
+
+def _address(text: str) -> str:
+    try:
+        parse_address(text)
+    except InvalidAddress as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def _addresses(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise argparse.ArgumentTypeError("no address given; expected HOST:PORT,...")
+    return [_address(item) for item in items if item]
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _common() -> _Parser:
+    p = _Parser(add_help=False)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout instead of text")
+    p.add_argument("--deadline", type=_positive_float, default=DEFAULT_DEADLINE,
+                   metavar="SECONDS",
+                   help=f"give up after this long, retries included (default "
+                        f"{DEFAULT_DEADLINE:g})")
+    return p
+
+
+def _cluster() -> _Parser:
+    p = _Parser(add_help=False)
+    p.add_argument("--tservers", type=_addresses, required=True, metavar="HOST:PORT,...",
+                   help="tablet servers to ask, comma-separated (any that host the tablet; "
+                        "the leader is found among them)")
+    p.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
+    return p
+
+
+def _options(args: argparse.Namespace) -> ClientOptions:
+    return ClientOptions(deadline=args.deadline)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]
+           ) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code when there is nothing to run (help, error)."""
+    try:
+        return parser.parse_args(list(argv))
+    except UsageError as exc:
+        print(_one_line(str(exc)), file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help printed its text
+        return 0 if exc.code in (0, None) else 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _execute(prog: str, args: argparse.Namespace,
+             work: Callable[[], Awaitable[Outcome]]) -> int:
+    """Run `work` under the deadline; print its outcome; map errors to exit codes.
+
+    The client library gives up at the same deadline (ClientOptions.deadline) and says
+    why (its last error); this scope, a little later, is the backstop for the calls that
+    are not retried (server status, create, status), should a server never answer.
+    """
+    deadline: float = args.deadline
+
+    async def bounded() -> Outcome | None:
+        with trio.move_on_after(deadline + BACKSTOP_SLACK):
+            return await work()
+        return None
+
+    try:
+        outcome = trio.run(bounded)
+    except ChangeRefused as exc:
+        return _fail(prog, exc.message, 1)
+    except Rejected as exc:
+        return _fail(prog, exc.message, 1 if isinstance(exc.error, AppError) else 2)
+    except ClientError as exc:
+        return _fail(prog, exc.message, 2)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the last line of defence: a message, not a traceback
+        return _fail(prog, f"internal error: {type(exc).__name__}: {exc}", 2)
+    if outcome is None:
+        return _fail(prog, f"no answer within the deadline of {deadline:g}s", 2)
+    if args.json:
+        print(render.dumps(outcome.document))
+    elif outcome.text:
+        print(outcome.text)
+    if outcome.complaint is not None:
+        print(f"{prog}: {_one_line(outcome.complaint)}", file=sys.stderr)
+    return outcome.code
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    print(f"{prog}: {_one_line(message)}", file=sys.stderr)
+    return code
+
+
+# ---------------------------------------------------------------------------- tserver
+
+
+def tserver_main(argv: list[str]) -> int:
+    """``revivify tserver ...``: status here; run is the tablet server's own entry point."""
+    if argv and argv[0] == "run":
+        return _tserver_run(argv[1:])
+    parser = _Parser(prog="revivify tserver", description="tablet server commands")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{status,run}")
+    status = sub.add_parser("status", parents=[_common()],
+                            help="a server's UUID, address and replicas",
+                            description="Print a tablet server's UUID, address and "
+                                        "replicas (role, term, last and committed OpId).")
+    status.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+                        help="the server to ask")
+    sub.add_parser("run", add_help=False,
+                   help="run a tablet server ('revivify tserver run --help' for its flags)")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+
+    async def work() -> Outcome:
+        reply = await server_status(args.tserver)
+        return Outcome(0, render.server_status_doc(reply), render.server_status_text(reply))
+
+    return _execute("revivify tserver status", args, work)
+
+
+def _tserver_run(argv: list[str]) -> int:
+    """Hand over to ``revivify.impl.tserver.main:run_main(argv)`` (imported lazily)."""
+    try:
+        module = importlib.import_module(TSERVER_MAIN)
+    except ModuleNotFoundError as exc:
+        if exc.name != TSERVER_MAIN:
+            return _fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
+                         f"{type(exc).__name__}: {exc}", 2)
+        module = None
+    except Exception as exc:  # a broken server module: a message, not a traceback
+        return _fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
+                     f"{type(exc).__name__}: {exc}", 2)
+    run_main: Callable[[list[str]], int] | None = getattr(module, "run_main", None)
+    if run_main is None:
+        print(f"revivify tserver run: not available in this build ({TSERVER_MAIN}.run_main "
+              f"is missing)", file=sys.stderr)
+        return 2
+    return int(run_main(argv))
+
+
+# ---------------------------------------------------------------------------- tablet
+
+
+def _change(args: argparse.Namespace) -> ConfigChange:
+    """The ConfigChange the positional arguments describe (UsageError if inconsistent)."""
+    action: str = args.action
+    prog = "revivify tablet change-config"
+    if args.promote and not args.non_voter:
+        raise UsageError(f"{prog}: --promote applies to 'add ... --non-voter' only")
+    if action == "add":
+        if args.address is None:
+            raise UsageError(f"{prog}: add needs UUID and HOST:PORT")
+        member: MemberType = NON_VOTER if args.non_voter else VOTER
+        return ConfigChange("ADD", Peer(args.uuid, args.address, member, bool(args.promote)))
+    if args.address is not None:
+        raise UsageError(f"{prog}: {action} takes a UUID only, not {args.address!r}")
+    if args.non_voter:
+        raise UsageError(f"{prog}: --non-voter applies to add only")
+    if action == "remove":
+        return ConfigChange("REMOVE", Peer(args.uuid, ""))
+    return ConfigChange("CHANGE_ROLE", Peer(args.uuid, "", VOTER))
+
+
+def tablet_main(argv: list[str]) -> int:
+    """``revivify tablet create | status | change-config | step-down``."""
+    parser = _Parser(prog="revivify tablet", description="tablet administration")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    create = sub.add_parser(
+        "create", parents=[_common()], help="create a tablet",
+        description="Create a tablet replicated on the first N of the given servers (every "
+                    "replica a voter) and print its id.")
+    create.add_argument("--tservers", type=_addresses, required=True,
+                        metavar="HOST:PORT,...", help="tablet servers, comma-separated")
+    create.add_argument("--replicas", type=_positive_int, default=3, metavar="N",
+                        help="replicas: the first N servers (default 3)")
+    create.add_argument("--tablet-id", default=None, metavar="ID",
+                        help="the new tablet's id (default: a random uuid4 hex)")
+
+    sub.add_parser(
+        "status", parents=[_cluster(), _common()], help="every replica's state",
+        description="Show each replica's role, term, last and committed OpId, and the "
+                    "leader. A server that cannot be reached is shown as such.")
+
+    changing = sub.add_parser(
+        "change-config", parents=[_cluster(), _common()],
+        help="add, remove or promote one member",
+        description="One membership change, at the leader, compare-and-set on the "
+                    "committed config's index. Forms: 'add UUID HOST:PORT [--non-voter "
+                    "[--promote]]', 'remove UUID', 'promote UUID' (a NON_VOTER to VOTER). "
+                    "Exit 1 if the leader refuses.")
+    changing.add_argument("action", choices=("add", "remove", "promote"),
+                        help="what to do to the member")
+    changing.add_argument("uuid", metavar="UUID", help="the member's server UUID")
+    changing.add_argument("address", nargs="?", type=_address, default=None,
+                        metavar="HOST:PORT", help="add only: where the new member listens")
+    changing.add_argument("--non-voter", action="store_true",
+                        help="add only: add as a NON_VOTER (receives the log, no vote)")
+    changing.add_argument("--promote", action="store_true",
+                        help="with --non-voter: the leader promotes it to VOTER once it has "
+                             "caught up")
+    changing.add_argument("--cas-config-index", type=_non_negative_int, default=None,
+                        metavar="N",
+                        help="apply only if the committed config is at index N (default: "
+                             "the leader's current committed config index, read first)")
+
+    down = sub.add_parser(
+        "step-down", parents=[_cluster(), _common()], help="ask the leader to step down",
+        description="Ask the tablet's leader to step down, optionally handing leadership "
+                    "to a given voter.")
+    down.add_argument("--new-leader", default=None, metavar="UUID",
+                      help="transfer leadership to this voter")
+
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    prog = f"revivify tablet {args.cmd}"
+    options = _options(args)
+    change: ConfigChange | None = None
+    if args.cmd == "change-config":
+        try:
+            change = _change(args)
+        except UsageError as exc:
+            print(_one_line(str(exc)), file=sys.stderr)
+            return 2
+
+    async def create_work() -> Outcome:
+        created = await create_tablet(args.tservers, args.replicas, args.tablet_id)
+        doc = {"tablet_id": created.tablet_id,
+               "peers": [render.peer_doc(p) for p in created.peers]}
+        return Outcome(0, doc, created.tablet_id)
+
+    async def status_work() -> Outcome:
+        status = await tablet_status(args.tservers, args.tablet)
+        if not status.reachable:
+            raise _NoServer("no server could be reached: " + "; ".join(
+                f"{r.address}: {r.error}" for r in status.replicas))
+        if not status.hosted:
+            raise _NoServer(f"tablet {args.tablet} is not hosted by any of "
+                            f"{', '.join(args.tservers)}")
+        return Outcome(0, render.tablet_status_doc(status), render.tablet_status_text(status))
+
+    async def change_work() -> Outcome:
+        assert change is not None
+        try:
+            changed = await change_config(args.tservers, args.tablet, change,
+                                          args.cas_config_index, options=options)
+        except ChangeRefused as refusal:
+            doc = {"tablet_id": args.tablet, "refused": {
+                "reason": refusal.reason, "detail": refusal.detail,
+                "committed_index": refusal.committed_index,
+                "outcome_unknown": refusal.outcome_unknown}}
+            return Outcome(1, doc, "", refusal.message)
+        doc = {"tablet_id": args.tablet, "config_index": changed.config_index,
+               "change": {"kind": change.kind, **render.peer_doc(change.peer)}}
+        return Outcome(0, doc, f"config change committed at index {changed.config_index}")
+
+    async def step_down_work() -> Outcome:
+        former = await step_down(args.tservers, args.tablet, args.new_leader,
+                                 options=options)
+        towards = f" in favour of {args.new_leader}" if args.new_leader else ""
+        doc = {"tablet_id": args.tablet, "stepped_down": former,
+               "new_leader": args.new_leader}
+        return Outcome(0, doc, f"leader {former} asked to step down{towards}")
+
+    works: dict[str, Callable[[], Awaitable[Outcome]]] = {
+        "create": create_work, "status": status_work, "change-config": change_work,
+        "step-down": step_down_work,
+    }
+    return _execute(prog, args, works[args.cmd])
+
+
+class _NoServer(ClientError):
+    """tablet status: nothing useful came back (exit 2)."""
+
+
+# ---------------------------------------------------------------------------- row
+
+
+def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:
+    if hex_mode:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise UsageError(f"{prog}: {what} {text!r} is not valid hex") from None
+    return text.encode("utf-8", "surrogateescape")
+
+
+def row_main(argv: list[str]) -> int:
+    """``revivify row put | get | delete | scan``."""
+    parser = _Parser(prog="revivify row", description="read and write rows of a tablet")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    data = _Parser(add_help=False)
+    data.add_argument("--hex", action="store_true",
+                      help="keys and values are given and printed as hex (default: UTF-8 "
+                           "text)")
+    parents = [_cluster(), data, _common()]
+    put = sub.add_parser("put", parents=parents, help="write a row",
+                         description="Write VALUE at KEY (exactly once, at the leader).")
+    put.add_argument("key", metavar="KEY")
+    put.add_argument("value", metavar="VALUE")
+    get = sub.add_parser("get", parents=parents, help="read a row",
+                         description="Print the value at KEY (a linearizable read at the "
+                                     "leader). Exit 1 if there is none.")
+    get.add_argument("key", metavar="KEY")
+    delete = sub.add_parser("delete", parents=parents, help="delete a row",
+                            description="Delete the row at KEY (exactly once).")
+    delete.add_argument("key", metavar="KEY")
+    scan = sub.add_parser("scan", parents=parents, help="read a range of rows",
+                          description="Print the rows with START <= key < END in key "
+                                      "order, one 'KEY<TAB>VALUE' line each.")
+    scan.add_argument("--start", default=None, metavar="KEY",
+                      help="first key (inclusive; default: the first)")
+    scan.add_argument("--end", default=None, metavar="KEY",
+                      help="end key (exclusive; default: no end)")
+    scan.add_argument("--limit", type=_non_negative_int, default=None, metavar="N",
+                      help="at most N rows (default: all)")
+
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    prog = f"revivify row {args.cmd}"
+    hex_mode: bool = args.hex
+    try:
+        key = None if args.cmd == "scan" else _data(args.key, hex_mode, "KEY", prog)
+        value = _data(args.value, hex_mode, "VALUE", prog) if args.cmd == "put" else None
+        start = (None if args.cmd != "scan" or args.start is None
+                 else _data(args.start, hex_mode, "--start", prog))
+        end = (None if args.cmd != "scan" or args.end is None
+               else _data(args.end, hex_mode, "--end", prog))
+    except UsageError as exc:
+        print(_one_line(str(exc)), file=sys.stderr)
+        return 2
+    options = _options(args)
+
+    def show(data: bytes) -> str:
+        return render.show_bytes(data, hex_mode)
+
+    async def work() -> Outcome:
+        async with open_tablet_client(args.tservers, args.tablet, options=options) as tablet:
+            if args.cmd == "put":
+                assert key is not None and value is not None
+                written = await tablet.put(key, value)
+                doc = {"key": show(key), "value": show(value), "index": written.index,
+                       "duplicate": written.duplicate}
+                return Outcome(0, doc, f"written at index {written.index}")
+            if args.cmd == "delete":
+                assert key is not None
+                written = await tablet.delete(key)
+                doc = {"key": show(key), "index": written.index,
+                       "duplicate": written.duplicate}
+                return Outcome(0, doc, f"deleted at index {written.index}")
+            if args.cmd == "get":
+                assert key is not None
+                found = await tablet.get(key)
+                if found is None:
+                    return Outcome(1, {"key": show(key), "value": None}, "",
+                                   f"key {show(key)!r} not found")
+                return Outcome(0, {"key": show(key), "value": show(found)}, show(found))
+            rows = await tablet.scan(start, end, args.limit)
+            doc = {"rows": [{"key": show(k), "value": show(v)} for k, v in rows]}
+            return Outcome(0, doc, "\n".join(f"{show(k)}\t{show(v)}" for k, v in rows))
+
+    return _execute(prog, args, work)
+
+
+__all__ = ["Outcome", "UsageError", "row_main", "tablet_main", "tserver_main"]

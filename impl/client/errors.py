@@ -1,0 +1,164 @@
+"""The errors of the client library: what went wrong, in words and in fields.
+
+Every error the library raises on purpose is a ClientError. The RPC layer's errors and the
+tablet server's AppErrors never escape a public call raw: the library either handles them
+(retries, follows a leader hint, reconnects) or wraps them in one of these, keeping the
+server's error as ``last_error`` so nothing is lost.
+
+    ClientError(message, last_error)
+    ├── InvalidRequest(detail)                   refused before anything was sent (a bad
+    │   └── InvalidAddress(address, reason)      "HOST:PORT", a batch over the limits, ...)
+    ├── ServerUnreachable(address, reason)       one server could not be reached (admin
+    │                                            calls that address one server)
+    ├── Rejected(address, error)                 a server refused for good: retrying the same
+    │                                            request cannot help (InvalidArgument,
+    │                                            TabletAlreadyExists, an internal error, ...)
+    ├── TabletNotFoundError(tablet_id, asked)    every server that answered said it does not
+    │                                            host the tablet
+    ├── ChangeRefused(reason, detail, committed_index, outcome_unknown)
+    │                                            the leader said no to a config change (a
+    │                                            stale compare-and-set index, ...)
+    ├── NoLeader(tablet_id, errors)              one pass over the servers found no leader
+    │                                            (retried; seen only as a last_error)
+    └── Unavailable(operation, attempts, last_error, outcome_unknown)
+        ├── RetriesExhausted                     the bounded number of attempts is spent
+        ├── DeadlineExceeded                     the operation's deadline passed
+        └── OutcomeUnknown                       a call that must not be repeated was cut off
+                                                 in flight (step-down): it may have run
+
+``outcome_unknown`` is True when an attempt may have been applied before the library gave
+up (a connection closed with the call in flight, or OperationAborted): a write is then
+applied at most once, but maybe once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class ClientError(Exception):
+    """Base of every error the client library raises on purpose."""
+
+    def __init__(self, message: str, last_error: BaseException | None = None) -> None:
+        super().__init__(_one_line(message))
+        self.message = _one_line(message)
+        self.last_error = last_error
+
+
+class InvalidRequest(ClientError, ValueError):
+    """The request was refused locally, before anything was sent."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class InvalidAddress(InvalidRequest):
+    """`address` is not a usable "HOST:PORT"."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"invalid address {address!r}: {reason}")
+        self.address = address
+        self.reason = reason
+
+
+class ServerUnreachable(ClientError):
+    """The server at `address` could not be reached (or the connection broke mid-call)."""
+
+    def __init__(self, address: str, reason: str, last_error: BaseException | None = None
+                 ) -> None:
+        super().__init__(f"cannot reach {address}: {reason}", last_error)
+        self.address = address
+        self.reason = reason
+
+
+class Rejected(ClientError):
+    """The server at `address` refused the request with `error`; retrying cannot help."""
+
+    def __init__(self, address: str, error: BaseException) -> None:
+        super().__init__(f"{address} refused: {error}", error)
+        self.address = address
+        self.error = error
+
+
+class TabletNotFoundError(ClientError):
+    """Every server that answered (`asked`) said it does not host `tablet_id`."""
+
+    def __init__(self, tablet_id: str, asked: Sequence[str]) -> None:
+        super().__init__(f"tablet {tablet_id} is not hosted by any of {', '.join(asked)}")
+        self.tablet_id = tablet_id
+        self.asked = tuple(asked)
+
+
+class ChangeRefused(ClientError):
+    """The leader refused a config change (its ConfigChangeRefused, as fields)."""
+
+    def __init__(self, reason: str, detail: str, committed_index: int, *,
+                 outcome_unknown: bool = False, last_error: BaseException | None = None
+                 ) -> None:
+        note = (" (an earlier attempt was cut off in flight and may have been applied)"
+                if outcome_unknown else "")
+        super().__init__(f"config change refused ({reason}): {detail}{note}", last_error)
+        self.reason = reason
+        self.detail = detail
+        self.committed_index = committed_index
+        self.outcome_unknown = outcome_unknown
+
+
+class NoLeader(ClientError):
+    """A pass over every known server found no leader; `errors` says what each answered."""
+
+    def __init__(self, tablet_id: str, errors: Sequence[tuple[str, str]]) -> None:
+        said = "; ".join(f"{address}: {what}" for address, what in errors) or "no server"
+        super().__init__(f"no leader found for tablet {tablet_id} ({said})")
+        self.tablet_id = tablet_id
+        self.errors = tuple(errors)
+
+
+class Unavailable(ClientError):
+    """`operation` gave up after `attempts` attempts; `last_error` is why the last failed."""
+
+    why = "gave up"
+
+    def __init__(self, operation: str, attempts: int, last_error: BaseException | None, *,
+                 outcome_unknown: bool = False) -> None:
+        cause = f": {last_error}" if last_error is not None else ""
+        note = "; it may or may not have been applied" if outcome_unknown else ""
+        super().__init__(
+            f"{operation}: {self.why} after {attempts} attempt{'s' if attempts != 1 else ''}"
+            f"{note}{cause}", last_error)
+        self.operation = operation
+        self.attempts = attempts
+        self.outcome_unknown = outcome_unknown
+
+
+class RetriesExhausted(Unavailable):
+    why = "no success"
+
+
+class DeadlineExceeded(Unavailable):
+    why = "out of time (deadline reached)"
+
+
+class OutcomeUnknown(Unavailable):
+    why = "cut off in flight, not repeated"
+
+
+__all__ = [
+    "ChangeRefused",
+    "ClientError",
+    "DeadlineExceeded",
+    "InvalidAddress",
+    "InvalidRequest",
+    "NoLeader",
+    "OutcomeUnknown",
+    "Rejected",
+    "RetriesExhausted",
+    "ServerUnreachable",
+    "TabletNotFoundError",
+    "Unavailable",
+]
