@@ -1,4 +1,4 @@
-"""Helpers for tests that run real tablet-server processes (impl/testing/processes.py).
+"""Helpers for tests that run real tablet-server processes (impl/cli/localcluster.py).
 
 A small synchronous facade over the RPC layer: each call runs its own ``trio.run``, so a
 test reads as a script (start, write, kill, check). Every wait is bounded by a deadline.
@@ -19,7 +19,7 @@ from revivify.checker.local import check_paths
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.rpc import ConnectionClosed, RpcError, WrongServerUuid, open_rpc_client
 from revivify.impl.tablet.ops import RowOp
-from revivify.impl.testing.processes import ProcessCluster
+from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.tserver import api
 from revivify.impl.tserver.server import split_address
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from revivify.impl.testing.processes import ProcessCluster
+from revivify.impl.cli.localcluster import ProcessCluster
 
 RUN = [sys.executable, "-m", "revivify.impl.tserver.main"]
 

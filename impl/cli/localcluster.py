@@ -1,4 +1,5 @@
-"""Real tablet-server processes on 127.0.0.1, for integration tests, the demo and benchmarks.
+"""A local cluster of real tablet-server processes on 127.0.0.1 (the demo, integration tests,
+benchmarks; later ``revivify cluster start``).
 
 ``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.tserver.main``,
 each with its own directory ``root/ts-<i>``, all writing traces into ``root/traces``. The
