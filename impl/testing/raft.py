@@ -839,16 +839,21 @@ class RaftCluster:
 
     # ------------------------------------------------------------------ loops
 
+    def round(self) -> bool:
+        """One round: a Ready of every node that has one, then every message in flight
+        delivered. Returns whether there was anything to do."""
+        did = self.process_all()
+        if self.queue:
+            self.deliver()
+            did = True
+        self.check_logs()
+        return did
+
     def stabilize(self, max_rounds: int | None = None) -> int:
         """Process Readies and deliver messages until nothing is left; rounds taken."""
         bound = self.max_rounds if max_rounds is None else max_rounds
         for rounds in range(bound):
-            did = self.process_all()
-            if self.queue:
-                self.deliver()
-                did = True
-            self.check_logs()
-            if not did:
+            if not self.round():
                 return rounds
         busy = [u for u in self.up() if self.core(u).has_ready()]
         raise LivelockError(

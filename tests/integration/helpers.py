@@ -16,10 +16,10 @@ import msgspec
 import trio
 
 from revivify.checker.local import check_paths
+from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.rpc import ConnectionClosed, RpcError, WrongServerUuid, open_rpc_client
 from revivify.impl.tablet.ops import RowOp
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.tserver import api
 from revivify.impl.tserver.server import split_address
 

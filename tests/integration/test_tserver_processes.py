@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import AppendRequest, ConfigChange, Peer
 from revivify.impl.rpc import MalformedRequest, WrongServerUuid
 from revivify.impl.tablet.ops import RowOp
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.tserver import api
 
 from .helpers import (
