@@ -65,8 +65,22 @@ demo: $(STAMP) $(JAVA_STAMP)
 soak: $(STAMP) $(JAVA_STAMP)
 	HYPOTHESIS_PROFILE=soak $(BIN)/pytest -q -m "slow or not slow" $(PYTEST_FLAGS)
 
+# Every bench/*.py; tserver.py through its own target (it installs its peers first).
 bench: $(STAMP) $(JAVA_STAMP)
-	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in bench/*.py; do [ "$$b" = bench/tserver.py ] && continue; \
+	  echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	$(MAKE) bench-tserver
+
+# Replicated writes on revivify vs etcd 3.4 vs PySyncObj, and leader failover (bench/tserver.py).
+# Installs what it compares against: etcd from Debian's packages, pysyncobj from PyPI.
+# BENCH_TSERVER_ARGS=--quick for a smoke run.
+.PHONY: bench-tserver
+bench-tserver: $(STAMP)
+	@command -v etcd >/dev/null || { echo "installing etcd-server (Debian)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }
+	@$(BIN)/python -c "import pysyncobj" 2>/dev/null || $(BIN)/pip install -q 'pysyncobj==0.3.17'
+	$(BIN)/python bench/tserver.py $(BENCH_TSERVER_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \

@@ -15,7 +15,11 @@ Rules of this file
        The shell makes the change durable (fsync), then writes the fact, then the next.
        So a process killed at any moment loses at most the fact of the step in flight.
     2. ``messages``: sent only after every step of the batch is durable, so no vote is
-       granted and no entry acknowledged before it is on disk.
+       granted and no entry acknowledged before it is on disk. ``early_messages`` (the
+       leader's AppendRequests) may be sent before the steps, so that followers write to
+       their disks while the leader writes to its own (Raft thesis 10.2.1): a leader counts
+       itself toward a commit only once ``advance`` says its own append is durable, and
+       the term the requests carry was made durable before the election that won it.
     3. ``committed``: entries to apply, in order (durable on this node and committed).
     4. ``read_states``: ReadIndex requests confirmed: (request_id, index); answer once the
        state machine has applied ``index``.
@@ -173,6 +177,16 @@ class Ready:
     committed: tuple[Entry, ...]
     read_states: tuple[ReadState, ...]
     read_failures: tuple[int, ...]  # ReadIndex requests dropped (leadership lost)
+
+    @property
+    def early_messages(self) -> tuple[Message, ...]:
+        """Messages that need none of the batch's steps to be durable (see rule 2)."""
+        return tuple(m for m in self.messages if isinstance(m, AppendRequest))
+
+    @property
+    def late_messages(self) -> tuple[Message, ...]:
+        """Messages to send only once every step of the batch is durable."""
+        return tuple(m for m in self.messages if not isinstance(m, AppendRequest))
 
     def is_empty(self) -> bool:
         return not (self.steps or self.messages or self.committed or self.read_states
@@ -993,8 +1007,10 @@ for _role in _FOLLOWERS:
                                                     ("start_election",))
 TRANSITIONS[(Role.LEADER, "tick")] = Transition(RaftCore._on_tick_leader, ("step_down",))
 # A leader receives a vote request of its own term only from a stale candidate: refuse.
+# One of a higher term passes the term gate only from a leadership transfer (ignore_lease):
+# the leader then steps down and may grant it.
 TRANSITIONS[(Role.LEADER, "VoteRequest")] = Transition(RaftCore._on_vote_request,
-                                                       ("vote_denied",))
+                                                       ("vote_granted", "vote_denied"))
 TRANSITIONS[(Role.LEADER, "VoteResponse")] = Transition(RaftCore._on_vote_response)
 TRANSITIONS[(Role.LEADER, "AppendResponse")] = Transition(
     RaftCore._on_append_response, ("commit", "config_commit", "log_append"))

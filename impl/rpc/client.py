@@ -149,8 +149,17 @@ class RpcClient:
     async def _write_requests(self) -> None:
         try:
             async for frame in self._to_write:
+                # Coalesce: every frame queued meanwhile goes out in the same send (one
+                # syscall and one wake-up of the peer instead of one per call).
+                frames = [frame]
+                while True:
+                    try:
+                        frames.append(self._to_write.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
                 try:
-                    await self._stream.send_all(frame)
+                    await self._stream.send_all(frames[0] if len(frames) == 1
+                                                else b"".join(frames))
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     self._close(f"send failed: {exc!r}")
                     return

@@ -195,7 +195,8 @@ class _Connection:
         self._lamport = lamport
         self._max_frame_size = max_frame_size
         self._slots = trio.Semaphore(max_concurrent_calls)
-        self._send_lock = trio.Lock()
+        self._outbox: list[bytes] = []  # encoded responses waiting for the sender
+        self._sending = False
         self.peer = peer
 
     async def run(self) -> None:
@@ -259,13 +260,24 @@ class _Connection:
             self._server._call_finished()
 
     async def _send(self, response: Response, method: str) -> None:
-        frame = self._encode(response, method)
-        async with self._send_lock:
-            try:
-                await self._stream.send_all(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                logger.debug("rpc connection from %s: response to call %d dropped: %r",
-                             self.peer, response.call_id, exc)
+        """Queue the response; the first sender drains the queue, so responses that finish
+        while a send is in progress go out together in the next one (coalescing)."""
+        self._outbox.append(self._encode(response, method))
+        if self._sending:
+            return  # the task sending now picks it up before it stops
+        self._sending = True
+        try:
+            while self._outbox:
+                data = b"".join(self._outbox)
+                self._outbox.clear()
+                try:
+                    await self._stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    logger.debug("rpc connection from %s: responses dropped (last: call %d): "
+                                 "%r", self.peer, response.call_id, exc)
+                    self._outbox.clear()
+        finally:
+            self._sending = False
 
     def _encode(self, response: Response, method: str) -> bytes:
         try:

@@ -312,7 +312,16 @@ class Replica:
         self._changes.clear()
         self._reads.clear()
 
+    def _send_all(self, messages: tuple[Message, ...]) -> None:
+        by_dest: dict[str, list[Message]] = {}
+        for m in messages:
+            by_dest.setdefault(m.dest, []).append(m)
+        for dest, batch in by_dest.items():
+            self._send(dest, self.tablet_id, batch)
+
     async def _execute(self, rd: raft.Ready) -> None:
+        # The leader's appends go out first: followers fsync while the leader does.
+        self._send_all(rd.early_messages)
         for step in rd.steps:
             if step.cmeta is not None:
                 cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
@@ -323,11 +332,7 @@ class Replica:
                                        for e in step.entries])
             self.trace.event(step.fact.event, step.fact.args, fact_state(step.fact),
                              tablet=self.tablet_id)
-        by_dest: dict[str, list[Message]] = {}
-        for m in rd.messages:
-            by_dest.setdefault(m.dest, []).append(m)
-        for dest, messages in by_dest.items():
-            self._send(dest, self.tablet_id, messages)
+        self._send_all(rd.late_messages)
         for e in rd.committed:
             self._apply(e)
         for rs in rd.read_states:
