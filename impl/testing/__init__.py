@@ -72,6 +72,17 @@ from revivify.impl.testing.memnet import (
     NetEvent,
     NetEventKind,
 )
+from revivify.impl.testing.raft import (
+    DurableState,
+    HarnessError,
+    InvariantViolation,
+    LivelockError,
+    NodeDown,
+    RaftCluster,
+    RaftNode,
+    ReadResult,
+    SafetyChecker,
+)
 from revivify.impl.testing.simdisk import (
     ExplorationReport,
     SimDisk,
@@ -82,14 +93,23 @@ from revivify.impl.testing.simdisk import (
 
 __all__ = [
     "NO_FAULTS",
+    "DurableState",
     "ExplorationReport",
+    "HarnessError",
+    "InvariantViolation",
     "LinkFaults",
+    "LivelockError",
     "MemoryHost",
     "MemoryListener",
     "MemoryNetwork",
     "MemoryStream",
     "NetEvent",
     "NetEventKind",
+    "NodeDown",
+    "RaftCluster",
+    "RaftNode",
+    "ReadResult",
+    "SafetyChecker",
     "SimDisk",
     "SimFile",
     "SimulatedCrash",

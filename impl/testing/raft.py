@@ -30,7 +30,8 @@ Model
   messages to their destinations' ``step``; a message whose destination is down, unknown or
   on the other side of a partition is dropped at delivery (so healing a partition lets the
   messages still in flight through, as on a real network). The queue can be manipulated
-  directly: drop, duplicate, swap (reorder), deliver one chosen message.
+  directly: drop, duplicate, swap (reorder), deliver one chosen message, hold messages
+  aside (a slow link) and release them later, after everything sent meanwhile.
 * ``crash(uuid)`` throws away the core and everything volatile: pending output not yet taken
   by ``ready()``, and the state machine above the flushed index. ``crash(uuid,
   after_steps=k)`` (or ``process_ready(uuid, crash_after=k)``) crashes *inside* a Ready:
@@ -68,21 +69,48 @@ Every input to a core and every executed step is observed; the first violation r
   no core ever reports ``anomalies``; an ``AssertionError`` raised inside a core (its own
   safety assertions) is reported as a violation too.
 
+API (all on ``RaftCluster``)
+----------------------------
+    nodes         add_nodes(n, join=None) -> uuids; node(uuid); core(uuid); uuids(); up();
+                  leaders(); leader()
+    inputs        tick(uuid, n); tick_all(n); campaign; propose(uuid, data) -> Entry;
+                  change_config(uuid, kind, target, cas=, member_type=, promote=) -> Entry;
+                  transfer(uuid, target); step_down; read_index(uuid, request_id)
+    shell         process_ready(uuid, crash_after=None); process_all()
+    network       deliver(count=None, src=, dest=); deliver_at(i); drop(i);
+                  drop_matching(src=, dest=); duplicate(i); swap(i, j); hold(src=, dest=);
+                  release(); partition(*groups); heal(); connected(a, b)
+    faults        crash(uuid, after_steps=None); restart(uuid, applied="flushed"|"zero");
+                  flush(uuid)
+    loops         round(); stabilize(max_rounds=None)
+    observation   check(); logs(); status_line(uuid); log_line(uuid); take_output();
+                  reads (ReadResult list); checker (the SafetyChecker); nodes[uuid].facts,
+                  .applied, .durable
+
+Inputs that the core refuses raise its typed errors (NotLeader, ConfigChangeRefused,
+TransferRefused) unchanged; an input to a node that is down raises ``NodeDown``.
+
 Output
 ------
 Everything the harness does is also written, one line per event, to ``lines`` (drain it
 with ``take_output()``), in a compact form that tests/consensus/testdata scripts compare
 verbatim:
 
-    > 1 ready                                   a Ready being executed
+    > 1 ready                                   a Ready being executed (one made only of
+                                                messages prints nothing: see them delivered)
       start_election me=1 => cmeta t=1 vote=1 cfg@0      fact => durable change
-      log_append first_index=1 ... => wal 1.1:noop       (OpIds are term.index)
-      commit index=1 op_term=1                           (a fact with no durable change)
-      apply 1.1:noop                                     state machine
+      log_append ... => wal 2.3:a 2.4:b (overwrites from 3)   a WAL append replacing a tail
+      commit index=1 op_term=1                           a fact with no durable change
+      apply 1.1:noop                                     the state machine
       read r1 at 3 / read r2 failed                      ReadIndex answers
-    1->2 App t=1 prev=0.0 commit=0 [1.1:noop]   a message delivered
-    1->3 Vote t=1 last=0.0 DROPPED (partition)  a message lost
+    1 crashed after 1 of 2 steps; lost 1 steps, 2 messages, 0 applies
+    1->2 App t=1 prev=0.0 commit=0 [1.1:noop] ctx=1   a message delivered
+    1->3 Vote t=1 last=0.0 DROPPED (partition)  a message lost (partition, down, lost)
 
+Messages: ``PreVote``/``Vote t= last=term.index [transfer]``; ``PreVoteResp``/``VoteResp
+t= granted|rejected (why)``; ``App t= prev=term.index commit= [entries] ctx=`` (ctx tags a
+ReadIndex round); ``AppResp t= ok match= last=`` or ``reject last= hint=term@index (why)``
+(the fast-backtracking hint: the conflicting term and its first index); ``TimeoutNow t=``.
 Entries print as ``term.index:payload``: ``noop``, the write's bytes, or ``cfg{...}`` for a
 configuration (a member is its uuid; ``~`` marks a NON_VOTER and ``~+`` one to promote).
 """
@@ -270,6 +298,7 @@ class RaftNode:
     applied: list[Entry] = attrs.Factory(list)  # this incarnation's state machine, in order
     applied_base: int = 0  # the index the state machine started from (the flushed point)
     facts: list[Fact] = attrs.Factory(list)  # every fact executed, every incarnation
+    apply_log: list[tuple[int, Entry]] = attrs.Factory(list)  # (incarnation, entry), all
 
     @property
     def up(self) -> bool:
@@ -320,7 +349,6 @@ class SafetyChecker:
         self.durable_votes: dict[tuple[str, int], str | None] = {}
         self.memory: dict[tuple[str, int], tuple[int, str | None]] = {}
         self.read_floor: dict[tuple[str, int], int] = {}  # (node, request) -> lowest index
-        self._seen_logs: dict[tuple[str, int], tuple[int, int, int]] = {}
 
     def fail(self, what: str) -> None:
         raise InvariantViolation(what)
@@ -346,11 +374,7 @@ class SafetyChecker:
                           f"{core.voted_for}")
         self.memory[key] = (core.term, core.voted_for)
         log = core.log
-        stamp = (log.last_index, log.last_term, core.commit_index)
-        log_changed = self._seen_logs.get(key) != stamp
-        self._seen_logs[key] = stamp
-        if log_changed:
-            self._observe_log(uuid, log.slice(log.first_index, log.last_index), log.base_term)
+        self._observe_log(uuid, log.slice(log.first_index, log.last_index), log.base_term)
         # commitment: what this node holds committed, first seen in this term
         for e in log.slice(1, core.commit_index):
             known = self.committed.get(e.index)
@@ -480,6 +504,7 @@ class RaftCluster:
         self.options = options or Options()
         self.nodes: dict[str, RaftNode] = {}
         self.queue: list[Message] = []
+        self.held: list[Message] = []  # delayed: not in flight until released
         self.groups: list[frozenset[str]] | None = None  # None: fully connected
         self.checker: SafetyChecker | None = SafetyChecker() if check else None
         self.max_rounds = max_rounds
@@ -654,6 +679,7 @@ class RaftCluster:
             if self.checker is not None:
                 self.checker.on_apply(node, e)
             node.applied.append(e)
+            node.apply_log.append((node.incarnation, e))
             self._out(f"  apply {format_entry(e)}")
         self._answer_reads(node, rd)
         try:
@@ -789,6 +815,30 @@ class RaftCluster:
             else:
                 keep.append(m)
         self.queue = keep
+        return n
+
+    def hold(self, *, src: str | None = None, dest: str | None = None) -> int:
+        """Set the matching messages in flight aside: a slow link. ``deliver`` and
+        ``stabilize`` do not see them until ``release``. Returns how many."""
+        keep: list[Message] = []
+        n = 0
+        for m in self.queue:
+            if (src is None or m.src == src) and (dest is None or m.dest == dest):
+                self.held.append(m)
+                n += 1
+            else:
+                keep.append(m)
+        self.queue = keep
+        self._out(f"held {n} messages" + (f" from {src}" if src else "")
+                  + (f" to {dest}" if dest else ""))
+        return n
+
+    def release(self) -> int:
+        """Put the held messages back in flight, after the others (they arrive late)."""
+        n = len(self.held)
+        self.queue.extend(self.held)
+        self.held = []
+        self._out(f"released {n} messages")
         return n
 
     def duplicate(self, i: int) -> Message:

@@ -1,0 +1,53 @@
+"""Every seeded bug in the Raft core is caught (raft_mutants.py lists them).
+
+For each mutant: the scripts named for it must stop with an InvariantViolation (not merely
+print something else: the safety checker itself must object), and where a budget is given,
+the Hypothesis state machine must find a violation within it. Shrinking is skipped (only
+finding matters here), and the CI profile is derandomized, so each run tries the same
+examples. The real core passes the same scripts (test_scenarios.py) and the same machine
+(test_raft_machine.py), so every failure here is the mutant's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+from raft_machine import RaftMachine
+from raft_mutants import MUTANTS, Mutant
+from raft_script import run_script
+
+from revivify.impl.testing.raft import InvariantViolation
+
+TESTDATA = Path(__file__).parent / "testdata"
+ALL = sorted(MUTANTS.values(), key=lambda m: m.name)
+WITH_MACHINE = [m for m in ALL if m.machine is not None]
+
+
+def test_there_are_enough_mutants() -> None:
+    assert len(MUTANTS) >= 4
+    assert len(WITH_MACHINE) >= 4
+
+
+@pytest.mark.parametrize("mutant", ALL, ids=lambda m: m.name)
+def test_a_scenario_catches_it(mutant: Mutant, monkeypatch: pytest.MonkeyPatch) -> None:
+    mutant.apply(monkeypatch)
+    assert mutant.scenarios
+    for name in mutant.scenarios:
+        with pytest.raises(InvariantViolation):
+            run_script(TESTDATA / f"{name}.txt")
+
+
+@pytest.mark.parametrize("mutant", WITH_MACHINE, ids=lambda m: m.name)
+def test_the_machine_catches_it(mutant: Mutant, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert mutant.machine is not None
+    examples, steps = mutant.machine
+    mutant.apply(monkeypatch)
+    budget = settings(settings.get_profile("ci"), max_examples=examples,
+                      stateful_step_count=steps, phases=[Phase.generate],
+                      report_multiple_bugs=False,
+                      suppress_health_check=list(HealthCheck))
+    with pytest.raises(InvariantViolation):
+        run_state_machine_as_test(RaftMachine, settings=budget)
