@@ -125,7 +125,8 @@ class Options:
     pre_vote: bool = True
     check_quorum: bool = True
     max_append_entries: int = 256  # entries per AppendRequest
-    max_inflight_appends: int = 64  # unacknowledged AppendRequests carrying entries, per peer
+    # Flow control: at most this many entries sent to a peer beyond what it acknowledged.
+    max_inflight_entries: int = 8192
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
@@ -200,7 +201,10 @@ class Progress:
     match: int = 0
     next: int = 1
     recent_active: bool = False
-    inflight: int = 0  # AppendRequests with entries sent and not yet answered
+
+    def inflight(self) -> int:
+        """Entries sent (optimistically, pipelined) and not yet acknowledged."""
+        return self.next - 1 - self.match
     needs_copy: bool = False  # the entries it needs were compacted away (tablet copy)
 
 
@@ -632,7 +636,6 @@ class RaftCore:
             self._drop(f"append response from {m.src}, not a member")
             return
         pr.recent_active = True
-        pr.inflight = max(0, pr.inflight - 1)
         if m.read_ctx:
             self._ack_reads(m.src, m.read_ctx)
         if m.success:
@@ -652,7 +655,6 @@ class RaftCore:
                 if last_of_term is not None:
                     nxt = last_of_term + 1
             pr.next = max(pr.match + 1, min(nxt, self.log.last_index + 1))
-            pr.inflight = 0
         if pr.next <= self.log.last_index:
             self._send_append(m.src)
 
@@ -804,7 +806,7 @@ class RaftCore:
                 continue
             pr = self.progress[uuid]
             if heartbeat or (pr.next <= self.log.last_index
-                             and pr.inflight < self.options.max_inflight_appends):
+                             and pr.inflight() < self.options.max_inflight_entries):
                 self._send_append(uuid, heartbeat=heartbeat)
 
     def _send_append(self, uuid: str, *, heartbeat: bool = False, read_ctx: int = 0) -> None:
@@ -818,12 +820,12 @@ class RaftCore:
                        f"{self.log.base_index}: needs a tablet copy")
             return
         entries: tuple[Entry, ...] = ()
-        if pr.next <= self.log.last_index and pr.inflight < self.options.max_inflight_appends:
+        if pr.next <= self.log.last_index \
+                and pr.inflight() < self.options.max_inflight_entries:
             entries = tuple(self.log.slice(pr.next,
                                            pr.next + self.options.max_append_entries - 1))
         if entries:
             pr.next = entries[-1].index + 1  # optimistic: pipeline the next batch
-            pr.inflight += 1
         if read_ctx == 0 and self._read_rounds:
             read_ctx = self._read_rounds[-1].ctx
         self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
