@@ -449,6 +449,37 @@ def recover_log(
     )
 
 
+def salvage_last_opid(disk: Disk, wal_dir: str) -> OpId | None:
+    """The last OpId a WAL that fails verification still records, read past the damage.
+
+    For a tablet whose WAL is damaged (``recover_log`` raised WalCorrupt): the newest
+    segment's last batch frame that still verifies (frames carry their own checksums, so a
+    corrupt frame in the middle does not hide the ones after it). Never modifies anything.
+    None if no batch anywhere verifies. Used to report a damaged replica's last OpId.
+    """
+    sequences = sorted(int(m.group(1)) for m in map(SEGMENT_NAME.match, disk.listdir(wal_dir))
+                       if m)
+    magics = frozenset({BATCH_MAGIC})
+    for sequence in reversed(sequences):
+        path = posixpath.join(wal_dir, segment_name(sequence))
+        try:
+            data = disk.read_file(path)
+        except OSError:
+            continue
+        position = data.rfind(BATCH_MAGIC)
+        while position != -1:
+            try:
+                batch = _decode_batch(decode_frame(data, position, path=path, magics=magics),
+                                      path)
+            except CorruptRecord:
+                position = data.rfind(BATCH_MAGIC, 0, position)
+                continue
+            if batch:
+                return batch[-1].opid
+            position = data.rfind(BATCH_MAGIC, 0, position)
+    return None
+
+
 def read_log_entries(
     disk: Disk, wal_dir: str, tablet_id: str, from_index: int = 1
 ) -> list[LogEntry]:

@@ -59,7 +59,7 @@ from revivify.impl.storage.errors import NotFormatted, StorageError
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, DataState, Superblock
-from revivify.impl.storage.wal import LogOptions, open_log
+from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
 from revivify.impl.tablet.errors import TabletError, WriteError
 from revivify.impl.tablet.ops import WriteBatch, validate_write
 from revivify.impl.tablet.store import TabletStore
@@ -254,7 +254,11 @@ class TabletServer:
 
     def _startup_failed(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: str,
                         blocks: str, reason: str) -> None:
-        """Startup case FAILED: the replica stays offline, listed with its reason."""
+        """Startup case FAILED: the replica stays offline, listed with its reason. The
+        trace reports the WAL's last OpId as the segments that still verify record it."""
+        last = salvage_last_opid(self.disk, self.layout.wal_dir(tablet_id)) \
+            if self.disk.is_dir(self.layout.wal_dir(tablet_id)) else None
+        wal_last = (last.term, last.index) if last else (0, 0)
         logger.error("tablet %s failed to start: %s", tablet_id, reason)
         self.failed[tablet_id] = reason
         self.tracer.event("startup", {"case": "FAILED", "reason": reason}, durable_state(
@@ -262,7 +266,7 @@ class TabletServer:
             cmeta=None if cmeta is None else {
                 "term": cmeta.current_term, "voted_for": cmeta.voted_for,
                 "config_index": cmeta.committed_config.opid_index or 0},
-            wal=wal, wal_last_opid=(0, 0), blocks=blocks), tablet=tablet_id)
+            wal=wal, wal_last_opid=wal_last, blocks=blocks), tablet=tablet_id)
 
     async def _host(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
                     create: bool, *, task_status: trio.TaskStatus[None]) -> None:

@@ -23,6 +23,7 @@ from revivify.impl.storage.wal import (
     open_log,
     read_log_entries,
     recover_log,
+    salvage_last_opid,
     segment_name,
 )
 from revivify.impl.testing import SimDisk, SimulatedCrash
@@ -481,3 +482,41 @@ class TestGarbageCollection:
 
         run_log(disk, body, options)
         assert read_log_entries(disk.crash(), WAL, TABLET)[-1].index == 60
+
+
+class TestSalvageLastOpid:
+    """salvage_last_opid reads a damaged WAL's last OpId past the damage (for the trace of
+    a FAILED startup), and changes nothing."""
+
+    def test_reads_past_a_corrupt_segment_in_the_middle(self) -> None:
+        disk = formatted_disk()
+        run_log(disk, lambda log: append_sequentially(log, 1, 300, per_batch=3))
+        names = sorted(segment_files(disk))
+        assert len(names) >= 3
+        middle = posixpath.join(WAL, names[1])
+        data = bytearray(disk.read_file(middle))
+        data[len(data) // 2] ^= 0xFF
+        disk.unlink(middle)
+        write_new_file(disk, middle, bytes(data))
+        with pytest.raises(WalCorrupt):
+            recover_log(disk, WAL, TABLET)
+        before = {n: disk.read_file(posixpath.join(WAL, n)) for n in segment_files(disk)}
+        assert salvage_last_opid(disk, WAL) == OpId(1, 300)
+        assert {n: disk.read_file(posixpath.join(WAL, n)) for n in segment_files(disk)} == before
+
+    def test_corrupt_last_batch_gives_the_one_before(self) -> None:
+        disk = formatted_disk()
+        run_log(disk, lambda log: append_sequentially(log, 1, 6, per_batch=2))
+        last = posixpath.join(WAL, sorted(segment_files(disk))[-1])
+        data = bytearray(disk.read_file(last))
+        position = bytes(data).rfind(b"RVWB")
+        data[position + 12] ^= 0xFF
+        disk.unlink(last)
+        write_new_file(disk, last, bytes(data))
+        assert salvage_last_opid(disk, WAL) == OpId(1, 4)
+
+    def test_nothing_readable(self) -> None:
+        disk = formatted_disk()
+        ServerLayout(ROOT, disk)  # no WAL written at all
+        disk.mkdir(WAL)
+        assert salvage_last_opid(disk, WAL) is None
