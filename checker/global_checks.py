@@ -12,15 +12,24 @@ needs several keys is checked here, from the *facts* the core emits:
 * ``UuidReused``: a node UUID is formatted at most once (a wiped server comes back with a
   new UUID; seed 001, "Failure of a disk with consensus metadata").
 
-Commit facts come as runs. The core keeps, per key, the open run of consecutive indices
-committed with one term and emits one fact per run (``lo, hi, term`` and where it began),
-not one per commit: a replica commits consecutive indices, so a key emits about one fact per
-term. Memory: leaders are kept per (tablet, term) and formats per node: they grow with
-terms and nodes. Commits are kept per tablet as disjoint runs (``[lo, hi, term]``); every
-replica commits the same indices, so a tablet holds about one run per term, not one entry
-per event. The check is exact: a run only stands for indices that were each committed, and
-an index is reported iff it was committed with two different terms. A witness names the
-line where the conflicting run began (the key's first commit of that run).
+What a commit event says. ``commit(index, op_term)`` means every index up to ``index`` is
+committed, and names the term of one entry: the one at ``index`` (a server commits once per
+batch, so successive events of a key need not name consecutive indices). The terms of the
+indices a batch covers without naming are not in the trace, so they are never compared:
+the check compares exactly the (index, term) pairs that events name.
+
+Commit facts come as runs. The core keeps, per key, the open run of *named* indices that
+are consecutive and of one term, and emits one fact per run (``lo, hi, term`` and where it
+began), not one per commit: a run grows only when the next commit names the index after
+its last with the same term; any other commit (a batch that skips indices, a new term)
+closes it and opens a run of one index. A replica that commits every entry emits about one
+fact per term; one that commits once per batch, one fact per batch. Memory: leaders are kept
+per (tablet, term) and formats per node: they grow with terms and nodes. Commits are kept per
+tablet as disjoint runs (``[lo, hi, term]``), adjacent runs of one term merged: one run per
+term when replicas name every index, at most one per distinct named index otherwise. The
+check is exact: a run only stands for indices that were each named by a commit with its
+term, and an index is reported iff two commits (on any keys) name it with different terms.
+A witness names the line where the conflicting run began (the key's first commit of it).
 
 The Spark driver computes the same three checks as aggregations over the facts
 (``spark.global_findings``: leaders grouped by (tablet, term), formats by node, commit runs

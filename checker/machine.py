@@ -7,8 +7,9 @@ short readable sequence of steps. ``make_machine(spec, bounds)`` builds the mach
 real spec and broken variants alike.
 
 Each step draws one of the enabled (action, server, parameters) moves of the current state,
-labelled readably (``copy_merge_cmeta(server 1, remote_term=0, ...)``); crash and wipe moves
-are offered only while the run's budgets last. After each step the step properties are checked
+labelled readably (``copy_merge_cmeta(server 1, remote_term=0, ...)``); crash moves and disk
+faults (``FAULT_ACTIONS``: wipe and damage, one budget) are offered only while the run's
+budgets last. After each step the step properties are checked
 on the transition and (``@invariant``) every state invariant on the new state. On the final
 (shrunk) run each step also notes the whole state, one server per line.
 """
@@ -22,15 +23,16 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from revivify.spec.actions import Bounds
+from revivify.spec.actions import FAULT_ACTIONS, Bounds
 from revivify.spec.model import SystemState
 from revivify.spec.system import Spec
 
 CRASH: Final = "crash"
-WIPE: Final = "wipe"
+FAULTS: Final = frozenset(FAULT_ACTIONS)
 
-# Deeper than the explorer's defaults: more terms and log entries, crashes and a wipe.
-MACHINE_BOUNDS: Final = Bounds(max_term=5, max_index=3, max_crashes=3, max_wipes=1)
+# Deeper than the explorer's defaults: more terms and log entries, crashes and two disk
+# faults (a wipe, a damaged WAL or damaged blocks).
+MACHINE_BOUNDS: Final = Bounds(max_term=5, max_index=3, max_crashes=3, max_wipes=2)
 
 
 def move_label(name: str, server: int, params: dict[str, Any]) -> str:
@@ -72,7 +74,7 @@ def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
                     continue
                 if action.name == CRASH and self.crashes >= bounds.max_crashes:
                     continue
-                if action.name == WIPE and self.wipes >= bounds.max_wipes:
+                if action.name in FAULTS and self.wipes >= bounds.max_wipes:
                     continue
                 if nxt == self.state:
                     continue
@@ -91,7 +93,7 @@ def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
             self.state = nxt
             self.steps += 1
             self.crashes += name == CRASH
-            self.wipes += name == WIPE
+            self.wipes += name in FAULTS
             if _final():
                 note(f"after step {self.steps}, {chosen}:\n{describe_system(nxt)}")
             bad = spec.step_violations(pre, nxt, i)

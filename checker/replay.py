@@ -42,6 +42,16 @@ incarnation's ``startup`` (which must be logged when the tablet exists on disk; 
 the server never hosted needs none). The smallest number of unlogged steps that explains
 the observed startup state is the *frontier size*, reported per boundary.
 
+Damage. While a server is down (after a crash or a clean stop) a disk fault may damage its
+WAL or its blocks: the spec's ``damage``, which no process logs (it is not a step a process
+takes). The writer reports it at the next startup: the state says ``DAMAGED`` and the case is
+FAILED, with a reason. So at every boundary each crashed candidate is also tried with its
+WAL, its blocks, or both damaged (the spec's ``damage`` guard and effect), the undamaged
+candidate first. Reported damage is therefore explained, and a startup that reports damage
+but starts READY, or reports FAILED over an intact state, breaks ``startup_guard``. Damage
+the writer hides (READY over a WAL it did not verify) cannot be seen in a trace; the spec's
+``RunningIsIntact`` and the ``startup_ignores_damage`` mutant are where that is argued.
+
 Resynchronisation. After a violation the replay adopts the observed durable state (over the
 spec's volatile state) and goes on, so one bad step is reported once rather than cascading.
 """
@@ -78,6 +88,9 @@ from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_f
 from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
+    BLOCKS_NAMES,
+    DAMAGE_BLOCKS,
+    DAMAGE_WAL,
     DOES_NOT_EXIST,
     NO_VOTE,
     OP_NAMES,
@@ -85,6 +98,7 @@ from revivify.spec.model import (
     STARTUP_NAMES,
     STARTUP_NOTHING,
     STC_NAMES,
+    WAL_NAMES,
     ServerState,
 )
 from revivify.spec.system import Spec, default_spec
@@ -105,12 +119,16 @@ LOCAL_STEP_PROPERTIES: Final = frozenset(
 
 # Actions whose effect is the identity: never useful as an unlogged frontier step.
 _NO_EFFECT: Final = frozenset({"commit", "stc_reject"})
-_NOT_STEPS: Final = frozenset({"crash", "wipe", "startup"})
+# Not process steps before a crash: the crash itself, startup, and the disk faults (damage
+# is tried at every boundary, see the module docstring; a wipe makes a new key).
+_NOT_STEPS: Final = frozenset({"crash", "wipe", "damage", "startup"})
+_DAMAGE_KINDS: Final = (DAMAGE_WAL, DAMAGE_BLOCKS)
 
 _TERM_PARAMS: Final = frozenset({"t", "caller_term", "remote_term", "remote_last_term",
                                  "op_term", "cand_last_term", "opid_term"})
 _INDEX_PARAMS: Final = frozenset({"config_index", "remote_config_index", "remote_last_index",
-                                  "op_index", "index", "cand_last_index", "opid_index"})
+                                  "op_index", "index", "cand_last_index", "opid_index",
+                                  "first_index"})
 _ID_PARAMS: Final = frozenset({"candidate", "me"})
 
 
@@ -199,8 +217,10 @@ class KeyState:
     max_term: int = -1
     max_term_at: str = ""
     votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
-    # The open run of commits: indices c_lo..c_hi, consecutive, all of term c_term; the
-    # first logged at c_file:c_line. Flushed as one fact when the run breaks.
+    # The open run of commits: indices c_lo..c_hi, each *named* by a commit event of this
+    # key with term c_term (a batch commit names only its last index: a commit that skips
+    # indices breaks the run); the first logged at c_file:c_line. Flushed as one fact when
+    # the run breaks (global_checks).
     c_lo: int = 0
     c_hi: int = -1
     c_term: int | None = None
@@ -548,6 +568,10 @@ class Replayer:
             return self.interner.name(v) or "none"
         if field == "sb":
             return SB_NAMES.get(v, str(v))
+        if field == "wal":
+            return WAL_NAMES.get(v, str(v))
+        if field == "blocks":
+            return BLOCKS_NAMES.get(v, str(v))
         return str(v)
 
     def _arg_checks(self, a: Any, pre: ServerState, post: ServerState) -> _Problem | None:
@@ -626,6 +650,11 @@ class Replayer:
             p = {k: v for k, v in params.items() if k != "reason"}
             fails = [STC_NAMES[c] for c, f in stc_failures(s, **p) if f]
             return f"the spec's StartTabletCopy checks fail with {fails or ['nothing']}"
+        if action.conditions is not None:
+            broken = [name for name, holds in action.conditions(s, **params) if not holds]
+            if broken:
+                return (f"{action.guard.__name__} needs " + "; ".join(broken)
+                        + f", in {self._describe(s)}")
         return f"guard {action.guard.__name__} is false in {self._describe(s)}"
 
     @staticmethod
@@ -644,7 +673,10 @@ class Replayer:
                 return "no_local_cmeta"
             return "term_rises" if p["remote_term"] > pre.term else "term_kept"
         if event == "log_append":
-            return "leader" if pre.leader else "follower"
+            who = "leader" if pre.leader else "follower"
+            batch = "_batch" if p["op_index"] > p["first_index"] else ""
+            cut = "_truncate" if p["first_index"] <= pre.wal_last_index else ""
+            return who + batch + cut
         if event in ("vote_granted", "vote_denied"):
             return "tombstone" if pre.sb != 3 else "replica"
         return ""
@@ -675,7 +707,7 @@ class Replayer:
             return self._startup_from([(base, 0)], obs, params, base, startup)
         s = self.states[sid]
         cands = [(s, 0)] if clean else list(self._frontier(s, obs))
-        crashed = [(crash.effect(c), d) for c, d in cands if crash.guard(c)]
+        crashed = self._damaged([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
         if event == "startup":
             return self._startup_from(crashed, obs, params, crash.effect(s), startup)
         for c, depth in crashed:
@@ -690,6 +722,22 @@ class Replayer:
             f"a new incarnation began but logged no startup for this tablet, which exists "
             f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
             (self._describe(cr),), ""), {}, "", -1, 0)
+
+    def _damaged(self, crashed: list[tuple[ServerState, int]]) -> list[
+            tuple[ServerState, int]]:
+        """Each crashed candidate, then the same with its WAL, its blocks or both damaged
+        (the spec's ``damage``; the server is down). The undamaged one comes first."""
+        damage = self.actions.get("damage")
+        if damage is None:
+            return crashed
+        out: list[tuple[ServerState, int]] = []
+        for c, depth in crashed:
+            variants = [c]
+            for what in _DAMAGE_KINDS:
+                variants += [canon(damage.effect(v, what=what)) for v in variants
+                             if damage.guard(v, what=what)]
+            out += [(v, depth) for v in variants]
+        return out
 
     def _startup_from(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...],
                       params: dict[str, Any], fallback: ServerState,
@@ -720,9 +768,21 @@ class Replayer:
             "StateMismatch", "violation", "crash frontier",
             f"no sequence of up to {self.max_frontier} unlogged steps, a crash and "
             f"startup(case={STARTUP_NAMES[case]}) leads to the reported state "
-            f"({len(crashed)} candidate states tried)",
+            f"({len(crashed)} candidate states tried)" + self._closest(crashed, obs),
             expected, describe_tuple(obs, self.interner)), params, "mismatch", obs_term,
             len(crashed))
+
+    def _closest(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...]) -> str:
+        """Where the candidate nearest to the reported state differs from it (a hint: the
+        fields a writer most likely got wrong)."""
+        best: list[str] | None = None
+        for c, _ in crashed:
+            diffs = [f"{f}: spec {self._val(f, e)} vs trace {self._val(f, o)}"
+                     for f, e, o in zip(TRACED_FIELDS, spec_tuple(c), obs, strict=True)
+                     if e != o]
+            if best is None or len(diffs) < len(best):
+                best = diffs
+        return "; the nearest differs in " + ", ".join(best) if best else ""
 
     def _frontier(self, s: ServerState, obs: tuple[Any, ...]) -> Iterator[
             tuple[ServerState, int]]:
@@ -745,8 +805,12 @@ class Replayer:
             nxt: list[ServerState] = []
             for st in level:
                 for a in steps:
-                    pools = [sorted(terms) if p in _TERM_PARAMS else sorted(indices)
-                             if p in _INDEX_PARAMS else sorted(ids) if p in _ID_PARAMS
+                    pools = [sorted(terms) if p in _TERM_PARAMS else
+                             # a batch's start does not change where it leads: 1 (any
+                             # follower's batch may start there) or last + 1 (a leader's)
+                             (1, st.wal_last_index + 1) if p == "first_index" else
+                             sorted(indices) if p in _INDEX_PARAMS else
+                             sorted(ids) if p in _ID_PARAMS
                              else domains.get(p, (0,)) for p in a.params]
                     for combo in itertools.product(*pools):
                         p = dict(zip(a.params, combo, strict=True))

@@ -43,7 +43,12 @@ from revivify.spec.model import (
     ServerState,
 )
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+# What changed at each version, for the message that refuses an older trace.
+SCHEMA_HISTORY: Final = {
+    1: "version 1 (log_append without first_index; no step_down, config_commit, DAMAGED "
+       "states or FAILED startup reasons)",
+}
 
 # The envelope's fields, in order, with their JSON types: the contract that
 # traces/schema.json spells out, the reader's Structs below, and the writer in impl/ all
@@ -63,16 +68,19 @@ ENVELOPE_FIELDS: Final[tuple[tuple[str, str], ...]] = (
     ("state", "object?"),
 )
 
-# Tablet events: exactly the spec's local actions minus crash and wipe (a crash is inferred
-# from the next incarnation; a wipe shows as a new node UUID).
+# Tablet events: exactly the spec's local actions minus crash, wipe and damage (a crash is
+# inferred from the next incarnation; a wipe shows as a new node UUID; damage is inferred at
+# a crash boundary from the DAMAGED state the next startup reports).
 TABLET_EVENTS: Final = (
     "create_tablet", "delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
     "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal", "stc_accept",
     "stc_reject", "copy_begin", "copy_merge_cmeta", "copy_download_wal",
     "copy_download_block", "copy_blocks_done", "copy_mark_ready", "copy_start_replica",
     "startup", "learn_term", "vote_granted", "vote_denied", "start_election",
-    "become_leader", "log_append", "commit",
+    "become_leader", "step_down", "log_append", "commit", "config_commit",
 )
+# Spec actions no process logs.
+UNLOGGED_ACTIONS: Final = ("crash", "wipe", "damage")
 # Server events (tablet null): the instance was formatted (a new UUID), an incarnation
 # began, an incarnation ended cleanly (no frontier to guess at the next start).
 SERVER_EVENTS: Final = ("server_format", "server_start", "server_stop")
@@ -103,7 +111,8 @@ EventName = Literal[
     "stc_reject", "copy_begin", "copy_merge_cmeta", "copy_download_wal",
     "copy_download_block", "copy_blocks_done", "copy_mark_ready", "copy_start_replica",
     "startup", "learn_term", "vote_granted", "vote_denied", "start_election",
-    "become_leader", "log_append", "commit", "server_format", "server_start", "server_stop",
+    "become_leader", "step_down", "log_append", "commit", "config_commit", "server_format",
+    "server_start", "server_stop",
 ]
 
 
@@ -113,7 +122,7 @@ class CheckedEnvelope(Envelope):
     Python check. A line it refuses is re-read on its own and classified by
     ``parse_line`` (same errors as ever)."""
 
-    v: Literal[1]
+    v: Literal[2]
     event: EventName
 
 
@@ -134,8 +143,8 @@ class _VersionOnly(msgspec.Struct):
 # StartTabletCopy, the cmeta merge's inputs and result) are checked against the replay.
 
 SbName = Literal["DOES_NOT_EXIST", "DELETED", "COPYING", "READY"]
-WalName = Literal["ABSENT", "LIVE", "QUARANTINED"]
-BlocksName = Literal["ABSENT", "PARTIAL", "PRESENT"]
+WalName = Literal["ABSENT", "LIVE", "QUARANTINED", "DAMAGED"]
+BlocksName = Literal["ABSENT", "PARTIAL", "PRESENT", "DAMAGED"]
 CaseName = Literal["NOTHING", "ROLL_FORWARD", "COPYING_TO_DELETED", "READY", "FAILED",
                    "TOMBSTONE"]
 StcName = Literal["OK", "ALREADY_IN_PROGRESS", "ILLEGAL_STATE", "BAD_TERM",
@@ -215,7 +224,11 @@ class DownloadWalArgs(_Args):
 
 
 class StartupArgs(_Args):
+    """``reason`` (free text: what failed verification) is given exactly when ``case`` is
+    FAILED (checked by ``decode_args``)."""
+
     case: CaseName
+    reason: str | None = None
 
 
 class LearnTermArgs(_Args):
@@ -238,14 +251,32 @@ class LeaderArgs(_Args):
     t: int
 
 
+class StepDownArgs(_Args):
+    """No parameter; ``reason`` (free text: check-quorum, a transfer, an operator) is an
+    optional extra fact, not checked."""
+
+    reason: str | None = None
+
+
 class AppendArgs(_Args):
+    """A batch first_index..op_index written with one fsync; op_term is the last entry's."""
+
+    first_index: int
     op_term: int
     op_index: int
 
 
 class CommitArgs(_Args):
+    """Every index up to ``index`` is committed; op_term is the term of the entry at it."""
+
     index: int
     op_term: int
+
+
+class ConfigCommitArgs(_Args):
+    """The committed config change entry at index ``config_index``, now in the cmeta."""
+
+    config_index: int
 
 
 class FormatArgs(_Args):
@@ -269,7 +300,8 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "copy_download_block": NoArgs, "copy_blocks_done": NoArgs, "copy_mark_ready": NoArgs,
     "copy_start_replica": NoArgs, "startup": StartupArgs, "learn_term": LearnTermArgs,
     "vote_granted": VoteArgs, "vote_denied": VoteArgs, "start_election": ElectionArgs,
-    "become_leader": LeaderArgs, "log_append": AppendArgs, "commit": CommitArgs,
+    "become_leader": LeaderArgs, "step_down": StepDownArgs, "log_append": AppendArgs,
+    "commit": CommitArgs, "config_commit": ConfigCommitArgs,
     "server_format": FormatArgs, "server_start": StartArgs, "server_stop": StopArgs,
 }
 
@@ -333,10 +365,14 @@ def _field_of(exc: msgspec.MsgspecError, prefix: str) -> tuple[str, str]:
 
 def decode_args(event: str, raw: bytes) -> _Args:
     try:
-        return _ARGS_DECODERS[event].decode(raw)
+        args = _ARGS_DECODERS[event].decode(raw)
     except msgspec.MsgspecError as exc:
         field, msg = _field_of(exc, "args")
         raise ArgsError(field, msg) from None
+    if isinstance(args, StartupArgs) and (args.case == "FAILED") != bool(args.reason):
+        raise ArgsError("args.reason", "a FAILED startup states its reason (a non-empty "
+                                       "string); no other case has one")
+    return args
 
 
 def decode_state(raw: bytes) -> DurableState | None:
@@ -457,6 +493,83 @@ def describe_tuple(t: tuple[Any, ...], interner: Interner) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# The machine form of the contract (traces/schema.json), generated from the Structs above.
+
+_ENVELOPE_DOCS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
+    "v": ("schema version", {}),
+    "node": ("node UUID (a wiped server gets a new one)", {"type": "string"}),
+    "inc": ("process incarnation, 1, 2, ...", {"type": "integer", "minimum": 1}),
+    "seq": ("per-incarnation sequence number, 0, 1, 2, ... without gaps",
+            {"type": "integer", "minimum": 0}),
+    "lamport": ("Lamport clock, strictly increasing within a file",
+                {"type": "integer", "minimum": 1}),
+    "wall_ns": ("wall time, integer nanoseconds since the epoch", {"type": "integer"}),
+    "tablet": ("tablet id; null for server events", {"type": ["string", "null"]}),
+    "event": ("the spec action (spec/actions.py ACTIONS) or a server event", {}),
+    "args": ("", {"type": "object"}),
+    "state": ("abstract durable state after the step; null for server events", {}),
+}
+
+
+def contract_schema() -> dict[str, Any]:
+    """traces/schema.json: JSON Schema 2020-12 for one line, generated from the Structs
+    (``python -m revivify.checker.walks traces`` rewrites it; a test compares)."""
+    types: list[type[Any]] = [DurableState, *dict.fromkeys(ARGS_TYPES.values())]
+    _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    # A FAILED startup states its reason; no other case has one (decode_args checks it).
+    startup = defs["StartupArgs"]
+    startup["properties"]["reason"] = {"anyOf": [{"type": "string", "minLength": 1},
+                                                 {"type": "null"}]}
+    startup["if"] = {"properties": {"case": {"const": "FAILED"}}}
+    startup["then"] = {"required": ["case", "reason"],
+                       "properties": {"reason": {"type": "string"}}}
+    startup["else"] = {"properties": {"reason": {"type": "null"}}}
+    props: dict[str, Any] = {}
+    for name, _ in ENVELOPE_FIELDS:
+        doc, shape = _ENVELOPE_DOCS[name]
+        prop = dict(shape)
+        if name == "v":
+            prop["const"] = SCHEMA_VERSION
+        elif name == "event":
+            prop["enum"] = [*TABLET_EVENTS, *SERVER_EVENTS]
+        if doc:
+            prop["description"] = doc
+        props[name] = prop
+    rules = []
+    for event, args_type in ARGS_TYPES.items():
+        tablet = event not in SERVER_EVENTS
+        rules.append({
+            "if": {"properties": {"event": {"const": event}}},
+            "then": {"properties": {
+                "args": {"$ref": f"#/$defs/{args_type.__name__}"},
+                "state": {"$ref": "#/$defs/DurableState"} if tablet else {"type": "null"},
+                "tablet": {"type": "string" if tablet else "null"},
+            }},
+        })
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://revivify.dev/traces/schema/v{SCHEMA_VERSION}.json",
+        "title": "revivify trace event (one JSON Lines line)",
+        "description": f"Schema version {SCHEMA_VERSION}. One file per process incarnation: "
+                       "<node-uuid>.<incarnation:04d>.jsonl. See traces/README.md.",
+        "type": "object",
+        "required": [name for name, _ in ENVELOPE_FIELDS],
+        "additionalProperties": False,
+        "properties": props,
+        "allOf": rules,
+        "$defs": defs,
+    }
+
+
+def write_contract_schema(path: str) -> None:
+    import json
+
+    with open(path, "w") as f:
+        json.dump(contract_schema(), f, indent=2)
+        f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------
 # Reading lines.
 
 
@@ -476,15 +589,23 @@ def parse_line(data: bytes, file: str, lineno: int, is_last: bool) -> Envelope |
     except msgspec.MsgspecError as exc:
         return _classify(data, exc, file, lineno, is_last)
     if ev.v != SCHEMA_VERSION:
-        return InputError("UnsupportedSchemaVersion", file, lineno, "v",
-                          f"schema version {ev.v!r} is not supported (this checker reads "
-                          f"version {SCHEMA_VERSION})")
+        return version_error(ev.v, file, lineno)
     if ev.event not in KNOWN_EVENTS:
         return InputError("UnknownEvent", file, lineno, "event",
                           f"unknown event {ev.event!r}")
     if (ev.event in SERVER_EVENTS) != (ev.tablet is None):
         return tablet_error(ev, file, lineno)
     return ev
+
+
+def version_error(v: object, file: str, lineno: int) -> InputError:
+    """A line of another schema version: named, with the version this checker reads."""
+    known = SCHEMA_HISTORY.get(v) if isinstance(v, int) else None
+    hint = (f"; {known}: regenerate the trace with a version-{SCHEMA_VERSION} writer"
+            if known else "")
+    return InputError("UnsupportedSchemaVersion", file, lineno, "v",
+                      f"schema version {v!r} is not supported (this checker reads version "
+                      f"{SCHEMA_VERSION}){hint}")
 
 
 def tablet_error(ev: Envelope, file: str, lineno: int) -> InputError:
@@ -510,9 +631,7 @@ def _classify(data: bytes, exc: msgspec.MsgspecError, file: str, lineno: int,
     if isinstance(generic, dict):
         v = generic.get("v")
         if v != SCHEMA_VERSION and "v" in generic:
-            return InputError("UnsupportedSchemaVersion", file, lineno, "v",
-                              f"schema version {v!r} is not supported (this checker reads "
-                              f"version {SCHEMA_VERSION})")
+            return version_error(v, file, lineno)
     field, msg = _field_of(exc, "")
     return InputError("MalformedLine", file, lineno, field.lstrip("."), msg)
 

@@ -2,13 +2,15 @@
 
 A ``Recorder`` drives a multi-server spec state and writes what real servers would write:
 one JSON Lines file per (node UUID, incarnation), a ``server_format`` when a UUID is born,
-a ``server_start`` at each incarnation, a ``startup`` event for every tablet found on disk,
-and one event per spec step with its arguments and the durable state after it. A crash
-writes nothing; a wipe gives the server a new UUID. Lamport clocks come from one counter
-across the walk: a total order is a valid Lamport clock, and it puts every vote after the
-``start_election`` it answers. With ``drop_before_crash`` the last event of an incarnation
-is sometimes left out, as if the process died between its fsync and its trace write: the
-checker's crash frontier must explain it.
+a ``server_start`` at each incarnation, a ``startup`` event for every tablet found on disk
+(a FAILED one with its reason), and one event per spec step with its arguments and the
+durable state after it. A crash writes nothing; a wipe gives the server a new UUID; damage
+to a down server's WAL or blocks writes nothing either (the next startup reports it).
+Lamport clocks come from one counter across the walk: a total order is a valid Lamport
+clock, and it puts every vote after the ``start_election`` it answers. With
+``drop_before_crash`` the last event of an incarnation is sometimes left out, as if the
+process died between its fsync and its trace write: the checker's crash frontier must
+explain it.
 
 ``random_walk`` picks among ``Spec.successors`` (seeded), ``scenario_*`` functions build the
 situations the known-bad corpus needs, and ``write_bad_corpus`` mutates them into the
@@ -28,13 +30,25 @@ from typing import Any
 
 import attrs
 
-from revivify.checker.traces import SCHEMA_VERSION, encode_cmeta, encode_state
+from revivify.checker.traces import (
+    SCHEMA_VERSION,
+    encode_cmeta,
+    encode_state,
+    write_contract_schema,
+)
 from revivify.spec.actions import Action, Bounds, startup_case
 from revivify.spec.model import (
+    BLOCKS_DAMAGED,
+    BLOCKS_PRESENT,
+    DAMAGE_BLOCKS,
+    DAMAGE_WAL,
     DOES_NOT_EXIST,
     SB_NAMES,
+    STARTUP_FAILED,
     STARTUP_NAMES,
     STC_NAMES,
+    WAL_DAMAGED,
+    WAL_LIVE,
     ServerState,
 )
 from revivify.spec.system import Spec, default_spec
@@ -115,7 +129,10 @@ class Recorder:
         case = startup_case(s)
         self._apply(i, self.spec.action("startup"), {"case": case})
         if s.sb != DOES_NOT_EXIST:
-            self.emit(i, "startup", {"case": STARTUP_NAMES[case]}, self.sys[i], self.tablet)
+            args: dict[str, Any] = {"case": STARTUP_NAMES[case]}
+            if case == STARTUP_FAILED:
+                args["reason"] = failure_reason(s)
+            self.emit(i, "startup", args, self.sys[i], self.tablet)
 
     def crash(self, i: int, drop_last: bool = False) -> None:
         if drop_last:
@@ -128,6 +145,11 @@ class Recorder:
         """A clean stop: ``server_stop`` logged, then the spec's crash (nothing is lost)."""
         self.emit(i, "server_stop", {}, None)
         self._apply(i, self.spec.action("crash"), {})
+
+    def damage(self, i: int, what: int) -> None:
+        """A disk fault while server i is down: nothing is written (its next startup
+        reports the DAMAGED WAL or blocks, case FAILED)."""
+        self._apply(i, self.spec.action("damage"), {"what": what})
 
     def wipe(self, i: int) -> None:
         self._apply(i, self.spec.action("wipe"), {})
@@ -165,6 +187,8 @@ class Recorder:
                 args["reason"] = STC_NAMES[p["reason"]]
         if name == "startup":
             args["case"] = STARTUP_NAMES[p["case"]]
+        if name == "step_down":
+            args["reason"] = "check-quorum: no majority heard from"  # informative only
         if name == "copy_merge_cmeta":
             args["local"] = encode_cmeta(pre, uuids)
             args["remote"] = {"term": p["remote_term"], "voted_for": None,
@@ -188,26 +212,55 @@ class Recorder:
         return self.files[(self.uuid(node_server), inc)]
 
 
+def failure_reason(s: ServerState) -> str:
+    """The free-text reason a server gives for a FAILED startup (the checker does not read
+    it; the DAMAGED state it reports is what the spec checks)."""
+    why = []
+    if s.wal == WAL_DAMAGED:
+        why.append("WAL segment failed verification (bad checksum)")
+    elif s.wal != WAL_LIVE:
+        why.append("WAL directory missing")
+    if s.blocks == BLOCKS_DAMAGED:
+        why.append("data blocks missing or corrupt")
+    elif s.blocks != BLOCKS_PRESENT:
+        why.append("data blocks missing")
+    if not s.cmeta:
+        why.append("consensus metadata missing")
+    return "; ".join(why) or "unreadable on-disk state"
+
+
+# Walks spend up to this many disk faults (wipes and damage) unless told otherwise.
+WALK_BOUNDS = Bounds(max_wipes=2)
+
+
 def random_walk(seed: int, steps: int = 80, n_servers: int = 3,
                 bounds: Bounds | None = None, drop_before_crash: float = 0.3,
                 spec: Spec | None = None) -> Recorder:
     """A seeded random walk of the multi-server spec, recorded as traces."""
     rng = random.Random(seed)
     spec = spec or default_spec(n_servers)
-    bounds = bounds or Bounds()
+    bounds = bounds or WALK_BOUNDS
     r = Recorder.new(spec, seed, created=True, tablet=f"tablet-{seed:04d}")
-    crashes = wipes = 0
+    crashes = faults = 0
     for _ in range(steps):
         succ = [(a, i, p) for a, i, p, _ in spec.successors(r.sys, bounds)
-                if a.name not in ("crash", "wipe", "startup")]
+                if a.name not in ("crash", "wipe", "damage", "startup")]
         roll = rng.random()
         up = [i for i, s in enumerate(r.sys) if s.up]
         down = [i for i, s in enumerate(r.sys) if not s.up]
         if down and (roll < 0.25 or not succ):
             i = rng.choice(down)
-            if wipes < bounds.max_wipes and rng.random() < 0.15:
-                r.wipe(i)
-                wipes += 1
+            fault = rng.random()
+            if faults < bounds.max_wipes and fault < 0.3:
+                # a disk fault while down: a wipe (new UUID) or damage found at startup
+                damage = spec.action("damage")
+                kinds = [w for w in (DAMAGE_WAL, DAMAGE_BLOCKS)
+                         if damage.guard(r.sys[i], what=w)]
+                if fault < 0.1 or not kinds:
+                    r.wipe(i)
+                else:
+                    r.damage(i, rng.choice(kinds))
+                faults += 1
             r.start(i)
             continue
         if up and crashes < bounds.max_crashes * n_servers and roll > 0.93:
@@ -242,8 +295,8 @@ def scenario_election(seed: int = 7) -> Recorder:
     r.step(0, "start_election", me=0)
     r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
     r.step(0, "become_leader", me=0, t=1)
-    r.step(0, "log_append", op_term=1, op_index=1)
-    r.step(1, "log_append", op_term=1, op_index=1)
+    r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(1, "log_append", first_index=1, op_term=1, op_index=1)
     r.step(0, "commit", index=1, op_term=1)
     r.step(1, "commit", index=1, op_term=1, check=False)
     return r
@@ -289,6 +342,93 @@ def scenario_delete_crash(seed: int = 17) -> Recorder:
     r.step(2, "delete_copy_cmeta")
     r.step(2, "delete_move_wal")
     return r
+
+
+def scenario_batches(seed: int = 19) -> Recorder:
+    """Server 0 wins term 1, appends entries 1..3 as one batch (one event), commits them
+    with one event and commits the config change at index 2; server 1 follows."""
+    r = Recorder.new(default_spec(3), seed, created=True)
+    r.step(0, "start_election", me=0)
+    r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+    r.step(0, "become_leader", me=0, t=1)
+    r.step(0, "log_append", first_index=1, op_term=1, op_index=3)
+    r.step(1, "log_append", first_index=1, op_term=1, op_index=3)
+    r.step(0, "commit", index=3, op_term=1)
+    r.step(1, "commit", index=3, op_term=1, check=False)  # a follower learns it
+    r.step(0, "config_commit", config_index=2)
+    r.step(1, "config_commit", config_index=2)
+    return r
+
+
+def scenario_damage(seed: int = 23, what: int = DAMAGE_WAL) -> Recorder:
+    """Server 2 stops; its WAL (or its blocks) is damaged while it is down; it starts
+    FAILED with a reason; the replica is then deleted (a tombstone)."""
+    r = Recorder.new(default_spec(3), seed, created=True)
+    r.stop(2)
+    r.damage(2, what)
+    r.start(2)
+    for name in ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
+                 "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal"):
+        r.step(2, name)
+    return r
+
+
+def scenario_truncate(seed: int = 31) -> Recorder:
+    """Leadership changes hands and a follower's log is overwritten: server 0 leads term 1
+    and appends 1..2 as one batch, server 1 gets index 1; server 0 steps down; server 1
+    wins term 2 (server 2's vote folds the term rise), appends (2, 2); server 0 learns term
+    2 and truncates its (1, 2) for (2, 2); server 2 takes 1..2 as one batch; commit 2."""
+    r = Recorder.new(default_spec(3), seed, created=True)
+    r.step(0, "start_election", me=0)
+    r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+    r.step(0, "become_leader", me=0, t=1)
+    r.step(0, "log_append", first_index=1, op_term=1, op_index=2)
+    r.step(1, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(0, "step_down")
+    r.step(1, "start_election", me=1)
+    r.step(2, "vote_granted", candidate=1, t=2, cand_last_term=1, cand_last_index=1)
+    r.step(1, "become_leader", me=1, t=2)
+    r.step(1, "log_append", first_index=2, op_term=2, op_index=2)
+    r.step(0, "learn_term", t=2)
+    r.step(0, "log_append", first_index=2, op_term=2, op_index=2)
+    r.step(2, "log_append", first_index=1, op_term=2, op_index=2)
+    r.step(1, "commit", index=2, op_term=2)
+    r.step(0, "commit", index=2, op_term=2, check=False)
+    return r
+
+
+def scenario_damage_copy(seed: int = 37) -> Recorder:
+    """Server 2's blocks are damaged while it is down; it starts FAILED, is deleted and
+    copied back from the leader, and runs again."""
+    r = scenario_election(seed)
+    r.crash(2)
+    r.damage(2, DAMAGE_BLOCKS)
+    r.start(2)
+    for name in ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
+                 "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal"):
+        r.step(2, name)
+    r.step(2, "stc_accept", caller_term=1, expected_state=1, has_opid=0, opid_term=0,
+           opid_index=0)
+    r.step(2, "copy_begin")
+    r.step(2, "copy_merge_cmeta", remote_term=1, remote_config_index=0)
+    r.step(2, "copy_download_wal", remote_last_term=1, remote_last_index=1)
+    r.step(2, "copy_blocks_done")
+    r.step(2, "copy_mark_ready")
+    r.step(2, "copy_start_replica")
+    r.stop(2)
+    r.damage(2, DAMAGE_WAL)
+    r.start(2)  # FAILED again: its WAL fails verification this time
+    return r
+
+
+# Clean hand-made traces of what schema version 2 added, kept beside the random walks (with
+# seeds of their own: the UUIDs and tablet ids of one corpus never collide).
+CLEAN_SCENARIOS: dict[str, Callable[[int], Recorder]] = {
+    "batches": scenario_batches,
+    "truncate": scenario_truncate,
+    "damage-wal": scenario_damage,
+    "damage-blocks-copy": scenario_damage_copy,
+}
 
 
 def _find(r: Recorder, event: str, nth: int = 0) -> dict[str, Any]:
@@ -460,6 +600,105 @@ def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
     cases["incarnation-collected-twice"] = (
         collected_twice, "DuplicateIncarnation",
         "one incarnation's trace given twice (the file and its .gz archive)")
+
+    # -- schema version 2: batched appends, step_down, config_commit, damage ---------------
+
+    def leader_truncates() -> tuple[Recorder, str | None]:
+        r = scenario_batches()
+        # The leader rewrites its own log from index 2 (Leader Append-Only broken).
+        r.step(0, "log_append", check=False, first_index=2, op_term=1, op_index=2)
+        return r, None
+
+    cases["leader-truncates-own-log"] = (
+        leader_truncates, "GuardFailed",
+        "a leader's log_append starts at index 2 of its 3-entry log (it truncates its log)")
+
+    def append_gap() -> tuple[Recorder, str | None]:
+        r = scenario_batches()
+        # Server 2 (in term 1, no entry yet) takes a batch starting at 3: 1..2 missing.
+        r.step(2, "learn_term", t=1)
+        r.step(2, "log_append", check=False, first_index=3, op_term=1, op_index=3)
+        return r, None
+
+    cases["append-leaves-gap"] = (append_gap, "GuardFailed",
+                                  "a follower's batch starts past its last index + 1")
+
+    def step_down_follower() -> tuple[Recorder, str | None]:
+        r = scenario_batches()
+        r.step(1, "step_down", check=False)
+        return r, None
+
+    cases["step-down-not-leader"] = (step_down_follower, "GuardFailed",
+                                     "a follower logs step_down")
+
+    def config_beyond_wal() -> tuple[Recorder, str | None]:
+        r = scenario_batches()
+        r.step(1, "config_commit", check=False, config_index=5)
+        return r, None
+
+    cases["config-commit-beyond-wal"] = (
+        config_beyond_wal, "GuardFailed",
+        "a config change at index 5 committed into the cmeta of a replica whose WAL ends at 3")
+
+    def batch_commit_two_terms() -> tuple[Recorder, str | None]:
+        r = scenario_batches()
+        # Server 2 campaigns alone up to term 2, takes entries 1..3 ending in term 2 and
+        # commits index 3 with term 2, where the others committed it (as the last entry of
+        # a batch) with term 1. Each step passes its local guard.
+        r.step(2, "start_election", me=2)
+        r.step(2, "start_election", me=2)
+        r.step(2, "log_append", first_index=1, op_term=2, op_index=3, check=False)
+        r.step(2, "commit", index=3, op_term=2, check=False)
+        return r, None
+
+    cases["batched-commit-two-terms"] = (
+        batch_commit_two_terms, "CommitTermMismatch",
+        "index 3, the last of a committed batch, committed with term 1 and with term 2")
+
+    def version_1() -> tuple[Recorder, str | None]:
+        r = scenario_election()
+        for key in r.order:
+            for line in r.files[key]:
+                line["v"] = 1
+        return r, None
+
+    cases["schema-version-1"] = (version_1, "UnsupportedSchemaVersion",
+                                 "a version-1 trace (before batched appends): refused")
+
+    def damaged_reported_ready() -> tuple[Recorder, str | None]:
+        r = scenario_damage()
+        st = _find(r, "startup")
+        st["args"] = {"case": "READY"}  # the state says DAMAGED, the case READY
+        f = _file_of(r, st)
+        del f[f.index(st) + 1:]
+        return r, None
+
+    cases["damaged-wal-started-ready"] = (
+        damaged_reported_ready, "GuardFailed",
+        "startup reports a DAMAGED WAL but starts the replica READY")
+
+    def failed_without_damage() -> tuple[Recorder, str | None]:
+        r = Recorder.new(default_spec(3), 29, created=True)
+        r.stop(2)
+        r.start(2)
+        st = _find(r, "startup")
+        st["args"] = {"case": "FAILED", "reason": "WAL segment failed verification"}
+        return r, None
+
+    cases["failed-startup-over-intact-state"] = (
+        failed_without_damage, "GuardFailed",
+        "startup reports FAILED while the state it reports is intact (damage not stated)")
+
+    def failed_without_reason() -> tuple[Recorder, str | None]:
+        r = scenario_damage(what=DAMAGE_BLOCKS)
+        st = _find(r, "startup")
+        del st["args"]["reason"]
+        f = _file_of(r, st)
+        del f[f.index(st) + 1:]
+        return r, None
+
+    cases["failed-startup-without-reason"] = (
+        failed_without_reason, "BadArgs", "a FAILED startup that gives no reason")
     return cases
 
 
@@ -491,7 +730,7 @@ def write_bad_corpus(root: str) -> list[str]:
             json.dump({"kind": kind, "description": what,
                        "exit_code": 0 if kind == "TornLine" else
                        2 if kind in ("UnknownEvent", "MalformedLine",
-                                     "UnsupportedSchemaVersion",
+                                     "UnsupportedSchemaVersion", "BadArgs",
                                      "DuplicateIncarnation") else 1},
                       f, indent=2)
             f.write("\n")
@@ -501,7 +740,8 @@ def write_bad_corpus(root: str) -> list[str]:
 
 def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[int],
                                                                           list[int]]:
-    """Write clean spec walks under ``root/walk-<seed>/``; return (kept, rejected) seeds.
+    """Write clean spec walks under ``root/walk-<seed>/`` and the clean hand-made
+    ``CLEAN_SCENARIOS`` under ``root/scenario-<name>/``; return (kept, rejected) seeds.
 
     A walk is rejected when the checker reports anything on it. (Since the spec's
     ``commit`` has the leader-only ``leader_commit`` system guard, a walk can no longer
@@ -509,6 +749,18 @@ def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[in
     from revivify.checker.local import check_paths
 
     kept, rejected = [], []
+    for k, (name, build) in enumerate(CLEAN_SCENARIOS.items()):
+        d = os.path.join(root, f"scenario-{name}")
+        shutil.rmtree(d, ignore_errors=True)
+        r = build(1000 + k)
+        for key in r.order:
+            for line in r.files[key]:
+                if line["tablet"] is not None:
+                    line["tablet"] = f"tablet-{name}"
+        r.write(d)
+        rep = check_paths([d])
+        if rep.findings:
+            raise AssertionError(f"scenario {name} is not clean:\n{rep.text()}")
     for seed in seeds:
         d = os.path.join(root, f"walk-{seed:03d}")
         shutil.rmtree(d, ignore_errors=True)
@@ -523,11 +775,13 @@ def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[in
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m revivify.checker.walks TRACES_DIR: regenerate spec-walks/ and bad/."""
+    """python -m revivify.checker.walks TRACES_DIR: regenerate schema.json, spec-walks/ and
+    bad/."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     root = args[0] if args else "traces"
+    write_contract_schema(os.path.join(root, "schema.json"))
     kept, rejected = write_walk_corpus(os.path.join(root, "spec-walks"), range(40),
                                        steps=160)
     print(f"spec walks: kept {len(kept)}, rejected {len(rejected)} {rejected}")

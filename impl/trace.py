@@ -20,7 +20,9 @@ from typing import Any, Final
 
 import msgspec
 
-SCHEMA_VERSION: Final = 1
+# Version 2: log_append's first_index (batched appends), step_down, config_commit, DAMAGED
+# WAL and blocks, a FAILED startup's reason. See traces/README.md.
+SCHEMA_VERSION: Final = 2
 
 _encoder = msgspec.json.Encoder()
 
@@ -91,7 +93,16 @@ def durable_state(*, data_state: str, tombstone_last_opid: tuple[int, int] = (0,
                   wal: str = "ABSENT", wal_last_opid: tuple[int, int] = (0, 0),
                   blocks: str = "ABSENT",
                   quarantine: tuple[bool, bool] | None = None) -> dict[str, Any]:
-    """Build the ``state`` object of the contract (see traces/README.md)."""
+    """Build the ``state`` object of the contract (see traces/README.md).
+
+    ``data_state``: DOES_NOT_EXIST | DELETED | COPYING | READY; ``wal``: ABSENT | LIVE |
+    QUARANTINED | DAMAGED (in ``wals/<id>`` but failing verification); ``blocks``: ABSENT |
+    PARTIAL | PRESENT | DAMAGED (listed, but some missing or corrupt).
+
+    ``wal_last_opid`` is the WAL's last OpId whatever its location says: for a DAMAGED WAL
+    the last OpId it held (read from the records that still verify, e.g. after a corrupt
+    one in the middle), and for damaged blocks the intact WAL's; ``(0, 0)`` only for an
+    empty WAL. The checker compares it with the spec (damage does not change it)."""
     return {
         "superblock": {"data_state": data_state, "last_opid": list(tombstone_last_opid),
                        "qdir": superblock_qdir},
@@ -101,3 +112,12 @@ def durable_state(*, data_state: str, tombstone_last_opid: tuple[int, int] = (0,
         "quarantine": (None if quarantine is None
                        else {"superblock": quarantine[0], "cmeta": quarantine[1]}),
     }
+
+
+def startup_args(case: str, reason: str | None = None) -> dict[str, Any]:
+    """The ``startup`` event's args: ``case``, and for case FAILED the ``reason`` (free text,
+    required then and only then: what failed verification, e.g. "WAL segment 7: bad
+    checksum at offset 4096" or "3 data blocks missing")."""
+    if (case == "FAILED") != bool(reason):
+        raise ValueError("a FAILED startup needs a reason; no other case takes one")
+    return {"case": case, "reason": reason} if reason else {"case": case}

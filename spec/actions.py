@@ -39,7 +39,57 @@ cmeta, WAL and blocks starts normally; READY with any of them missing stays offl
 Raft, only as far as it touches the lifecycle: learning a higher term; RequestVote granted
 or denied by READY, COPYING and DELETED replicas (a tombstone votes from its retained cmeta
 and last OpId); starting an election; becoming leader with a majority of votes of *members*
-(servers still on their original UUID); appending to the log; committing.
+(servers still on their original UUID); stepping down; appending to the log; committing;
+committing a config change into the cmeta.
+
+Departures from the seed for a real Raft server (trace contract version 2)
+---------------------------------------------------------------------------
+The seed treats Raft as a black box. A real tablet server with Raft per tablet does four
+things the first version of this table could not express, and meets one kind of fault the
+seed leaves to the operator. Each is a row (or a parameter) here; each new guard has a claim
+in ``invariants`` it protects and a mutant in ``mutants`` that breaks it:
+
+* Batched appends (``log_append`` gains ``first_index``). A server appends a batch of
+  entries first_index..op_index with *one* fsync and logs one event after it; op_term is
+  the last entry's term. The guard keeps a log without holes (first_index <= last index + 1)
+  and lets a follower overwrite a suffix (first_index <= last index: truncate, then
+  append); a pure append never lowers the last term (terms never decrease along a Raft
+  log: a follower's batch follows the entry that matched the leader's log). A leader
+  never truncates its own log (Raft's Leader Append-Only): it appends at last index + 1 in
+  its own term. Claim: ``LeaderAppendOnly`` (step property); mutant
+  ``leader_truncates_own_log``.
+* ``step_down`` (volatile). A leader stops leading without learning a higher term
+  (check-quorum lost a majority, an operator asked, a leadership transfer). The seed's
+  table only ended leadership with a higher term, so a leader that stepped down in a real
+  server could never be followed by ``start_election`` (which needs "not leader"). It keeps
+  term and vote: a vote is for the term, not for the leadership. Letting a non-leader step
+  down is harmless, so the mutant ``step_down_forgets_vote`` breaks the effect instead (it
+  clears the vote: ``VotesMatchCmeta``, the former leader could vote twice in its term).
+* ``config_commit`` (durable). A committed config change entry at index config_index is
+  written into the cmeta (an atomic replace). The committed config only moves forward and
+  only to an entry of the replica's own log. Claim: ``ConfigCommittedFromLog`` (step
+  property); mutant ``config_commit_beyond_log``.
+* ``commit`` once per batch. ``commit(index, op_term)`` says every index up to ``index``
+  is committed, op_term being the term of the entry at ``index``. The row was already
+  written that way (nothing here assumes consecutive indices); the trace checker compares
+  only the (index, term) pairs events name (``checker.global_checks``).
+* Startup of a damaged replica (``damage``: a disk fault while the server is down, like
+  ``wipe``). The seed's startup says READY with something missing stays offline; a real
+  server also finds a WAL whose segments fail verification, or missing or corrupt data
+  blocks. ``damage`` marks the WAL or the blocks DAMAGED (a durable fact about the disk, not
+  a step a process takes, so no trace logs it: the checker infers it at a crash boundary
+  from the state the next ``startup`` reports); ``startup_case`` classifies READY with a
+  damaged WAL or damaged blocks as FAILED, and the writer says so (``case`` FAILED with a
+  ``reason``). A damaged replica never runs (``RunningIsIntact``; mutants
+  ``damage_while_up`` and ``startup_ignores_damage``); ``ReadyIsComplete`` now says READY
+  has its files (the WAL in place, every block listed), damaged or not. Deleting a damaged
+  replica moves its WAL into the quarantine like a live one (the tombstone keeps the last
+  OpId the WAL held: damage does not change it), and a tablet copy replaces it. The
+  explorer and Hypothesis count damage with wipes (``FAULT_ACTIONS``, ``Bounds.max_wipes``).
+
+RequestVote answers fold a term rise into themselves (``vote_granted`` / ``vote_denied``
+with ``t`` above the current term adopt ``t``, clear the vote or cast it, and end any
+leadership): a server logs no ``learn_term`` before such a vote.
 """
 
 from __future__ import annotations
@@ -69,9 +119,12 @@ from revivify.spec.logic import (
 from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
     BLOCKS_ABSENT,
+    BLOCKS_DAMAGED,
     BLOCKS_PARTIAL,
     BLOCKS_PRESENT,
     COPYING,
+    DAMAGE_BLOCKS,
+    DAMAGE_WAL,
     DELETED,
     DELETING_OPS,
     DOES_NOT_EXIST,
@@ -94,6 +147,8 @@ from revivify.spec.model import (
     STC_ILLEGAL_STATE,
     STC_OPID_MISMATCH,
     STC_STALE_TOMBSTONE_TERM,
+    WAL_DAMAGED,
+    WAL_IN_PLACE,
     WAL_LIVE,
     WAL_QUARANTINED,
     ServerState,
@@ -103,6 +158,9 @@ from revivify.spec.model import (
 
 Params = dict[str, Any]
 LocalGuard = Callable[..., Bool]
+# A guard spelled as named conditions (each must hold): the guard is their conjunction, and a
+# trace checker names the ones a refused event breaks.
+Conditions = Callable[..., list[tuple[str, Bool]]]
 LocalEffect = Callable[..., ServerState]
 SystemGuard = Callable[..., Bool]
 Enumerator = Callable[[SystemState, int, "Bounds"], Iterable[Params]]
@@ -110,12 +168,20 @@ Enumerator = Callable[[SystemState, int, "Bounds"], Iterable[Params]]
 
 @attrs.frozen
 class Bounds:
-    """Bounds on the values the explorer and Hypothesis feed into parameters."""
+    """Bounds on the values the explorer and Hypothesis feed into parameters.
+
+    ``max_wipes`` bounds the disk faults of a run (``FAULT_ACTIONS``: wipes and damage),
+    which the spec itself never bounds; ``max_crashes`` bounds crashes."""
 
     max_term: int = 3
     max_index: int = 2
     max_crashes: int = 2
     max_wipes: int = 1
+
+
+# Disk faults: they strike a server that is down, no process logs them, and the explorer,
+# Hypothesis and the walks count them against ``Bounds.max_wipes``.
+FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage")
 
 
 @attrs.frozen
@@ -131,6 +197,9 @@ class Action:
     system_guard: SystemGuard | None = None
     # Actions that only move volatile state (a crash keeps nothing of them).
     volatile_only: bool = False
+    # The guard's named conditions, when it is written as such (for explanations only: the
+    # guard decides).
+    conditions: Conditions | None = None
 
     def enabled_local(self, s: ServerState, p: Params) -> Bool:
         return self.guard(s, **p)
@@ -164,26 +233,38 @@ def in_consensus(s: ServerState) -> Bool:
     return all_(s.up, s.cmeta, not_(s.failed), member(s.op, (OP_NONE, OP_COPY)))
 
 
+def wal_in_place(s: ServerState) -> Bool:
+    """The WAL directory is in ``wals/<id>`` (live, or live but damaged)."""
+    return member(s.wal, WAL_IN_PLACE)
+
+
+def intact(s: ServerState) -> Bool:
+    """Everything a replica starts from is there and undamaged: the cmeta, a live WAL that
+    verifies, and every data block the superblock lists."""
+    return all_(s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT))
+
+
 def is_member(s: ServerState) -> Bool:
     """Still on the UUID that the tablet's Raft config names (a wiped server is not)."""
     return eq(s.uuid_gen, 0)
 
 
 def startup_case(s: ServerState) -> Int:
-    """Seed "Tablet startup": which of the cases the on-disk state falls into."""
+    """Seed "Tablet startup": which of the cases the on-disk state falls into.
+
+    A DELETED superblock whose WAL directory is still in place (damaged or not) rolls the
+    deletion forward; READY starts only when everything is there and undamaged
+    (``intact``), else the replica stays offline, FAILED (a missing file, a WAL that fails
+    verification, missing or corrupt blocks)."""
     return ite(
         eq(s.sb, DELETED),
-        ite(eq(s.wal, WAL_LIVE), STARTUP_ROLL_FORWARD, STARTUP_TOMBSTONE),
+        ite(wal_in_place(s), STARTUP_ROLL_FORWARD, STARTUP_TOMBSTONE),
         ite(
             eq(s.sb, COPYING),
             STARTUP_COPYING_TO_DELETED,
             ite(
                 eq(s.sb, READY),
-                ite(
-                    all_(s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT)),
-                    STARTUP_READY,
-                    STARTUP_FAILED,
-                ),
+                ite(intact(s), STARTUP_READY, STARTUP_FAILED),
                 STARTUP_NOTHING,
             ),
         ),
@@ -287,10 +368,10 @@ def d6_guard(s: ServerState) -> Bool:
 
 
 def d6_effect(s: ServerState) -> ServerState:
-    live = eq(s.wal, WAL_LIVE)
+    # A damaged WAL directory is moved like a live one (the move does not read it).
     return _ev(
         s,
-        wal=ite(live, WAL_QUARANTINED, s.wal),
+        wal=ite(wal_in_place(s), WAL_QUARANTINED, s.wal),
         wal_last_term=0,
         wal_last_index=0,
         # A copy's own deletion hands over to the copy; every other deletion is finished.
@@ -530,6 +611,30 @@ def empty_votes_array() -> Any:
     return z3.K(z3.IntSort(), z3.IntVal(NO_VOTE))
 
 
+def damage_guard(s: ServerState, what: Int) -> Bool:
+    """A disk fault strikes while the server is down (like ``wipe``; a fault of a running
+    server shows up at its next start too): a live WAL whose segments then fail
+    verification, or a complete block list with missing or corrupt blocks."""
+    return all_(not_(s.up),
+                any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
+                     all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT))))
+
+
+def damage_effect(s: ServerState, what: Int) -> ServerState:
+    """Only the location (or the blocks' state) changes: the WAL's last OpId stays what it
+    was (the server reads it from the segments that still verify, see traces/README.md)."""
+    return _ev(s, wal=ite(eq(what, DAMAGE_WAL), WAL_DAMAGED, s.wal),
+               blocks=ite(eq(what, DAMAGE_BLOCKS), BLOCKS_DAMAGED, s.blocks))
+
+
+def damage_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    s = sys[i]
+    if s.wal == WAL_LIVE:
+        yield {"what": DAMAGE_WAL}
+    if s.blocks == BLOCKS_PRESENT:
+        yield {"what": DAMAGE_BLOCKS}
+
+
 # ---------------------------------------------------------------------------------------
 # Raft, as it touches the lifecycle.
 
@@ -655,18 +760,62 @@ def become_leader_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     yield {"me": i, "t": sys[i].term}
 
 
-def log_append_guard(s: ServerState, op_term: Int, op_index: Int) -> Bool:
-    return all_(
-        s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE),
-        op_term >= 1, op_term <= s.term, op_index >= 1,
-        # A leader appends the next index in its own term; a follower takes the leader's.
-        implies(s.leader, all_(eq(op_term, s.term), eq(op_index, s.wal_last_index + 1))),
-    )
+def step_down_guard(s: ServerState) -> Bool:
+    """A leader may stop leading at any time without learning a higher term (check-quorum,
+    an operator's request, a leadership transfer)."""
+    return all_(s.up, s.leader)
 
 
-def log_append_effect(s: ServerState, op_term: Int, op_index: Int) -> ServerState:
+def step_down_effect(s: ServerState) -> ServerState:
+    # Term and vote stay: the vote belongs to the term, whoever leads it.
+    return _ev(s, leader=False)
+
+
+def log_append_conditions(s: ServerState, first_index: Int, op_term: Int,
+                          op_index: Int) -> list[tuple[str, Bool]]:
+    """A batch first_index..op_index written with one fsync; op_term is its last entry's.
+
+    * the log has no holes: the batch starts at most one past the last index;
+    * first_index <= the last index is a follower truncating its log's suffix from
+      first_index and appending the batch in its place;
+    * a pure append (first_index = last index + 1) never lowers the last term: the terms of
+      a Raft log never decrease along it (the batch follows the entry that was last);
+    * a leader never truncates its own log (Leader Append-Only): it appends at last index
+      + 1, entries of its own term.
+    """
+    appends = eq(first_index, s.wal_last_index + 1)
+    return [
+        ("a running READY replica with a live WAL",
+         all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE))),
+        ("1 <= op_term <= the current term", all_(op_term >= 1, op_term <= s.term)),
+        ("1 <= first_index <= op_index", all_(first_index >= 1, first_index <= op_index,
+                                              op_index >= 1)),
+        ("no gap: first_index <= last index + 1", first_index <= s.wal_last_index + 1),
+        ("an append (first_index = last index + 1) never lowers the last term",
+         implies(appends, op_term >= s.wal_last_term)),
+        ("a leader appends at last index + 1 in its own term (it never truncates its log)",
+         implies(s.leader, all_(eq(op_term, s.term), appends))),
+    ]
+
+
+def log_append_guard(s: ServerState, first_index: Int, op_term: Int, op_index: Int) -> Bool:
+    return all_(*[c for _, c in log_append_conditions(s, first_index, op_term, op_index)])
+
+
+def log_append_effect(s: ServerState, first_index: Int, op_term: Int,
+                      op_index: Int) -> ServerState:
     return _ev(s, wal_last_term=op_term, wal_last_index=op_index, ghost_last_term=op_term,
                ghost_last_index=op_index)
+
+
+def follower_first_index(s: ServerState, op_term: int, op_index: int) -> int:
+    """Where a follower's batch ending at (op_term, op_index) starts: right after its last
+    entry when that extends its log, else (the logs diverge) a truncation from the lower of
+    the two last indexes. The spec's log is abstracted to its last OpId, so any start the
+    guard allows leads to the same state; this picks one."""
+    if op_index > s.wal_last_index and op_term >= s.wal_last_term:
+        return int(s.wal_last_index + 1)
+    return int(min(op_index, max(s.wal_last_index, 1)))
 
 
 def log_append_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -674,18 +823,24 @@ def log_append_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     if not (s.up and s.running and s.op == OP_NONE and s.sb == READY and s.wal == WAL_LIVE):
         return
     if s.leader:
-        if s.wal_last_index < b.max_index:
-            yield {"op_term": s.term, "op_index": s.wal_last_index + 1}
+        # One entry, or a batch up to the bound.
+        first = s.wal_last_index + 1
+        for last in range(first, b.max_index + 1):
+            yield {"first_index": first, "op_term": s.term, "op_index": last}
         return
     for j, leader in enumerate(sys):
         if (j != i and leader.up and leader.leader and leader.term <= s.term
                 and leader.wal_last_index >= 1
                 and (leader.wal_last_term, leader.wal_last_index)
                 != (s.wal_last_term, s.wal_last_index)):
-            yield {"op_term": leader.wal_last_term, "op_index": leader.wal_last_index}
+            yield {"first_index": follower_first_index(s, leader.wal_last_term,
+                                                       leader.wal_last_index),
+                   "op_term": leader.wal_last_term, "op_index": leader.wal_last_index}
 
 
 def commit_guard(s: ServerState, index: Int, op_term: Int) -> Bool:
+    """Every index up to ``index`` is committed (one event per batch); op_term is the term
+    of the entry at ``index``, which this replica holds."""
     return all_(s.up, s.running, eq(s.op, OP_NONE), index >= 1, index <= s.wal_last_index,
                 op_term >= 1, op_term <= s.wal_last_term)
 
@@ -708,6 +863,33 @@ def commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     s = sys[i]
     if s.leader and s.wal_last_index >= 1 and s.wal_last_term == s.term:
         yield {"index": s.wal_last_index, "op_term": s.wal_last_term}
+
+
+def config_commit_conditions(s: ServerState, config_index: Int) -> list[tuple[str, Bool]]:
+    """A committed config change entry is written into the cmeta: a running replica's
+    committed config only moves forward, and only to an entry its own WAL holds."""
+    return [
+        ("a running READY replica with cmeta",
+         all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta)),
+        ("config_index above the committed config's", config_index > s.config_index),
+        ("config_index <= the WAL's last index", config_index <= s.wal_last_index),
+    ]
+
+
+def config_commit_guard(s: ServerState, config_index: Int) -> Bool:
+    return all_(*[c for _, c in config_commit_conditions(s, config_index)])
+
+
+def config_commit_effect(s: ServerState, config_index: Int) -> ServerState:
+    return _ev(s, config_index=config_index)
+
+
+def config_commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    s = sys[i]
+    if not (s.up and s.running and s.op == OP_NONE and s.sb == READY and s.cmeta):
+        return
+    for index in range(s.config_index + 1, s.wal_last_index + 1):
+        yield {"config_index": index}
 
 
 # ---------------------------------------------------------------------------------------
@@ -747,6 +929,8 @@ ACTIONS: tuple[Action, ...] = (
            startup_enum, volatile_only=True),
     Action("wipe", "Failure of a disk with consensus metadata (new UUID)", (), wipe_guard,
            wipe_effect, _none),
+    Action("damage", "a disk fault found at startup (WAL or blocks DAMAGED)", ("what",),
+           damage_guard, damage_effect, damage_enum),
     Action("learn_term", "Raft: a higher term seen in any RPC", ("t",), learn_term_guard,
            learn_term_effect, learn_term_enum),
     Action("vote_granted", "Raft RequestVote granted (tombstones too)",
@@ -761,10 +945,17 @@ ACTIONS: tuple[Action, ...] = (
     Action("become_leader", "Raft: a majority of members voted", ("me", "t"),
            become_leader_guard, become_leader_effect, become_leader_enum,
            system_guard=has_majority, volatile_only=True),
-    Action("log_append", "Raft: an entry appended to the WAL", ("op_term", "op_index"),
-           log_append_guard, log_append_effect, log_append_enum),
-    Action("commit", "Raft: an index committed", ("index", "op_term"), commit_guard,
-           commit_effect, commit_enum, system_guard=leader_commit, volatile_only=True),
+    Action("step_down", "Raft: a leader stops leading (check-quorum, request, transfer)", (),
+           step_down_guard, step_down_effect, _none, volatile_only=True),
+    Action("log_append", "Raft: a batch of entries appended to the WAL (one fsync)",
+           ("first_index", "op_term", "op_index"), log_append_guard, log_append_effect,
+           log_append_enum, conditions=log_append_conditions),
+    Action("commit", "Raft: every index up to one committed", ("index", "op_term"),
+           commit_guard, commit_effect, commit_enum, system_guard=leader_commit,
+           volatile_only=True),
+    Action("config_commit", "Raft: a committed config change written into the cmeta",
+           ("config_index",), config_commit_guard, config_commit_effect, config_commit_enum,
+           conditions=config_commit_conditions),
 )
 
 ACTIONS_BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
@@ -778,6 +969,7 @@ def replace_action(table: tuple[Action, ...], name: str, **changes: Any) -> tupl
 
 
 __all__ = [
-    "ACTIONS", "ACTIONS_BY_NAME", "Action", "Bounds", "Params", "in_consensus", "is_member",
-    "last_logged", "replace_action", "startup_case",
+    "ACTIONS", "ACTIONS_BY_NAME", "FAULT_ACTIONS", "Action", "Bounds", "Params",
+    "in_consensus", "intact", "is_member", "last_logged", "replace_action", "startup_case",
+    "wal_in_place",
 ]

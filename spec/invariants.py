@@ -33,8 +33,10 @@ from revivify.spec.logic import (
     member,
     ne,
     not_,
+    opid_ge,
 )
 from revivify.spec.model import (
+    BLOCKS_LISTED,
     BLOCKS_PRESENT,
     COPYING,
     DELETED,
@@ -48,6 +50,7 @@ from revivify.spec.model import (
     OP_NONE,
     OP_ROLL_FORWARD,
     READY,
+    WAL_IN_PLACE,
     WAL_LIVE,
     ServerState,
     SystemState,
@@ -102,9 +105,20 @@ def one_leader_per_term(sys: SystemState, t: Int) -> Bool:
 
 def ready_is_complete(sys: SystemState, t: Int) -> Bool:
     """"the minimum files needed to start a tablet are the consensus metadata file, the
-    write-ahead logs, and the data blocks": READY implies cmeta, WAL and blocks present."""
+    write-ahead logs, and the data blocks": READY implies the cmeta, the WAL directory in
+    place and every block listed. (A disk fault may damage the WAL or the blocks of a READY
+    replica afterwards; ``RunningIsIntact`` says such a replica never runs.)"""
     return _each(sys, lambda s: implies(
-        eq(s.sb, READY), all_(s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT))))
+        eq(s.sb, READY), all_(s.cmeta, member(s.wal, WAL_IN_PLACE),
+                              member(s.blocks, BLOCKS_LISTED))))
+
+
+def running_is_intact(sys: SystemState, t: Int) -> Bool:
+    """Startup of a damaged replica: a replica runs only on its cmeta, a live WAL that
+    verifies and all its blocks, undamaged; a READY replica with a damaged WAL or damaged
+    blocks stays offline (startup reports it FAILED)."""
+    return _each(sys, lambda s: implies(
+        s.running, all_(s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT))))
 
 
 def running_is_ready(sys: SystemState, t: Int) -> Bool:
@@ -130,9 +144,10 @@ def tombstone_retains_last_opid(sys: SystemState, t: Int) -> Bool:
 def quiescent_tombstone_has_no_live_wal(sys: SystemState, t: Int) -> Bool:
     """"if tablet.state is DELETED && WAL dir exists: Redo steps #5 and #6 (roll forward)":
     a server that is up with no operation in flight never sits on a DELETED superblock whose
-    WAL is still live, i.e. startup always rolls an interrupted deletion forward."""
+    WAL is still in place (live or damaged), i.e. startup always rolls an interrupted
+    deletion forward."""
     return _each(sys, lambda s: implies(
-        all_(s.up, eq(s.op, OP_NONE), eq(s.sb, DELETED)), ne(s.wal, WAL_LIVE)))
+        all_(s.up, eq(s.op, OP_NONE), eq(s.sb, DELETED)), not_(member(s.wal, WAL_IN_PLACE))))
 
 
 def no_copying_when_quiescent(sys: SystemState, t: Int) -> Bool:
@@ -199,6 +214,7 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
     def one(s: ServerState) -> Bool:
         op, step = s.op, s.step
         deleting = member(op, (*DELETING_OPS, OP_ROLL_FORWARD))
+        in_place = member(s.wal, WAL_IN_PLACE)
 
         def at(ops: tuple[int, ...], lo: int, hi: int) -> Bool:
             return all_(member(op, ops), step >= lo, step <= hi)
@@ -219,14 +235,14 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
             # without cmeta the server never voted nor logged: nothing to remember
             implies(not_(s.cmeta), all_(eq(s.sb_last_term, 0), eq(s.sb_last_index, 0),
                                         eq(s.ghost_last_term, 0), eq(s.ghost_last_index, 0),
-                                        ne(s.wal, WAL_LIVE))),
-            implies(all_(s.cmeta, eq(s.wal, WAL_LIVE)), s.wal_last_term <= s.term),
-            s.wal >= 0, s.wal <= 2, s.blocks >= 0, s.blocks <= 2,
+                                        not_(in_place))),
+            implies(all_(s.cmeta, in_place), s.wal_last_term <= s.term),
+            s.wal >= 0, s.wal <= 3, s.blocks >= 0, s.blocks <= 3,
             implies(member(op, (OP_DELETE, OP_BOOT_DELETE)), step >= 1),
             implies(eq(op, OP_ROLL_FORWARD), step >= 4),
             # never hosted: nothing at all
             implies(eq(s.sb, DOES_NOT_EXIST),
-                    all_(not_(s.cmeta), ne(s.wal, WAL_LIVE), eq(s.sb_last_term, 0),
+                    all_(not_(s.cmeta), not_(in_place), eq(s.sb_last_term, 0),
                          eq(s.sb_last_index, 0), eq(s.ghost_last_term, 0),
                          eq(s.ghost_last_index, 0))),
             # READY's WAL is this server's own log
@@ -290,12 +306,36 @@ def new_uuid_inherits_nothing(pre: ServerState, post: ServerState, t: Int) -> Bo
         ne(pre.uuid_gen, post.uuid_gen),
         all_(post.uuid_gen > pre.uuid_gen, not_(post.cmeta), eq(post.term, 0),
              eq(post.voted_for, NO_VOTE), eq(get(post.votes, t), NO_VOTE),
-             eq(post.sb, DOES_NOT_EXIST), ne(post.wal, WAL_LIVE)))
+             eq(post.sb, DOES_NOT_EXIST), not_(member(post.wal, WAL_IN_PLACE))))
 
 
 def uuid_never_reused(pre: ServerState, post: ServerState, t: Int) -> Bool:
     """A wiped server's UUID generation only grows: no UUID is ever reused."""
     return post.uuid_gen >= pre.uuid_gen
+
+
+def leader_append_only(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """Raft's Leader Append-Only: "a leader never overwrites or deletes entries in its log;
+    it only appends new entries". While a server stays leader, its log's last index never
+    goes down and its last OpId never goes back (a leader never truncates its own log,
+    batched appends included)."""
+    return implies(
+        all_(pre.leader, post.leader, eq(pre.uuid_gen, post.uuid_gen)),
+        all_(post.wal_last_index >= pre.wal_last_index,
+             opid_ge(post.wal_last_term, post.wal_last_index, pre.wal_last_term,
+                     pre.wal_last_index)))
+
+
+def config_committed_from_log(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """A committed config is a committed entry of the replica's own log: while a replica
+    stays READY its committed config only moves forward, and only to an index its WAL
+    holds (a tablet copy, which adopts the remote's committed config, is not such a step:
+    the superblock says COPYING then)."""
+    return implies(
+        all_(eq(pre.sb, READY), eq(post.sb, READY), eq(pre.uuid_gen, post.uuid_gen),
+             ne(post.config_index, pre.config_index)),
+        all_(post.config_index > pre.config_index,
+             post.config_index <= post.wal_last_index))
 
 
 def _inv(f: StatePred, name: str, **flags: bool) -> Invariant:
@@ -310,6 +350,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     _inv(one_leader_per_term, "OneLeaderPerTerm", reads_ghosts=True),
     _inv(ready_is_complete, "ReadyIsComplete", per_server=True),
     _inv(running_is_ready, "RunningIsReady", per_server=True),
+    _inv(running_is_intact, "RunningIsIntact", per_server=True),
     _inv(tombstone_retains_last_opid, "TombstoneRetainsLastOpid", per_server=True),
     _inv(quiescent_tombstone_has_no_live_wal, "StartupRollsDeletionForward", per_server=True),
     _inv(no_copying_when_quiescent, "NoCopyingWhenQuiescent", per_server=True),
@@ -329,6 +370,8 @@ STEP_PROPERTIES: tuple[StepProperty, ...] = (
     _prop(tombstone_keeps_cmeta_and_opid, "TombstoneKeepsCmetaAndOpid"),
     _prop(new_uuid_inherits_nothing, "NewUuidInheritsNothing", reads_ghosts=True),
     _prop(uuid_never_reused, "UuidNeverReused"),
+    _prop(leader_append_only, "LeaderAppendOnly"),
+    _prop(config_committed_from_log, "ConfigCommittedFromLog"),
 )
 
 

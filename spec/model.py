@@ -11,9 +11,10 @@ atomic and durable, so "a crash between two steps" is "a crash after some step")
   quarantine directory;
 * the consensus metadata (``consensus-meta/<id>``): present or not, current term, voted-for,
   committed config (abstracted to the OpId index of the committed config);
-* where the WAL directory is (absent / live in ``wals/<id>`` / moved into the quarantine),
-  and the last OpId in it;
-* the data blocks the superblock lists (absent / partially downloaded / present);
+* where the WAL directory is (absent / live in ``wals/<id>`` / moved into the quarantine /
+  live but damaged: a segment fails verification), and the last OpId in it;
+* the data blocks the superblock lists (absent / partially downloaded / present / damaged:
+  missing or corrupt blocks found at startup);
 * the quarantine directory: exists, holds the superblock copy, holds the cmeta copy;
 * the server's UUID generation: 0 is the UUID in the tablet's Raft config; a disk loss
   wipes the server and gives it a new UUID (generation + 1), which is never a member.
@@ -48,18 +49,32 @@ READY: Final = 3
 SB_NAMES: Final = {DOES_NOT_EXIST: "DOES_NOT_EXIST", DELETED: "DELETED", COPYING: "COPYING",
                    READY: "READY"}
 
-# Where the WAL directory is.
+# Where the WAL directory is. DAMAGED is a WAL still in ``wals/<id>`` (where LIVE is) whose
+# segments fail verification (a disk fault: the ``damage`` action); a replica never runs on
+# it. ``WAL_IN_PLACE`` are the two locations in which the WAL directory is in ``wals/<id>``.
 WAL_ABSENT: Final = 0
 WAL_LIVE: Final = 1
 WAL_QUARANTINED: Final = 2
-WAL_NAMES: Final = {WAL_ABSENT: "ABSENT", WAL_LIVE: "LIVE", WAL_QUARANTINED: "QUARANTINED"}
+WAL_DAMAGED: Final = 3
+WAL_NAMES: Final = {WAL_ABSENT: "ABSENT", WAL_LIVE: "LIVE", WAL_QUARANTINED: "QUARANTINED",
+                    WAL_DAMAGED: "DAMAGED"}
+WAL_IN_PLACE: Final = (WAL_LIVE, WAL_DAMAGED)
 
-# Data blocks the live superblock lists.
+# Data blocks the live superblock lists. DAMAGED: the superblock lists them all, but some
+# are missing or corrupt (a disk fault: the ``damage`` action). ``BLOCKS_LISTED`` are the
+# two values in which a complete block list was written (PRESENT, or later DAMAGED).
 BLOCKS_ABSENT: Final = 0
 BLOCKS_PARTIAL: Final = 1
 BLOCKS_PRESENT: Final = 2
+BLOCKS_DAMAGED: Final = 3
 BLOCKS_NAMES: Final = {BLOCKS_ABSENT: "ABSENT", BLOCKS_PARTIAL: "PARTIAL",
-                       BLOCKS_PRESENT: "PRESENT"}
+                       BLOCKS_PRESENT: "PRESENT", BLOCKS_DAMAGED: "DAMAGED"}
+BLOCKS_LISTED: Final = (BLOCKS_PRESENT, BLOCKS_DAMAGED)
+
+# What a ``damage`` (a disk fault found at the next startup) hits.
+DAMAGE_WAL: Final = 0
+DAMAGE_BLOCKS: Final = 1
+DAMAGE_NAMES: Final = {DAMAGE_WAL: "WAL", DAMAGE_BLOCKS: "BLOCKS"}
 
 # The lifecycle operation in flight. The deletion steps 2-6 are shared by four operations:
 # a deletion the master asked for, the deletion a StartTabletCopy of a READY replica does

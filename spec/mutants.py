@@ -18,10 +18,26 @@ import attrs
 
 from revivify.spec import actions as A
 from revivify.spec.actions import ACTIONS, Action, replace_action
-from revivify.spec.logic import Bool, Int, all_, any_, count, eq, get, ite, not_
+from revivify.spec.logic import (
+    Bool,
+    Int,
+    all_,
+    any_,
+    count,
+    eq,
+    get,
+    implies,
+    ite,
+    member,
+    not_,
+)
 from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
+    BLOCKS_LISTED,
+    BLOCKS_PRESENT,
     COPYING,
+    DAMAGE_BLOCKS,
+    DAMAGE_WAL,
     DELETED,
     DELETING_OPS,
     NO_VOTE,
@@ -30,6 +46,7 @@ from revivify.spec.model import (
     OP_NONE,
     OP_ROLL_FORWARD,
     READY,
+    STARTUP_FAILED,
     STARTUP_READY,
     STC_BAD_TERM,
     STC_STALE_TOMBSTONE_TERM,
@@ -179,6 +196,73 @@ def _c5_early_effect(s: ServerState) -> ServerState:
     return _ev(A.c5_effect(s), step=5)
 
 
+# 12. A leader truncates its own log: its batch may start anywhere in its log, as a
+#     follower's may (Leader Append-Only broken).
+def _leader_truncates_guard(s: ServerState, first_index: Int, op_term: Int,
+                            op_index: Int) -> Bool:
+    # log_append_conditions, with the leader's condition cut to its "own term" half
+    appends = eq(first_index, s.wal_last_index + 1)
+    return all_(
+        s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE),
+        op_term >= 1, op_term <= s.term, op_index >= 1,
+        first_index >= 1, first_index <= op_index, first_index <= s.wal_last_index + 1,
+        implies(appends, op_term >= s.wal_last_term),
+        implies(s.leader, eq(op_term, s.term)),
+    )
+
+
+def _leader_truncates_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    yield from A.log_append_enum(sys, i, b)
+    s = sys[i]
+    if s.up and s.leader:
+        # rewrite the log from index 1 with one entry of the leader's term
+        yield {"first_index": 1, "op_term": s.term, "op_index": 1}
+
+
+# 13. Stepping down resets the election state, the vote of the current term included (so
+#     the former leader may vote for a rival in the term it led).
+def _step_down_forgets_vote(s: ServerState) -> ServerState:
+    return _ev(s, leader=False, voted_for=NO_VOTE)
+
+
+# 14. A config change is committed into the cmeta before its entry is in the WAL.
+def _config_commit_beyond_log(s: ServerState, config_index: Int) -> Bool:
+    return all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta,
+                config_index > s.config_index)
+
+
+def _config_commit_beyond_log_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    yield from A.config_commit_enum(sys, i, b)
+    s = sys[i]
+    if s.up and s.running and s.sb == READY:
+        yield {"config_index": max(s.config_index, s.wal_last_index) + 1}
+
+
+# 15. A disk fault is allowed to strike a running server unnoticed (damage while up: the
+#     replica goes on serving from a damaged WAL or damaged blocks).
+def _damage_while_up(s: ServerState, what: Int) -> Bool:
+    return any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
+                all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)))
+
+
+# 16. Startup does not verify the WAL and the blocks: a damaged READY replica is reported
+#     READY and starts (hidden damage).
+def _startup_case_ignores_damage(s: ServerState) -> Int:
+    # Every file is there (the WAL in place, every block listed), damaged or not.
+    complete = all_(eq(s.sb, READY), s.cmeta, A.wal_in_place(s),
+                    member(s.blocks, BLOCKS_LISTED))
+    case = A.startup_case(s)
+    return ite(all_(eq(case, STARTUP_FAILED), complete), STARTUP_READY, case)
+
+
+def _startup_guard_ignores_damage(s: ServerState, case: Int) -> Bool:
+    return all_(not_(s.up), eq(case, _startup_case_ignores_damage(s)))
+
+
+def _startup_enum_ignores_damage(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    yield {"case": _startup_case_ignores_damage(sys[i])}
+
+
 def _t(name: str, **changes: Any) -> Callable[[], tuple[Action, ...]]:
     return lambda: replace_action(ACTIONS, name, **changes)
 
@@ -235,6 +319,34 @@ _ALL = (
     Mutant("ready_before_blocks", "the copy writes READY before all blocks are downloaded",
            frozenset({"ReadyIsComplete"}),
            _t("copy_mark_ready", guard=_c5_early, effect=_c5_early_effect)),
+    Mutant("leader_truncates_own_log",
+           "a leader's batch may overwrite its own log (log_append_guard without the "
+           "leader's first_index == last index + 1)",
+           frozenset({"LeaderAppendOnly"}),
+           _t("log_append", guard=_leader_truncates_guard, enum=_leader_truncates_enum,
+              conditions=None)),
+    Mutant("step_down_forgets_vote",
+           "stepping down clears the vote of the current term (the former leader may vote "
+           "for a rival in the term it led)",
+           frozenset({"VotesMatchCmeta", "VoteOnce"}),
+           _t("step_down", effect=_step_down_forgets_vote)),
+    Mutant("config_commit_beyond_log",
+           "a config change is committed into the cmeta beyond the WAL's last index "
+           "(config_commit_guard without config_index <= last index)",
+           frozenset({"ConfigCommittedFromLog"}),
+           _t("config_commit", guard=_config_commit_beyond_log,
+              enum=_config_commit_beyond_log_enum, conditions=None)),
+    Mutant("damage_while_up",
+           "a disk fault strikes a running replica, which goes on running (damage_guard "
+           "without 'down')",
+           frozenset({"RunningIsIntact"}),
+           _t("damage", guard=_damage_while_up)),
+    Mutant("startup_ignores_damage",
+           "startup does not verify the WAL and the blocks: a damaged READY replica is "
+           "reported READY and runs (FAILED reported as READY)",
+           frozenset({"RunningIsIntact"}),
+           _t("startup", guard=_startup_guard_ignores_damage,
+              enum=_startup_enum_ignores_damage)),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

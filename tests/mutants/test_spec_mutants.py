@@ -54,12 +54,14 @@ def test_mutant_fails_a_proof(mutant: Mutant) -> None:
 
 
 # Small bounds first: each is exhausted (or capped) in seconds, and every bug needs only one
-# of these shapes: one term with a crash, one term with a crash and a wipe, or two terms
-# (a stale leader).
+# of these shapes: one term with a crash, one term with a crash and a disk fault (a wipe or
+# damage), two terms (a stale leader), or a log of two entries (a leader that truncates its
+# own log can only be seen to do so below its last index).
 SCHEDULE = (
     Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=0),
     Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1),
     Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0),
+    Bounds(max_term=1, max_index=2, max_crashes=0, max_wipes=0),
 )
 
 

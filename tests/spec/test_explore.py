@@ -76,13 +76,15 @@ class TestExplore:
         assert r.violation is None
 
     def test_budgets(self) -> None:
-        """Crashes and wipes are counted per run and stop at the budget."""
+        """Crashes and disk faults (wipes and damage, one budget) are counted per run and
+        stop at the budget."""
         r0 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_crashes=0, max_wipes=0))
         r1 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_wipes=0))
         r2 = explore(default_spec(), TINY_CRASH, max_states=20000)
         assert r0.coverage["crash"] == 0 and r0.coverage["startup"] == 0
         assert r1.coverage["crash"] > 0 and r1.coverage["wipe"] == 0
-        assert r2.coverage["wipe"] > 0
+        assert r1.coverage["damage"] == 0
+        assert r2.coverage["wipe"] > 0 and r2.coverage["damage"] > 0
         assert r0.distinct_states < r1.distinct_states
         assert r2.violation is None
 

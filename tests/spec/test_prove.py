@@ -66,7 +66,7 @@ class TestInduction:
         spec = default_spec(3)
         weak = attrs.evolve(spec, invariants=tuple(i for i in spec.invariants
                                                    if not i.strengthening))
-        report = prove(weak, bmc_depth=0, timeout_ms=2_000)
+        report = prove(weak, bmc_depth=0, timeout_ms=1_000)
         failed = [o.name for o in report.obligations if o.result == "FAILED"]
         assert failed, format_table(report)
         assert not report.ok

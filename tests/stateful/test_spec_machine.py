@@ -61,11 +61,28 @@ def test_machine_catches_a_double_vote() -> None:
 def test_machine_catches_a_broken_merge() -> None:
     """A deeper bug (12 steps, see tests/spec/test_explore.py, which the explorer finds in
     seconds): a merge that lets the term go down. Random runs need the soak budget."""
+    # No log entries: the bug needs none (the explorer finds it at max index 0), and the
+    # Raft moves a log brings (appends, commits, config commits) would only dilute the
+    # random runs.
     machine = make_machine(adopt_remote_term_spec(),
-                           Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0))
+                           Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0))
     with pytest.raises(AssertionError, match=r"TermMonotonic|VotesMatchCmeta"):
         run_state_machine_as_test(
             machine,
             settings=settings(settings.default, max_examples=5000, stateful_step_count=60,
                               derandomize=True, database=None),
+        )
+
+
+def test_machine_catches_damage_of_a_running_replica() -> None:
+    """Disk faults share the wipe budget: with one allowed, the machine finds the mutant
+    that lets damage strike a running replica (which then runs on a damaged WAL)."""
+    machine = make_machine(MUTANTS["damage_while_up"].build(3),
+                           Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=1))
+    with pytest.raises(AssertionError, match=r"RunningIsIntact"):
+        run_state_machine_as_test(
+            machine,
+            settings=settings(settings.default, max_examples=100, stateful_step_count=12,
+                              derandomize=True, database=None,
+                              phases=[Phase.explicit, Phase.generate]),
         )

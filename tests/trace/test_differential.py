@@ -70,7 +70,7 @@ def test_dataframe_plan_file_names_and_gzip(spark: Any, tmp_path: Path) -> None:
             shutil.copy(f, d / f.name)
     victims = sorted((out / names[1]).glob("*.jsonl"))
     lines = victims[0].read_bytes().splitlines(keepends=True)
-    victims[0].write_bytes(b"".join(lines[:2]) + b"\n" + b"".join(lines[2:]) + b'{"v":1,"no')
+    victims[0].write_bytes(b"".join(lines[:2]) + b"\n" + b"".join(lines[2:]) + b'{"v":2,"no')
     if len(victims) > 1:
         victims[1].write_bytes(victims[1].read_bytes() + b"garbage\n")
     local = check_paths([str(out)])

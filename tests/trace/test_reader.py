@@ -9,10 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from revivify.checker.local import check_paths
-from revivify.checker.traces import Envelope, FileReader, InputError, parse_line
+from revivify.checker.traces import (
+    SCHEMA_VERSION,
+    Envelope,
+    FileReader,
+    InputError,
+    parse_line,
+)
 
-GOOD = json.dumps({"v": 1, "node": "n1", "inc": 1, "seq": 0, "lamport": 1, "wall_ns": 5,
-                   "tablet": None, "event": "server_start", "args": {}, "state": None})
+GOOD = json.dumps({"v": SCHEMA_VERSION, "node": "n1", "inc": 1, "seq": 0, "lamport": 1,
+                   "wall_ns": 5, "tablet": None, "event": "server_start", "args": {},
+                   "state": None})
 
 
 def test_good_line() -> None:
@@ -106,3 +113,42 @@ def test_one_field_list_for_schema_reader_and_writer(tmp_path: Path) -> None:
         w.event("server_start")
     line = json.loads(next(tmp_path.glob("*.jsonl")).read_text().splitlines()[0])
     assert list(line) == names
+
+
+def test_version_1_is_refused_by_name() -> None:
+    """A version-1 line names the version found and the one supported, in both decoders
+    (the typed envelope and the generic fallback for lines it cannot type)."""
+    d = json.loads(GOOD)
+    for line in (json.dumps(d | {"v": 1}), json.dumps(d | {"v": 1, "seq": "x"})):
+        e = parse_line(line.encode(), "f", 1, False)
+        assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion"
+        assert "schema version 1 is not supported" in e.message
+        assert f"reads version {SCHEMA_VERSION}" in e.message and "first_index" in e.message
+
+
+def test_startup_reason_only_with_failed() -> None:
+    """A FAILED startup states a reason; no other case has one (BadArgs otherwise)."""
+    from revivify.checker.traces import ArgsError, StartupArgs, decode_args
+
+    ok = decode_args("startup", b'{"case":"FAILED","reason":"WAL segment 3: bad checksum"}')
+    assert isinstance(ok, StartupArgs) and ok.reason
+    assert isinstance(decode_args("startup", b'{"case":"READY"}'), StartupArgs)
+    assert isinstance(decode_args("startup", b'{"case":"READY","reason":null}'), StartupArgs)
+    for bad in (b'{"case":"FAILED"}', b'{"case":"FAILED","reason":""}',
+                b'{"case":"READY","reason":"why not"}'):
+        try:
+            decode_args("startup", bad)
+        except ArgsError as e:
+            assert e.field == "args.reason"
+        else:
+            raise AssertionError(f"accepted {bad!r}")
+
+
+def test_schema_json_is_generated() -> None:
+    """traces/schema.json is exactly what the reader's Structs generate (regenerate with
+    ``python -m revivify.checker.walks traces``)."""
+    from revivify.checker.traces import contract_schema
+
+    path = Path(__file__).resolve().parents[2] / "traces" / "schema.json"
+    assert json.loads(path.read_text()) == contract_schema()
+    assert contract_schema()["properties"]["v"]["const"] == SCHEMA_VERSION == 2
