@@ -356,7 +356,14 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     # Python workers must run this interpreter (the one that can import revivify).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(master).appName("revivify-trace-validate")
+    builder = SparkSession.builder.master(master).appName("revivify-trace-validate")
+    if master.startswith("local"):
+        # A local session talks to itself only: keep the driver on the loopback interface
+        # (Spark otherwise picks the host's first non-loopback address).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+    spark = (builder
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
