@@ -41,6 +41,10 @@ WALS = "wals"
 DATA = "data"
 QUARANTINE = "quarantine"
 SUBDIRS = (TABLET_META, CONSENSUS_META, WALS, DATA, QUARANTINE)
+# Names inside a quarantine directory <root>/quarantine/<tablet-id>.<n>/.
+QDIR_SUPERBLOCK = "superblock"
+QDIR_CMETA = "cmeta"
+QDIR_WAL = "wal"
 
 
 def validate_name(name: str) -> str:
@@ -166,9 +170,11 @@ class ServerLayout:
         mkdir_durably(self.disk, path)
         return path
 
-    def copy_file_durably(self, src: str, dst_dir: str) -> str:
-        """Copy `src` into `dst_dir` under the same name, atomically and durably."""
-        dst = posixpath.join(dst_dir, posixpath.basename(src))
+    def copy_file_durably(self, src: str, dst_dir: str, name: str | None = None) -> str:
+        """Copy `src` into `dst_dir` (as `name`, default its own name), atomically and
+        durably. (A tablet's superblock and cmeta files share the tablet id as their name:
+        a quarantine directory holds them as QDIR_SUPERBLOCK and QDIR_CMETA.)"""
+        dst = posixpath.join(dst_dir, name or posixpath.basename(src))
         atomic_replace(self.disk, dst, self.disk.read_file(src))
         return dst
 

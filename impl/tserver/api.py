@@ -13,6 +13,7 @@ Methods
     Admin.ConsensusState  TabletRef(tablet_id)                -> ReplicaInfo
     Admin.StepDown        StepDown(tablet_id, new_leader)     -> Ack
     Admin.ChangeConfig    ChangeConfig(tablet_id, change, cas_config_index) -> ConfigChanged
+    Admin.DeleteTablet    DeleteTablet(tablet_id, mode, cas_config_index) -> Ack
     Data.Write            Write(tablet_id, client_id, seq, ops) -> Written
     Data.Read             Read(tablet_id, key)                -> ReadResult
     Data.Scan             Scan(tablet_id, start, end, limit)  -> ScanResult
@@ -42,6 +43,7 @@ ADMIN_CREATE_TABLET: Final = "Admin.CreateTablet"
 ADMIN_CONSENSUS_STATE: Final = "Admin.ConsensusState"
 ADMIN_STEP_DOWN: Final = "Admin.StepDown"
 ADMIN_CHANGE_CONFIG: Final = "Admin.ChangeConfig"
+ADMIN_DELETE_TABLET: Final = "Admin.DeleteTablet"
 DATA_WRITE: Final = "Data.Write"
 DATA_READ: Final = "Data.Read"
 DATA_SCAN: Final = "Data.Scan"
@@ -100,6 +102,16 @@ class ServerStatus(msgspec.Struct, frozen=True):
 class StepDown(msgspec.Struct, frozen=True):
     tablet_id: str
     new_leader: str | None = None  # transfer leadership to this voter instead
+
+
+class DeleteTablet(msgspec.Struct, frozen=True):
+    """Delete a replica: mode TOMBSTONE keeps the cmeta and the last logged OpId (the
+    tombstone votes on); refused if the replica's committed config index is above
+    ``cas_config_index`` (the caller planned on a stale config)."""
+
+    tablet_id: str
+    mode: str = "TOMBSTONE"
+    cas_config_index: int | None = None
 
 
 class ChangeConfig(msgspec.Struct, frozen=True):
@@ -273,10 +285,40 @@ APP_ERRORS: Final[tuple[type[AppError], ...]] = (
 )
 
 __all__ = [
-    "ADMIN_CHANGE_CONFIG", "ADMIN_CONSENSUS_STATE", "ADMIN_CREATE_TABLET", "ADMIN_STATUS",
-    "ADMIN_STEP_DOWN", "APP_ERRORS", "DATA_READ", "DATA_SCAN", "DATA_WRITE", "RAFT_MESSAGE",
-    "Ack", "ChangeConfig", "ConfigChangeRefused", "ConfigChanged", "CreateTablet", "Empty",
-    "InvalidArgument", "NotLeader", "OperationAborted", "RaftMessages", "Read", "ReadResult",
-    "ReplicaInfo", "Scan", "ScanResult", "ServerStatus", "StepDown", "TabletAlreadyExists",
-    "TabletCreated", "TabletNotFound", "TabletNotRunning", "TabletRef", "Write", "Written",
+    "ADMIN_CHANGE_CONFIG",
+    "ADMIN_CONSENSUS_STATE",
+    "ADMIN_CREATE_TABLET",
+    "ADMIN_DELETE_TABLET",
+    "ADMIN_STATUS",
+    "ADMIN_STEP_DOWN",
+    "APP_ERRORS",
+    "DATA_READ",
+    "DATA_SCAN",
+    "DATA_WRITE",
+    "RAFT_MESSAGE",
+    "Ack",
+    "ChangeConfig",
+    "ConfigChangeRefused",
+    "ConfigChanged",
+    "CreateTablet",
+    "DeleteTablet",
+    "Empty",
+    "InvalidArgument",
+    "NotLeader",
+    "OperationAborted",
+    "RaftMessages",
+    "Read",
+    "ReadResult",
+    "ReplicaInfo",
+    "Scan",
+    "ScanResult",
+    "ServerStatus",
+    "StepDown",
+    "TabletAlreadyExists",
+    "TabletCreated",
+    "TabletNotFound",
+    "TabletNotRunning",
+    "TabletRef",
+    "Write",
+    "Written",
 ]

@@ -22,6 +22,7 @@ import trio
 
 from revivify.impl.storage.errors import StorageError
 
+from .lifecycle import FAULT_POINTS
 from .server import ServerOptions, open_tserver, split_address
 
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 8 MB)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the election-timeout randomness (default: random)")
+    p.add_argument("--fault-crash-after", default=None, choices=FAULT_POINTS, metavar="STEP",
+                   help="TEST ONLY: exit abruptly right after the named durable step is "
+                        "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
+                        "--fault_crash_after_* flags")
     p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     return p
 
@@ -79,7 +84,8 @@ def parse(argv: list[str]) -> ServerOptions:
                          trace_dir=args.trace_dir, tick_seconds=args.tick_ms / 1000,
                          election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
-                         flush_threshold=int(args.flush_mb * (1 << 20)), seed=args.seed)
+                         flush_threshold=int(args.flush_mb * (1 << 20)), seed=args.seed,
+                         fault_crash_after=args.fault_crash_after)
 
 
 async def serve(options: ServerOptions) -> None:

@@ -95,13 +95,16 @@ def config_from_storage(config: RaftConfig) -> Config:
         for p in config.peers))
 
 
-def fact_state(fact: raft.Fact) -> dict[str, Any]:
-    """The contract's durable state object for a running READY replica after ``fact``."""
+def fact_state(fact: raft.Fact,
+               quarantine: tuple[bool, bool] | None = None) -> dict[str, Any]:
+    """The contract's durable state object for a running READY replica after ``fact``
+    (``quarantine``: a quarantine directory an interrupted deletion left, if any)."""
     return durable_state(
         data_state="READY",
         cmeta={"term": fact.term, "voted_for": fact.voted_for,
                "config_index": fact.config_index},
-        wal="LIVE", wal_last_opid=(fact.last_term, fact.last_index), blocks="PRESENT")
+        wal="LIVE", wal_last_opid=(fact.last_term, fact.last_index), blocks="PRESENT",
+        quarantine=quarantine)
 
 
 class _Waiter:
@@ -150,6 +153,7 @@ class Replica:
         self._address_of = address_of
         self.flush_threshold = flush_threshold
         self.retain_entries = retain_entries
+        self.quarantine: tuple[bool, bool] | None = None  # reported in every trace state
         self.state = RUNNING
         self.reason = ""
         self._inbox: list[Callable[[], None]] = []
@@ -330,8 +334,8 @@ class Replica:
             if step.entries:
                 await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
                                        for e in step.entries])
-            self.trace.event(step.fact.event, step.fact.args, fact_state(step.fact),
-                             tablet=self.tablet_id)
+            self.trace.event(step.fact.event, step.fact.args,
+                             fact_state(step.fact, self.quarantine), tablet=self.tablet_id)
         self._send_all(rd.late_messages)
         for e in rd.committed:
             self._apply(e)

@@ -66,7 +66,16 @@ from revivify.impl.tablet.store import TabletStore
 from revivify.impl.trace import TraceWriter, durable_state
 
 from . import api
-from .replica import Replica, Tracer, config_to_storage, entry_from_wal, fact_state, new_core
+from .lifecycle import Lifecycle
+from .replica import (
+    Replica,
+    Tracer,
+    config_from_storage,
+    config_to_storage,
+    entry_from_wal,
+    fact_state,
+    new_core,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +97,7 @@ class ServerOptions:
     # Blocking disk calls in worker threads (False: inline, for deterministic simulated
     # clusters on SimDisk under trio's MockClock).
     threads: bool = True
+    fault_crash_after: str | None = None  # test-only: exit right after this traced step
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -172,6 +182,8 @@ class TabletServer:
         self.trace: Tracer | None = None
         self.replicas: dict[str, Replica] = {}
         self.failed: dict[str, str] = {}  # tablet id -> reason (offline replicas)
+        self.hosts: dict[str, tuple[trio.CancelScope, trio.Event]] = {}
+        self.lifecycle = Lifecycle(self, options.fault_crash_after)
         self.peers: dict[str, PeerSender] = {}
         self._nursery: trio.Nursery | None = None
         self._create_lock = trio.Lock()
@@ -233,6 +245,9 @@ class TabletServer:
     async def _start_tablet(self, tablet_id: str) -> None:
         """Seed 001 "Tablet startup" for a READY tablet (the lifecycle cases come later)."""
         sb = self.metadata.load_superblock(tablet_id)
+        if sb is not None and sb.data_state is DataState.DELETED:
+            await self.lifecycle.start_deleted(tablet_id, sb)
+            return
         if sb is None or sb.data_state is not DataState.READY:
             state = "no superblock" if sb is None else sb.data_state.value
             self.failed[tablet_id] = f"data state {state}: not supported yet"
@@ -271,46 +286,69 @@ class TabletServer:
     async def _host(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
                     create: bool, *, task_status: trio.TaskStatus[None]) -> None:
         """The task that owns one replica: its WAL (open_log's tasks live here) and its
-        driver. Started (``task_status``) once the replica runs or has failed to start."""
+        driver. Started (``task_status``) once the replica runs or has failed to start;
+        ``stop_replica`` cancels it (deletion step 1)."""
+        scope, done = trio.CancelScope(), trio.Event()
+        self.hosts[tablet_id] = (scope, done)
         try:
-            async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
-                                self.log_options(),
-                                create_if_missing=create) as log:
-                if create:
-                    # CreateTablet: cmeta and WAL exist; the superblock is the commit point.
-                    await self.blocking(self.metadata.write_superblock,
-                                                  Superblock(tablet_id, DataState.READY))
-                    store = await self.blocking(
-                        TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
-                base = store.flushed_opid
-                base_term, base_index = (base.term, base.index) if base else (0, 0)
-                entries = [entry_from_wal(e) for e in await log.read_entries(base_index + 1)]
-                core = new_core(me=self.uuid, cmeta=cmeta, entries=entries,
-                                base_term=base_term, base_index=base_index,
-                                applied_index=store.applied_index,
-                                seed=self._rng_seed ^ zlib.crc32(tablet_id.encode()),
-                                options=self.raft_options)
-                replica = self._make_replica(tablet_id, core, log, store)
-                st = core.status()
-                state = fact_state(raft.Fact("", {}, st.term, st.voted_for,
-                                             st.committed_config.opid_index, st.last_term,
-                                             st.last_index))
-                if create:
-                    self.tracer.event("create_tablet", {"config_index": 0}, state,
-                                      tablet=tablet_id)
-                else:
-                    self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
-                self.replicas[tablet_id] = replica
-                task_status.started()
-                await replica.run()
-                # run() returns only when the replica failed: keep it listed, stay idle
-                # until the server stops (its WAL stays open for inspection).
-                await trio.sleep_forever()
+            with scope:
+                await self._run_hosted(tablet_id, cmeta, store, create, task_status)
         except StorageError as exc:
             if create:
                 raise
             self._startup_failed(tablet_id, cmeta, "DAMAGED", "PRESENT", f"WAL: {exc}")
             task_status.started()
+        finally:
+            self.replicas.pop(tablet_id, None)
+            self.hosts.pop(tablet_id, None)
+            done.set()
+
+    async def _run_hosted(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
+                          create: bool, task_status: trio.TaskStatus[None]) -> None:
+        async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
+                            self.log_options(), create_if_missing=create) as log:
+            if create:
+                # CreateTablet: cmeta and WAL exist; the superblock is the commit point.
+                await self.blocking(self.metadata.write_superblock,
+                                    Superblock(tablet_id, DataState.READY))
+                store = await self.blocking(
+                    TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
+            base = store.flushed_opid
+            base_term, base_index = (base.term, base.index) if base else (0, 0)
+            entries = [entry_from_wal(e) for e in await log.read_entries(base_index + 1)]
+            core = new_core(me=self.uuid, cmeta=cmeta, entries=entries,
+                            base_term=base_term, base_index=base_index,
+                            applied_index=store.applied_index,
+                            seed=self._rng_seed ^ zlib.crc32(tablet_id.encode()),
+                            options=self.raft_options)
+            replica = self._make_replica(tablet_id, core, log, store)
+            _, replica.quarantine = self.lifecycle.quarantine_view(tablet_id)
+            st = core.status()
+            state = fact_state(raft.Fact("", {}, st.term, st.voted_for,
+                                         st.committed_config.opid_index, st.last_term,
+                                         st.last_index), replica.quarantine)
+            if create:
+                self.tracer.event("create_tablet", {"config_index": 0}, state,
+                                  tablet=tablet_id)
+            else:
+                self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
+            self.replicas[tablet_id] = replica
+            task_status.started()
+            await replica.run()
+            # run() returns only when the replica failed: keep it listed, stay idle
+            # until it is deleted or the server stops.
+            await trio.sleep_forever()
+
+    async def stop_replica(self, tablet_id: str) -> tuple[int, int]:
+        """Stop a running replica (its driver and WAL) and return the WAL's last durable
+        OpId. Callers waiting on it get TabletNotRunning."""
+        replica = self.replicas[tablet_id]
+        scope, done = self.hosts[tablet_id]
+        replica.fail("the replica is being deleted")
+        scope.cancel()
+        await done.wait()
+        last = replica.log.last_opid
+        return (last.term, last.index) if last else (0, 0)
 
     def _make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
                       store: TabletStore) -> Replica:
@@ -357,6 +395,10 @@ class TabletServer:
         if replica is None:
             if tablet_id in self.failed:
                 raise api.TabletNotRunning(tablet_id, "FAILED", self.failed[tablet_id])
+            if tablet_id in self.lifecycle.tombstones:
+                raise api.TabletNotRunning(tablet_id, "TOMBSTONED", "")
+            if tablet_id in self.lifecycle.in_progress:
+                raise api.TabletNotRunning(tablet_id, "DELETING", "")
             raise api.TabletNotFound(tablet_id)
         return replica
 
@@ -377,10 +419,17 @@ class TabletServer:
         for tablet_id, reason in self.failed.items():
             out.append(api.ReplicaInfo(tablet_id, "FAILED", reason, "", 0, None, None, (0, 0),
                                        0, 0, 0, [], "NONE"))
+        for t in self.lifecycle.tombstones.values():
+            cm = t.cmeta
+            out.append(api.ReplicaInfo(
+                t.tablet_id, "TOMBSTONED", "", "", cm.current_term if cm else 0,
+                cm.voted_for if cm else None, None, t.last_opid, 0, 0,
+                (cm.committed_config.opid_index or 0) if cm else 0,
+                list(config_from_storage(cm.committed_config).peers) if cm else [], "NONE"))
         return sorted(out, key=lambda r: r.tablet_id)
 
     async def on_consensus_state(self, req: api.TabletRef, ctx: CallContext) -> api.ReplicaInfo:
-        if req.tablet_id in self.failed:
+        if req.tablet_id in self.failed or req.tablet_id in self.lifecycle.tombstones:
             return next(r for r in self._replica_infos() if r.tablet_id == req.tablet_id)
         return self._replica(req.tablet_id).info()
 
@@ -414,6 +463,10 @@ class TabletServer:
         await self.blocking(self.metadata.write_cmeta, cmeta)
         assert self._nursery is not None
         await self._nursery.start(self._host, tablet_id, cmeta, None, True)
+
+    async def on_delete_tablet(self, req: api.DeleteTablet, ctx: CallContext) -> api.Ack:
+        await self.lifecycle.delete(req.tablet_id, req.mode, req.cas_config_index)
+        return api.Ack()
 
     async def on_step_down(self, req: api.StepDown, ctx: CallContext) -> api.Ack:
         await self._replica(req.tablet_id).step_down(req.new_leader)
@@ -461,6 +514,7 @@ class TabletServer:
         s.register(api.ADMIN_CONSENSUS_STATE, api.TabletRef, api.ReplicaInfo,
                    self.on_consensus_state)
         s.register(api.ADMIN_STEP_DOWN, api.StepDown, api.Ack, self.on_step_down)
+        s.register(api.ADMIN_DELETE_TABLET, api.DeleteTablet, api.Ack, self.on_delete_tablet)
         s.register(api.ADMIN_CHANGE_CONFIG, api.ChangeConfig, api.ConfigChanged,
                    self.on_change_config)
         s.register(api.DATA_WRITE, api.Write, api.Written, self.on_write)
