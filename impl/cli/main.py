@@ -30,6 +30,7 @@ commands:
   tserver     'tserver status --tserver HOST:PORT', or 'tserver run ...' (a tablet server)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
   row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
+  replica     'replica list | delete' on one server (--tserver HOST:PORT)
 
 'revivify COMMAND --help' describes each command.
 """
@@ -71,6 +72,12 @@ def _row(argv: list[str]) -> int:
     return row_main(argv)
 
 
+def _replica(argv: list[str]) -> int:
+    from revivify.impl.cli.replica import replica_main
+
+    return replica_main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "prove": _prove,
     "explore": _explore,
@@ -78,6 +85,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.tserver.main:run_main
     "tablet": _tablet,
     "row": _row,
+    "replica": _replica,
 }
 
 

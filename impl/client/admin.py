@@ -29,9 +29,12 @@ from revivify.impl.rpc import ConnectionClosed, Network, RpcError
 from revivify.impl.tserver.api import (
     ADMIN_CONSENSUS_STATE,
     ADMIN_CREATE_TABLET,
+    ADMIN_DELETE_TABLET,
     ADMIN_STATUS,
+    Ack,
     ConfigChanged,
     CreateTablet,
+    DeleteTablet,
     Empty,
     ReplicaInfo,
     ServerStatus,
@@ -73,6 +76,24 @@ async def server_status(address: str, *, network: Network | None = None) -> Serv
         await _uuid(connections, address)
         try:
             return await connections.call(address, ADMIN_STATUS, Empty(), ServerStatus)
+        except ConnectionClosed as exc:
+            raise ServerUnreachable(address, exc.reason, exc) from None
+        except RpcError as exc:
+            raise Rejected(address, exc) from None
+
+
+async def delete_replica(address: str, tablet_id: str, mode: str = "TOMBSTONE",
+                         cas_config_index: int | None = None, *,
+                         network: Network | None = None) -> None:
+    """Delete the replica of ``tablet_id`` on the server at ``address`` (Admin.DeleteTablet):
+    TOMBSTONE keeps its cmeta and last OpId; refused when its committed config index is
+    above ``cas_config_index``."""
+    _checked([address])
+    async with open_connections(ADMIN_SRC_UUID, network=network) as connections:
+        await _uuid(connections, address)
+        try:
+            await connections.call(address, ADMIN_DELETE_TABLET,
+                                   DeleteTablet(tablet_id, mode, cas_config_index), Ack)
         except ConnectionClosed as exc:
             raise ServerUnreachable(address, exc.reason, exc) from None
         except RpcError as exc:

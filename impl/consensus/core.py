@@ -112,6 +112,9 @@ class Role(enum.Enum):
     PRE_CANDIDATE = "PRE_CANDIDATE"
     CANDIDATE = "CANDIDATE"
     LEADER = "LEADER"
+    # A deleted replica (seed 001 "Future work", as real Kudu does): no log, no data; it
+    # keeps its cmeta and last logged OpId and answers votes from them, nothing else.
+    TOMBSTONE = "TOMBSTONE"
 
 
 class ProtocolError(Exception):
@@ -258,7 +261,10 @@ class RaftCore:
         applied_index: int,
         rng: random.Random,
         options: Options | None = None,
+        tombstone: bool = False,
     ) -> None:
+        """``tombstone``: a deleted replica; ``log`` is then empty with its base at the
+        tombstone's last logged OpId (what its votes compare against)."""
         self.me = me
         self.options = options or Options()
         self.rng = rng
@@ -276,7 +282,7 @@ class RaftCore:
             raise ValueError(f"applied index {applied_index} beyond the log ({log.last_index})")
         self.commit_index = applied_index
         self.applied_index = applied_index
-        self.role = Role.FOLLOWER
+        self.role = Role.TOMBSTONE if tombstone else Role.FOLLOWER
         self.leader: str | None = None
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
@@ -312,7 +318,7 @@ class RaftCore:
         return self.role is Role.LEADER
 
     def promotable(self) -> bool:
-        return self.active_config.is_voter(self.me)
+        return self.role is not Role.TOMBSTONE and self.active_config.is_voter(self.me)
 
     def status(self) -> Status:
         peers: tuple[PeerStatus, ...] = ()
@@ -532,7 +538,7 @@ class RaftCore:
         if m.term > self.term:  # (the lease was checked by the term gate)
             if self.role is not Role.FOLLOWER:
                 self._leave_leadership()
-            self.role = Role.FOLLOWER
+            self._follow()
             self.leader = None
             self.term, self.voted_for = m.term, None
             grant = self.log.up_to_date(m.last_term, m.last_index)
@@ -647,6 +653,11 @@ class RaftCore:
             self._maybe_promote(m.src)
             if self.transferee == m.src and pr.match == self.log.last_index:
                 self._send(TimeoutNow(self.me, m.src, self.term))
+        elif m.reason == "TOMBSTONED":
+            # The peer's replica was deleted: no entry can help it, only a tablet copy.
+            pr.needs_copy = True
+            pr.next = self.log.last_index + 1
+            return
         else:
             # Fast backtracking: skip the follower's whole conflicting term.
             nxt = m.conflict_index or m.last_index + 1
@@ -662,6 +673,11 @@ class RaftCore:
         assert isinstance(m, TimeoutNow)
         if self.promotable():
             self._campaign(pre_vote=False, transfer=True)
+
+    def _on_tick_idle(self, _: Message | None) -> None:
+        """A tombstone never campaigns; it only counts time since it heard from a leader
+        (so that it stops refusing votes once that leader has gone quiet)."""
+        self.election_elapsed += 1
 
     def _on_drop(self, m: Message | None) -> None:
         self._drop(f"{type(m).__name__} ignored while {self.role.name}")
@@ -717,13 +733,27 @@ class RaftCore:
         """A higher term was seen: adopt it (durably), forget the vote, follow."""
         if self.role is not Role.FOLLOWER:
             self._leave_leadership()
-        self.role = Role.FOLLOWER
+        self._follow()
         self.term = term
         self.voted_for = None
         self.leader = leader
         self.votes = {}
         self.election_elapsed = 0
         self._emit(Step(self._fact("learn_term", t=term), cmeta=self._cmeta()))
+
+    def _follow(self) -> None:
+        """Become a follower; a tombstone stays a tombstone (it only ever votes)."""
+        if self.role is not Role.TOMBSTONE:
+            self.role = Role.FOLLOWER
+
+    def _on_append_tombstoned(self, m: Message | None) -> None:
+        # A leader of our term replicates to a deleted replica: tell it so, once per
+        # request (it stops sending entries and needs a tablet copy to restore us).
+        assert isinstance(m, AppendRequest)
+        self.leader = m.src
+        self._send(AppendResponse(self.me, m.src, self.term, False,
+                                  last_index=self.log.last_index, read_ctx=m.read_ctx,
+                                  reason="TOMBSTONED"))
 
     def _become_follower_same_term(self, why: str) -> None:
         was_leader = self.role is Role.LEADER
@@ -858,7 +888,8 @@ class RaftCore:
                     while self._log_configs and \
                             self._log_configs[0].opid_index <= config.opid_index:
                         self._log_configs.pop(0)
-                    self._emit(Step(self._fact("config_commit", config_index=e.index),
+                    self._emit(Step(self._fact("config_commit", config_index=e.index,
+                                               voters=sorted(config.voters())),
                                     cmeta=self._cmeta()))
 
     def _maybe_promote(self, uuid: str) -> None:
@@ -1018,6 +1049,14 @@ TRANSITIONS[(Role.LEADER, "AppendResponse")] = Transition(
     RaftCore._on_append_response, ("commit", "config_commit", "log_append"))
 TRANSITIONS[(Role.LEADER, "TimeoutNow")] = Transition(RaftCore._on_drop)
 TRANSITIONS[(Role.LEADER, "AppendRequest")] = Transition(RaftCore._on_second_leader)
+# A tombstone votes (from its retained cmeta and last OpId) and does nothing else.
+TRANSITIONS[(Role.TOMBSTONE, "tick")] = Transition(RaftCore._on_tick_idle)
+TRANSITIONS[(Role.TOMBSTONE, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+                                                          ("vote_granted", "vote_denied"))
+TRANSITIONS[(Role.TOMBSTONE, "VoteResponse")] = Transition(RaftCore._on_drop)
+TRANSITIONS[(Role.TOMBSTONE, "AppendRequest")] = Transition(RaftCore._on_append_tombstoned)
+TRANSITIONS[(Role.TOMBSTONE, "AppendResponse")] = Transition(RaftCore._on_drop)
+TRANSITIONS[(Role.TOMBSTONE, "TimeoutNow")] = Transition(RaftCore._on_drop)
 del _role
 
 __all__ = [

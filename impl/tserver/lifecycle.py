@@ -31,15 +31,21 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import random
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+import trio
 
+from revivify.impl.consensus.core import RaftCore
+from revivify.impl.consensus.log import RaftLog
+from revivify.impl.consensus.messages import Message
 from revivify.impl.storage.layout import QDIR_CMETA, QDIR_SUPERBLOCK, QDIR_WAL
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
 from revivify.impl.trace import durable_state
 
 from . import api
+from .replica import config_from_storage, config_to_storage
 
 if TYPE_CHECKING:
     from .server import TabletServer
@@ -89,11 +95,63 @@ class Tombstone:
     cmeta: ConsensusMeta | None
 
 
+class TombstoneVoter:
+    """A tombstone's part in Raft: a RaftCore in the TOMBSTONE role that answers votes from
+    the retained cmeta and last logged OpId (a vote is written to the cmeta, then traced,
+    then answered), refuses appends (the leader learns the replica needs a copy) and never
+    campaigns. Its trace states are the tombstone's durable state."""
+
+    def __init__(self, server: TabletServer, tablet_id: str, core: RaftCore,
+                 view: DiskView) -> None:
+        self.server = server
+        self.tablet_id = tablet_id
+        self.core = core
+        self.view = view
+        self._inbox: list[Message | None] = []  # None: a tick
+        self._wake = trio.Event()
+
+    def deliver(self, messages: list[Message]) -> None:
+        self._inbox.extend(messages)
+        self._wake.set()
+
+    def tick(self) -> None:
+        self._inbox.append(None)
+        self._wake.set()
+
+    async def run(self) -> None:
+        server, core = self.server, self.core
+        while True:
+            if not self._inbox:
+                await self._wake.wait()
+            self._wake = trio.Event()
+            inbox, self._inbox = self._inbox, []
+            for m in inbox:
+                if m is None:
+                    core.tick()
+                else:
+                    core.step(m)
+            while core.has_ready():
+                rd = core.ready()
+                for step in rd.steps:
+                    if step.cmeta is not None:
+                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
+                                              step.cmeta.voted_for,
+                                              config_to_storage(step.cmeta.committed_config))
+                        await server.blocking(server.metadata.write_cmeta, cmeta)
+                        self.view.cmeta = cmeta
+                    server.tracer.event(step.fact.event, step.fact.args, self.view.state(),
+                                        tablet=self.tablet_id)
+                for m in rd.messages:
+                    server.send(m.dest, self.tablet_id, [m])
+                core.advance(rd)
+
+
 class Lifecycle:
     def __init__(self, server: TabletServer, fault_crash_after: str | None = None) -> None:
         self.server = server
         self.fault_crash_after = fault_crash_after
         self.tombstones: dict[str, Tombstone] = {}
+        self.voters: dict[str, TombstoneVoter] = {}
         self.in_progress: set[str] = set()
 
     # ------------------------------------------------------------------ helpers
@@ -192,7 +250,23 @@ class Lifecycle:
                                   posixpath.join(qdir, QDIR_WAL))
         view.wal, view.wal_last = "QUARANTINED", (0, 0)
         self._trace(tablet_id, "delete_move_wal", view)
+        self._tombstoned(tablet_id, view)
+
+    def _tombstoned(self, tablet_id: str, view: DiskView) -> None:
+        """Record the tombstone and, if it kept a cmeta, start its voter."""
         self.tombstones[tablet_id] = Tombstone(tablet_id, view.tombstone_last, view.cmeta)
+        if view.cmeta is None:
+            return
+        cm = view.cmeta
+        last_term, last_index = view.tombstone_last
+        core = RaftCore(me=self.server.uuid, term=cm.current_term, voted_for=cm.voted_for,
+                        committed_config=config_from_storage(cm.committed_config),
+                        log=RaftLog(base_term=last_term, base_index=last_index),
+                        applied_index=last_index, rng=random.Random(0),
+                        options=self.server.raft_options, tombstone=True)
+        voter = TombstoneVoter(self.server, tablet_id, core, view)
+        self.voters[tablet_id] = voter
+        self.server.start_background(voter.run)
 
     # ------------------------------------------------------------------ startup
 
@@ -218,7 +292,8 @@ class Lifecycle:
             await self._finish(tablet_id, sb.quarantine_dir, view)
             return
         self._trace(tablet_id, "startup", view, {"case": "TOMBSTONE"})
-        self.tombstones[tablet_id] = Tombstone(tablet_id, last, cmeta)
+        self._tombstoned(tablet_id, view)
 
 
-__all__ = ["DELETE_STEPS", "FAULT_POINTS", "DiskView", "Lifecycle", "Tombstone", "cmeta_view"]
+__all__ = ["DELETE_STEPS", "FAULT_POINTS", "DiskView", "Lifecycle", "Tombstone",
+           "TombstoneVoter", "cmeta_view"]

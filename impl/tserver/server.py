@@ -328,8 +328,9 @@ class TabletServer:
                                          st.committed_config.opid_index, st.last_term,
                                          st.last_index), replica.quarantine)
             if create:
-                self.tracer.event("create_tablet", {"config_index": 0}, state,
-                                  tablet=tablet_id)
+                self.tracer.event("create_tablet", {
+                    "config_index": 0,
+                    "voters": sorted(core.committed_config.voters())}, state, tablet=tablet_id)
             else:
                 self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
             self.replicas[tablet_id] = replica
@@ -359,11 +360,15 @@ class TabletServer:
                        flush_threshold=self.options.flush_threshold)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
-        replica = self.replicas.get(tablet_id)
-        if replica is None:
+        holder = self.replicas.get(tablet_id) or self.lifecycle.voters.get(tablet_id)
+        if holder is None:
             return None
-        peer = replica.core.active_config.peer(uuid)
+        peer = holder.core.active_config.peer(uuid)
         return peer.address if peer else None
+
+    def start_background(self, fn: Any) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(fn)
 
     # ------------------------------------------------------------------ Raft transport
 
@@ -403,10 +408,14 @@ class TabletServer:
         return replica
 
     async def on_raft_message(self, req: api.RaftMessages, ctx: CallContext) -> api.Ack:
-        replica = self._replica(req.tablet_id)
         for m in req.messages:
             if m.src != ctx.src_uuid:
                 raise api.InvalidArgument(f"message from {m.src} sent by {ctx.src_uuid}")
+        voter = self.lifecycle.voters.get(req.tablet_id)
+        if voter is not None:
+            voter.deliver(list(req.messages))
+            return api.Ack()
+        replica = self._replica(req.tablet_id)
         if replica.state == "RUNNING":
             replica.deliver(list(req.messages))
         return api.Ack()
@@ -420,7 +429,8 @@ class TabletServer:
             out.append(api.ReplicaInfo(tablet_id, "FAILED", reason, "", 0, None, None, (0, 0),
                                        0, 0, 0, [], "NONE"))
         for t in self.lifecycle.tombstones.values():
-            cm = t.cmeta
+            voter = self.lifecycle.voters.get(t.tablet_id)
+            cm = voter.view.cmeta if voter is not None else t.cmeta  # votes move it on
             out.append(api.ReplicaInfo(
                 t.tablet_id, "TOMBSTONED", "", "", cm.current_term if cm else 0,
                 cm.voted_for if cm else None, None, t.last_opid, 0, 0,
@@ -527,6 +537,8 @@ class TabletServer:
     async def ticker(self) -> None:
         while True:
             await trio.sleep(self.options.tick_seconds)
+            for voter in list(self.lifecycle.voters.values()):
+                voter.tick()
             for replica in list(self.replicas.values()):
                 if replica.state == "RUNNING":
                     replica.tick()

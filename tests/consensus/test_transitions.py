@@ -16,6 +16,8 @@ TransferRefused). Each row's declared ``facts`` must cover the facts its handler
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,7 @@ from raft_machine import rows_checked
 
 from revivify.impl.consensus.core import INPUTS, TRANSITIONS, RaftCore, Role, Transition
 from revivify.impl.consensus.errors import ConfigChangeRefused, NotLeader, TransferRefused
+from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import (
     ENTRY_NOOP,
     ENTRY_WRITE,
@@ -59,6 +62,18 @@ def core_in(role: Role, seed: int = 0) -> tuple[RaftCluster, RaftCore]:
         c.stabilize()
     elif role is Role.PRE_CANDIDATE:
         c.campaign("1")
+    elif role is Role.TOMBSTONE:
+        c.campaign("2")
+        c.stabilize()
+        c.propose("2", b"a")
+        c.stabilize()
+        old = c.core("1")
+        # Node 1's replica deleted: a tombstone with its cmeta and its last logged OpId.
+        c.node("1").core = RaftCore(
+            me="1", term=old.term, voted_for=old.voted_for,
+            committed_config=old.committed_config,
+            log=RaftLog(base_term=old.log.last_term, base_index=old.log.last_index),
+            applied_index=old.log.last_index, rng=random.Random(seed), tombstone=True)
     elif role is Role.CANDIDATE:
         c.campaign("1")
         c.process_ready("1")
@@ -126,7 +141,7 @@ def test_every_pair_runs_its_row(role: Role, name: str,
 def append_request(draw: st.DrawFn, core: RaftCore) -> AppendRequest:
     log = core.log
     term = draw(st.sampled_from([core.term] * 3 + [max(0, core.term - 1), core.term + 1]))
-    prev = draw(st.integers(0, log.last_index))
+    prev = draw(st.integers(log.base_index, log.last_index))
     prev_term = log.term_at(prev) or 0
     if draw(st.integers(0, 4)) == 0:
         prev_term = draw(st.integers(0, term))  # maybe wrong: a refusal

@@ -107,3 +107,68 @@ def test_delete_refused_by_cas_and_data_calls_see_the_tombstone(tmp_path: object
         for i in range(3):
             c.stop(i)
         assert_traces_clean(c)
+
+
+def test_a_tombstone_votes_a_new_leader_in(tmp_path: object) -> None:
+    """Three replicas; one is tombstoned, then the leader is killed: the survivor needs the
+    tombstone's vote (from its retained cmeta and last OpId) to lead, and gets it."""
+    with ProcessCluster(str(tmp_path), 3) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        write_rows(c, "t1", 30, clients=3)
+        tomb = (lead + 1) % 3
+        survivor = 3 - lead - tomb
+        target = state(c, lead, "t1").last_opid
+        wait_for(lambda: tuple(state(c, tomb, "t1").last_opid) == tuple(target), 20,
+                 "the replica to be deleted to catch up")
+        delete(c, tomb, "t1")
+        term_before = state(c, survivor, "t1").term
+        c.kill(lead)
+        new = leader(c, "t1", among=[survivor], seconds=30)
+        assert new == survivor
+        assert state(c, survivor, "t1").term > term_before
+        info = replicas(c, tomb)["t1"]
+        assert info.state == "TOMBSTONED"
+        assert info.voted_for == c.servers[survivor].uuid  # the vote that made the leader
+        # Restarted, the tombstone still knows its vote in that term.
+        c.stop(tomb)
+        c.start(tomb)
+        assert replicas(c, tomb)["t1"].voted_for == c.servers[survivor].uuid
+        for i in (survivor, tomb):
+            c.stop(i)
+        assert_traces_clean(c)
+
+
+def test_replica_commands(tmp_path: object) -> None:
+    """revivify replica list / delete as an operator runs them (real processes)."""
+    import json
+    import subprocess
+    import sys
+
+    def revivify(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    with ProcessCluster(str(tmp_path), 3) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        f = c.servers[(lead + 1) % 3]
+        out = revivify("replica", "list", "--tserver", f.address, "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["replicas"][0]["state"] == "RUNNING"
+        out = revivify("replica", "delete", "--tserver", f.address, "--tablet", "t1",
+                       "--cas-config-index", "0", "--json")
+        assert out.returncode == 0, out.stderr
+        row = json.loads(revivify("replica", "list", "--tserver", f.address,
+                                  "--json").stdout)["replicas"][0]
+        assert row["state"] == "TOMBSTONED" and row["term"] >= 1
+        assert set(row) == {"tablet_id", "state", "reason", "last_opid", "term", "voted_for"}
+        out = revivify("replica", "delete", "--tserver", f.address, "--tablet", "nope")
+        assert out.returncode in (1, 2) and "nope" in out.stderr
+        out = revivify("replica", "delete", "--tserver", "bad-address", "--tablet", "t1")
+        assert out.returncode == 2
+        for i in range(3):
+            c.stop(i)
+        assert_traces_clean(c)
