@@ -52,14 +52,16 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
              for n in range(NODES)}
     seq = [0] * NODES
     total = 0
+    clock = 0  # one Lamport counter for all nodes: every effect comes after its cause
 
     def line(n: int, tablet: str, event: str, args: str, state: str | None) -> None:
-        nonlocal total
+        nonlocal total, clock
         s = seq[n]
         seq[n] += 1
         total += 1
+        clock += 1
         files[n].write(
-            f'{{"v":1,"node":"{_uuid(n)}","inc":1,"seq":{s},"lamport":{s + 1},'
+            f'{{"v":2,"node":"{_uuid(n)}","inc":1,"seq":{s},"lamport":{clock},'
             f'"wall_ns":{1_700_000_000_000_000_000 + s},'
             f'"tablet":{"null" if tablet == "" else chr(34) + tablet + chr(34)},'
             f'"event":"{event}","args":{args},"state":{state or "null"}}}\n')
@@ -72,8 +74,10 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
         reps = [(t + j * 7) % NODES for j in range(3)]
         leader, followers = reps[0], reps[1:]
         lu = _uuid(leader)
+        voters = ",".join(f'"{_uuid(n)}"' for n in reps)
         for n in reps:
-            line(n, tab, "create_tablet", '{"config_index":0}', _state(0, None, (0, 0)))
+            line(n, tab, "create_tablet", f'{{"config_index":0,"voters":[{voters}]}}',
+                 _state(0, None, (0, 0)))
         line(leader, tab, "start_election", f'{{"me":"{lu}"}}', _state(1, lu, (0, 0)))
         for n in followers:
             line(n, tab, "vote_granted",
@@ -83,7 +87,8 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
         for i in range(1, entries + 1):
             st = _state(1, lu, (1, i))
             for n in reps:
-                line(n, tab, "log_append", f'{{"op_term":1,"op_index":{i}}}', st)
+                line(n, tab, "log_append",
+                     f'{{"first_index":{i},"op_term":1,"op_index":{i}}}', st)
             for n in reps:
                 line(n, tab, "commit", f'{{"index":{i},"op_term":1}}', st)
     for f in files.values():

@@ -11,6 +11,19 @@ needs several keys is checked here, from the *facts* the core emits:
   same term (Raft state-machine safety, as the traces can show it);
 * ``UuidReused``: a node UUID is formatted at most once (a wiped server comes back with a
   new UUID; seed 001, "Failure of a disk with consensus metadata").
+* ``LeaderWithoutMajority``, ``CommitWithoutMajority``: a leader won its term with the
+  votes of, and commits an entry of its term held by, a majority of the voters of the
+  config it knew (the spec's ``has_majority`` and ``leader_commit`` system guards);
+* ``CausalityViolation``: a vote is later (Lamport) than the candidate's start_election,
+  an append of an entry of the node's own term later than that term's become_leader.
+
+The majority and causality checks are sound, not complete: they stay silent whenever a
+fact they need may be missing (a voter's files absent, steps a crashed incarnation may
+have taken unlogged, membership changes the node had not yet learned). traces/README.md
+("Majorities and causality") states each rule and why a correct run never breaks it. Their
+facts (``GFACT_KINDS``) are one per key and term, per (tablet, term, voter) or per
+incarnation, each merged as a min or a max, and both engines decide them here
+(``GlobalChecks.violations``).
 
 What a commit event says. ``commit(index, op_term)`` means every index up to ``index`` is
 committed, and names the term of one entry: the one at ``index`` (a server commits once per
@@ -40,10 +53,15 @@ per (kind, subject).
 from __future__ import annotations
 
 import bisect
+import json
+from typing import Any, Final, TypeVar
 
 import attrs
 
 from revivify.checker.replay import Violation
+
+K = TypeVar("K")
+V = TypeVar("V", bound=tuple[Any, ...])
 
 
 def leader_violation(tablet: str, term: int, witnesses: list[tuple[str, str, int]]) -> Violation:
@@ -99,6 +117,16 @@ class GlobalChecks:
     formats: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
     runs: dict[str, tuple[list[int], list[_Run]]] = attrs.Factory(dict)
     bad_commits: dict[tuple[str, int], list[tuple[int, str, str, int]]] = attrs.Factory(dict)
+    leads: dict[tuple[str, int], set[tuple[int, str, str, int, int, str]]] = attrs.Factory(
+        dict)
+    elects: dict[tuple[str, int, str], tuple[int, int, str, int]] = attrs.Factory(dict)
+    votes: dict[tuple[str, int, str, str], tuple[int, str, int]] = attrs.Factory(dict)
+    lcommits: dict[tuple[str, int, str], tuple[int, int, str, int, int, str]] = \
+        attrs.Factory(dict)
+    holds: dict[tuple[str, str], tuple[int, int]] = attrs.Factory(dict)
+    appends: dict[tuple[str, int, str], tuple[int, str, int]] = attrs.Factory(dict)
+    configs: dict[str, set[int]] = attrs.Factory(dict)
+    incs: dict[str, dict[int, tuple[int, int, bool]]] = attrs.Factory(dict)
 
     def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
         self.leaders.setdefault((tablet, term), []).append((node, file, line))
@@ -149,8 +177,148 @@ class GlobalChecks:
         runs[i:j] = merged
         los[i:j] = [run.lo for run in merged]
 
-    def violations(self) -> list[Violation]:
+    # -- the majority and causality checks ---------------------------------------------
+
+    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
+              line: int, lamport: int, payload: str) -> None:
+        """Merge one fact (``GFACT_KINDS``). Every merge is a min or a max over a total
+        order, so the tables do not depend on the order the facts come in."""
+        if kind == "lead":
+            self.leads.setdefault((tablet, a), set()).add(
+                (lamport, node, file, line, b, payload))
+        elif kind == "elect":
+            _keep_min(self.elects, (tablet, a, node), (lamport, b, file, line))
+        elif kind == "vote":
+            _keep_min(self.votes, (tablet, a, payload, node), (lamport, file, line))
+        elif kind == "lcommit":
+            key = (tablet, a, node)
+            new = (b, -lamport, file, line, c, payload)
+            old = self.lcommits.get(key)
+            if old is None or new[:4] > old[:4]:
+                self.lcommits[key] = new
+        elif kind == "hold":
+            old_h = self.holds.get((tablet, node))
+            if old_h is None or (a, b) > old_h:
+                self.holds[(tablet, node)] = (a, b)
+        elif kind == "append":
+            _keep_min(self.appends, (tablet, a, node), (lamport, file, line))
+        elif kind == "config":
+            self.configs.setdefault(tablet, set()).add(a)
+        else:
+            raise ValueError(f"unknown global fact {kind!r}")
+
+    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
+        self.incs.setdefault(node, {})[inc] = (first, last, clean)
+
+    def _complete(self, node: str) -> bool:
+        """All of the node's incarnations 1..n are in the input (a lost *last* file cannot
+        be seen)."""
+        incs = self.incs.get(node) or {}
+        return bool(incs) and sorted(incs) == list(range(1, len(incs) + 1))
+
+    def _may_have_lost(self, node: str, before: int) -> bool:
+        """An incarnation of ``node`` ended in a crash after writing its last event at a
+        Lamport clock below ``before``: the steps it may have taken unlogged before the
+        crash (a vote, an append) may have caused an event at ``before``."""
+        return any(not clean and last < before
+                   for _, last, clean in self.incs.get(node, {}).values())
+
+    def _slack(self, tablet: str, cfg: int) -> int:
+        """How many single-voter changes the config a node acted on may be from the one it
+        last committed: one uncommitted change, plus each later config any node of the
+        tablet committed (see the module docstring)."""
+        return 1 + sum(1 for ci in self.configs.get(tablet, ()) if ci > cfg)
+
+    def _majority_violations(self) -> list[Violation]:
         out: list[Violation] = []
+        granted_to: dict[tuple[str, int, str], set[str]] = {}
+        for tablet, term, cand, voter in self.votes:
+            granted_to.setdefault((tablet, term, cand), set()).add(voter)
+        for (tablet, term), leads in self.leads.items():
+            for lam, node, f, ln, cfg, payload in sorted(leads):
+                if cfg < 0 or not payload:
+                    continue
+                voters: list[str] = json.loads(payload)
+                if not voters or not all(self._complete(v) for v in voters):
+                    continue
+                votes = granted_to.get((tablet, term, node), set())
+                granted = sorted(v for v in voters if v == node or v in votes
+                                 or self._may_have_lost(v, lam))
+                slack = self._slack(tablet, cfg)
+                if 2 * len(granted) + slack <= len(voters):
+                    out.append(Violation(
+                        kind="LeaderWithoutMajority", severity="violation", file=f, line=ln,
+                        subject=f"tablet={tablet} term={term} leader={node}",
+                        message=f"{node} became leader of tablet {tablet} in term {term} "
+                                f"with the votes of {granted or 'no voter'} out of the "
+                                f"{len(voters)} voters {voters} of config {cfg} (a majority "
+                                f"needs more, allowing {slack} membership change(s))",
+                        node=node, tablet=tablet, event="become_leader",
+                        failed="has_majority", witnesses=tuple(granted)))
+        for (tablet, term, node), (index, neg_lam, f, ln, cfg, payload) in \
+                self.lcommits.items():
+            if cfg < 0 or not payload:
+                continue
+            voters = json.loads(payload)
+            if not voters or not all(self._complete(v) for v in voters):
+                continue
+            holders = sorted(v for v in voters
+                             if self.holds.get((tablet, v), (0, 0)) >= (term, index)
+                             or self._may_have_lost(v, -neg_lam))
+            slack = self._slack(tablet, cfg)
+            if 2 * len(holders) + slack <= len(voters):
+                out.append(Violation(
+                    kind="CommitWithoutMajority", severity="violation", file=f, line=ln,
+                    subject=f"tablet={tablet} term={term} leader={node}",
+                    message=f"leader {node} of term {term} committed index {index} of tablet "
+                            f"{tablet}, but only {holders or 'no voter'} of the "
+                            f"{len(voters)} voters {voters} of config {cfg} ever held an "
+                            f"entry at or past ({term}, {index}) (allowing {slack} "
+                            f"membership change(s))",
+                    node=node, tablet=tablet, event="commit", failed="leader_commit",
+                    witnesses=tuple(holders)))
+        return out
+
+    def _causality_violations(self) -> list[Violation]:
+        out: list[Violation] = []
+        for (tablet, term, cand, voter), (lam, f, ln) in self.votes.items():
+            e = self.elects.get((tablet, term, cand))
+            if e is None or lam > e[0]:
+                continue
+            # A request from a later incarnation of the candidate (its clock restarts)
+            # could carry a lower clock: only flag when none of them began below the vote.
+            later = [first for inc, (first, _, _) in self.incs.get(cand, {}).items()
+                     if inc > e[1]]
+            if any(first < lam for first in later):
+                continue
+            out.append(Violation(
+                kind="CausalityViolation", severity="violation", file=f, line=ln,
+                subject=f"tablet={tablet} term={term} vote={voter}->{cand}",
+                message=f"{voter} granted its term-{term} vote to {cand} at Lamport {lam}, "
+                        f"not after {cand}'s start_election for term {term} (Lamport "
+                        f"{e[0]}, {e[2]}:{e[3]}): the vote answers a request not yet sent",
+                node=voter, tablet=tablet, event="vote_granted", failed="VoteAfterRequest",
+                witnesses=(f"{e[2]}:{e[3]} start_election lamport={e[0]}",)))
+        for (tablet, term, node), (lam, f, ln) in self.appends.items():
+            leads = self.leads.get((tablet, term))
+            if not leads:
+                continue
+            first = min(leads)
+            if lam > first[0]:
+                continue
+            out.append(Violation(
+                kind="CausalityViolation", severity="violation", file=f, line=ln,
+                subject=f"tablet={tablet} term={term} append={node}",
+                message=f"{node} appended an entry of term {term} (its own term) at Lamport "
+                        f"{lam}, not after {first[1]} became leader of term {term} (Lamport "
+                        f"{first[0]}, {first[2]}:{first[3]}): only that leader sends it "
+                        f"entries in term {term}",
+                node=node, tablet=tablet, event="log_append", failed="AppendAfterLeader",
+                witnesses=(f"{first[2]}:{first[3]} become_leader lamport={first[0]}",)))
+        return out
+
+    def violations(self) -> list[Violation]:
+        out: list[Violation] = self._majority_violations() + self._causality_violations()
         for (tablet, term), w in self.leaders.items():
             if len({n for n, _, _ in w}) > 1:
                 out.append(leader_violation(tablet, term, w))
@@ -162,5 +330,26 @@ class GlobalChecks:
         return out
 
     def size(self) -> int:
-        return len(self.leaders) + len(self.formats) + sum(len(r[1]) for r in
-                                                           self.runs.values())
+        return (len(self.leaders) + len(self.formats)
+                + sum(len(r[1]) for r in self.runs.values())
+                + len(self.leads) + len(self.elects) + len(self.votes) + len(self.lcommits)
+                + len(self.holds) + len(self.appends) + len(self.incs))
+
+
+def _keep_min(table: dict[K, V], key: K, value: V) -> None:
+    old = table.get(key)
+    if old is None or value < old:
+        table[key] = value
+
+
+# The facts of the majority and causality checks (``GlobalChecks.gfact``):
+# lead     (tablet, a=term, b=config index or -1, node, file:line, lamport, payload=voters)
+# elect    (tablet, a=term, b=incarnation, node=candidate, file:line, lamport)
+# vote     (tablet, a=term, node=voter, file:line, lamport, payload=candidate)
+# lcommit  (tablet, a=term, b=index, c=config index, node=leader, file:line, lamport,
+#           payload=voters): the key's highest commit of an entry of its term while leading
+# hold     (tablet, a=term, b=index, node): the highest WAL last OpId the key reported
+# append   (tablet, a=term, node, file:line, lamport): the key's first log_append of an
+#           entry of its own current term
+# config   (tablet, a=config index, node, file:line, lamport, payload=voters)
+GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config")

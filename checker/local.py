@@ -36,7 +36,9 @@ import msgspec
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
+    FAST_APPEND,
     FAST_COMMIT,
+    FAST_LEADER_COMMIT,
     FactSink,
     KeyState,
     Replayer,
@@ -125,6 +127,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     decode = ENVELOPE_DECODE
     decode_error = msgspec.MsgspecError
     fast_commit = FAST_COMMIT
+    fast_append = FAST_APPEND
+    fast_lcommit = FAST_LEADER_COMMIT
     events = 0
     before = r.events
     ev: Any
@@ -137,6 +141,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
         lamport: float = _NO_LAMPORT
         fnode: str | None = None
         finc: int | None = None
+        first_lam: int | None = None
         try:
             with opener(f) as fh:
                 i = 0
@@ -163,6 +168,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                         nseq += 1
                         lamport = ev.lamport
                     else:
+                        if first_lam is None:
+                            first_lam = ev.lamport
                         if fnode is not None:  # bring FileOrder up to date
                             order.seq = nseq - 1
                             order.lamport = int(lamport)
@@ -199,14 +206,24 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                                 if ot > mt:
                                     k.max_term = ot
                                     k.max_term_at = f"{f}:{i}"
-                                if out.fast == fast_commit:
+                                fast = out.fast
+                                if fast == fast_append:  # see Replayer.wal_seen
+                                    if out.a != k.app_term:
+                                        r.first_append(k, out.a, f, i, ev.lamport)
+                                elif fast in (fast_commit, fast_lcommit):
                                     if out.a == k.c_hi + 1 and out.b == k.c_term:
                                         k.c_hi = out.a
                                     else:
                                         r.commit_break(k, out.a, out.b, f, i)
+                                    if fast == fast_lcommit:  # = Replayer.leader_commit
+                                        lp = k.lc_pending
+                                        if lp is not None and lp[1] != out.b:
+                                            r.flush_leader_commit(k)
+                                        k.lc_pending = (out.a, out.b, ev.lamport, f, i)
                                 k.state = out.post
                                 k.window.append((f, i, event, args_b))
                                 continue
+                    k.lam = ev.lamport
                     found = feed_raw(k, f, i, inc, event, args_b, st_b, clean)
                     if found:
                         for v in found:
@@ -216,6 +233,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
             continue
         finally:
             drain_facts(r, sink)
+        if fnode is not None and finc is not None and first_lam is not None:
+            sink.incarnation(fnode, finc, first_lam, int(lamport), (fnode, finc) in clean)
         if empty:
             add(from_input_error(InputError(
                 "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
@@ -229,11 +248,13 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
 
 
 def drain_facts(r: Replayer, sink: FactSink) -> None:
-    for kind, tablet, a, b, c, node, file, line in r.facts:
+    for kind, tablet, a, b, c, node, file, line, lam, payload in r.facts:
         if kind == "commit":
             sink.commit_run(tablet, a, b, c, node, file, line)
-        else:
+        elif kind == "leader":
             sink.leader(tablet, a, node, file, line)
+        else:
+            sink.gfact(kind, tablet, a, b, c, node, file, line, lam, payload)
     r.facts.clear()
 
 

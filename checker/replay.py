@@ -59,6 +59,7 @@ spec's volatile state) and goes on, so one bad step is reported once rather than
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter, deque
 from collections.abc import Container, Iterable, Iterator
 from typing import Any, Final, NamedTuple, Protocol
@@ -181,8 +182,8 @@ class Outcome:
     (a problem, or a vote/identity/leader check). ``hits`` counts the events replayed
     with this outcome (their coverage; ``Replayer.coverage`` sums them)."""
 
-    __slots__ = ("a", "b", "branch", "event", "fast", "frontier", "hits", "obs_term",
-                 "params", "post", "problem")
+    __slots__ = ("a", "b", "branch", "event", "fast", "frontier", "hits", "lead",
+                 "obs_term", "params", "post", "problem", "walc")
 
     def __init__(self, post: int, problem: _Problem | None, params: dict[str, Any],
                  branch: str, obs_term: int, frontier: int) -> None:
@@ -196,11 +197,25 @@ class Outcome:
         self.hits = 0
         self.fast = SLOW
         self.a = self.b = 0
+        # A commit by the leader of its own term (``FAST_LEADER_COMMIT``), a log_append of
+        # the key's current term (``FAST_APPEND``); a step that lowered the WAL's last
+        # OpId in Raft's order (kept SLOW).
+        self.lead = False
+        self.walc = False
 
 
 SLOW: Final = 0
 FAST_PLAIN: Final = 1
 FAST_COMMIT: Final = 2
+# A commit by a leader of an entry of its own term: the commit run, plus the key's
+# highest such commit per term (``KeyState.lcommits``; CommitWithoutMajority).
+FAST_LEADER_COMMIT: Final = 3
+# A log_append of an entry of the key's current term (``a`` = op_term, ``b`` = op_index):
+# the key's first append of the term (``KeyState.appends``; CausalityViolation). The
+# highest WAL OpId (``KeyState.h_term``/``h_index``) needs nothing on a memo hit: a fast
+# step never lowers it (one that does is SLOW), so the general path records it from the
+# state it starts from, and ``finish_key`` from the last.
+FAST_APPEND: Final = 4
 
 
 @attrs.define(slots=True)
@@ -226,6 +241,24 @@ class KeyState:
     c_term: int | None = None
     c_file: str = ""
     c_line: int = 0
+    # The global checks' per-key facts (flushed by ``finish_key``): the Lamport clock of
+    # the event being fed; the config known here (index and its voters as sorted JSON;
+    # -1 when unknown: before create_tablet or config_commit, after a tablet copy); the
+    # highest WAL last OpId any reported state showed (h_term, h_index); per term, the
+    # highest commit of an entry of that term while leading it (index, lamport, file,
+    # line, config, voters), the latest one pending in ``lc_pending`` (index, term,
+    # lamport, file, line) until the term, the config or the incarnation changes; per
+    # term, the first log_append of an entry of the key's current term (lamport, file,
+    # line), ``app_term`` the term already recorded in this incarnation.
+    lam: int = 0
+    cfg_index: int = -1
+    cfg_voters: str = ""
+    h_term: int = 0
+    h_index: int = 0
+    lcommits: dict[int, tuple[int, int, str, int, int, str]] = attrs.Factory(dict)
+    lc_pending: tuple[int, int, int, str, int] | None = None
+    appends: dict[int, tuple[int, str, int]] = attrs.Factory(dict)
+    app_term: int = -1
 
 
 class _Sized:
@@ -260,11 +293,21 @@ class FactSink(Protocol):
 
     def server_format(self, node: str, file: str, line: int) -> None: ...
 
+    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
+              line: int, lamport: int, payload: str) -> None:
+        """A fact of the majority and causality checks (``global_checks.GFACT_KINDS``)."""
 
-# A fact: ("leader", tablet, term, 0, 0, node, file, line) or
-# ("commit", tablet, lo, hi, term, node, file, line): the key committed each index lo..hi
-# with that term, the first of them at file:line.
-Fact = tuple[str, str, int, int, int, str, str, int]
+    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
+        """A trace file read: its node, incarnation, first and last Lamport clocks, and
+        whether it ended with ``server_stop``."""
+
+
+# A fact: (kind, tablet, a, b, c, node, file, line, lamport, payload):
+# ("leader", tablet, term, 0, 0, node, file, line, ...) or
+# ("commit", tablet, lo, hi, term, node, file, line, ...): the key committed each index
+# lo..hi with that term, the first of them at file:line; or one of
+# ``global_checks.GFACT_KINDS`` (see there).
+Fact = tuple[str, str, int, int, int, str, str, int, int, str]
 
 
 class Replayer:
@@ -286,6 +329,11 @@ class Replayer:
             a.name for a in self.spec.actions
             if a.system_guard is is_self or a.system_guard is not_self
         ) | {"vote_granted", "start_election", "become_leader"}
+        # Rare events whose raw args (voters) or effect on the known config the global
+        # checks need: always the general path.
+        self._config_events = frozenset({"create_tablet", "config_commit",
+                                         "copy_merge_cmeta"})
+        self._param_events |= self._config_events
         self._coverage: Counter[tuple[str, str]] = Counter()
         self.frontiers: Counter[int] = Counter()
         self.facts: list[Fact] = []
@@ -338,18 +386,82 @@ class Replayer:
         return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node))
 
     def finish_key(self, k: KeyState) -> None:
-        """The key has no more events: flush its open commit run."""
+        """The key has no more events: flush its open commit run and its facts."""
+        self._flush_run(k)
+        if k.state >= 0:
+            self._hold(k, k.state)
+        self.flush_leader_commit(k)
+        tablet, node = k.tablet, k.node
+        facts = self.facts
+        if k.h_term or k.h_index:
+            facts.append(("hold", tablet, k.h_term, k.h_index, 0, node, "", 0, 0, ""))
+        for t, (index, lam, f, ln, cfg, voters) in k.lcommits.items():
+            facts.append(("lcommit", tablet, t, index, cfg, node, f, ln, lam, voters))
+        for t, (lam, f, ln) in k.appends.items():
+            facts.append(("append", tablet, t, 0, 0, node, f, ln, lam, ""))
+        k.h_term = k.h_index = 0
+        k.lcommits = {}
+        k.appends = {}
+        k.app_term = -1
+
+    def _flush_run(self, k: KeyState) -> None:
         if k.c_term is not None:
             self.facts.append(("commit", k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
-                               k.c_file, k.c_line))
+                               k.c_file, k.c_line, 0, ""))
         k.c_hi = k.c_lo - 1
         k.c_term = None
+
+    def leader_commit(self, k: KeyState, index: int, term: int, file: str,
+                      line: int, lamport: int) -> None:
+        """A commit of an entry of the leader's own term (drivers inline this): it is
+        pending until another term's commit, a config change, a new incarnation or the
+        end of the key flushes it (a leader's commits only grow within its term)."""
+        p = k.lc_pending
+        if p is not None and p[1] != term:
+            self.flush_leader_commit(k)
+        k.lc_pending = (index, term, lamport, file, line)
+
+    def flush_leader_commit(self, k: KeyState) -> None:
+        p = k.lc_pending
+        if p is None:
+            return
+        k.lc_pending = None
+        index, term, lamport, file, line = p
+        got = k.lcommits.get(term)
+        if got is None or index > got[0]:
+            k.lcommits[term] = (index, lamport, file, line, k.cfg_index, k.cfg_voters)
+
+    def first_append(self, k: KeyState, term: int, file: str, line: int,
+                     lamport: int) -> None:
+        """A log_append of an entry of the key's current term ``term``, the first of the
+        term in this incarnation (clocks restart with an incarnation: keep the lowest)."""
+        k.app_term = term
+        got = k.appends.get(term)
+        if got is None or lamport < got[0]:
+            k.appends[term] = (lamport, file, line)
+
+    def _hold(self, k: KeyState, sid: int) -> None:
+        s = self.states[sid]
+        if s.wal_last_term > k.h_term or (s.wal_last_term == k.h_term
+                                          and s.wal_last_index > k.h_index):
+            k.h_term = s.wal_last_term
+            k.h_index = s.wal_last_index
+
+    def wal_seen(self, k: KeyState, term: int, index: int, obs_term: int, file: str,
+                 line: int, lamport: int, append: bool) -> None:
+        """A reported state whose WAL ends at (term, index); ``append``: a log_append
+        (drivers inline this for a memo hit)."""
+        if term > k.h_term or (term == k.h_term and index > k.h_index):
+            k.h_term = term
+            k.h_index = index
+        if append and term == obs_term and term != k.app_term:
+            self.first_append(k, term, file, line, lamport)
 
     def commit_break(self, k: KeyState, index: int, term: int, file: str,
                      line: int) -> None:
         """A commit that does not extend the key's run (drivers extend it inline when
         ``index == k.c_hi + 1 and term == k.c_term``): flush the run, open a new one."""
-        self.finish_key(k)
+        self._flush_run(k)
         k.c_lo = k.c_hi = index
         k.c_term = term
         k.c_file = file
@@ -359,8 +471,13 @@ class Replayer:
         out.event = event
         if out.problem is None and event not in self._param_events:
             if event == "commit":
-                out.fast = FAST_COMMIT
+                out.fast = FAST_LEADER_COMMIT if out.lead else FAST_COMMIT
                 out.a, out.b = out.params["index"], out.params["op_term"]
+            elif out.walc:
+                pass  # lowers the WAL's last OpId: the general path records the top
+            elif event == "log_append" and out.lead:
+                out.fast = FAST_APPEND
+                out.a, out.b = out.params["op_term"], out.params["op_index"]
             else:
                 out.fast = FAST_PLAIN
         self.memo[key] = out
@@ -375,6 +492,7 @@ class Replayer:
              clean_stops: Container[tuple[str, int]] = ()) -> list[Violation] | None:
         """Replay one event of key ``k``. ``clean_stops``: the (node, incarnation) pairs
         that ended with ``server_stop``. Returns findings, or None when there are none."""
+        k.lam = ev.lamport
         return self.feed_raw(k, file, line, ev.inc, ev.event, bytes(ev.args), bytes(ev.state),
                              clean_stops)
 
@@ -384,6 +502,8 @@ class Replayer:
         """``feed`` on the envelope's parts."""
         self.events += 1
         found: list[Violation] | None = None
+        if k.state >= 0:  # the end of a stretch of memo hits (see FAST_APPEND)
+            self._hold(k, k.state)
         if k.state < 0 or inc != k.inc:
             prev_clean = False
             if k.state < 0:
@@ -397,6 +517,9 @@ class Replayer:
                                                         st_b), event)
             if k.state >= 0:
                 self.frontiers[out.frontier] += 1
+            if inc != k.inc:
+                self.flush_leader_commit(k)
+                k.app_term = -1
             k.inc = inc
             if out.problem is not None:
                 found = [self._violation(k, file, line, event, args_b, out.problem,
@@ -429,7 +552,25 @@ class Replayer:
                 k.max_term = out.obs_term
                 k.max_term_at = f"{file}:{line}"
         p = out.params
-        if p and event in self._param_events:
+        post = self.states[k.state]
+        if post.wal_last_index or post.wal_last_term:
+            self.wal_seen(k, post.wal_last_term, post.wal_last_index, out.obs_term, file,
+                          line, k.lam, event == "log_append" and bool(p))
+        if k.cfg_index >= 0 and post.config_index != k.cfg_index and \
+                event not in self._config_events:
+            # The committed config moved without a config_commit here (one lost at a
+            # crash, a resynchronised state): its voters are not known.
+            self.flush_leader_commit(k)
+            k.cfg_index, k.cfg_voters = -1, ""
+        if p and event in self._config_events:
+            self._config_event(k, event, args_b, file, line, post.config_index)
+        elif p and event in self._param_events:
+            if event == "vote_granted":
+                self.facts.append(("vote", k.tablet, p["t"], 0, 0, k.node, file, line, k.lam,
+                                   self.interner.name(p["candidate"]) or ""))
+            elif event == "start_election":
+                self.facts.append(("elect", k.tablet, out.obs_term, k.inc, 0, k.node, file,
+                                   line, k.lam, ""))
             if event == "vote_granted" or event == "start_election":
                 t = p["t"] if event == "vote_granted" else out.obs_term
                 who = p["candidate"] if event == "vote_granted" else p["me"]
@@ -458,15 +599,45 @@ class Replayer:
                     f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
                     f" but was logged by {k.node}", (), ""), -1))
             if event == "become_leader":
-                self.facts.append(("leader", k.tablet, p["t"], 0, 0, k.node, file, line))
+                self.facts.append(("leader", k.tablet, p["t"], 0, 0, k.node, file, line,
+                                   0, ""))
+                # The config this node knew when it won, if the trace says it (a lost
+                # config_commit shows as a state whose config index differs).
+                known = k.cfg_index >= 0 and post.config_index == k.cfg_index
+                self.facts.append(("lead", k.tablet, p["t"], k.cfg_index if known else -1,
+                                   0, k.node, file, line, k.lam,
+                                   k.cfg_voters if known else ""))
         elif p and event == "commit":
             index, term = p["index"], p["op_term"]
             if index == k.c_hi + 1 and term == k.c_term:
                 k.c_hi = index
             else:
                 self.commit_break(k, index, term, file, line)
+            if out.lead:
+                self.leader_commit(k, index, term, file, line, k.lam)
         k.window.append((file, line, event, args_b))
         return found
+
+    def _config_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
+                      config_index: int) -> None:
+        """create_tablet / config_commit name the config's voters; a tablet copy adopts a
+        config whose voters the trace does not say."""
+        self.flush_leader_commit(k)  # with the config it was made in
+        if event == "copy_merge_cmeta":
+            k.cfg_index, k.cfg_voters = -1, ""
+            return
+        try:
+            a = decode_args(event, args_b)
+        except ArgsError:
+            return
+        voters = sorted(set(getattr(a, "voters", ())))
+        k.cfg_index = int(getattr(a, "config_index", -1))
+        k.cfg_voters = json.dumps(voters, separators=(",", ":"))
+        if k.cfg_index != config_index:  # refused or resynchronised: not known
+            k.cfg_index, k.cfg_voters = -1, ""
+        if event == "config_commit":
+            self.facts.append(("config", k.tablet, int(getattr(a, "config_index", -1)), 0, 0,
+                               k.node, file, line, k.lam, k.cfg_voters))
 
     @staticmethod
     def _add(found: list[Violation] | None, v: Violation) -> list[Violation]:
@@ -551,7 +722,14 @@ class Replayer:
             self._invariants(s, post)
         if problem is not None and problem.kind == "StateMismatch":
             post = canon(state_from_tuple(obs, post))
-        return Outcome(self.intern(post), problem, params, branch, obs_term, -1)
+        out = Outcome(self.intern(post), problem, params, branch, obs_term, -1)
+        if event == "commit":
+            out.lead = bool(s.leader) and s.term == params["op_term"]
+        elif event == "log_append":
+            out.lead = params["op_term"] == post.term
+        out.walc = (post.wal_last_term, post.wal_last_index) < (s.wal_last_term,
+                                                                s.wal_last_index)
+        return out
 
     def _compare(self, post: ServerState, obs: tuple[Any, ...]) -> _Problem | None:
         expected = spec_tuple(post)

@@ -57,6 +57,7 @@ import attrs
 import msgspec
 
 from revivify.checker.global_checks import (
+    GFACT_KINDS,
     GlobalChecks,
     commit_violation,
     leader_violation,
@@ -68,12 +69,13 @@ from revivify.checker.report import Report, from_input_error
 from revivify.checker.traces import ENVELOPE_DECODE, InputError, discover, open_trace
 
 _OUT_FIELDS = ("rtype", "kind", "severity", "file", "line", "subject", "node", "tablet",
-               "event", "payload", "a", "b", "c")
+               "event", "payload", "a", "b", "c", "d")
 
 
 def out_schema() -> Any:
     """A task's rows: ``rtype`` finding | leader | commit | format | coverage | frontier |
-    stats; ``a``/``b``/``c`` the numbers (term; lo, hi, term; ...)."""
+    stats | incarnation | one of ``GFACT_KINDS``; ``a``/``b``/``c``/``d`` the numbers
+    (term; lo, hi, term; ...; ``d`` a Lamport clock)."""
     import pyarrow as pa
 
     return pa.schema([pa.field("rtype", pa.string()), pa.field("kind", pa.string()),
@@ -82,7 +84,7 @@ def out_schema() -> Any:
                       pa.field("node", pa.string()), pa.field("tablet", pa.string()),
                       pa.field("event", pa.string()), pa.field("payload", pa.string()),
                       pa.field("a", pa.int64()), pa.field("b", pa.int64()),
-                      pa.field("c", pa.int64())])
+                      pa.field("c", pa.int64()), pa.field("d", pa.int64())])
 
 
 class _Rows:
@@ -105,7 +107,16 @@ class _Rows:
     def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
                    line: int) -> None:
         self.rows.append(("commit", None, None, file, line, None, node, tablet, None, None,
-                          lo, hi, term))
+                          lo, hi, term, None))
+
+    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
+              line: int, lamport: int, payload: str) -> None:
+        self.rows.append((kind, None, None, file, line, None, node, tablet, None, payload,
+                          a, b, c, lamport))
+
+    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
+        self.rows.append(("incarnation", None, None, None, None, None, node, None, None,
+                          None, inc, first, last, int(clean)))
 
     def server_format(self, node: str, file: str, line: int) -> None:
         self.emit(rtype="format", node=node, file=file, line=line)
@@ -527,6 +538,11 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
             g.leader(row["tablet"], row["a"], row["node"], row["file"], row["line"])
         elif rtype == "format":
             g.server_format(row["node"], row["file"], row["line"])
+        elif rtype in GFACT_KINDS:
+            g.gfact(rtype, row["tablet"], row["a"], row["b"], row["c"], row["node"],
+                    row["file"], row["line"], row["d"], row["payload"])
+        elif rtype == "incarnation":
+            g.incarnation(row["node"], row["a"], row["b"], row["c"], bool(row["d"]))
         elif rtype == "finding":
             report.add(Violation(**_tuples(json.loads(row["payload"]))))
         elif rtype == "leaders":
@@ -601,7 +617,11 @@ def global_findings(task_out: Any) -> Any:
     over the facts, as one DataFrame of the task-output shape (witnesses as JSON)."""
     from pyspark.sql import functions as F
 
-    own = task_out.filter(F.col("rtype").isin("finding", "coverage", "frontier", "stats"))
+    # The majority and causality checks' facts are already one per (key, term) or per
+    # incarnation: they go to the driver as they are, where ``GlobalChecks`` (the local
+    # engine's code) decides them, so both engines agree by construction.
+    own = task_out.filter(F.col("rtype").isin("finding", "coverage", "frontier", "stats",
+                                              "incarnation", *GFACT_KINDS))
     cols = own.columns
 
     def shaped(df: Any, rtype: str) -> Any:

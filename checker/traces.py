@@ -193,7 +193,11 @@ class NoArgs(_Args):
 
 
 class CreateArgs(_Args):
+    """``voters``: the UUIDs of the VOTER members of the tablet's first config (the global
+    checks count votes and replicas against them)."""
+
     config_index: int
+    voters: list[str]
 
 
 class StcArgs(_Args):
@@ -274,9 +278,11 @@ class CommitArgs(_Args):
 
 
 class ConfigCommitArgs(_Args):
-    """The committed config change entry at index ``config_index``, now in the cmeta."""
+    """The committed config change entry at index ``config_index``, now in the cmeta;
+    ``voters``: the UUIDs of that config's VOTER members."""
 
     config_index: int
+    voters: list[str]
 
 
 class FormatArgs(_Args):

@@ -189,6 +189,9 @@ class Recorder:
             args["case"] = STARTUP_NAMES[p["case"]]
         if name == "step_down":
             args["reason"] = "check-quorum: no majority heard from"  # informative only
+        if name in ("create_tablet", "config_commit"):
+            # The spec's config is its n servers (their first UUIDs), all VOTERs.
+            args["voters"] = sorted(uuids.values())
         if name == "copy_merge_cmeta":
             args["local"] = encode_cmeta(pre, uuids)
             args["remote"] = {"term": p["remote_term"], "voted_for": None,
@@ -441,6 +444,16 @@ def _file_of(r: Recorder, line: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 Mutation = Callable[[], tuple[Recorder, str | None]]
+
+# The line a global-check case must be rejected at (its ``expected.json`` names it as
+# ``at``: the file's name and the line number), set by the case's builder.
+_TARGETS: dict[str, dict[str, Any]] = {}
+
+
+def _where(r: Recorder, target: dict[str, Any]) -> dict[str, Any]:
+    f = _file_of(r, target)
+    return {"file": f"{target['node']}.{target['inc']:04d}.jsonl",
+            "line": next(n for n, line in enumerate(f, 1) if line is target)}
 
 
 def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
@@ -699,6 +712,77 @@ def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
 
     cases["failed-startup-without-reason"] = (
         failed_without_reason, "BadArgs", "a FAILED startup that gives no reason")
+
+    # -- global checks across nodes: majorities and causality --------------------------
+    # Each ends with every server stopped cleanly: no step can have been lost unlogged, so
+    # the traces show every vote and every append (see global_checks).
+
+    def stop_all(r: Recorder) -> Recorder:
+        for i in range(len(r.sys)):
+            if r.sys[i].up:
+                r.stop(i)
+        return r
+
+    def leader_without_majority() -> tuple[Recorder, str | None]:
+        r = Recorder.new(default_spec(3), 41, created=True)
+        # Server 0 campaigns and declares itself leader of term 1 on its own vote alone
+        # (1 of the 3 voters create_tablet named); servers 1 and 2 never voted.
+        r.step(0, "start_election", me=0)
+        _TARGETS["leader-without-majority"] = r.step(0, "become_leader", check=False, me=0,
+                                                     t=1)
+        r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
+        return stop_all(r), None
+
+    cases["leader-without-majority"] = (
+        leader_without_majority, "LeaderWithoutMajority",
+        "a node becomes leader of term 1 with 1 of the config's 3 voters' votes")
+
+    def commit_without_majority() -> tuple[Recorder, str | None]:
+        r = Recorder.new(default_spec(3), 43, created=True)
+        # Server 0 wins term 1 fairly, appends 1..2 and commits index 2 while no follower
+        # ever appended anything: 1 of 3 voters holds (1, 2).
+        r.step(0, "start_election", me=0)
+        r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+        r.step(0, "become_leader", me=0, t=1)
+        r.step(0, "log_append", first_index=1, op_term=1, op_index=2)
+        _TARGETS["commit-without-majority"] = r.step(0, "commit", check=False, index=2,
+                                                     op_term=1)
+        return stop_all(r), None
+
+    cases["commit-without-majority"] = (
+        commit_without_majority, "CommitWithoutMajority",
+        "a leader commits index 2 of its term that only its own log holds")
+
+    def vote_before_request() -> tuple[Recorder, str | None]:
+        r = Recorder.new(default_spec(3), 47, created=True)
+        # Server 1 grants its term-1 vote to server 0 (Lamport order) before server 0
+        # started the election that asks for it.
+        _TARGETS["vote-before-request"] = r.step(1, "vote_granted", check=False, candidate=0,
+                                                 t=1, cand_last_term=0, cand_last_index=0)
+        r.step(0, "start_election", me=0)
+        r.step(0, "become_leader", me=0, t=1, check=False)
+        return stop_all(r), None
+
+    cases["vote-before-request"] = (
+        vote_before_request, "CausalityViolation",
+        "a vote for term 1 whose Lamport clock is below the candidate's start_election")
+
+    def append_before_leader() -> tuple[Recorder, str | None]:
+        r = Recorder.new(default_spec(3), 53, created=True)
+        # Server 2 (in term 1) appends an entry of term 1 before server 0 became the
+        # leader of term 1, the only node that can have sent it.
+        r.step(0, "start_election", me=0)
+        r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+        r.step(2, "learn_term", t=1)
+        _TARGETS["append-before-leader"] = r.step(2, "log_append", check=False,
+                                                  first_index=1, op_term=1, op_index=1)
+        r.step(0, "become_leader", me=0, t=1)
+        r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
+        return stop_all(r), None
+
+    cases["append-before-leader"] = (
+        append_before_leader, "CausalityViolation",
+        "a follower appends an entry of term 1 before the term's leader was elected")
     return cases
 
 
@@ -709,6 +793,12 @@ def write_bad_corpus(root: str) -> list[str]:
         d = os.path.join(root, name)
         shutil.rmtree(d, ignore_errors=True)
         r, tear = build()
+        # Each case its own tablet: the cases can be checked together (one Spark job)
+        # without one case's leaders, votes or configs bearing on another's.
+        for key in r.order:
+            for line in r.files[key]:
+                if line["tablet"] is not None:
+                    line["tablet"] = f"tablet-{name}"
         paths = r.write(d)
         if tear == "gzip-copy":
             # mtime=0: the archive's bytes are the same on every regeneration.
@@ -726,13 +816,15 @@ def write_bad_corpus(root: str) -> list[str]:
                 lines[-1] = lines[-1][: len(lines[-1]) // 2]
             with open(path, "w") as f:
                 f.writelines(lines)
+        expected: dict[str, Any] = {
+            "kind": kind, "description": what,
+            "exit_code": 0 if kind == "TornLine" else
+            2 if kind in ("UnknownEvent", "MalformedLine", "UnsupportedSchemaVersion",
+                          "BadArgs", "DuplicateIncarnation") else 1}
+        if name in _TARGETS:
+            expected["at"] = _where(r, _TARGETS[name])
         with open(os.path.join(d, "expected.json"), "w") as f:
-            json.dump({"kind": kind, "description": what,
-                       "exit_code": 0 if kind == "TornLine" else
-                       2 if kind in ("UnknownEvent", "MalformedLine",
-                                     "UnsupportedSchemaVersion", "BadArgs",
-                                     "DuplicateIncarnation") else 1},
-                      f, indent=2)
+            json.dump(expected, f, indent=2)
             f.write("\n")
         names.append(name)
     return names

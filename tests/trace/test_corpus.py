@@ -9,11 +9,24 @@ import pytest
 
 from revivify.checker.cli import trace_main
 from revivify.checker.local import check_paths
+from revivify.checker.report import Report
 
 from .conftest import TRACES
 
 BAD = sorted(p for p in (TRACES / "bad").iterdir() if p.is_dir())
 WALKS = sorted(p for p in (TRACES / "spec-walks").iterdir() if p.is_dir())
+# Cases whose expected.json names the line they must be rejected at (the global checks).
+AT = [p for p in BAD if "at" in json.loads((p / "expected.json").read_text())]
+GLOBAL_KINDS = {"LeaderWithoutMajority", "CommitWithoutMajority", "CausalityViolation"}
+
+
+def rejected_at(report: Report, case: Path) -> bool:
+    """The case's expected kind is reported at its expected file:line."""
+    expected = json.loads((case / "expected.json").read_text())
+    at = expected["at"]
+    return any(v.kind == expected["kind"] and Path(v.file).name == at["file"]
+               and Path(v.file).parent.name == case.name and v.line == at["line"]
+               for v in report.findings.values())
 
 
 def test_corpus_is_big_enough() -> None:
@@ -42,9 +55,29 @@ def test_bad_trace_reports_expected(case: Path) -> None:
     assert report.exit_code() == expected["exit_code"], report.text()
 
 
+def test_every_global_check_has_a_located_case() -> None:
+    kinds = {json.loads((p / "expected.json").read_text())["kind"] for p in AT}
+    assert kinds >= GLOBAL_KINDS
+    assert len(AT) >= 4
+
+
+@pytest.mark.parametrize("case", AT, ids=lambda p: p.name)
+def test_bad_trace_rejected_at_its_line(case: Path) -> None:
+    report = check_paths([str(case)])
+    assert rejected_at(report, case), report.text()
+
+
+def test_located_cases_together() -> None:
+    """Each case has its own tablet and UUIDs: checked together, each is still found."""
+    report = check_paths([str(p) for p in AT])
+    assert all(rejected_at(report, p) for p in AT), report.text()
+
+
 def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert trace_main(["check", str(TRACES / "spec-walks" / "walk-000")]) == 0
     assert trace_main(["check", str(TRACES / "bad" / "two-leaders-one-term")]) == 1
+    for case in AT:
+        assert trace_main(["check", "--quiet", str(case)]) == 1
     assert trace_main(["check", str(tmp_path / "missing")]) == 2
     assert trace_main(["check", str(tmp_path)]) == 2  # no trace files
     assert trace_main(["check"]) == 2

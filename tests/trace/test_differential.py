@@ -12,6 +12,7 @@ from revivify.checker.spark import PLANS, validate_spark
 from revivify.checker.walks import random_walk
 
 from .conftest import TRACES
+from .test_corpus import AT, rejected_at
 
 pytestmark = pytest.mark.spark
 
@@ -39,6 +40,18 @@ def test_corpus_bad_together(spark: Any, plan: str) -> None:
     # cases share UUIDs and tablet ids, so cross-case findings appear too; both engines
     # must still agree on every one. The dataframe plan runs the global checks in Spark.
     _same([str(TRACES / "bad")], spark, plan=plan, global_in_spark=None)
+
+
+@pytest.mark.parametrize(("plan", "global_in_spark"),
+                         [("files", False), ("files", True), ("dataframe", True)])
+def test_global_cases_rejected_at_their_lines(spark: Any, plan: str,
+                                              global_in_spark: bool) -> None:
+    """The majority and causality cases, in one job: each rejected at its file:line."""
+    paths = [str(p) for p in AT]
+    report = validate_spark(paths, spark=spark, partitions=4, plan=plan,
+                            global_in_spark=global_in_spark)
+    assert all(rejected_at(report, p) for p in AT), report.text()
+    assert report.identities() == check_paths(paths).identities()
 
 
 def test_dataframe_plan_driver_merge(spark: Any) -> None:

@@ -39,12 +39,18 @@ def reference(paths: list[str]) -> Report:
         clean: set[tuple[str, int]] = set()
         for f in group:
             empty = True
+            # The file's (node, incarnation, first and highest Lamport clock).
+            head: tuple[str, int, int] | None = None
+            top = 0
             with open_trace(f) as fh:
                 for lineno, item in FileReader(f).lines(fh):
                     empty = False
                     if not isinstance(item, Envelope):
                         report.add(_input_error(item))
                         continue
+                    if head is None:
+                        head = (item.node, item.inc, item.lamport)
+                    top = max(top, item.lamport)
                     if item.tablet is None:
                         report.server_events += 1
                         if item.event == "server_stop":
@@ -60,6 +66,9 @@ def reference(paths: list[str]) -> Report:
                         report.keys += 1
                     for v in r.feed(k, f, lineno, item, clean) or ():
                         report.add(v)
+            drain_facts(r, g)
+            if head is not None:
+                g.incarnation(head[0], head[1], head[2], top, (head[0], head[1]) in clean)
             if empty:
                 report.add(from_input_error(InputError("EmptyFile", f, 0, "path", "",
                                                        warning=True)))
