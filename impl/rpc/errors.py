@@ -177,9 +177,25 @@ class AppError(RpcError):
 
     The client rebuilds it when the class is registered with it (`open_rpc_client(...,
     app_errors=[NotLeader])`), and raises RemoteError(code, message, data) otherwise.
+
+    The common case needs neither method: name the constructor's parameters (kept as
+    attributes of the same names, all strings or ints) in ``fields``, and the data is
+    those attributes, rebuilt by calling the constructor with them::
+
+        class TabletNotFound(AppError):
+            code = "tserver.tablet_not_found"
+            fields = ("tablet_id",)
+
+            def __init__(self, tablet_id: str) -> None:
+                super().__init__(f"tablet {tablet_id} is not hosted here")
+                self.tablet_id = tablet_id
     """
 
     code: ClassVar[str] = "app.error"
+    fields: ClassVar[tuple[str, ...]] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.fields}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -191,7 +207,10 @@ class AppError(RpcError):
 
     @classmethod
     def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(message)
+        if not cls.fields:
+            return cls(message)
+        # A field the sender left out (or an older server) arrives as its "empty" value.
+        return cls(*(data.get(name, "") for name in cls.fields))
 
 
 # ------------------------------------------------------------------ client-side errors

@@ -184,21 +184,16 @@ class NotLeader(AppError):
 
 class TabletNotFound(AppError):
     code = "tserver.tablet_not_found"
+    fields = ("tablet_id",)
 
     def __init__(self, tablet_id: str) -> None:
         super().__init__(f"tablet {tablet_id} is not hosted here")
         self.tablet_id = tablet_id
 
-    def to_data(self) -> dict[str, Any]:
-        return {"tablet_id": self.tablet_id}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("tablet_id", "")))
-
 
 class TabletNotRunning(AppError):
     code = "tserver.tablet_not_running"
+    fields = ("tablet_id", "state", "reason")
 
     def __init__(self, tablet_id: str, state: str, reason: str) -> None:
         super().__init__(f"tablet {tablet_id} is {state}{': ' + reason if reason else ''}")
@@ -206,32 +201,19 @@ class TabletNotRunning(AppError):
         self.state = state
         self.reason = reason
 
-    def to_data(self) -> dict[str, Any]:
-        return {"tablet_id": self.tablet_id, "state": self.state, "reason": self.reason}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("tablet_id", "")), str(data.get("state", "")),
-                   str(data.get("reason", "")))
-
 
 class TabletAlreadyExists(AppError):
     code = "tserver.tablet_exists"
+    fields = ("tablet_id",)
 
     def __init__(self, tablet_id: str) -> None:
         super().__init__(f"tablet {tablet_id} already exists here")
         self.tablet_id = tablet_id
 
-    def to_data(self) -> dict[str, Any]:
-        return {"tablet_id": self.tablet_id}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("tablet_id", "")))
-
 
 class ConfigChangeRefused(AppError):
     code = "tserver.config_change_refused"
+    fields = ("reason", "detail", "committed_index")
 
     def __init__(self, reason: str, detail: str, committed_index: int) -> None:
         super().__init__(f"config change refused ({reason}): {detail}")
@@ -239,44 +221,23 @@ class ConfigChangeRefused(AppError):
         self.detail = detail
         self.committed_index = committed_index
 
-    def to_data(self) -> dict[str, Any]:
-        return {"reason": self.reason, "detail": self.detail,
-                "committed_index": self.committed_index}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("reason", "")), str(data.get("detail", "")),
-                   int(data.get("committed_index", -1)))
-
 
 class InvalidArgument(AppError):
     code = "tserver.invalid_argument"
+    fields = ("detail",)
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
-
-    def to_data(self) -> dict[str, Any]:
-        return {"detail": self.detail}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("detail", message)))
 
 
 class OperationAborted(AppError):
     code = "tserver.aborted"
+    fields = ("detail",)
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
-
-    def to_data(self) -> dict[str, Any]:
-        return {"detail": self.detail}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("detail", message)))
 
 
 APP_ERRORS: Final[tuple[type[AppError], ...]] = (

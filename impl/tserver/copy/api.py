@@ -28,8 +28,7 @@ file, an offset past the end, a non-positive length).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Literal, Self
+from typing import Final, Literal
 
 import msgspec
 
@@ -100,48 +99,30 @@ class KeepAlive(msgspec.Struct, frozen=True):
 
 class NoSuchSession(AppError):
     code = "copy.no_such_session"
+    fields = ("session_id",)
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no tablet copy session {session_id!r} (never begun, ended or expired)")
         self.session_id = session_id
 
-    def to_data(self) -> dict[str, Any]:
-        return {"session_id": self.session_id}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("session_id", "")))
-
 
 class CopySourceUnavailable(AppError):
     code = "copy.source_unavailable"
+    fields = ("tablet_id", "reason")
 
     def __init__(self, tablet_id: str, reason: str) -> None:
         super().__init__(f"cannot copy tablet {tablet_id} from here: {reason}")
         self.tablet_id = tablet_id
         self.reason = reason
 
-    def to_data(self) -> dict[str, Any]:
-        return {"tablet_id": self.tablet_id, "reason": self.reason}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("tablet_id", "")), str(data.get("reason", "")))
-
 
 class BadFetch(AppError):
     code = "copy.bad_fetch"
+    fields = ("detail",)
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"bad fetch: {detail}")
         self.detail = detail
-
-    def to_data(self) -> dict[str, Any]:
-        return {"detail": self.detail}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data.get("detail", message)))
 
 
 COPY_ERRORS: Final[tuple[type[AppError], ...]] = (NoSuchSession, CopySourceUnavailable, BadFetch)
