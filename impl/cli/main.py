@@ -6,6 +6,8 @@ Subcommands:
   trace check PATH...     replay traces against the spec, single process
   trace validate PATH...  the same on Spark (--engine spark)
   tserver status | run    a tablet server's state; run one (revivify.impl.tserver.main)
+  tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
+  local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
   row ...                 put, get, delete, scan rows of a tablet (revivify.impl.cli.admin)
 
@@ -27,10 +29,13 @@ commands:
   explore     enumerate every reachable spec state within bounds and check invariants
   trace       check traces against the spec: 'trace check PATH...' or
               'trace validate PATH... --engine spark'
-  tserver     'tserver status --tserver HOST:PORT', or 'tserver run ...' (a tablet server)
+  tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
+              or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
   row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
-  replica     'replica list | delete' on one server (--tserver HOST:PORT)
+  replica     'replica list | delete | copy' on one server (--tserver HOST:PORT)
+  copy        'copy list | cancel': the tablet copies running on a server (--tserver)
+  local-replica  'local-replica list | purge-quarantine' on a server's directory (--fs-root)
 
 'revivify COMMAND --help' describes each command.
 """
@@ -78,6 +83,18 @@ def _replica(argv: list[str]) -> int:
     return replica_main(argv)
 
 
+def _copy(argv: list[str]) -> int:
+    from revivify.impl.cli.replica import copy_main
+
+    return copy_main(argv)
+
+
+def _local_replica(argv: list[str]) -> int:
+    from revivify.impl.cli.local import local_replica_main
+
+    return local_replica_main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "prove": _prove,
     "explore": _explore,
@@ -86,6 +103,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "tablet": _tablet,
     "row": _row,
     "replica": _replica,
+    "copy": _copy,
+    "local-replica": _local_replica,
 }
 
 

@@ -3,27 +3,45 @@
   revivify replica list --tserver HOST:PORT [--json]
   revivify replica delete --tserver HOST:PORT --tablet ID [--mode tombstone|deleted]
                           [--cas-config-index N] [--json]
+  revivify replica copy --from HOST:PORT --to HOST:PORT --tablet ID [--wait] [--json]
+  revivify copy list --tserver HOST:PORT [--json]
+  revivify copy cancel --tserver HOST:PORT --tablet ID [--json]
 
 ``list`` prints every replica the server knows with its state (RUNNING, FAILED with its
 reason, TOMBSTONED), last OpId, term and vote; with --json ``{"replicas": [{"tablet_id",
 "state", "reason", "last_opid", "term", "voted_for"}, ...]}``. ``delete`` tombstones a
 replica (its cmeta and last logged OpId are kept: it goes on voting); a replica whose
-committed config index is above ``--cas-config-index`` is not deleted (exit 1). Exit codes
-and errors as every admin command (impl/cli/admin.py).
+committed config index is above ``--cas-config-index`` is not deleted (exit 1); ``--mode
+deleted`` also removes the cmeta and the superblock (the table was dropped). ``copy`` has
+the destination copy the tablet from the source now (StartTabletCopy on an operator's
+behalf; a READY replica there is tombstoned first); with ``--wait`` it shows the copy's
+progress until it ends. ``copy list`` shows each copy running on a server with its phase,
+bytes done, total and rate; ``copy cancel`` stops one (the replica becomes a tombstone).
+Exit codes and errors as every admin command (impl/cli/admin.py).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from revivify.impl.client import delete_replica, server_status
+import trio
+
+from revivify.impl.client import (
+    cancel_copy,
+    copy_replica,
+    delete_replica,
+    list_copies,
+    server_status,
+)
+from revivify.impl.tserver.api import CopyInfo
 
 from .admin import Outcome, _address, _common, _execute, _non_negative_int, _parse, _Parser
 
 
 def replica_main(argv: list[str]) -> int:
     parser = _Parser(prog="revivify replica", description="one tablet server's replicas")
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,delete}")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,delete,copy}")
     listing = sub.add_parser("list", parents=[_common()], help="list a server's replicas",
                              description="Every replica on the server: state (RUNNING, "
                                          "FAILED with its reason, TOMBSTONED), last OpId, "
@@ -43,9 +61,47 @@ def replica_main(argv: list[str]) -> int:
     delete.add_argument("--cas-config-index", type=_non_negative_int, default=None,
                         metavar="N", help="refuse if the replica's committed config index "
                                           "is above N")
+    copy = sub.add_parser("copy", parents=[_common()], help="copy a replica between servers",
+                          description="Have the destination copy the tablet from the source "
+                                      "now (a READY replica there is tombstoned first).")
+    copy.add_argument("--from", dest="source", type=_address, required=True,
+                      metavar="HOST:PORT", help="the server to copy from (READY replica)")
+    copy.add_argument("--to", dest="destination", type=_address, required=True,
+                      metavar="HOST:PORT", help="the server to copy to")
+    copy.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
+    copy.add_argument("--wait", action="store_true",
+                      help="show progress until the copy ends (exit 1 if it failed)")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
+
+    if args.cmd == "copy":
+        async def copy_work() -> Outcome:
+            expected = await copy_replica(args.source, args.destination, args.tablet)
+            if not args.wait:
+                return Outcome(0, {"tablet_id": args.tablet, "state": "COPYING",
+                                   "expected_state": expected},
+                               f"tablet {args.tablet}: copy from {args.source} to "
+                               f"{args.destination} started (it was {expected} there)")
+            last: CopyInfo | None = None
+            while True:
+                copies = {c.tablet_id: c for c in (await list_copies(args.destination)).copies}
+                info = copies.get(args.tablet)
+                if info is None:
+                    break
+                last = info
+                if not args.json:
+                    print(f"  {_progress_line(info)}", file=sys.stderr)
+                await trio.sleep(0.5)
+            status = await server_status(args.destination)
+            state = next((r.state for r in status.replicas if r.tablet_id == args.tablet),
+                         "DOES_NOT_EXIST")
+            ok = state == "RUNNING"
+            return Outcome(0 if ok else 1, {"tablet_id": args.tablet, "state": state,
+                                            "bytes": last.bytes_done if last else 0},
+                           f"tablet {args.tablet} on {args.destination}: {state}"
+                           + ("" if ok else " (the copy failed: see the server's log)"))
+        return _execute("revivify replica copy", args, copy_work)
 
     if args.cmd == "list":
         async def list_work() -> Outcome:
@@ -71,4 +127,53 @@ def replica_main(argv: list[str]) -> int:
     return _execute("revivify replica delete", args, delete_work)
 
 
-__all__ = ["replica_main"]
+def _progress_line(c: CopyInfo) -> str:
+    mb = 1 << 20
+    return (f"{c.tablet_id}  {c.phase:<8} {c.bytes_done / mb:8.1f} / {c.total_bytes / mb:.1f} "
+            f"MB  {c.rate_bytes_per_second / mb:6.1f} MB/s  files {c.files_done}/"
+            f"{c.files_total}  from {c.source_address}"
+            + (f"  retries {c.retries}" if c.retries else "")
+            + (f"  ({c.error})" if c.error else ""))
+
+
+def copy_main(argv: list[str]) -> int:
+    parser = _Parser(prog="revivify copy", description="tablet copies running on a server")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,cancel}")
+    listing = sub.add_parser("list", parents=[_common()], help="list running copies",
+                             description="Each copy running on the server (the destination) "
+                                         "with its phase, bytes done, total and rate.")
+    listing.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+                         help="the server to ask")
+    cancel = sub.add_parser("cancel", parents=[_common()], help="cancel a copy",
+                            description="Cancel the copy: the replica becomes a tombstone "
+                                        "with its previous last OpId and cmeta.")
+    cancel.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+                        help="the server running the copy")
+    cancel.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
+    args = _parse(parser, argv)
+    if isinstance(args, int):
+        return args
+    if args.cmd == "list":
+        async def list_work() -> Outcome:
+            reply = await list_copies(args.tserver)
+            rows = [{"tablet_id": c.tablet_id, "source_uuid": c.source_uuid,
+                     "source_address": c.source_address, "phase": c.phase,
+                     "bytes_done": c.bytes_done, "total_bytes": c.total_bytes,
+                     "rate_bytes_per_second": round(c.rate_bytes_per_second, 1),
+                     "files_done": c.files_done, "files_total": c.files_total,
+                     "retries": c.retries, "elapsed_seconds": round(c.elapsed_seconds, 3)}
+                    for c in reply.copies]
+            text = "\n".join(_progress_line(c) for c in reply.copies) or \
+                f"no copies running (at most {reply.max_concurrent} at once)"
+            return Outcome(0, {"copies": rows, "max_concurrent": reply.max_concurrent}, text)
+        return _execute("revivify copy list", args, list_work)
+
+    async def cancel_work() -> Outcome:
+        await cancel_copy(args.tserver, args.tablet)
+        return Outcome(0, {"tablet_id": args.tablet, "cancelled": True},
+                       f"copy of {args.tablet} on {args.tserver} cancelled")
+    return _execute("revivify copy cancel", args, cancel_work)
+
+
+
+__all__ = ["copy_main", "replica_main"]

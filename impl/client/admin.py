@@ -23,21 +23,27 @@ import uuid as uuid_module
 from collections.abc import Sequence
 
 import attrs
+import msgspec
 
 from revivify.impl.consensus.messages import VOTER, ConfigChange, Peer
 from revivify.impl.rpc import ConnectionClosed, Network, RpcError
 from revivify.impl.tserver.api import (
+    ADMIN_CANCEL_COPY,
     ADMIN_CONSENSUS_STATE,
     ADMIN_CREATE_TABLET,
     ADMIN_DELETE_TABLET,
+    ADMIN_LIST_COPIES,
+    ADMIN_START_TABLET_COPY,
     ADMIN_STATUS,
     Ack,
     ConfigChanged,
+    CopyList,
     CreateTablet,
     DeleteTablet,
     Empty,
     ReplicaInfo,
     ServerStatus,
+    StartTabletCopy,
     TabletCreated,
     TabletNotFound,
     TabletRef,
@@ -98,6 +104,64 @@ async def delete_replica(address: str, tablet_id: str, mode: str = "TOMBSTONE",
             raise ServerUnreachable(address, exc.reason, exc) from None
         except RpcError as exc:
             raise Rejected(address, exc) from None
+
+
+async def _admin_call(address: str, method: str, request: msgspec.Struct, response: type,
+                      *, network: Network | None = None) -> object:
+    """One admin call to one server (handshake first); errors as ServerUnreachable or
+    Rejected naming the server."""
+    _checked([address])
+    async with open_connections(ADMIN_SRC_UUID, network=network) as connections:
+        await _uuid(connections, address)
+        try:
+            return await connections.call(address, method, request, response)
+        except ConnectionClosed as exc:
+            raise ServerUnreachable(address, exc.reason, exc) from None
+        except RpcError as exc:
+            raise Rejected(address, exc) from None
+
+
+_EXPECTED = {"RUNNING": "READY", "FAILED": "READY", "TOMBSTONED": "DELETED"}
+
+
+async def copy_replica(source: str, destination: str, tablet_id: str, *,
+                       network: Network | None = None) -> str:
+    """Have ``destination`` copy ``tablet_id`` from ``source`` now (StartTabletCopy on an
+    operator's behalf: the caller's term is the source replica's term, the expected state
+    what the destination reports). Returns the expected state it named. The copy runs in
+    the background on the destination (``list_copies``)."""
+    _checked([source, destination])
+    async with open_connections(ADMIN_SRC_UUID, network=network) as connections:
+        source_uuid = await _uuid(connections, source)
+        await _uuid(connections, destination)
+        try:
+            src = await connections.call(source, ADMIN_CONSENSUS_STATE, TabletRef(tablet_id),
+                                         ReplicaInfo)
+            try:
+                dst = await connections.call(destination, ADMIN_CONSENSUS_STATE,
+                                             TabletRef(tablet_id), ReplicaInfo)
+                expected = _EXPECTED.get(dst.state, dst.state)
+            except TabletNotFound:
+                expected = "DOES_NOT_EXIST"
+            await connections.call(destination, ADMIN_START_TABLET_COPY, StartTabletCopy(
+                tablet_id, ADMIN_SRC_UUID, src.term, source_uuid, source, expected), Ack)
+        except ConnectionClosed as exc:
+            raise ServerUnreachable(destination, exc.reason, exc) from None
+        except RpcError as exc:
+            raise Rejected(destination, exc) from None
+    return expected
+
+
+async def list_copies(address: str, *, network: Network | None = None) -> CopyList:
+    """The tablet copies running on the server at ``address`` (it is the destination)."""
+    reply = await _admin_call(address, ADMIN_LIST_COPIES, Empty(), CopyList, network=network)
+    assert isinstance(reply, CopyList)
+    return reply
+
+
+async def cancel_copy(address: str, tablet_id: str, *, network: Network | None = None) -> None:
+    """Cancel the copy of ``tablet_id`` running on ``address``: it becomes a tombstone."""
+    await _admin_call(address, ADMIN_CANCEL_COPY, TabletRef(tablet_id), Ack, network=network)
 
 
 @attrs.frozen

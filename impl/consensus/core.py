@@ -208,7 +208,11 @@ class Progress:
     def inflight(self) -> int:
         """Entries sent (optimistically, pipelined) and not yet acknowledged."""
         return self.next - 1 - self.match
-    needs_copy: bool = False  # the entries it needs were compacted away (tablet copy)
+    needs_copy: bool = False  # only a tablet copy can help this peer
+    # What the peer's replica is, as far as the leader knows, while it needs a copy: READY
+    # (it needs entries compacted here), DELETED (it answered TOMBSTONED), DOES_NOT_EXIST
+    # (its server does not host the tablet). StartTabletCopy names it as expected_state.
+    copy_expected: str = ""
 
 
 @attrs.frozen
@@ -218,6 +222,7 @@ class PeerStatus:
     match: int
     next: int
     needs_copy: bool
+    copy_expected: str = ""
 
 
 @attrs.frozen
@@ -325,7 +330,8 @@ class RaftCore:
         if self.role is Role.LEADER:
             peers = tuple(
                 PeerStatus(p.uuid, p.member_type, self.progress[p.uuid].match,
-                           self.progress[p.uuid].next, self.progress[p.uuid].needs_copy)
+                           self.progress[p.uuid].next, self.progress[p.uuid].needs_copy,
+                           self.progress[p.uuid].copy_expected)
                 for p in self.active_config.peers if p.uuid in self.progress)
         return Status(self.me, self.role, self.term, self.voted_for, self.leader,
                       self.log.last_term, self.log.last_index, self.commit_index,
@@ -401,6 +407,14 @@ class RaftCore:
             self._send(TimeoutNow(self.me, target, self.term))
         else:
             self._send_append(target)
+
+    def peer_missing(self, uuid: str) -> None:
+        """The peer's server says it does not host this tablet at all (it was never
+        created there, fully deleted, or the server was wiped): only a tablet copy can
+        help. A leader marks it; anyone else ignores it."""
+        pr = self.progress.get(uuid) if self.role is Role.LEADER else None
+        if pr is not None:
+            pr.needs_copy, pr.copy_expected = True, "DOES_NOT_EXIST"
 
     def step_down(self) -> None:
         """Stop leading (an operator's request); stays in the term, votes stay as they are."""
@@ -645,9 +659,10 @@ class RaftCore:
         if m.read_ctx:
             self._ack_reads(m.src, m.read_ctx)
         if m.success:
+            # Its log matches ours at prev_index: whatever it needed, it has it now.
+            pr.needs_copy, pr.copy_expected = False, ""
             if m.match_index > pr.match:
                 pr.match = m.match_index
-                pr.needs_copy = False
             pr.next = max(pr.next, pr.match + 1)
             self._maybe_commit()
             self._maybe_promote(m.src)
@@ -655,7 +670,7 @@ class RaftCore:
                 self._send(TimeoutNow(self.me, m.src, self.term))
         elif m.reason == "TOMBSTONED":
             # The peer's replica was deleted: no entry can help it, only a tablet copy.
-            pr.needs_copy = True
+            pr.needs_copy, pr.copy_expected = True, "DELETED"
             pr.next = self.log.last_index + 1
             return
         else:
@@ -666,6 +681,8 @@ class RaftCore:
                 if last_of_term is not None:
                     nxt = last_of_term + 1
             pr.next = max(pr.match + 1, min(nxt, self.log.last_index + 1))
+            if self.log.term_at(pr.next - 1) is not None:
+                pr.needs_copy, pr.copy_expected = False, ""  # e.g. a copy replaced its log
         if pr.next <= self.log.last_index:
             self._send_append(m.src)
 
@@ -844,10 +861,21 @@ class RaftCore:
         prev = pr.next - 1
         prev_term = self.log.term_at(prev)
         if prev_term is None:
-            # The entries this peer needs were compacted: only a tablet copy can help.
-            pr.needs_copy = True
-            self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
-                       f"{self.log.base_index}: needs a tablet copy")
+            # The entries this peer needs were compacted: only a tablet copy can help. Keep
+            # probing at the end of the log (no entries): once a copy has replaced the
+            # peer's log, its answer moves `next` back into what this log still holds.
+            if not pr.needs_copy:
+                self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
+                           f"{self.log.base_index}: needs a tablet copy")
+            pr.needs_copy, pr.copy_expected = True, "READY"
+            if not heartbeat:
+                return
+            prev = self.log.last_index
+            prev_term = self.log.term_at(prev)
+            assert prev_term is not None
+            self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
+                                     prev_index=prev, entries=(),
+                                     commit_index=self.commit_index, read_ctx=read_ctx))
             return
         entries: tuple[Entry, ...] = ()
         if pr.next <= self.log.last_index \

@@ -98,6 +98,12 @@ class Superblock:
     # WAL may be collected below `flushed_opid.index`; replay starts after it.
     flushed_opid: OpId | None = None
     client_results: tuple[ClientResult, ...] = ()
+    # A COPYING superblock records how far the tablet copy got (seed 001 copy steps 3-4), so
+    # that startup reports the state the copy's last durable step left: "" (nothing
+    # downloaded yet), "WAL" (every WAL segment durable; `copy_wal_last` is its last OpId),
+    # "BLOCKS_PARTIAL" (some blocks, listed in `live_blocks`), "BLOCKS_DONE".
+    copy_step: str = ""
+    copy_wal_last: OpId | None = None
 
 
 @attrs.frozen

@@ -14,6 +14,10 @@ Methods
     Admin.StepDown        StepDown(tablet_id, new_leader)     -> Ack
     Admin.ChangeConfig    ChangeConfig(tablet_id, change, cas_config_index) -> ConfigChanged
     Admin.DeleteTablet    DeleteTablet(tablet_id, mode, cas_config_index) -> Ack
+    Admin.StartTabletCopy StartTabletCopy(tablet_id, caller_uuid, caller_term, source_uuid,
+                          source_address, expected_state, last_opid) -> Ack
+    Admin.ListCopies      Empty                               -> CopyList
+    Admin.CancelCopy      TabletRef(tablet_id)                -> Ack
     Data.Write            Write(tablet_id, client_id, seq, ops) -> Written
     Data.Read             Read(tablet_id, key)                -> ReadResult
     Data.Scan             Scan(tablet_id, start, end, limit)  -> ScanResult
@@ -22,6 +26,8 @@ Errors (AppError subclasses; the client library registers them all, see ``APP_ER
 NotLeader(leader_uuid, leader_address, term), TabletNotFound(tablet_id),
 TabletNotRunning(tablet_id, state, reason), TabletAlreadyExists(tablet_id),
 ConfigChangeRefused(reason, detail, committed_index), InvalidArgument(detail),
+CopyRefused(reason, detail) (StartTabletCopy refused: ALREADY_IN_PROGRESS, ILLEGAL_STATE,
+STALE_TERM, OPID_MISMATCH, or THROTTLED: the server's copy pool is full, ask again later),
 OperationAborted(detail) (the outcome of a write is unknown: leadership was lost before it
 committed; a retry with the same (client_id, seq) is applied at most once).
 """
@@ -44,6 +50,9 @@ ADMIN_CONSENSUS_STATE: Final = "Admin.ConsensusState"
 ADMIN_STEP_DOWN: Final = "Admin.StepDown"
 ADMIN_CHANGE_CONFIG: Final = "Admin.ChangeConfig"
 ADMIN_DELETE_TABLET: Final = "Admin.DeleteTablet"
+ADMIN_START_TABLET_COPY: Final = "Admin.StartTabletCopy"
+ADMIN_LIST_COPIES: Final = "Admin.ListCopies"
+ADMIN_CANCEL_COPY: Final = "Admin.CancelCopy"
 DATA_WRITE: Final = "Data.Write"
 DATA_READ: Final = "Data.Read"
 DATA_SCAN: Final = "Data.Scan"
@@ -112,6 +121,45 @@ class DeleteTablet(msgspec.Struct, frozen=True):
     tablet_id: str
     mode: str = "TOMBSTONE"
     cas_config_index: int | None = None
+
+
+class StartTabletCopy(msgspec.Struct, frozen=True):
+    """Seed 001 StartTabletCopy: copy ``tablet_id`` here from ``source_uuid`` at
+    ``source_address``. ``caller_term`` is the requesting leader's term (an operator's
+    request passes the source's term); ``expected_state`` is what the caller believes this
+    replica is (DOES_NOT_EXIST, DELETED or READY: behind the leader's log GC);
+    ``last_opid``, if given, must be this replica's last logged OpId."""
+
+    tablet_id: str
+    caller_uuid: str
+    caller_term: int
+    source_uuid: str
+    source_address: str
+    expected_state: str = "DOES_NOT_EXIST"
+    last_opid: tuple[int, int] | None = None
+
+
+class CopyInfo(msgspec.Struct, frozen=True):
+    """A tablet copy running on this server (the destination)."""
+
+    tablet_id: str
+    source_uuid: str
+    source_address: str
+    phase: str  # begin | cmeta | wal | blocks | ready | done | failed (copy.CopyPhase)
+    bytes_done: int
+    total_bytes: int
+    files_done: int
+    files_total: int
+    elapsed_seconds: float
+    rate_bytes_per_second: float
+    retries: int
+    current_file: str | None = None
+    error: str | None = None
+
+
+class CopyList(msgspec.Struct, frozen=True):
+    copies: list[CopyInfo]
+    max_concurrent: int
 
 
 class ChangeConfig(msgspec.Struct, frozen=True):
@@ -240,16 +288,32 @@ class OperationAborted(AppError):
         self.detail = detail
 
 
+class CopyRefused(AppError):
+    """StartTabletCopy refused. ``reason`` is the first failing check (seed 001's order with
+    the term checks first, see impl/tserver/tablet_copy.py) or THROTTLED."""
+
+    code = "tserver.copy_refused"
+    fields = ("reason", "detail")
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"tablet copy refused ({reason}): {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
 APP_ERRORS: Final[tuple[type[AppError], ...]] = (
     NotLeader, TabletNotFound, TabletNotRunning, TabletAlreadyExists, ConfigChangeRefused,
-    InvalidArgument, OperationAborted,
+    InvalidArgument, OperationAborted, CopyRefused,
 )
 
 __all__ = [
+    "ADMIN_CANCEL_COPY",
     "ADMIN_CHANGE_CONFIG",
     "ADMIN_CONSENSUS_STATE",
     "ADMIN_CREATE_TABLET",
     "ADMIN_DELETE_TABLET",
+    "ADMIN_LIST_COPIES",
+    "ADMIN_START_TABLET_COPY",
     "ADMIN_STATUS",
     "ADMIN_STEP_DOWN",
     "APP_ERRORS",
@@ -261,6 +325,9 @@ __all__ = [
     "ChangeConfig",
     "ConfigChangeRefused",
     "ConfigChanged",
+    "CopyInfo",
+    "CopyList",
+    "CopyRefused",
     "CreateTablet",
     "DeleteTablet",
     "Empty",
@@ -274,6 +341,7 @@ __all__ = [
     "Scan",
     "ScanResult",
     "ServerStatus",
+    "StartTabletCopy",
     "StepDown",
     "TabletAlreadyExists",
     "TabletCreated",

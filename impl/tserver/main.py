@@ -54,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 8 MB)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the election-timeout randomness (default: random)")
+    p.add_argument("--max-concurrent-copies", type=int, default=4,
+                   help="tablet copies this server runs at once as a destination; more "
+                        "requests are answered THROTTLED (default 4)")
+    p.add_argument("--no-auto-copy", action="store_true",
+                   help="as a leader, never ask a peer to copy a tablet on its own (an "
+                        "operator's 'replica copy' still works)")
+    p.add_argument("--copy-chunk-kb", type=int, default=1024,
+                   help="tablet copy FetchData chunk size in KiB (1..1024, default 1024)")
     p.add_argument("--fault-crash-after", default=None, choices=FAULT_POINTS, metavar="STEP",
                    help="TEST ONLY: exit abruptly right after the named durable step is "
                         "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
@@ -78,6 +86,10 @@ def parse(argv: list[str]) -> ServerOptions:
         raise UsageError("need 1 <= --heartbeat-ticks < --election-ticks")
     if args.flush_mb <= 0:
         raise UsageError("--flush-mb must be positive")
+    if args.max_concurrent_copies < 1:
+        raise UsageError("--max-concurrent-copies must be at least 1")
+    if not 1 <= args.copy_chunk_kb <= 1024:
+        raise UsageError("--copy-chunk-kb must be in 1..1024")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
@@ -85,7 +97,10 @@ def parse(argv: list[str]) -> ServerOptions:
                          election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
                          flush_threshold=int(args.flush_mb * (1 << 20)), seed=args.seed,
-                         fault_crash_after=args.fault_crash_after)
+                         fault_crash_after=args.fault_crash_after,
+                         max_concurrent_copies=args.max_concurrent_copies,
+                         auto_copy=not args.no_auto_copy,
+                         copy_chunk_bytes=args.copy_chunk_kb << 10)
 
 
 async def serve(options: ServerOptions) -> None:

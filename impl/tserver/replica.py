@@ -269,7 +269,18 @@ class Replica:
         self._submit(go)
         await waiter.wait()
 
+    def peer_missing(self, uuid: str) -> None:
+        """The peer's server does not host this tablet (a leader marks it for a copy)."""
+        self._submit(lambda: self.core.peer_missing(uuid))
+
     # ------------------------------------------------------------------ views
+
+    def trace_state(self) -> dict[str, Any]:
+        """The contract's durable state of this replica now."""
+        st = self.core.status()
+        return fact_state(raft.Fact("", {}, st.term, st.voted_for,
+                                    st.committed_config.opid_index, st.last_term,
+                                    st.last_index), self.quarantine)
 
     def info(self) -> api.ReplicaInfo:
         st = self.core.status()

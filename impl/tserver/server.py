@@ -63,10 +63,10 @@ from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
 from revivify.impl.tablet.errors import TabletError, WriteError
 from revivify.impl.tablet.ops import WriteBatch, validate_write
 from revivify.impl.tablet.store import TabletStore
-from revivify.impl.trace import TraceWriter, durable_state
+from revivify.impl.trace import TraceWriter
 
 from . import api
-from .lifecycle import Lifecycle
+from .lifecycle import DiskView, Lifecycle
 from .replica import (
     Replica,
     Tracer,
@@ -76,6 +76,7 @@ from .replica import (
     fact_state,
     new_core,
 )
+from .tablet_copy import TabletCopies
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,11 @@ class ServerOptions:
     # clusters on SimDisk under trio's MockClock).
     threads: bool = True
     fault_crash_after: str | None = None  # test-only: exit right after this traced step
+    max_concurrent_copies: int = 4  # tablet copies running here at once (beyond: THROTTLED)
+    copy_session_idle_seconds: float = 60.0  # a source session unused this long expires
+    copy_request_seconds: float = 0.5  # how often a leader looks for peers needing a copy
+    auto_copy: bool = True  # a leader asks peers that need a copy to copy from it
+    copy_chunk_bytes: int = 1 << 20  # FetchData chunk size
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -147,14 +153,31 @@ class PeerSender:
                         for tablet_id, m in batch:
                             grouped.setdefault(tablet_id, []).append(m)
                         for tablet_id, messages in grouped.items():
-                            await client.call(api.RAFT_MESSAGE,
-                                              api.RaftMessages(tablet_id, messages), api.Ack)
+                            try:
+                                await client.call(api.RAFT_MESSAGE,
+                                                  api.RaftMessages(tablet_id, messages),
+                                                  api.Ack)
+                            except api.TabletNotFound:
+                                self.server.peer_missing(tablet_id, self.dest)
+                            except api.TabletNotRunning:
+                                pass  # deleting, copying, failed: nothing to tell Raft
             except (RpcError, OSError) as exc:
                 if not isinstance(exc, ConnectionClosed):
                     logger.debug("to %s at %s: %s", self.dest, self.address, exc)
                 self.queue.clear()  # stale by the time we reconnect
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+
+
+def _offline_info(tablet_id: str, state: str, reason: str, view: DiskView) -> api.ReplicaInfo:
+    """A replica that does not run (a tombstone, a copy in progress), from its durable state
+    (a voter's votes move its cmeta on)."""
+    cm = view.cmeta
+    return api.ReplicaInfo(
+        tablet_id, state, reason, "", cm.current_term if cm else 0,
+        cm.voted_for if cm else None, None, view.last_logged(), 0, 0,
+        (cm.committed_config.opid_index or 0) if cm else 0,
+        list(config_from_storage(cm.committed_config).peers) if cm else [], "NONE")
 
 
 def split_address(address: str, *, allow_any_port: bool = False) -> tuple[str, int]:
@@ -182,8 +205,13 @@ class TabletServer:
         self.trace: Tracer | None = None
         self.replicas: dict[str, Replica] = {}
         self.failed: dict[str, str] = {}  # tablet id -> reason (offline replicas)
+        self.failed_views: dict[str, DiskView] = {}  # their durable state (for deletion)
         self.hosts: dict[str, tuple[trio.CancelScope, trio.Event]] = {}
         self.lifecycle = Lifecycle(self, options.fault_crash_after)
+        self.copies = TabletCopies(self, max_concurrent=options.max_concurrent_copies,
+                                   session_idle=options.copy_session_idle_seconds,
+                                   request_interval=options.copy_request_seconds,
+                                   chunk_size=options.copy_chunk_bytes)
         self.peers: dict[str, PeerSender] = {}
         self._nursery: trio.Nursery | None = None
         self._create_lock = trio.Lock()
@@ -248,10 +276,11 @@ class TabletServer:
         if sb is not None and sb.data_state is DataState.DELETED:
             await self.lifecycle.start_deleted(tablet_id, sb)
             return
-        if sb is None or sb.data_state is not DataState.READY:
-            state = "no superblock" if sb is None else sb.data_state.value
-            self.failed[tablet_id] = f"data state {state}: not supported yet"
+        if sb is not None and sb.data_state is DataState.COPYING:
+            await self.lifecycle.start_copying(tablet_id, sb)
             return
+        if sb is None:
+            return  # a superblock removed meanwhile (a full delete): nothing here
         cmeta = self.metadata.load_cmeta(tablet_id)
         if cmeta is None:
             self._startup_failed(tablet_id, None, "LIVE", "PRESENT",
@@ -265,7 +294,20 @@ class TabletServer:
             self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
             return
         assert self._nursery is not None
-        await self._nursery.start(self._host, tablet_id, cmeta, store, False)
+        await self._nursery.start(self._host, tablet_id, cmeta, store, "startup")
+
+    async def start_copied(self, tablet_id: str, view: DiskView) -> None:
+        """Copy step 6: start the replica a tablet copy has just made READY."""
+        cmeta = self.metadata.load_cmeta(tablet_id)
+        assert cmeta is not None, "a copy merges the cmeta before it marks the replica READY"
+        try:
+            store = await self.blocking(
+                TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
+        except (TabletError, StorageError) as exc:
+            self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
+            return
+        assert self._nursery is not None
+        await self._nursery.start(self._host, tablet_id, cmeta, store, "copy")
 
     def _startup_failed(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: str,
                         blocks: str, reason: str) -> None:
@@ -275,16 +317,16 @@ class TabletServer:
             if self.disk.is_dir(self.layout.wal_dir(tablet_id)) else None
         wal_last = (last.term, last.index) if last else (0, 0)
         logger.error("tablet %s failed to start: %s", tablet_id, reason)
+        _, quarantine = self.lifecycle.quarantine_view(tablet_id)
+        view = DiskView("READY", cmeta=cmeta, wal=wal, wal_last=wal_last, blocks=blocks,
+                        quarantine=quarantine)
         self.failed[tablet_id] = reason
-        self.tracer.event("startup", {"case": "FAILED", "reason": reason}, durable_state(
-            data_state="READY",
-            cmeta=None if cmeta is None else {
-                "term": cmeta.current_term, "voted_for": cmeta.voted_for,
-                "config_index": cmeta.committed_config.opid_index or 0},
-            wal=wal, wal_last_opid=wal_last, blocks=blocks), tablet=tablet_id)
+        self.failed_views[tablet_id] = view
+        self.tracer.event("startup", {"case": "FAILED", "reason": reason}, view.state(),
+                          tablet=tablet_id)
 
     async def _host(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
-                    create: bool, *, task_status: trio.TaskStatus[None]) -> None:
+                    how: str, *, task_status: trio.TaskStatus[None]) -> None:
         """The task that owns one replica: its WAL (open_log's tasks live here) and its
         driver. Started (``task_status``) once the replica runs or has failed to start;
         ``stop_replica`` cancels it (deletion step 1)."""
@@ -292,9 +334,9 @@ class TabletServer:
         self.hosts[tablet_id] = (scope, done)
         try:
             with scope:
-                await self._run_hosted(tablet_id, cmeta, store, create, task_status)
+                await self._run_hosted(tablet_id, cmeta, store, how, task_status)
         except StorageError as exc:
-            if create:
+            if how == "create":
                 raise
             self._startup_failed(tablet_id, cmeta, "DAMAGED", "PRESENT", f"WAL: {exc}")
             task_status.started()
@@ -304,7 +346,9 @@ class TabletServer:
             done.set()
 
     async def _run_hosted(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
-                          create: bool, task_status: trio.TaskStatus[None]) -> None:
+                          how: str, task_status: trio.TaskStatus[None]) -> None:
+        """``how``: "create" (CreateTablet), "startup", or "copy" (copy step 6)."""
+        create = how == "create"
         async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
                             self.log_options(), create_if_missing=create) as log:
             if create:
@@ -331,6 +375,11 @@ class TabletServer:
                 self.tracer.event("create_tablet", {
                     "config_index": 0,
                     "voters": sorted(core.committed_config.voters())}, state, tablet=tablet_id)
+            elif how == "copy":
+                self.replicas[tablet_id] = replica
+                self.tracer.event("copy_start_replica", {}, state, tablet=tablet_id)
+                if self.lifecycle.fault_crash_after == "copy_start_replica":
+                    os._exit(75)
             else:
                 self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
             self.replicas[tablet_id] = replica
@@ -365,6 +414,11 @@ class TabletServer:
             return None
         peer = holder.core.active_config.peer(uuid)
         return peer.address if peer else None
+
+    def peer_missing(self, tablet_id: str, peer: str) -> None:
+        replica = self.replicas.get(tablet_id)
+        if replica is not None and replica.state == "RUNNING":
+            replica.peer_missing(peer)
 
     def start_background(self, fn: Any) -> None:
         assert self._nursery is not None
@@ -402,6 +456,8 @@ class TabletServer:
                 raise api.TabletNotRunning(tablet_id, "FAILED", self.failed[tablet_id])
             if tablet_id in self.lifecycle.tombstones:
                 raise api.TabletNotRunning(tablet_id, "TOMBSTONED", "")
+            if tablet_id in self.copies.jobs:
+                raise api.TabletNotRunning(tablet_id, "COPYING", "")
             if tablet_id in self.lifecycle.in_progress:
                 raise api.TabletNotRunning(tablet_id, "DELETING", "")
             raise api.TabletNotFound(tablet_id)
@@ -428,19 +484,24 @@ class TabletServer:
         for tablet_id, reason in self.failed.items():
             out.append(api.ReplicaInfo(tablet_id, "FAILED", reason, "", 0, None, None, (0, 0),
                                        0, 0, 0, [], "NONE"))
-        for t in self.lifecycle.tombstones.values():
-            voter = self.lifecycle.voters.get(t.tablet_id)
-            cm = voter.view.cmeta if voter is not None else t.cmeta  # votes move it on
-            out.append(api.ReplicaInfo(
-                t.tablet_id, "TOMBSTONED", "", "", cm.current_term if cm else 0,
-                cm.voted_for if cm else None, None, t.last_opid, 0, 0,
-                (cm.committed_config.opid_index or 0) if cm else 0,
-                list(config_from_storage(cm.committed_config).peers) if cm else [], "NONE"))
+        for tablet_id, t in self.lifecycle.tombstones.items():
+            out.append(_offline_info(tablet_id, "TOMBSTONED", "", t))
+        for tablet_id, job in self.copies.jobs.items():
+            if tablet_id in self.replicas or tablet_id in self.lifecycle.tombstones:
+                continue
+            voter = self.lifecycle.voters.get(tablet_id)
+            view = voter.view if voter is not None else DiskView("COPYING")
+            progress = job.info()
+            out.append(_offline_info(tablet_id, "COPYING", f"from {job.source_uuid}: "
+                                     f"{progress.phase}, {progress.bytes_done} of "
+                                     f"{progress.total_bytes} bytes", view))
         return sorted(out, key=lambda r: r.tablet_id)
 
     async def on_consensus_state(self, req: api.TabletRef, ctx: CallContext) -> api.ReplicaInfo:
-        if req.tablet_id in self.failed or req.tablet_id in self.lifecycle.tombstones:
-            return next(r for r in self._replica_infos() if r.tablet_id == req.tablet_id)
+        if req.tablet_id not in self.replicas:
+            found = [r for r in self._replica_infos() if r.tablet_id == req.tablet_id]
+            if found:
+                return found[0]
         return self._replica(req.tablet_id).info()
 
     async def on_create_tablet(self, req: api.CreateTablet,
@@ -462,6 +523,7 @@ class TabletServer:
                 raise api.InvalidArgument(str(exc)) from None
         async with self._create_lock:
             if req.tablet_id in self.replicas or req.tablet_id in self.failed or \
+                    req.tablet_id in self.lifecycle.in_progress or \
                     self.metadata.load_superblock(req.tablet_id) is not None:
                 raise api.TabletAlreadyExists(req.tablet_id)
             await self._create(req.tablet_id, Config(0, tuple(req.peers)))
@@ -472,7 +534,7 @@ class TabletServer:
         cmeta = ConsensusMeta(tablet_id, 0, None, config_to_storage(config))
         await self.blocking(self.metadata.write_cmeta, cmeta)
         assert self._nursery is not None
-        await self._nursery.start(self._host, tablet_id, cmeta, None, True)
+        await self._nursery.start(self._host, tablet_id, cmeta, None, "create")
 
     async def on_delete_tablet(self, req: api.DeleteTablet, ctx: CallContext) -> api.Ack:
         await self.lifecycle.delete(req.tablet_id, req.mode, req.cas_config_index)
@@ -530,6 +592,7 @@ class TabletServer:
         s.register(api.DATA_WRITE, api.Write, api.Written, self.on_write)
         s.register(api.DATA_READ, api.Read, api.ReadResult, self.on_read)
         s.register(api.DATA_SCAN, api.Scan, api.ScanResult, self.on_scan)
+        self.copies.register(s)
         return s
 
     # ------------------------------------------------------------------ background
@@ -562,10 +625,12 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
             server.address = f"{options.rpc_host}:{rpc.port}"
             await server.start_tablets()
             nursery.start_soon(server.ticker)
+            nursery.start_soon(server.copies.maintain)
             try:
                 yield server
             finally:
                 nursery.cancel_scope.cancel()
+        server.copies.sessions.close_all()
         server.tracer.event("server_stop")
     finally:
         if server.trace is not None:

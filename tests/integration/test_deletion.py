@@ -25,6 +25,9 @@ from .test_tserver_processes import write_rows
 
 pytestmark = pytest.mark.timeout(300)
 
+# These tests keep tombstones of replicas still in the config: no leader may re-copy them.
+NO_AUTO_COPY = ["--no-auto-copy"]
+
 
 def delete(c: ProcessCluster, i: int, tablet: str, **kw: object) -> None:
     s = c.servers[i]
@@ -38,7 +41,7 @@ def replicas(c: ProcessCluster, i: int) -> dict[str, api.ReplicaInfo]:
 
 
 def test_crash_after_each_deletion_step_rolls_forward(tmp_path: object) -> None:
-    with ProcessCluster(str(tmp_path), 3) as c:
+    with ProcessCluster(str(tmp_path), 3, args=NO_AUTO_COPY) as c:
         c.start_all()
         tablets = [f"t{k}" for k in range(len(DELETE_STEPS))]
         acked = {}
@@ -85,7 +88,7 @@ def test_crash_after_each_deletion_step_rolls_forward(tmp_path: object) -> None:
 
 
 def test_delete_refused_by_cas_and_data_calls_see_the_tombstone(tmp_path: object) -> None:
-    with ProcessCluster(str(tmp_path), 3) as c:
+    with ProcessCluster(str(tmp_path), 3, args=NO_AUTO_COPY) as c:
         c.start_all()
         create_tablet(c, "t1")
         lead = leader(c, "t1")
@@ -112,7 +115,7 @@ def test_delete_refused_by_cas_and_data_calls_see_the_tombstone(tmp_path: object
 def test_a_tombstone_votes_a_new_leader_in(tmp_path: object) -> None:
     """Three replicas; one is tombstoned, then the leader is killed: the survivor needs the
     tombstone's vote (from its retained cmeta and last OpId) to lead, and gets it."""
-    with ProcessCluster(str(tmp_path), 3) as c:
+    with ProcessCluster(str(tmp_path), 3, args=NO_AUTO_COPY) as c:
         c.start_all()
         create_tablet(c, "t1")
         lead = leader(c, "t1")
@@ -150,7 +153,7 @@ def test_replica_commands(tmp_path: object) -> None:
         return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *args],
                               capture_output=True, text=True, timeout=60)
 
-    with ProcessCluster(str(tmp_path), 3) as c:
+    with ProcessCluster(str(tmp_path), 3, args=NO_AUTO_COPY) as c:
         c.start_all()
         create_tablet(c, "t1")
         lead = leader(c, "t1")

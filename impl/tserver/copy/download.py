@@ -84,6 +84,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Blocking = Callable[..., Awaitable[Any]]  # run a blocking call (a worker thread, or inline)
+# Called after each durable step with its trace event name and facts (the server traces it
+# there, in its own thread); an exception from it fails the copy like any other.
+OnStep = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+async def _no_step(event: str, facts: dict[str, Any]) -> None:
+    pass
 
 
 # --------------------------------------------------------------------------- seams
@@ -131,6 +138,10 @@ class CopyTarget(Protocol):
 
     def begin_copying(self) -> None:
         """Step 1: superblock COPYING (tombstone's last OpId kept, quarantine cleared)."""
+        ...
+
+    def local_cmeta(self) -> ConsensusMeta | None:
+        """The local cmeta before the merge (None: there is none)."""
         ...
 
     def merge_cmeta(self, remote: ConsensusMeta) -> ConsensusMeta:
@@ -240,12 +251,17 @@ async def run_copy(
     chunk_size: int = MAX_CHUNK,
     max_chunk_retries: int = 3,
     clock: Callable[[], float] = time.monotonic,
+    on_step: OnStep = _no_step,
 ) -> CopyResult:
     """Copy the source's tablet onto `target` (module docstring: steps 1-5, verification,
     all-or-nothing). Returns once the READY superblock is durable; raises CopyFailed (or
-    the cancellation) after cleaning up."""
+    the cancellation) after cleaning up. ``on_step(event, facts)`` follows every durable
+    step: copy_begin, copy_merge_cmeta (local, remote, result), copy_download_wal
+    (last_opid), copy_download_block (block) for each block, copy_blocks_done,
+    copy_mark_ready."""
     run = _Copy(source, target, progress, blocking or _inline, chunk_size, max_chunk_retries,
                 clock)
+    run.on_step = on_step
     return await run.run()
 
 
@@ -281,6 +297,7 @@ class _Copy:
         self.session: CopySessionInfo | None = None
         self.sinks: list[FileSink] = []
         self.started = False  # begin_copying was entered: abort() is owed on failure
+        self.on_step: OnStep = _no_step
 
     def report(self, error: str | None = None) -> None:
         elapsed = max(self._clock() - self._start, 0.0)
@@ -353,10 +370,14 @@ class _Copy:
         except CopyTargetError:
             self.started = False  # a refusal: by contract nothing was changed
             raise
+        await self.on_step("copy_begin", {"source": session.source_uuid})
         self.report()
 
         self.phase = CopyPhase.CMETA  # step 2
+        local: ConsensusMeta | None = await self._blocking(target.local_cmeta)
         merged: ConsensusMeta = await self._blocking(target.merge_cmeta, remote_cmeta)
+        await self.on_step("copy_merge_cmeta", {"local": local, "remote": remote_cmeta,
+                                                "result": merged})
         self.report()
 
         self.phase = CopyPhase.WAL  # step 3
@@ -387,6 +408,7 @@ class _Copy:
             raise self.fail(f"the WAL's last term {last_opid.term} is above the merged cmeta "
                             f"term {merged.current_term}")
         await self._blocking(target.wal_downloaded, last_opid)
+        await self.on_step("copy_download_wal", {"last_opid": last_opid})
         self.current = None
         self.report()
 
@@ -405,8 +427,10 @@ class _Copy:
                 await self._blocking(maybe_sink.commit)
             self.files_done += 1
             await self._blocking(target.block_downloaded, info.name)
+            await self.on_step("copy_download_block", {"block": info.name})
             self.report()
         await self._blocking(target.blocks_done)
+        await self.on_step("copy_blocks_done", {})
         self.current = None
 
         # Everything is local and durable: end the session before the commit point, so
@@ -417,6 +441,7 @@ class _Copy:
                              quarantine_dir=None, orphaned_blocks=())
         final: Superblock = await self._blocking(target.mark_ready, ready)  # step 5
         self.sinks.clear()  # committed: nothing to undo any more
+        await self.on_step("copy_mark_ready", {})
         self.phase = CopyPhase.DONE
         self.report()
         return CopyResult(final, merged, last_opid, self.bytes_done, session.session_id,
@@ -625,6 +650,9 @@ class LocalCopyTarget:
                 self.disk.fsync_dir(self.wal_dir)
         else:
             makedirs_durably(self.disk, self.wal_dir)
+
+    def local_cmeta(self) -> ConsensusMeta | None:
+        return self.metadata.load_cmeta(self._tablet_id)
 
     def merge_cmeta(self, remote: ConsensusMeta) -> ConsensusMeta:
         merged = merge_cmeta(self.metadata.load_cmeta(self._tablet_id), remote)
