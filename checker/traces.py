@@ -192,6 +192,12 @@ class NoArgs(_Args):
     pass
 
 
+class CopyBeginArgs(_Args):
+    """``source``: the UUID of the server the copy downloads from (an extra fact)."""
+
+    source: str | None = None
+
+
 class CreateArgs(_Args):
     """``voters``: the UUIDs of the VOTER members of the tablet's first config (the global
     checks count votes and replicas against them)."""
@@ -302,7 +308,7 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "delete_shutdown": NoArgs, "delete_create_qdir": NoArgs, "delete_copy_superblock": NoArgs,
     "delete_mark_deleted": NoArgs, "delete_copy_cmeta": NoArgs, "delete_move_wal": NoArgs,
     "stc_accept": StcArgs, "stc_reject": StcRejectArgs,
-    "copy_begin": NoArgs, "copy_merge_cmeta": MergeArgs, "copy_download_wal": DownloadWalArgs,
+    "copy_begin": CopyBeginArgs, "copy_merge_cmeta": MergeArgs, "copy_download_wal": DownloadWalArgs,
     "copy_download_block": NoArgs, "copy_blocks_done": NoArgs, "copy_mark_ready": NoArgs,
     "copy_start_replica": NoArgs, "startup": StartupArgs, "learn_term": LearnTermArgs,
     "vote_granted": VoteArgs, "vote_denied": VoteArgs, "start_election": ElectionArgs,

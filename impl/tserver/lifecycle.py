@@ -191,6 +191,9 @@ class Lifecycle:
         self.tombstones: dict[str, DiskView] = {}
         self.voters: dict[str, TombstoneVoter] = {}
         self.in_progress: set[str] = set()
+        # The durable state of tablets whose deletion or copy is in flight (answers to
+        # requests refused meanwhile report it).
+        self.in_flight: dict[str, DiskView] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -224,7 +227,8 @@ class Lifecycle:
 
     def view_of(self, tablet_id: str) -> DiskView | None:
         """The durable state of a tablet that does not run: a tombstone, or FAILED."""
-        return self.tombstones.get(tablet_id) or self.server.failed_views.get(tablet_id)
+        return self.tombstones.get(tablet_id) or self.server.failed_views.get(tablet_id) \
+            or self.in_flight.get(tablet_id)
 
     def start_voter(self, tablet_id: str, view: DiskView) -> TombstoneVoter:
         voter = TombstoneVoter(self.server, tablet_id, view)
@@ -278,6 +282,7 @@ class Lifecycle:
                 await self._full_delete(tablet_id, tombstone)
         finally:
             self.in_progress.discard(tablet_id)
+            self.in_flight.pop(tablet_id, None)
 
     async def shutdown(self, tablet_id: str) -> DiskView:
         """Deletion step 1: stop the replica (a running or a FAILED one); return its view."""
@@ -293,6 +298,7 @@ class Lifecycle:
             last = await server.stop_replica(tablet_id)
             view = DiskView("READY", cmeta=server.metadata.load_cmeta(tablet_id),
                             wal_last=last, quarantine=quarantine)
+        self.in_flight[tablet_id] = view
         self.trace(tablet_id, "delete_shutdown", view)
         return view
 

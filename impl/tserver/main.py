@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "operator's 'replica copy' still works)")
     p.add_argument("--copy-chunk-kb", type=int, default=1024,
                    help="tablet copy FetchData chunk size in KiB (1..1024, default 1024)")
+    p.add_argument("--log-retain-entries", type=int, default=50_000,
+                   help="WAL entries kept behind the flushed index for lagging peers; a "
+                        "peer further behind is re-created by a tablet copy (default 50000)")
+    p.add_argument("--fault-corrupt-copy-chunks", type=int, default=0, metavar="N",
+                   help="TEST ONLY: as a copy source, corrupt the first N chunks served "
+                        "(the destination must refuse and fetch them again)")
     p.add_argument("--fault-crash-after", default=None, choices=FAULT_POINTS, metavar="STEP",
                    help="TEST ONLY: exit abruptly right after the named durable step is "
                         "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
@@ -88,6 +94,8 @@ def parse(argv: list[str]) -> ServerOptions:
         raise UsageError("--flush-mb must be positive")
     if args.max_concurrent_copies < 1:
         raise UsageError("--max-concurrent-copies must be at least 1")
+    if args.log_retain_entries < 0 or args.fault_corrupt_copy_chunks < 0:
+        raise UsageError("--log-retain-entries and --fault-corrupt-copy-chunks must be >= 0")
     if not 1 <= args.copy_chunk_kb <= 1024:
         raise UsageError("--copy-chunk-kb must be in 1..1024")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
@@ -100,7 +108,9 @@ def parse(argv: list[str]) -> ServerOptions:
                          fault_crash_after=args.fault_crash_after,
                          max_concurrent_copies=args.max_concurrent_copies,
                          auto_copy=not args.no_auto_copy,
-                         copy_chunk_bytes=args.copy_chunk_kb << 10)
+                         copy_chunk_bytes=args.copy_chunk_kb << 10,
+                         log_retain_entries=args.log_retain_entries,
+                         fault_corrupt_copy_chunks=args.fault_corrupt_copy_chunks)
 
 
 async def serve(options: ServerOptions) -> None:

@@ -103,6 +103,8 @@ class ServerOptions:
     copy_session_idle_seconds: float = 60.0  # a source session unused this long expires
     copy_request_seconds: float = 0.5  # how often a leader looks for peers needing a copy
     auto_copy: bool = True  # a leader asks peers that need a copy to copy from it
+    log_retain_entries: int = 50_000  # entries kept behind the flushed index for lagging peers
+    fault_corrupt_copy_chunks: int = 0  # test-only: corrupt the first N chunks served
     copy_chunk_bytes: int = 1 << 20  # FetchData chunk size
 
 
@@ -406,7 +408,8 @@ class TabletServer:
                        metadata=self.metadata, trace=self.tracer, blocking=self.blocking,
                        send=self.send,
                        address_of=functools.partial(self.address_of, tablet_id),
-                       flush_threshold=self.options.flush_threshold)
+                       flush_threshold=self.options.flush_threshold,
+                       retain_entries=self.options.log_retain_entries)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
         holder = self.replicas.get(tablet_id) or self.lifecycle.voters.get(tablet_id)

@@ -160,6 +160,7 @@ class TabletCopies:
         self.jobs: dict[str, CopyJob] = {}
         self.sessions = CopySessionManager(time.monotonic, session_idle)
         self._requests: dict[tuple[str, str], float] = {}  # (tablet, peer) -> next attempt
+        self._corrupt_left = server.options.fault_corrupt_copy_chunks
 
     # ------------------------------------------------------------------ destination
 
@@ -170,7 +171,7 @@ class TabletCopies:
             return "READY", None
         view = server.lifecycle.view_of(tablet_id)
         if view is not None:
-            return ("READY" if view.data_state == "READY" else view.data_state), view
+            return view.data_state, view
         return "DOES_NOT_EXIST", None
 
     def state_now(self, tablet_id: str, view: DiskView | None) -> dict[str, Any]:
@@ -259,6 +260,7 @@ class TabletCopies:
                     _, quarantine = lifecycle.quarantine_view(tablet_id)
                     view = DiskView("DOES_NOT_EXIST", wal=lifecycle.wal_at_rest(tablet_id),
                                     wal_last=(0, 0), blocks="ABSENT", quarantine=quarantine)
+                lifecycle.in_flight[tablet_id] = view
                 await self._copy(job, view)
                 return
             reason = "cancelled by an operator"
@@ -274,6 +276,7 @@ class TabletCopies:
         finally:
             self.jobs.pop(tablet_id, None)
             lifecycle.in_progress.discard(tablet_id)
+            lifecycle.in_flight.pop(tablet_id, None)
         if view is not None:
             with trio.CancelScope(shield=True):
                 self.jobs.pop(tablet_id, None)
@@ -380,6 +383,12 @@ class TabletCopies:
     async def on_fetch(self, req: FetchData, ctx: CallContext) -> DataChunk:
         chunk: DataChunk = await self.server.blocking(
             self.sessions.fetch, req.session_id, req.kind, req.name, req.offset, req.max_length)
+        if self._corrupt_left > 0 and chunk.data:  # test-only fault: a bit flipped in flight
+            self._corrupt_left -= 1
+            logger.error("fault injection: corrupting the chunk of %s at %d", req.name,
+                         req.offset)
+            flipped = bytes([chunk.data[0] ^ 0xFF]) + chunk.data[1:]
+            return DataChunk(flipped, chunk.offset, chunk.total_length, chunk.crc32)
         return chunk
 
     async def on_keep_alive(self, req: KeepAlive, ctx: CallContext) -> api.Ack:

@@ -9,7 +9,6 @@ import os
 import pytest
 
 from revivify.impl.cli.localcluster import ProcessCluster
-from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api
 from revivify.impl.tserver.lifecycle import COPY_STEPS
 
@@ -69,5 +68,271 @@ def test_leader_copies_a_tombstoned_follower_back(tmp_path: object) -> None:
         assert_acked_readable(c, "t1", {**acked, **more})
         root = c.servers[f].fs_root
         assert os.path.exists(os.path.join(root, "wals", "t1"))
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def write_big(c: ProcessCluster, tablet: str, mb: float, prefix: str = "big") -> dict[
+        bytes, bytes | None]:
+    """About `mb` MB in rows of 32 KiB (so that copies take a while with small chunks)."""
+    from revivify.impl.tablet.ops import RowOp
+
+    from .helpers import Writer, run
+
+    value = b"x" * (32 << 10)
+    n = max(1, int(mb * 32))
+    writers = [Writer(c, tablet, f"{prefix}-{k}") for k in range(4)]
+
+    async def main() -> None:
+        import trio
+
+        async def lane(w: Writer, k: int) -> None:
+            for i in range(k, n, len(writers)):
+                await w.write([RowOp("put", f"{prefix}{i:06d}".encode(), value)])
+        async with trio.open_nursery() as nursery:
+            for k, w in enumerate(writers):
+                nursery.start_soon(lane, w, k)
+    run(main, seconds=180)
+    acked: dict[bytes, bytes | None] = {}
+    for w in writers:
+        acked.update(w.acked)
+    return acked
+
+
+def traced(c: ProcessCluster, event: str) -> list[dict[str, object]]:
+    """Every traced event of that name, from every server's trace files."""
+    import json
+
+    out = []
+    for name in sorted(os.listdir(c.trace_dir)):
+        with open(os.path.join(c.trace_dir, name)) as f:
+            for line in f:
+                if f'"{event}"' in line:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if row["event"] == event:
+                        out.append(row)
+    return out
+
+
+def test_corrupt_chunks_are_refused_and_fetched_again(tmp_path: object) -> None:
+    args = ["--flush-mb", "0.05", "--fault-corrupt-copy-chunks", "2"]
+    with ProcessCluster(str(tmp_path), 3, args=args) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_rows(c, "t1", 300, clients=4)
+        f = (lead + 1) % 3
+        delete(c, f, "t1")
+        wait_for(lambda: running(c, f, "t1"), 60, "the follower to be copied back")
+        with open(c.servers[f].log_path) as log:
+            assert "refused chunk" in log.read()  # the corrupt chunks were refused
+        stop_all(c)
+        c.start_all()
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_crash_after_each_copy_step(tmp_path: object) -> None:
+    """The destination crashes right after each traced copy step. Before the commit point
+    (copy_mark_ready) it restarts as a tombstone with its previous last OpId; after it, as a
+    READY replica. Either way the next copy (or nothing) brings it back."""
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy", "--flush-mb", "0.02"]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_rows(c, "t1", 300, clients=4)
+        victim = (lead + 1) % 3
+        wait_for(lambda: state(c, victim, "t1").last_opid == state(c, lead, "t1").last_opid,
+                 20, "the victim to catch up")
+        delete(c, victim, "t1")
+        tomb_last = tuple(replicas(c, victim)["t1"].last_opid)
+        assert tomb_last[1] > 0
+        for step in COPY_STEPS:
+            c.stop(victim)
+            c.start(victim, extra=["--fault-crash-after", step])
+            term = state(c, lead, "t1").term
+            stc(c, victim, "t1", lead, caller_term=term, expected="DELETED")
+            proc = c.servers[victim].proc
+            assert proc is not None and proc.wait(timeout=60) != 0, step  # it crashed
+            c.kill(victim)
+            c.start(victim)
+            info = replicas(c, victim)["t1"]
+            if COPY_STEPS.index(step) < COPY_STEPS.index("copy_mark_ready"):
+                assert info.state == "TOMBSTONED", step
+                assert tuple(info.last_opid) == tomb_last, step  # the tombstone's OpId kept
+            else:
+                assert info.state == "RUNNING", step
+                delete(c, victim, "t1")
+                tomb_last = tuple(replicas(c, victim)["t1"].last_opid)
+        stc(c, victim, "t1", lead, caller_term=state(c, lead, "t1").term, expected="DELETED")
+        wait_for(lambda: running(c, victim, "t1"), 60, "the last copy to finish")
+        c.kill(lead)  # the copied replica is needed for a majority now
+        leader(c, "t1", among=[i for i in range(3) if i != lead], seconds=30)
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_start_tablet_copy_checks(tmp_path: object) -> None:
+    """StartTabletCopy refuses with a typed reason before touching anything: a deposed
+    leader's stale term cannot make a replica delete itself."""
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy"]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        write_rows(c, "t1", 50, clients=2)
+        f = (lead + 1) % 3
+        wait_for(lambda: state(c, f, "t1").last_opid == state(c, lead, "t1").last_opid, 20,
+                 "the follower to catch up")
+        last = tuple(state(c, f, "t1").last_opid)
+        # A stale caller: its term is below the replica's last logged term.
+        c.stop(lead)  # a new leader, a new term, a new no-op entry
+        new = leader(c, "t1", among=[i for i in range(3) if i != lead], seconds=30)
+        write_rows(c, "t1", 5, clients=1, prefix="x")
+        other = 3 - lead - new
+        wait_for(lambda: state(c, other, "t1").last_opid[0] > last[0], 20, "the new term")
+        cases = [
+            (dict(caller_term=last[0], expected="READY"), "STALE_TERM"),
+            (dict(caller_term=99, expected="DELETED"), "ILLEGAL_STATE"),
+            (dict(caller_term=99, expected="READY", last_opid=(1, 1)), "OPID_MISMATCH"),
+        ]
+        for kw, reason in cases:
+            with pytest.raises(api.CopyRefused) as refused:
+                stc(c, other, "t1", new, **kw)  # type: ignore[arg-type]
+            assert refused.value.reason == reason
+            assert replicas(c, other)["t1"].state == "RUNNING"
+        with pytest.raises(api.InvalidArgument):
+            stc(c, other, "t1", new, caller_term=9, expected="SOMETHING")
+        assert {r["args"]["reason"] for r in traced(c, "stc_reject")} == {  # type: ignore[index]
+            "STALE_TERM", "ILLEGAL_STATE", "OPID_MISMATCH"}
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_lagging_follower_behind_log_gc_is_healed_by_copy(tmp_path: object) -> None:
+    args = ["--flush-mb", "0.01", "--log-retain-entries", "0"]
+    with ProcessCluster(str(tmp_path), 3, args=args) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_rows(c, "t1", 50, clients=2)
+        f = (lead + 1) % 3
+        c.stop(f)
+        acked.update(write_rows(c, "t1", 600, clients=4, prefix="gone"))
+        c.start(f)
+        # Its log ends before the leader's first retained entry: only a copy helps.
+        wait_for(lambda: any(r["tablet"] == "t1" and r["node"] == c.servers[f].uuid
+                             for r in traced(c, "copy_start_replica")), 60,
+                 "the lagging follower to be copied")
+        wait_for(lambda: running(c, f, "t1"), 30, "the copied follower to run")
+        c.kill(lead)
+        leader(c, "t1", among=[i for i in range(3) if i != lead], seconds=30)
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+SLOW_COPY = ["--copy-chunk-kb", "4", "--flush-mb", "1"]
+
+
+def copying(c: ProcessCluster, i: int, tablet: str) -> api.CopyInfo | None:
+    found = [x for x in copies(c, i) if x.tablet_id == tablet and x.bytes_done > 0]
+    return found[0] if found else None
+
+
+def test_source_dies_mid_copy_then_a_tombstone_vote_elects_the_next_source(
+        tmp_path: object) -> None:
+    """The leader (the copy's source) is killed mid-copy: the destination aborts and is a
+    tombstone with its previous last OpId again. The third replica needs the tombstone's
+    vote to lead; it gets it, and as the new leader copies the tablet back."""
+    with ProcessCluster(str(tmp_path), 3, args=SLOW_COPY) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_big(c, "t1", 6)
+        dest = (lead + 1) % 3
+        third = 3 - lead - dest
+        wait_for(lambda: state(c, dest, "t1").last_opid == state(c, lead, "t1").last_opid,
+                 30, "the destination to catch up")
+        delete(c, dest, "t1")
+        tomb_last = tuple(replicas(c, dest)["t1"].last_opid)
+        wait_for(lambda: copying(c, dest, "t1"), 30, "the copy to be under way")
+        c.kill(lead)
+        wait_for(lambda: replicas(c, dest)["t1"].state == "TOMBSTONED", 30,
+                 "the destination to tombstone itself")
+        assert tuple(replicas(c, dest)["t1"].last_opid) == tomb_last
+        aborts = [r for r in traced(c, "copy_abort") if r["node"] == c.servers[dest].uuid]
+        assert aborts, "the failed copy traced no copy_abort"
+        assert leader(c, "t1", among=[third], seconds=30) == third
+        wait_for(lambda: running(c, dest, "t1"), 90, "the new leader to copy it back")
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_source_deletes_the_tablet_during_the_session_and_the_copy_completes(
+        tmp_path: object) -> None:
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy", *SLOW_COPY]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_big(c, "t1", 6)
+        source, dest = (lead + 1) % 3, (lead + 2) % 3
+        for i in (source, dest):
+            wait_for(lambda i=i: state(c, i, "t1").last_opid == state(c, lead, "t1").last_opid,
+                     30, "the followers to catch up")
+        delete(c, dest, "t1")
+        term = state(c, source, "t1").term
+        stc(c, dest, "t1", source, caller_term=term, expected="DELETED")
+        wait_for(lambda: copying(c, dest, "t1"), 30, "the copy to be under way")
+        delete(c, source, "t1")  # the session holds its files open
+        wait_for(lambda: running(c, dest, "t1"), 90, "the copy to complete anyway")
+        assert replicas(c, source)["t1"].state == "TOMBSTONED"
+        c.kill(lead)
+        stc(c, source, "t1", dest, caller_term=99, expected="DELETED")
+        wait_for(lambda: running(c, source, "t1"), 90, "the source to be copied back")
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_throttling_two_concurrent_sessions_and_cancel(tmp_path: object) -> None:
+    args = ["--no-auto-copy", "--max-concurrent-copies", "2", *SLOW_COPY]
+    with ProcessCluster(str(tmp_path), 3, args=args) as c:
+        c.start_all()
+        tablets = ["t1", "t2", "t3"]
+        lead: dict[str, int] = {}
+        for t in tablets:
+            create_tablet(c, t)
+            lead[t] = leader(c, t)
+            write_big(c, t, 3, prefix=t)
+        dest = 0
+        srcs = {t: next(i for i in (1, 2) if i != dest) for t in tablets}
+        for t in tablets:
+            wait_for(lambda t=t: state(c, dest, t).last_opid == state(c, srcs[t], t).last_opid,
+                     30, "catch up")
+            delete(c, dest, t)
+        for t in tablets[:2]:
+            stc(c, dest, t, srcs[t], caller_term=99, expected="DELETED")
+        with pytest.raises(api.CopyRefused) as refused:
+            stc(c, dest, "t3", srcs["t3"], caller_term=99, expected="DELETED")
+        assert refused.value.reason == "THROTTLED"
+        with pytest.raises(api.CopyRefused) as again:
+            stc(c, dest, "t1", srcs["t1"], caller_term=99, expected="DELETED")
+        assert again.value.reason == "ALREADY_IN_PROGRESS"
+        listed = {x.tablet_id for x in copies(c, dest)}
+        assert listed == {"t1", "t2"}  # two sessions at once
+        # Cancel one: it is a tombstone again, with no downloaded files left.
+        s = c.servers[dest]
+        call(s.address, s.uuid, api.ADMIN_CANCEL_COPY, api.TabletRef("t2"), api.Ack)
+        wait_for(lambda: replicas(c, dest)["t2"].state == "TOMBSTONED", 30, "the cancel")
+        wait_for(lambda: running(c, dest, "t1"), 90, "the other copy")
+        stc(c, dest, "t3", srcs["t3"], caller_term=99, expected="DELETED")
+        stc(c, dest, "t2", srcs["t2"], caller_term=99, expected="DELETED")
+        wait_for(lambda: running(c, dest, "t3") and running(c, dest, "t2"), 120, "the rest")
         stop_all(c)
         assert_traces_clean(c)
