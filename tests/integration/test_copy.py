@@ -336,3 +336,152 @@ def test_throttling_two_concurrent_sessions_and_cancel(tmp_path: object) -> None
         wait_for(lambda: running(c, dest, "t3") and running(c, dest, "t2"), 120, "the rest")
         stop_all(c)
         assert_traces_clean(c)
+
+
+def test_failed_replica_is_deleted_and_copied_again(tmp_path: object) -> None:
+    """A replica FAILED at startup (a corrupt WAL segment in the middle) is deleted by an
+    operator; the tombstone answers TOMBSTONED and the leader copies it back."""
+    from .test_tserver_processes import _wal_segments
+
+    with ProcessCluster(str(tmp_path), 3) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_rows(c, "t1", 100, clients=4)
+        victim = (lead + 1) % 3
+        wait_for(lambda: state(c, victim, "t1").last_opid == state(c, lead, "t1").last_opid,
+                 20, "the victim to catch up")
+        c.stop(victim)
+        first = _wal_segments(c.servers[victim].fs_root, "t1")[0]
+        with open(first, "r+b") as f:
+            f.seek(os.path.getsize(first) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        c.start(victim)
+        assert replicas(c, victim)["t1"].state == "FAILED"
+        delete(c, victim, "t1")
+        wait_for(lambda: running(c, victim, "t1"), 60, "the leader to copy it back")
+        acked.update(write_rows(c, "t1", 20, clients=2, prefix="after"))
+        c.kill(lead)
+        leader(c, "t1", among=[i for i in range(3) if i != lead], seconds=30)
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_copy_over_a_tombstone_keeps_its_vote_in_the_same_term(tmp_path: object) -> None:
+    """A tombstone that voted in term T keeps that vote when a copy from a source in term T
+    merges the cmeta; when the source's term is higher, the merged vote is cleared."""
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy"]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        write_rows(c, "t1", 30, clients=2)
+        tomb = (lead + 1) % 3
+        survivor = 3 - lead - tomb
+        wait_for(lambda: state(c, tomb, "t1").last_opid == state(c, lead, "t1").last_opid,
+                 20, "catch up")
+        delete(c, tomb, "t1")
+        c.kill(lead)
+        assert leader(c, "t1", among=[survivor], seconds=30) == survivor
+        voted = replicas(c, tomb)["t1"]
+        assert voted.voted_for == c.servers[survivor].uuid
+        term = state(c, survivor, "t1").term
+        assert voted.term == term
+        stc(c, tomb, "t1", survivor, caller_term=term, expected="DELETED")
+        wait_for(lambda: running(c, tomb, "t1"), 60, "the copy")
+        merge = [r for r in traced(c, "copy_merge_cmeta")
+                 if r["node"] == c.servers[tomb].uuid][-1]["args"]
+        assert merge["result"]["term"] == term  # type: ignore[index]
+        assert merge["result"]["voted_for"] == c.servers[survivor].uuid  # type: ignore[index]
+        # A higher term at the source: the merged cmeta adopts it without a vote.
+        c.start(lead)
+        delete(c, tomb, "t1")
+        call(c.servers[survivor].address, c.servers[survivor].uuid, api.ADMIN_STEP_DOWN,
+             api.StepDown("t1"), api.Ack)
+        new = leader(c, "t1", among=[lead, survivor], seconds=30)
+        higher = state(c, new, "t1").term
+        assert higher > term
+        stc(c, tomb, "t1", new, caller_term=higher, expected="DELETED")
+        wait_for(lambda: running(c, tomb, "t1"), 60, "the second copy")
+        merge = [r for r in traced(c, "copy_merge_cmeta")
+                 if r["node"] == c.servers[tomb].uuid][-1]["args"]
+        assert merge["result"]["term"] == higher  # type: ignore[index]
+        assert merge["local"]["voted_for"] == c.servers[survivor].uuid  # type: ignore[index]
+        if merge["local"]["term"] < higher:  # type: ignore[index,operator]
+            assert merge["result"]["voted_for"] is None  # type: ignore[index]
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_full_delete_removes_the_cmeta_and_never_votes_again(tmp_path: object) -> None:
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy"]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        write_rows(c, "t1", 20, clients=2)
+        f = (lead + 1) % 3
+        delete(c, f, "t1", mode="DELETED")
+        assert "t1" not in replicas(c, f)
+        root = c.servers[f].fs_root
+        assert not os.path.exists(os.path.join(root, "consensus-meta", "t1"))
+        assert not os.path.exists(os.path.join(root, "tablet-meta", "t1"))
+        with pytest.raises(api.TabletNotFound):
+            delete(c, f, "t1")
+        c.stop(f)
+        c.start(f)
+        assert "t1" not in replicas(c, f)
+        # A tombstone can be fully deleted too.
+        g = 3 - lead - f
+        delete(c, g, "t1")
+        delete(c, g, "t1", mode="DELETED")
+        assert "t1" not in replicas(c, g)
+        stop_all(c)
+        assert_traces_clean(c)
+
+
+def test_wiped_server_comes_back_with_a_new_uuid_and_is_re_replicated(
+        tmp_path: object) -> None:
+    """A server's disk is lost: `tserver wipe`, a new UUID at the next start, requests to
+    the old UUID refused; the operator swaps the old UUID for the new one in the config and
+    the leader copies the tablet to it."""
+    import subprocess
+    import sys
+
+    from revivify.impl.consensus.messages import ConfigChange, Peer
+    from revivify.impl.rpc import WrongServerUuid
+
+    with ProcessCluster(str(tmp_path), 3) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        acked = write_rows(c, "t1", 100, clients=4)
+        v = (lead + 1) % 3
+        old = c.servers[v].uuid
+        c.kill(v)
+        out = subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "tserver",
+                              "wipe", "--fs-root", c.servers[v].fs_root, "--yes"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        c.start(v)
+        new = c.servers[v].uuid
+        assert new != old
+        with pytest.raises(WrongServerUuid):
+            call(c.servers[v].address, old, api.ADMIN_STATUS, api.Empty(), api.ServerStatus)
+        assert replicas(c, v) == {}
+        s = c.servers[lead]
+
+        def change(kind: str, peer: Peer) -> None:
+            cas = state(c, lead, "t1").config_index
+            call(s.address, s.uuid, api.ADMIN_CHANGE_CONFIG,
+                 api.ChangeConfig("t1", ConfigChange(kind, peer), cas),  # type: ignore[arg-type]
+                 api.ConfigChanged)
+        change("REMOVE", Peer(old, c.servers[v].address))
+        change("ADD", Peer(new, c.servers[v].address))
+        wait_for(lambda: running(c, v, "t1"), 60, "the leader to copy the tablet to it")
+        c.kill(lead)  # the re-replicated server is needed for a majority now
+        leader(c, "t1", among=[i for i in range(3) if i != lead], seconds=30)
+        assert_acked_readable(c, "t1", acked)
+        stop_all(c)
+        assert_traces_clean(c)

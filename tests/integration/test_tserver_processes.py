@@ -146,10 +146,9 @@ def test_non_voter_added_caught_up_and_promoted(tmp_path: object) -> None:
         lead = leader(c, "t1")
         acked = write_rows(c, "t1", 200)
         new = Peer(c.servers[3].uuid, c.servers[3].address, "NON_VOTER", promote=True)
-        # Until tablet copy exists, the operator creates the empty replica by hand with the
-        # configuration it is joining; the leader then replicates the log to it.
-        call(c.servers[3].address, c.servers[3].uuid, api.ADMIN_CREATE_TABLET,
-             api.CreateTablet("t1", [*peers, new]), api.TabletCreated)
+        # Server 3 has no replica: the leader hears TabletNotFound and copies the tablet to
+        # it, then replicates the rest of the log and promotes it.
+        assert peers
         cas = state(c, lead, "t1").config_index
         s = c.servers[lead]
         index = call(s.address, s.uuid, api.ADMIN_CHANGE_CONFIG,
