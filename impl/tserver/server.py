@@ -80,6 +80,7 @@ from .tablet_copy import TabletCopies
 
 logger = logging.getLogger(__name__)
 
+SCAN_PAGE_BYTES = 4 << 20
 _TABLET_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -578,7 +579,15 @@ class TabletServer:
         replica = self._replica(req.tablet_id)
         await replica.read_barrier()
         rows = replica.store.scan(req.start, req.end, req.limit + 1)
-        return api.ScanResult(rows[: req.limit], len(rows) > req.limit)
+        # A page also stops at SCAN_PAGE_BYTES (at least one row), far below the RPC frame
+        # limit: the client continues after the last key returned.
+        size, cut = 0, min(len(rows), req.limit)
+        for n, (key, value) in enumerate(rows[:cut]):
+            size += len(key) + len(value) + 16
+            if size > SCAN_PAGE_BYTES and n > 0:
+                cut = n
+                break
+        return api.ScanResult(rows[:cut], len(rows) > cut)
 
     def service(self) -> Service:
         s = Service("tserver")
