@@ -490,11 +490,13 @@ class TabletServer:
                                        0, 0, 0, [], "NONE"))
         for tablet_id, t in self.lifecycle.tombstones.items():
             out.append(_offline_info(tablet_id, "TOMBSTONED", "", t))
-        for tablet_id, job in self.copies.jobs.items():
-            if tablet_id in self.replicas or tablet_id in self.lifecycle.tombstones:
+        listed = {r.tablet_id for r in out}
+        for tablet_id in sorted(self.lifecycle.in_progress - listed):
+            view = self.lifecycle.in_flight.get(tablet_id) or DiskView("DOES_NOT_EXIST")
+            job = self.copies.jobs.get(tablet_id)
+            if job is None:
+                out.append(_offline_info(tablet_id, "DELETING", "", view))
                 continue
-            voter = self.lifecycle.voters.get(tablet_id)
-            view = voter.view if voter is not None else DiskView("COPYING")
             progress = job.info()
             out.append(_offline_info(tablet_id, "COPYING", f"from {job.source_uuid}: "
                                      f"{progress.phase}, {progress.bytes_done} of "

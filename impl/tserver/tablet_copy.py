@@ -244,47 +244,47 @@ class TabletCopies:
         return api.Ack()
 
     async def _run_job(self, job: CopyJob, state: str) -> None:
-        server = self.server
-        lifecycle = server.lifecycle
+        lifecycle = self.server.lifecycle
         tablet_id = job.tablet_id
-        view: DiskView | None = None
+        box: list[DiskView] = []  # the tablet's durable view, once the job has one
+        reason = "cancelled by an operator"
         try:
             with job.scope:
-                if state == "READY":  # tombstone it first (its checks all passed)
-                    view = await lifecycle.shutdown(tablet_id)
-                    view = await lifecycle.tombstone_steps(tablet_id, view, start_voter=False)
-                elif state == "DELETED":
-                    await lifecycle.stop_voter(tablet_id)
-                    view = lifecycle.tombstones[tablet_id]
-                else:
-                    _, quarantine = lifecycle.quarantine_view(tablet_id)
-                    view = DiskView("DOES_NOT_EXIST", wal=lifecycle.wal_at_rest(tablet_id),
-                                    wal_last=(0, 0), blocks="ABSENT", quarantine=quarantine)
-                lifecycle.in_flight[tablet_id] = view
-                await self._copy(job, view)
+                await self._steps(job, state, box)
                 return
-            reason = "cancelled by an operator"
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
             logger.warning("tablet copy of %s from %s failed: %s", tablet_id, job.source_uuid,
                            reason)
         except BaseException:
-            if view is not None:
-                with trio.CancelScope(shield=True):
-                    await self._abort(tablet_id, view, "the server is stopping")
+            reason = "the server is stopping"
             raise
         finally:
             self.jobs.pop(tablet_id, None)
-            lifecycle.in_progress.discard(tablet_id)
-            lifecycle.in_flight.pop(tablet_id, None)
-        if view is not None:
-            with trio.CancelScope(shield=True):
-                self.jobs.pop(tablet_id, None)
-                lifecycle.in_progress.add(tablet_id)
-                try:
-                    await self._abort(tablet_id, view, reason)
-                finally:
-                    lifecycle.in_progress.discard(tablet_id)
+            try:
+                if box and box[0].data_state != "READY":  # before the commit point
+                    with trio.CancelScope(shield=True):
+                        await self._abort(tablet_id, box[0], reason)
+            finally:
+                lifecycle.in_progress.discard(tablet_id)
+                lifecycle.in_flight.pop(tablet_id, None)
+
+    async def _steps(self, job: CopyJob, state: str, box: list[DiskView]) -> None:
+        lifecycle = self.server.lifecycle
+        tablet_id = job.tablet_id
+        if state == "READY":  # tombstone it first (its checks all passed)
+            view = await lifecycle.shutdown(tablet_id)
+            view = await lifecycle.tombstone_steps(tablet_id, view, start_voter=False)
+        elif state == "DELETED":
+            await lifecycle.stop_voter(tablet_id)
+            view = lifecycle.tombstones[tablet_id]
+        else:
+            _, quarantine = lifecycle.quarantine_view(tablet_id)
+            view = DiskView("DOES_NOT_EXIST", wal=lifecycle.wal_at_rest(tablet_id),
+                            wal_last=(0, 0), blocks="ABSENT", quarantine=quarantine)
+        box.append(view)
+        lifecycle.in_flight[tablet_id] = view
+        await self._copy(job, view)
 
     async def _abort(self, tablet_id: str, view: DiskView, reason: str) -> None:
         """copy_abort; a COPYING replica then tombstones itself (deletion steps 2-6)."""
@@ -375,9 +375,14 @@ class TabletCopies:
             raise api.InvalidArgument(f"requester {req.requester_uuid} is not the caller "
                                       f"{ctx.src_uuid}")
         self.sessions.source_uuid = server.uuid
-        info: CopySessionInfo = self.sessions.begin(
-            req.requester_uuid, req.tablet_id, replica.log, server.metadata, server.layout,
-            server.blocks)
+        log: Any = replica.log
+        if server.options.threads:
+            # The snapshot reads and checksums every pinned file: a worker thread does it,
+            # and calls back into this (the Log's) thread for the Log's own bookkeeping.
+            log = _TrioThreadLog(replica.log)
+        info: CopySessionInfo = await server.blocking(
+            self.sessions.begin, req.requester_uuid, req.tablet_id, log, server.metadata,
+            server.layout, server.blocks)
         return info
 
     async def on_fetch(self, req: FetchData, ctx: CallContext) -> DataChunk:
@@ -469,6 +474,34 @@ class TabletCopies:
             logger.debug("tablet copy request of %s to %s: %s", req.tablet_id, dest, exc)
         finally:
             self._requests[key] = time.monotonic() + retry
+
+
+class _TrioThreadLog:
+    """A Log seen from a worker thread: its methods run in the trio thread (where the Log
+    lives and is not thread-safe)."""
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+
+    def segments(self) -> Any:
+        return trio.from_thread.run_sync(self._log.segments)
+
+    def anchor(self, index: int, owner: str) -> Any:
+        return _TrioThreadAnchor(trio.from_thread.run_sync(self._log.anchor, index, owner))
+
+
+class _TrioThreadAnchor:
+    def __init__(self, anchor: Any) -> None:
+        self._anchor = anchor
+
+    def update(self, index: int) -> None:
+        trio.from_thread.run_sync(self._anchor.update, index)
+
+    def release(self) -> None:
+        try:
+            trio.from_thread.run_sync(self._anchor.release)
+        except RuntimeError:  # called from the trio thread itself (end, expiry, close)
+            self._anchor.release()
 
 
 def _split(address: str) -> tuple[str, int]:

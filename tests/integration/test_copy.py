@@ -485,3 +485,49 @@ def test_wiped_server_comes_back_with_a_new_uuid_and_is_re_replicated(
         assert_acked_readable(c, "t1", acked)
         stop_all(c)
         assert_traces_clean(c)
+
+
+def test_copy_commands(tmp_path: object) -> None:
+    """revivify replica copy / copy list / copy cancel as an operator runs them."""
+    import json
+    import subprocess
+    import sys
+
+    def revivify(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    with ProcessCluster(str(tmp_path), 3, args=["--no-auto-copy", *SLOW_COPY]) as c:
+        c.start_all()
+        create_tablet(c, "t1")
+        lead = leader(c, "t1")
+        write_big(c, "t1", 2)
+        f = (lead + 1) % 3
+        src, dst = c.servers[lead].address, c.servers[f].address
+        out = revivify("copy", "list", "--tserver", dst, "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"copies": [], "max_concurrent": 4}
+        # A READY replica is tombstoned first, then copied; --wait shows progress.
+        out = revivify("replica", "copy", "--from", src, "--to", dst, "--tablet", "t1",
+                       "--wait", "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["state"] == "RUNNING"
+        # A copy started without --wait, seen in `copy list`, then cancelled.
+        out = revivify("replica", "copy", "--from", src, "--to", dst, "--tablet", "t1")
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: copying(c, f, "t1"), 30, "the copy to be under way")
+        listed = json.loads(revivify("copy", "list", "--tserver", dst, "--json").stdout)
+        row = listed["copies"][0]
+        assert row["tablet_id"] == "t1" and row["total_bytes"] > 0
+        out = revivify("copy", "cancel", "--tserver", dst, "--tablet", "t1")
+        assert out.returncode == 0, out.stderr
+        wait_for(lambda: replicas(c, f)["t1"].state == "TOMBSTONED", 30, "the cancel")
+        # Bad input: clear errors, exit codes 1 (refused) and 2 (usage).
+        out = revivify("copy", "cancel", "--tserver", dst, "--tablet", "t1")
+        assert out.returncode == 1 and "t1" in out.stderr
+        out = revivify("replica", "copy", "--from", src, "--to", "nowhere", "--tablet", "t1")
+        assert out.returncode == 2
+        out = revivify("replica", "copy", "--from", src, "--to", src, "--tablet", "t1")
+        assert out.returncode == 1 and "itself" in out.stderr
+        stop_all(c)
+        assert_traces_clean(c)
