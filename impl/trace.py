@@ -21,8 +21,10 @@ from typing import Any, Final
 import msgspec
 
 # Version 2: log_append's first_index (batched appends), step_down, config_commit, DAMAGED
-# WAL and blocks, a FAILED startup's reason. See traces/README.md.
-SCHEMA_VERSION: Final = 2
+# WAL and blocks, a FAILED startup's reason. Version 3: log_append's prev_term and terms
+# (the batch's entry terms, run-length encoded), copy_begin's source, copy_abort, the
+# full-delete steps, StartTabletCopy's STALE_TERM. See traces/README.md.
+SCHEMA_VERSION: Final = 3
 
 _encoder = msgspec.json.Encoder()
 

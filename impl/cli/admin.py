@@ -214,8 +214,12 @@ def tserver_main(argv: list[str]) -> int:
     """``revivify tserver ...``: status here; run is the tablet server's own entry point."""
     if argv and argv[0] == "run":
         return _tserver_run(argv[1:])
+    if argv and argv[0] == "wipe":
+        from .local import tserver_wipe_main
+
+        return tserver_wipe_main(argv[1:])
     parser = _Parser(prog="revivify tserver", description="tablet server commands")
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{status,run}")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{status,run,wipe}")
     status = sub.add_parser("status", parents=[_common()],
                             help="a server's UUID, address and replicas",
                             description="Print a tablet server's UUID, address and "
@@ -224,6 +228,9 @@ def tserver_main(argv: list[str]) -> int:
                         help="the server to ask")
     sub.add_parser("run", add_help=False,
                    help="run a tablet server ('revivify tserver run --help' for its flags)")
+    sub.add_parser("wipe", add_help=False,
+                   help="clear a stopped server's directory: its next start formats a new "
+                        "UUID ('revivify tserver wipe --help')")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args

@@ -70,12 +70,15 @@ def replica_main(argv: list[str]) -> int:
                       metavar="HOST:PORT", help="the server to copy to")
     copy.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
     copy.add_argument("--wait", action="store_true",
-                      help="show progress until the copy ends (exit 1 if it failed)")
+                      help="show progress until the copy ends (exit 1 if it failed); "
+                           "without --deadline it waits as long as the copy takes")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
 
     if args.cmd == "copy":
+        if args.wait and "--deadline" not in argv:
+            args.deadline = 24 * 3600.0  # --wait: as long as the copy takes
         async def copy_work() -> Outcome:
             expected = await copy_replica(args.source, args.destination, args.tablet)
             if not args.wait:

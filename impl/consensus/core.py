@@ -839,11 +839,23 @@ class RaftCore:
         """Group commit: appends that continue the previous pending step (nothing else in
         between) join it: one WAL write, one fsync, one log_append fact for the batch."""
         last = self._steps[-1] if self._steps else None
+        # prev_term: the term of the entry before the batch in this log (0 before index 1);
+        # terms: the batch's entry terms, run-length encoded (contract v3, traces/README.md).
+        prev_term = self.log.term_at(entries[0].index - 1)
         if last is not None and last.entries and last.fact.event == "log_append" \
                 and last.entries[-1].index == entries[0].index - 1:
             entries = (*last.entries, *entries)
+            prev_term = last.fact.args["prev_term"]
             self._steps.pop()
+        assert prev_term is not None, "a batch follows an entry this log holds"
+        terms: list[list[int]] = []
+        for e in entries:
+            if terms and terms[-1][0] == e.term:
+                terms[-1][1] += 1
+            else:
+                terms.append([e.term, 1])
         self._emit(Step(self._fact("log_append", first_index=entries[0].index,
+                                   prev_term=prev_term, terms=terms,
                                    op_term=entries[-1].term, op_index=entries[-1].index),
                         entries=entries))
 

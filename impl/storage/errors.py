@@ -17,7 +17,9 @@ deleting or rewriting the evidence: storage raises one of these and the tablet s
     ├── BlockProtocolError(block_ids, reason)       deletion not recorded in the superblock first
     ├── LogNotFound(path)                           WAL directory missing (and not to be created)
     ├── LogClosed(tablet_id)                        append after close
-    └── LogFailed(tablet_id, cause)                 an earlier write or sync failed; the log is dead
+    ├── LogFailed(tablet_id, cause)                 an earlier write or sync failed; the log is dead
+    ├── DirectoryLocked(root, pid)                  another process holds the root's LOCK
+    └── WipeInterrupted(root)                       a wipe of the root began and did not finish
 """
 
 from __future__ import annotations
@@ -127,3 +129,22 @@ class LogFailed(StorageError):
         super().__init__(f"log of tablet {tablet_id} failed: {cause!r}")
         self.tablet_id = tablet_id
         self.cause = cause
+
+
+class DirectoryLocked(StorageError):
+    """Another process holds the exclusive lock of the server root (dirlock.py)."""
+
+    def __init__(self, root: str, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(f"{root} is in use by another process ({holder})")
+        self.root = root
+        self.pid = pid
+
+
+class WipeInterrupted(StorageError):
+    """The root still has its instance file but a wipe already took its tablets away."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(f"{root}: a wipe of this directory was interrupted; run "
+                         f"'revivify tserver wipe --fs-root {root}' again to finish it")
+        self.root = root

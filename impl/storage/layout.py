@@ -16,21 +16,32 @@ The primitives later issues need for tablet deletion (seed 001 steps 2, 3, 5, 6)
 `new_quarantine_dir` (create QDIR durably), `copy_file_durably` (superblock / cmeta into
 QDIR: temp, fsync, rename, fsync dir), and `move_dir_durably` (WAL dir into QDIR with one
 atomic rename, then both parent directories fsynced).
+
+One process at a time: on the real disk (`OsDisk`), `open()` and `format()` take the
+exclusive lock of ``<root>/LOCK`` (dirlock.py) and the layout keeps it while it lives (the
+server's lifetime); another process gets DirectoryLocked ("ROOT is in use by another process
+(pid N)"). `release_lock()` lets it go early (the offline commands). Simulated disks take no
+lock. `open()` also refuses (WipeInterrupted) a root that a wipe began emptying
+(``<root>/wipe.tmp.trash`` next to the instance file): see offline.py.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
+import weakref
 
+from .dirlock import LOCK, DirLock, lock_directory
 from .disk import (
     Disk,
+    OsDisk,
     atomic_replace,
     is_temp_name,
     makedirs_durably,
     mkdir_durably,
     parent_of,
 )
-from .errors import AlreadyFormatted, InvalidName, NotFormatted
+from .errors import AlreadyFormatted, InvalidName, NotFormatted, WipeInterrupted
 from .metadata import decode_instance, encode_instance, read_optional
 from .values import InstanceInfo
 
@@ -45,6 +56,9 @@ SUBDIRS = (TABLET_META, CONSENSUS_META, WALS, DATA, QUARANTINE)
 QDIR_SUPERBLOCK = "superblock"
 QDIR_CMETA = "cmeta"
 QDIR_WAL = "wal"
+# A wipe (offline.py) moves the tree in here before deleting it; its presence next to an
+# instance file means a wipe was interrupted. The temp marker keeps it out of every listing.
+WIPE_TRASH = "wipe.tmp.trash"
 
 
 def validate_name(name: str) -> str:
@@ -68,6 +82,7 @@ class ServerLayout:
     def __init__(self, root: str, disk: Disk) -> None:
         self.root = root.rstrip("/") or "/"
         self.disk = disk
+        self._lock: DirLock | None = None
 
     # ------------------------------------------------------------------ paths
 
@@ -110,6 +125,7 @@ class ServerLayout:
         """Create the directory tree, then (commit point) the instance file."""
         validate_name(server_uuid)
         makedirs_durably(self.disk, self.root)
+        self.hold_lock()
         if self.disk.exists(self.instance_path):
             raise AlreadyFormatted(self.instance_path)
         for sub in SUBDIRS:
@@ -119,11 +135,40 @@ class ServerLayout:
         return info
 
     def open(self) -> InstanceInfo:
-        """Read the instance file (NotFormatted / MetadataCorrupt if missing / bad)."""
+        """Read the instance file (NotFormatted / MetadataCorrupt if missing / bad).
+
+        On the real disk, first take the root's lock (DirectoryLocked if another process
+        holds it); WipeInterrupted if a wipe of the root began and did not finish."""
+        self.hold_lock()
         data = read_optional(self.disk, self.instance_path)
         if data is None:
             raise NotFormatted(self.instance_path)
+        if self.disk.exists(posixpath.join(self.root, WIPE_TRASH)):
+            raise WipeInterrupted(self.root)
         return decode_instance(data, path=self.instance_path)
+
+    # ------------------------------------------------------------------ the lock
+
+    @property
+    def lock_path(self) -> str:
+        return posixpath.join(self.root, LOCK)
+
+    def hold_lock(self) -> None:
+        """Take the root's exclusive lock if this layout does not hold it yet (real disk
+        and an existing root only; a missing root has nothing to protect yet)."""
+        if self._lock is not None or not isinstance(self.disk, OsDisk):
+            return
+        if not os.path.isdir(self.root):
+            return
+        lock = lock_directory(self.root)
+        self._lock = lock
+        weakref.finalize(self, lock.release)
+
+    def release_lock(self) -> None:
+        """Let the root's lock go (it is also let go when the layout is collected)."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def remove_stale_temps(self) -> list[str]:
         """Delete temp files a crash left behind (never referenced by anything); return them.

@@ -358,7 +358,7 @@ class TabletCopies:
     async def on_cancel_copy(self, req: api.TabletRef, ctx: CallContext) -> api.Ack:
         job = self.jobs.get(req.tablet_id)
         if job is None:
-            raise api.TabletNotFound(req.tablet_id)
+            raise api.InvalidArgument(f"no copy of tablet {req.tablet_id} is running here")
         job.scope.cancel()
         return api.Ack()
 
