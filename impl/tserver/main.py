@@ -131,13 +131,26 @@ def run_main(argv: list[str]) -> int:
         return 2
     try:
         trio.run(serve, options)
-    except StorageError as exc:
-        print(f"revivify tserver run: cannot use {options.fs_root}: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"revivify tserver run: {exc}", file=sys.stderr)
+    except (StorageError, OSError, BaseExceptionGroup) as exc:
+        cause = _first_disk_error(exc)
+        if cause is None:
+            raise
+        where = f"cannot use {options.fs_root}: " if isinstance(cause, StorageError) else ""
+        print(f"revivify tserver run: {where}{cause}", file=sys.stderr)
         return 2
     return 0
+
+
+def _first_disk_error(exc: BaseException) -> StorageError | OSError | None:
+    """The storage or OS error that stopped the server (trio may wrap it in a group)."""
+    if isinstance(exc, StorageError | OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_disk_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 __all__ = ["build_parser", "run_main"]

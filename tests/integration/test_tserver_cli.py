@@ -33,6 +33,9 @@ def test_help_documents_every_flag() -> None:
     (["--fs-root", "/tmp/x", "--rpc-bind", "127.0.0.1:99999"], "--rpc-bind"),
     (["--fs-root", "/tmp/x", "--election-ticks", "2", "--heartbeat-ticks", "2"],
      "--heartbeat-ticks"),
+    (["--fs-root", "/tmp/x", "--max-concurrent-copies", "0"], "--max-concurrent-copies"),
+    (["--fs-root", "/tmp/x", "--copy-chunk-kb", "4096"], "--copy-chunk-kb"),
+    (["--fs-root", "/tmp/x", "--fault-crash-after", "nonsense"], "--fault-crash-after"),
 ])
 def test_bad_usage_exits_2_with_one_line(args: list[str], message: str) -> None:
     out = run(args)
@@ -53,6 +56,21 @@ def test_unusable_directories_exit_2_naming_the_path(tmp_path: object) -> None:
         f.write(b"garbage")
     out = run(["--fs-root", corrupt])
     assert out.returncode == 2 and "instance" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unreadable_tablet_metadata_refuses_to_start_naming_the_path(tmp_path: object) -> None:
+    from .helpers import create_tablet
+
+    with ProcessCluster(str(tmp_path), 1) as c:
+        c.start(0)
+        create_tablet(c, "t1")
+        c.stop(0)
+        path = os.path.join(c.servers[0].fs_root, "tablet-meta", "t1")
+        with open(path, "r+b") as f:
+            f.seek(8)
+            f.write(b"\xff\xff\xff\xff")
+        out = run(["--fs-root", c.servers[0].fs_root, "--trace-dir", c.trace_dir])
+        assert out.returncode == 2 and path in out.stderr and "Traceback" not in out.stderr
 
 
 def test_sigterm_stops_cleanly_and_traces_server_stop(tmp_path: object) -> None:
