@@ -429,7 +429,7 @@ class TabletCopies:
 
     def _request_copies(self) -> None:
         server = self.server
-        now = time.monotonic()
+        now = trio.current_time()  # (virtual time under a MockClock)
         for tablet_id, replica in list(server.replicas.items()):
             if replica.state != "RUNNING":
                 continue
@@ -473,7 +473,7 @@ class TabletCopies:
             retry = 1.0
             logger.debug("tablet copy request of %s to %s: %s", req.tablet_id, dest, exc)
         finally:
-            self._requests[key] = time.monotonic() + retry
+            self._requests[key] = trio.current_time() + retry
 
 
 class _TrioThreadLog:

@@ -109,3 +109,62 @@ def test_partitioned_leader_steps_down_and_majority_moves_on(tmp_path) -> None: 
         assert await read(cluster, "t1", b"b") == b"2"
 
     run_sim(scenario, tmp_path, seed=5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tombstoned_follower_is_copied_back_then_a_crash_mid_copy(
+        tmp_path, seed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The leader re-creates a tombstoned follower by tablet copy (SimDisk, deterministic);
+    then the follower is tombstoned again and its machine crashes while copying: it restarts
+    as a tombstone (COPYING_TO_DELETED) and the leader copies it back again."""
+    from revivify.impl.tserver import tablet_copy
+
+    fetch = tablet_copy.RpcCopySource.fetch
+
+    async def slow_fetch(self, request):  # type: ignore[no-untyped-def]
+        await trio.sleep(0.01)  # a copy takes (virtual) time: the crash can fall inside it
+        return await fetch(self, request)
+    monkeypatch.setattr(tablet_copy.RpcCopySource, "fetch", slow_fetch)
+
+    async def scenario(cluster: Cluster) -> None:
+        await cluster.create_tablet("t1")
+        lead = await cluster.wait_for_leader("t1")
+        acked = {}
+        for seq in range(40):
+            key = b"k%03d" % seq
+            await write(cluster, "t1", "c", seq, key, b"v" + key)
+            acked[key] = b"v" + key
+        f = (lead + 1) % 3
+
+        async def state_of(i: int) -> str:
+            status = await cluster.call(i, api.ADMIN_STATUS, api.Empty(), api.ServerStatus)
+            return next((r.state for r in status.replicas if r.tablet_id == "t1"), "")
+
+        async def until(i: int, wanted: str) -> None:
+            for _ in range(600):
+                if await state_of(i) == wanted:
+                    return
+                await trio.sleep(0.05)
+            raise AssertionError(f"server {i} never reached {wanted}")
+
+        await cluster.call(f, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1"), api.Ack)
+        await until(f, "RUNNING")
+        await cluster.call(f, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1"), api.Ack)
+        server = cluster.servers[f].server
+        assert server is not None
+        for _ in range(20_000):  # catch the copy between two steps
+            job = server.copies.jobs.get("t1")
+            if job is not None and job.progress is not None and \
+                    job.progress.phase.value in ("cmeta", "wal", "blocks"):
+                break
+            await trio.sleep(0.001)
+        else:
+            raise AssertionError("the leader never started a copy")
+        await cluster.crash(f)
+        await cluster.start(f)
+        await until(f, "RUNNING")
+        await cluster.crash(lead)  # the copied replica is needed for a majority
+        await cluster.wait_for_leader("t1", among=[i for i in range(3) if i != lead])
+        for key, value in acked.items():
+            assert await read(cluster, "t1", key) == value
+    run_sim(scenario, tmp_path, seed=seed)
