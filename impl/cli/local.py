@@ -217,17 +217,17 @@ def tserver_wipe_main(argv: list[str]) -> int:
             doc = {"fs_root": layout.root, "old_uuid": None, "removed": None,
                    "kept": list(check.kept + check.unknown)}
             return Outcome(0, doc, f"{layout.root}: nothing to wipe (not formatted)")
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise _Refused("refusing to wipe without --yes (no terminal to confirm on)", 2)
-            uuid = check.instance.server_uuid if check.instance else None
-            if not _confirm(layout.root, uuid):
-                raise _Refused("not confirmed; nothing was removed", 1)
+        if not args.yes and not sys.stdin.isatty():
+            raise _Refused("refusing to wipe without --yes (no terminal to confirm on)", 2)
         try:
             lock = lock_directory(layout.root)
         except DirectoryLocked as exc:
             raise _Refused(f"{exc}: stop the server first", 1) from None
         with lock:
+            if not args.yes:
+                uuid = check.instance.server_uuid if check.instance else None
+                if not _confirm(layout.root, uuid):
+                    raise _Refused("not confirmed; nothing was removed", 1)
             check = check_wipe(layout)  # again, under the lock
             if not check.is_data_directory:
                 raise _Refused(f"{layout.root} changed: it is no longer a revivify data "

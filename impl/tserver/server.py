@@ -649,6 +649,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     finally:
         if server.trace is not None:
             server.trace.writer.close()
+        server.layout.release_lock()  # the directory is free the moment the server stops
 
 
 __all__ = ["PeerSender", "ServerOptions", "TabletServer", "open_tserver", "split_address"]
