@@ -53,6 +53,14 @@ test: lint $(JAVA_STAMP)
 fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow and not spark" -x $(PYTEST_FLAGS)
 
+# The Spark engine on a real standalone cluster on 127.0.0.1 (a master and two workers
+# started from the pyspark install, torn down after): same findings as the local engine,
+# work on both workers. Also part of `make test` (marked spark); its slow case (the
+# dataframe plan) with PYTEST_FLAGS='-m "slow or not slow"'.
+.PHONY: check-spark-cluster
+check-spark-cluster: $(STAMP) $(JAVA_STAMP)
+	$(BIN)/pytest -q -m "not slow" tests/trace/test_spark_standalone.py $(PYTEST_FLAGS)
+
 prove: $(STAMP)
 	$(BIN)/revivify prove
 
@@ -81,6 +89,13 @@ bench-tserver: $(STAMP)
 	  apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }
 	@$(BIN)/python -c "import pysyncobj" 2>/dev/null || $(BIN)/pip install -q 'pysyncobj==0.3.17'
 	$(BIN)/python bench/tserver.py $(BENCH_TSERVER_ARGS)
+
+# Tablet copy rate (>= 500 MB tablet) vs cp + sync, and startup of a server holding 1,000
+# tablets, half of them tombstones, vs 1,000 READY (bench/copy.py; `make bench` runs it too).
+# BENCH_COPY_ARGS=--quick for a smoke run.
+.PHONY: bench-copy
+bench-copy: $(STAMP)
+	$(BIN)/python bench/copy.py $(BENCH_COPY_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \

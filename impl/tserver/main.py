@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-auto-copy", action="store_true",
                    help="as a leader, never ask a peer to copy a tablet on its own (an "
                         "operator's 'replica copy' still works)")
-    p.add_argument("--copy-chunk-kb", type=int, default=1024,
-                   help="tablet copy FetchData chunk size in KiB (1..1024, default 1024)")
+    p.add_argument("--copy-chunk-kb", type=int, default=4096,
+                   help="tablet copy FetchData chunk size in KiB (1..4096, default 4096)")
     p.add_argument("--log-retain-entries", type=int, default=50_000,
                    help="WAL entries kept behind the flushed index for lagging peers; a "
                         "peer further behind is re-created by a tablet copy (default 50000)")
@@ -96,8 +96,8 @@ def parse(argv: list[str]) -> ServerOptions:
         raise UsageError("--max-concurrent-copies must be at least 1")
     if args.log_retain_entries < 0 or args.fault_corrupt_copy_chunks < 0:
         raise UsageError("--log-retain-entries and --fault-corrupt-copy-chunks must be >= 0")
-    if not 1 <= args.copy_chunk_kb <= 1024:
-        raise UsageError("--copy-chunk-kb must be in 1..1024")
+    if not 1 <= args.copy_chunk_kb <= 4096:
+        raise UsageError("--copy-chunk-kb must be in 1..4096")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,

@@ -106,7 +106,7 @@ class ServerOptions:
     auto_copy: bool = True  # a leader asks peers that need a copy to copy from it
     log_retain_entries: int = 50_000  # entries kept behind the flushed index for lagging peers
     fault_corrupt_copy_chunks: int = 0  # test-only: corrupt the first N chunks served
-    copy_chunk_bytes: int = 1 << 20  # FetchData chunk size
+    copy_chunk_bytes: int = 4 << 20  # FetchData chunk size
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:

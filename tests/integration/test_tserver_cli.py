@@ -34,7 +34,7 @@ def test_help_documents_every_flag() -> None:
     (["--fs-root", "/tmp/x", "--election-ticks", "2", "--heartbeat-ticks", "2"],
      "--heartbeat-ticks"),
     (["--fs-root", "/tmp/x", "--max-concurrent-copies", "0"], "--max-concurrent-copies"),
-    (["--fs-root", "/tmp/x", "--copy-chunk-kb", "4096"], "--copy-chunk-kb"),
+    (["--fs-root", "/tmp/x", "--copy-chunk-kb", "8192"], "--copy-chunk-kb"),
     (["--fs-root", "/tmp/x", "--fault-crash-after", "nonsense"], "--fault-crash-after"),
 ])
 def test_bad_usage_exits_2_with_one_line(args: list[str], message: str) -> None:

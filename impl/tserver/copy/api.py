@@ -16,7 +16,7 @@ and checksums stay true while the source keeps appending), and the last OpId in 
 snapshot's WAL (``None`` for an empty log). ``expires_in_seconds`` is how long the session
 lives without a FetchData or KeepAlive.
 
-A `DataChunk` carries at most `MAX_CHUNK` bytes (1 MiB, far below the RPC frame limit) and
+A `DataChunk` carries at most `MAX_CHUNK` bytes (4 MiB, well below the RPC frame limit) and
 the CRC-32 of exactly those bytes; the client refuses a chunk whose checksum, offset or total
 length is wrong and asks for it again.
 
@@ -40,7 +40,7 @@ COPY_FETCH_DATA: Final = "Copy.FetchData"
 COPY_END_SESSION: Final = "Copy.EndSession"
 COPY_KEEP_ALIVE: Final = "Copy.KeepAlive"
 
-MAX_CHUNK: Final = 1 << 20
+MAX_CHUNK: Final = 4 << 20
 """The most bytes one FetchData returns (a larger max_length is capped to this)."""
 
 FileKind = Literal["wal", "block"]
