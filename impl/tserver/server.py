@@ -218,6 +218,7 @@ class TabletServer:
         self.peers: dict[str, PeerSender] = {}
         self._nursery: trio.Nursery | None = None
         self._create_lock = trio.Lock()
+        self._creating: set[str] = set()
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,
                                          heartbeat_ticks=options.heartbeat_ticks)
@@ -491,7 +492,7 @@ class TabletServer:
         for tablet_id, t in self.lifecycle.tombstones.items():
             out.append(_offline_info(tablet_id, "TOMBSTONED", "", t))
         listed = {r.tablet_id for r in out}
-        for tablet_id in sorted(self.lifecycle.in_progress - listed):
+        for tablet_id in sorted(self.lifecycle.in_progress - listed - self._creating):
             view = self.lifecycle.in_flight.get(tablet_id) or DiskView("DOES_NOT_EXIST")
             job = self.copies.jobs.get(tablet_id)
             if job is None:
@@ -527,12 +528,19 @@ class TabletServer:
                 split_address(p.address)
             except ValueError as exc:
                 raise api.InvalidArgument(str(exc)) from None
-        async with self._create_lock:
+        async with self._create_lock:  # only the check and the reservation: creations of
+            # different tablets then make their files durable concurrently
             if req.tablet_id in self.replicas or req.tablet_id in self.failed or \
                     req.tablet_id in self.lifecycle.in_progress or \
                     self.metadata.load_superblock(req.tablet_id) is not None:
                 raise api.TabletAlreadyExists(req.tablet_id)
+            self.lifecycle.in_progress.add(req.tablet_id)
+            self._creating.add(req.tablet_id)
+        try:
             await self._create(req.tablet_id, Config(0, tuple(req.peers)))
+        finally:
+            self.lifecycle.in_progress.discard(req.tablet_id)
+            self._creating.discard(req.tablet_id)
         return api.TabletCreated(req.tablet_id)
 
     async def _create(self, tablet_id: str, config: Config) -> None:
