@@ -274,12 +274,15 @@ class Lifecycle:
                 f"the caller's {cas_config_index}: the caller's view is stale", committed)
         self.in_progress.add(tablet_id)
         try:
-            if tombstone is None:
-                view = await self.shutdown(tablet_id)
-                tombstone = await self.tombstone_steps(tablet_id, view, start_voter=mode ==
-                                                       TOMBSTONE)
-            if mode == DELETED_MODE:
-                await self._full_delete(tablet_id, tombstone)
+            # Local fsyncs only: once begun, a deletion finishes (a server stopping meanwhile
+            # waits for it), so every durable step is traced before server_stop.
+            with trio.CancelScope(shield=True):
+                if tombstone is None:
+                    view = await self.shutdown(tablet_id)
+                    tombstone = await self.tombstone_steps(tablet_id, view,
+                                                           start_voter=mode == TOMBSTONE)
+                if mode == DELETED_MODE:
+                    await self._full_delete(tablet_id, tombstone)
         finally:
             self.in_progress.discard(tablet_id)
             self.in_flight.pop(tablet_id, None)
@@ -392,7 +395,8 @@ class Lifecycle:
             wal_last = await server.blocking(salvage_last_opid, layout.disk, wal_dir)
             view.wal, view.wal_last = "LIVE", opid_pair(wal_last)
             self.trace(tablet_id, "startup", view, {"case": "ROLL_FORWARD"})
-            await self._finish(tablet_id, sb.quarantine_dir, view)
+            with trio.CancelScope(shield=True):
+                await self._finish(tablet_id, sb.quarantine_dir, view)
             return
         self.trace(tablet_id, "startup", view, {"case": "TOMBSTONE"})
         self.tombstones[tablet_id] = view
@@ -406,7 +410,8 @@ class Lifecycle:
         self.trace(tablet_id, "startup", view, {"case": "COPYING_TO_DELETED"})
         self.in_progress.add(tablet_id)
         try:
-            await self.tombstone_steps(tablet_id, view)
+            with trio.CancelScope(shield=True):
+                await self.tombstone_steps(tablet_id, view)
         finally:
             self.in_progress.discard(tablet_id)
 

@@ -355,7 +355,7 @@ class TabletCopies:
             source = RpcCopySource(client, tablet_id, server.uuid)
             await run_copy(source, target, progress=lambda p: setattr(job, "progress", p),
                            blocking=server.blocking, chunk_size=self.chunk_size,
-                           on_step=on_step)
+                           on_step=on_step, durable=_shielded)
         # 6. Start the replica from what was downloaded.
         with trio.CancelScope(shield=True):
             await lifecycle.stop_voter(tablet_id)
@@ -513,6 +513,12 @@ class _TrioThreadAnchor:
             trio.from_thread.run_sync(self._anchor.release)
         except RuntimeError:  # called from the trio thread itself (end, expiry, close)
             self._anchor.release()
+
+
+async def _shielded(step: Any) -> Any:
+    """A durable copy step and its trace event, never separated by a cancellation."""
+    with trio.CancelScope(shield=True):
+        return await step()
 
 
 def _split(address: str) -> tuple[str, int]:

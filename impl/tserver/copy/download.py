@@ -97,6 +97,15 @@ async def _no_step(event: str, facts: dict[str, Any]) -> None:
     pass
 
 
+# Runs one durable step and its on_step together (the server shields the pair from
+# cancellation, so that a step made durable is always traced).
+Durable = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def _plain(step: Callable[[], Awaitable[Any]]) -> Any:
+    return await step()
+
+
 # --------------------------------------------------------------------------- seams
 
 
@@ -264,6 +273,7 @@ async def run_copy(
     clock: Callable[[], float] = time.monotonic,
     on_step: OnStep = _no_step,
     window: int = 4,
+    durable: Durable = _plain,
 ) -> CopyResult:
     """Copy the source's tablet onto `target` (module docstring: steps 1-5, verification,
     all-or-nothing). Returns once the READY superblock is durable; raises CopyFailed (or
@@ -275,6 +285,7 @@ async def run_copy(
                 clock)
     run.on_step = on_step
     run.window = max(1, window)
+    run.durable = durable
     return await run.run()
 
 
@@ -312,6 +323,7 @@ class _Copy:
         self.started = False  # begin_copying was entered: abort() is owed on failure
         self.on_step: OnStep = _no_step
         self.window = 1  # chunks asked for at once (a PipelinedSource's fetch_many)
+        self.durable: Durable = _plain
 
     def report(self, error: str | None = None) -> None:
         elapsed = max(self._clock() - self._start, 0.0)
@@ -379,19 +391,25 @@ class _Copy:
         self.total_bytes = sum(f.size for f in [*session.wal_segments, *session.blocks])
         self.files_total = len(session.wal_segments) + len(session.blocks)
         self.started = True
-        try:
-            await self._blocking(target.begin_copying)  # step 1
-        except CopyTargetError:
-            self.started = False  # a refusal: by contract nothing was changed
-            raise
-        await self.on_step("copy_begin", {"source": session.source_uuid})
+
+        async def begin() -> None:
+            try:
+                await self._blocking(target.begin_copying)  # step 1
+            except CopyTargetError:
+                self.started = False  # a refusal: by contract nothing was changed
+                raise
+            await self.on_step("copy_begin", {"source": session.source_uuid})
+        await self.durable(begin)
         self.report()
 
         self.phase = CopyPhase.CMETA  # step 2
-        local: ConsensusMeta | None = await self._blocking(target.local_cmeta)
-        merged: ConsensusMeta = await self._blocking(target.merge_cmeta, remote_cmeta)
-        await self.on_step("copy_merge_cmeta", {"local": local, "remote": remote_cmeta,
-                                                "result": merged})
+        async def merge() -> ConsensusMeta:
+            local: ConsensusMeta | None = await self._blocking(target.local_cmeta)
+            result: ConsensusMeta = await self._blocking(target.merge_cmeta, remote_cmeta)
+            await self.on_step("copy_merge_cmeta", {"local": local, "remote": remote_cmeta,
+                                                    "result": result})
+            return result
+        merged: ConsensusMeta = await self.durable(merge)
         self.report()
 
         self.phase = CopyPhase.WAL  # step 3
@@ -421,8 +439,10 @@ class _Copy:
         if last_opid is not None and last_opid.term > merged.current_term:
             raise self.fail(f"the WAL's last term {last_opid.term} is above the merged cmeta "
                             f"term {merged.current_term}")
-        await self._blocking(target.wal_downloaded, last_opid)
-        await self.on_step("copy_download_wal", {"last_opid": last_opid})
+        async def wal_done() -> None:
+            await self._blocking(target.wal_downloaded, last_opid)
+            await self.on_step("copy_download_wal", {"last_opid": last_opid})
+        await self.durable(wal_done)
         self.current = None
         self.report()
 
@@ -439,11 +459,17 @@ class _Copy:
                 await self._download("block", info, maybe_sink, keep=False)
                 await self._blocking(maybe_sink.commit)
             self.files_done += 1
-            await self._blocking(target.block_downloaded, info.name)
-            await self.on_step("copy_download_block", {"block": info.name})
+
+            async def block_done(name: str = info.name) -> None:
+                await self._blocking(target.block_downloaded, name)
+                await self.on_step("copy_download_block", {"block": name})
+            await self.durable(block_done)
             self.report()
-        await self._blocking(target.blocks_done)
-        await self.on_step("copy_blocks_done", {})
+
+        async def all_blocks() -> None:
+            await self._blocking(target.blocks_done)
+            await self.on_step("copy_blocks_done", {})
+        await self.durable(all_blocks)
         self.current = None
 
         # Everything is local and durable: end the session before the commit point, so
@@ -452,9 +478,12 @@ class _Copy:
         await self._end_session(cancelling=False)
         ready = attrs.evolve(remote_sb, data_state=DataState.READY, tombstone_last_opid=None,
                              quarantine_dir=None, orphaned_blocks=())
-        final: Superblock = await self._blocking(target.mark_ready, ready)  # step 5
-        self.sinks.clear()  # committed: nothing to undo any more
-        await self.on_step("copy_mark_ready", {})
+        async def commit() -> Superblock:
+            done: Superblock = await self._blocking(target.mark_ready, ready)  # step 5
+            self.sinks.clear()  # committed: nothing to undo any more
+            await self.on_step("copy_mark_ready", {})
+            return done
+        final: Superblock = await self.durable(commit)
         self.phase = CopyPhase.DONE
         self.report()
         return CopyResult(final, merged, last_opid, self.bytes_done, session.session_id,
