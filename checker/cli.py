@@ -1,7 +1,7 @@
 """``revivify trace ...``: check traces against the spec.
 
   revivify trace check PATH... [--json] [--max-frontier K]
-  revivify trace validate PATH... --engine {local,spark} [--master local[*]] [--out DIR]
+  revivify trace validate PATH... --engine {local,spark} [--master URL] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
                                   [--plan {files,dataframe}] [--global-in-spark]
 
@@ -41,10 +41,15 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--quiet", action="store_true",
                        help="no progress lines on stderr during a long run")
         s.add_argument("--max-frontier", type=int, default=DEFAULT_MAX_FRONTIER,
-                       help="unlogged steps accepted before a crash (default 3)")
+                       help="unlogged steps accepted per key before a crash (default "
+                            f"{DEFAULT_MAX_FRONTIER}: the writer loses at most the event "
+                            "of the step in flight)")
         if name == "validate":
             s.add_argument("--engine", choices=("local", "spark"), default="local")
-            s.add_argument("--master", default="local[*]")
+            s.add_argument("--master", "--spark-master", dest="master", default="local[*]",
+                           metavar="URL",
+                           help="Spark master URL: local[*] (the default), local[N], "
+                                "spark://HOST:PORT (a standalone cluster), yarn, ...")
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
             s.add_argument("--partitions", type=int, default=0,
                            help="Spark tasks (default 4 x the cores)")

@@ -15,7 +15,14 @@ needs several keys is checked here, from the *facts* the core emits:
   votes of, and commits an entry of its term held by, a majority of the voters of the
   config it knew (the spec's ``has_majority`` and ``leader_commit`` system guards);
 * ``CausalityViolation``: a vote is later (Lamport) than the candidate's start_election,
-  an append of an entry of the node's own term later than that term's become_leader.
+  an append of an entry of the node's own term later than that term's become_leader;
+* the log checks over the logs the core rebuilds (contract version 3): ``LogMatching``
+  (every run of a term starts at one index after one term), ``LeaderCompleteness`` (a
+  leader of t holds what was committed in terms below t), ``CommittedEntryTruncated`` (no
+  entry is cut in a term at or above one it was committed in), ``AppendOfUnelectedTerm``
+  (entries only of terms someone won, when the input would show the winner) and
+  ``CommitBeyondLeader`` (a follower commits no further than its term's leader did). They
+  rest on terms, not clocks; traces/README.md "Version 3" argues each.
 
 The majority and causality checks are sound, not complete: they stay silent whenever a
 fact they need may be missing (a voter's files absent, steps a crashed incarnation may
@@ -27,7 +34,9 @@ incarnation, each merged as a min or a max, and both engines decide them here
 
 What a commit event says. ``commit(index, op_term)`` means every index up to ``index`` is
 committed, and names the term of one entry: the one at ``index`` (a server commits once per
-batch, so successive events of a key need not name consecutive indices). The terms of the
+batch, so successive events of a key need not name consecutive indices). Where the key's
+rebuilt log knows the committed entries (version 3), they all come as commit runs too, so
+every such index is compared. Otherwise the terms of the
 indices a batch covers without naming are not in the trace, so they are never compared:
 the check compares exactly the (index, term) pairs that events name.
 
@@ -117,8 +126,8 @@ class GlobalChecks:
     formats: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
     runs: dict[str, tuple[list[int], list[_Run]]] = attrs.Factory(dict)
     bad_commits: dict[tuple[str, int], list[tuple[int, str, str, int]]] = attrs.Factory(dict)
-    leads: dict[tuple[str, int], set[tuple[int, str, str, int, int, str]]] = attrs.Factory(
-        dict)
+    leads: dict[tuple[str, int], set[tuple[int, str, str, int, int, str, int]]] = \
+        attrs.Factory(dict)
     elects: dict[tuple[str, int, str], tuple[int, int, str, int]] = attrs.Factory(dict)
     votes: dict[tuple[str, int, str, str], tuple[int, str, int]] = attrs.Factory(dict)
     lcommits: dict[tuple[str, int, str], tuple[int, int, str, int, int, str]] = \
@@ -127,6 +136,20 @@ class GlobalChecks:
     appends: dict[tuple[str, int, str], tuple[int, str, int]] = attrs.Factory(dict)
     configs: dict[str, set[int]] = attrs.Factory(dict)
     incs: dict[str, dict[int, tuple[int, int, bool]]] = attrs.Factory(dict)
+    # The log checks' tables (``GFACT_KINDS``): per (tablet, term) the (start, previous
+    # term) pairs of its runs, each with its lowest-clocked witness; per tablet the
+    # committed runs, the leaders' logs and the removed entries; the lowest-clocked append
+    # per (tablet, entry term, node); the highest non-leader commit per (tablet, term,
+    # node); per tablet the nodes its events name.
+    starts: dict[tuple[str, int], dict[tuple[int, int], tuple[int, str, str, int]]] = \
+        attrs.Factory(dict)
+    cruns: dict[str, set[tuple[int, int, int, int, str, str, int]]] = attrs.Factory(dict)
+    llogs: dict[str, set[tuple[int, str, int, int, str, str, int]]] = attrs.Factory(dict)
+    truncs: dict[str, set[tuple[int, int, int, int, str, str, int]]] = attrs.Factory(dict)
+    tappends: dict[tuple[str, int, str], tuple[int, str, int]] = attrs.Factory(dict)
+    fcommits: dict[tuple[str, int, str], tuple[int, int, str, int]] = attrs.Factory(dict)
+    named: dict[str, set[str]] = attrs.Factory(dict)
+    copied: set[tuple[str, str]] = attrs.Factory(set)
 
     def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
         self.leaders.setdefault((tablet, term), []).append((node, file, line))
@@ -185,7 +208,7 @@ class GlobalChecks:
         order, so the tables do not depend on the order the facts come in."""
         if kind == "lead":
             self.leads.setdefault((tablet, a), set()).add(
-                (lamport, node, file, line, b, payload))
+                (lamport, node, file, line, b, payload, c))
         elif kind == "elect":
             _keep_min(self.elects, (tablet, a, node), (lamport, b, file, line))
         elif kind == "vote":
@@ -204,6 +227,30 @@ class GlobalChecks:
             _keep_min(self.appends, (tablet, a, node), (lamport, file, line))
         elif kind == "config":
             self.configs.setdefault(tablet, set()).add(a)
+        elif kind == "start":
+            pairs = self.starts.setdefault((tablet, a), {})
+            seen = (lamport, node, file, line)
+            first = pairs.get((b, c))
+            if first is None or seen < first:
+                pairs[(b, c)] = seen
+        elif kind == "crun":
+            self.cruns.setdefault(tablet, set()).add((a, b, c, lamport, node, file, line))
+        elif kind == "llog":
+            self.llogs.setdefault(tablet, set()).add((a, node, b, c, payload, file, line))
+        elif kind == "trunc":
+            self.truncs.setdefault(tablet, set()).add((a, b, c, lamport, node, file, line))
+        elif kind == "tappend":
+            _keep_min(self.tappends, (tablet, a, node), (lamport, file, line))
+        elif kind == "fcommit":
+            fkey = (tablet, a, node)
+            fnew = (b, -lamport, file, line)
+            fold = self.fcommits.get(fkey)
+            if fold is None or fnew > fold:
+                self.fcommits[fkey] = fnew
+        elif kind == "named":
+            self.named.setdefault(tablet, set()).update(payload.split("\n"))
+            if a:
+                self.copied.add((tablet, node))
         else:
             raise ValueError(f"unknown global fact {kind!r}")
 
@@ -235,7 +282,7 @@ class GlobalChecks:
         for tablet, term, cand, voter in self.votes:
             granted_to.setdefault((tablet, term, cand), set()).add(voter)
         for (tablet, term), leads in self.leads.items():
-            for lam, node, f, ln, cfg, payload in sorted(leads):
+            for lam, node, f, ln, cfg, payload, _ in sorted(leads):
                 if cfg < 0 or not payload:
                     continue
                 voters: list[str] = json.loads(payload)
@@ -317,8 +364,186 @@ class GlobalChecks:
                 witnesses=(f"{first[2]}:{first[3]} become_leader lamport={first[0]}",)))
         return out
 
+    # -- the log checks (contract version 3: the rebuilt logs) --------------------------
+
+    def _tablet_complete(self, tablet: str) -> bool:
+        """Every node the tablet's events name (its replicas, the voters of its configs,
+        vote candidates, copy callers and sources) has its whole trace in the input."""
+        named = self.named.get(tablet, set())
+        return bool(named) and all(self._complete(n) for n in named)
+
+    def _log_violations(self) -> list[Violation]:
+        return (self._log_matching() + self._leader_completeness()
+                + self._committed_truncated() + self._unelected_appends()
+                + self._commits_beyond_leader())
+
+    def _log_matching(self) -> list[Violation]:
+        """``LogMatching``: the entries of a term form one run in every log that holds
+        them, starting where the term's leader began it, after the same previous term."""
+        out: list[Violation] = []
+        for (tablet, term), pairs in self.starts.items():
+            if len(pairs) < 2:
+                continue
+            w = sorted((lam, node, f, ln, start, pred)
+                       for (start, pred), (lam, node, f, ln) in pairs.items())
+            _, _, f, ln, _, _ = w[-1]
+            out.append(Violation(
+                kind="LogMatching", severity="violation", file=f, line=ln,
+                subject=f"tablet={tablet} term={term}",
+                message=f"the entries of term {term} of tablet {tablet} begin at different "
+                        "places in different logs (Raft's Log Matching: an entry decides "
+                        "every entry before it): "
+                        + "; ".join(f"{node} at index {start} after term {pred}"
+                                    for _, node, _, _, start, pred in w),
+                tablet=tablet, event="log_append", failed="LogMatching",
+                witnesses=tuple(f"{fl}:{li} {node} index={start} prev_term={pred}"
+                                for _, node, fl, li, start, pred in w)))
+        return out
+
+    def _leader_completeness(self) -> list[Violation]:
+        """``LeaderCompleteness``: a leader of term t holds every entry committed by a
+        node in a term below t (a commit in term u means the entry was committed by the
+        leader of u or an earlier one, so every leader of a later term holds it)."""
+        out: list[Violation] = []
+        for tablet, llogs in self.llogs.items():
+            crs = sorted(self.cruns.get(tablet, ()), key=lambda c: (c[0], c[3], c[4:]))
+            if not crs:
+                continue
+            for t, node, lo, hi, runs_json, f, ln in sorted(llogs):
+                runs: list[list[int]] = json.loads(runs_json)
+                starts = [r[0] for r in runs]
+                miss: tuple[int, int, int | None, str, str, int, int] | None = None
+                for clo, chi, cterm, tx, cnode, cf, cln in crs:
+                    if tx >= t:
+                        continue
+                    if chi > hi:
+                        miss = (max(clo, hi + 1), cterm, None, cnode, cf, cln, tx)
+                        break
+                    index = max(clo, lo)
+                    while index <= chi:
+                        j = bisect.bisect_right(starts, index) - 1
+                        if j < 0:
+                            break
+                        if runs[j][1] != cterm:
+                            miss = (index, cterm, runs[j][1], cnode, cf, cln, tx)
+                            break
+                        index = starts[j + 1] if j + 1 < len(starts) else hi + 1
+                    if miss:
+                        break
+                if miss is None:
+                    continue
+                index, cterm, have, cnode, cf, cln, tx = miss
+                holds = "has no entry" if have is None else f"holds term {have}"
+                out.append(Violation(
+                    kind="LeaderCompleteness", severity="violation", file=f, line=ln,
+                    subject=f"tablet={tablet} term={t} leader={node}",
+                    message=f"{node} became leader of tablet {tablet} in term {t} but its "
+                            f"log {holds} at index {index}, where {cnode} committed an "
+                            f"entry of term {cterm} while in term {tx} < {t}",
+                    node=node, tablet=tablet, event="become_leader",
+                    failed="LeaderCompleteness",
+                    witnesses=(f"{cf}:{cln} {cnode} committed ({cterm}, {index}) in term "
+                               f"{tx}",)))
+        return out
+
+    def _committed_truncated(self) -> list[Violation]:
+        """``CommittedEntryTruncated``: a node removes an entry from its log (a batch
+        overwrites or cuts it) while in a term at or above one in which some node had
+        committed that entry."""
+        out: list[Violation] = []
+        for tablet, truncs in self.truncs.items():
+            crs = sorted(self.cruns.get(tablet, ()))
+            if not crs:
+                continue
+            for lo, hi, term, now, node, f, ln in sorted(truncs):
+                for clo, chi, cterm, tx, cnode, cf, cln in crs:
+                    if cterm != term or tx > now or clo > hi or lo > chi:
+                        continue
+                    index = max(lo, clo)
+                    out.append(Violation(
+                        kind="CommittedEntryTruncated", severity="violation", file=f,
+                        line=ln, subject=f"tablet={tablet} index={index} node={node}",
+                        message=f"{node} (in term {now}) removed the entry ({term}, "
+                                f"{index}) from its log, which {cnode} had committed in "
+                                f"term {tx}: a committed entry is never truncated",
+                        node=node, tablet=tablet, event="log_append",
+                        failed="StateMachineSafety",
+                        witnesses=(f"{cf}:{cln} {cnode} committed ({cterm}, {index}) in "
+                                   f"term {tx}",)))
+                    break
+        return out
+
+    def _unelected_appends(self) -> list[Violation]:
+        """``AppendOfUnelectedTerm``: an entry of term t appended where no node became
+        leader of t, in an input that would show that leader: every node the tablet's
+        events name is present whole, and none of them crashed (possibly losing the vote
+        that elected a leader named nowhere) before the append."""
+        out: list[Violation] = []
+        for (tablet, term, node), (lam, f, ln) in self.tappends.items():
+            if term < 1 or (tablet, term) in self.leads:
+                continue
+            if not self._tablet_complete(tablet):
+                continue
+            named = self.named[tablet]
+            if any(self._may_have_lost(n, lam) for n in named):
+                continue
+            out.append(Violation(
+                kind="AppendOfUnelectedTerm", severity="violation", file=f, line=ln,
+                subject=f"tablet={tablet} term={term} append={node}",
+                message=f"{node} appended an entry of term {term} to tablet {tablet}, but "
+                        f"no node became leader of term {term} (every trace the tablet's "
+                        f"events name is here: {sorted(named)}): only a leader creates "
+                        "entries",
+                node=node, tablet=tablet, event="log_append", failed="ElectionSafety"))
+        return out
+
+    def _commits_beyond_leader(self) -> list[Violation]:
+        """``CommitBeyondLeader``: a node that is not leading commits index i in term u,
+        which it learned from the leader of u; that leader's commit index came from its
+        own commits (as leader, in a term up to u) or from commits it learned in an
+        earlier term. Flagged when none reaches i, the leader's trace is whole and it
+        never crashed (a crash may lose the event of a commit), nor copied the tablet (a
+        copied replica starts from the copied data's commit index, logged by no commit of
+        its own)."""
+        out: list[Violation] = []
+        best: dict[tuple[str, str], list[tuple[int, int, bool]]] = {}
+        for (tablet, t, node), lc in self.lcommits.items():
+            best.setdefault((tablet, node), []).append((t, lc[0], True))
+        for (tablet, t, node), fc in self.fcommits.items():
+            best.setdefault((tablet, node), []).append((t, fc[0], False))
+        for (tablet, tf, node), (index, _, f, ln) in self.fcommits.items():
+            leads = self.leads.get((tablet, tf))
+            if not leads:
+                continue
+            leaders = sorted({lead[1] for lead in leads})
+            excused = False
+            for leader in leaders:
+                # A leader's commit index may come from a copy (the copied data's applied
+                # index), and a crash may have lost a commit's event.
+                if not self._complete(leader) or (tablet, leader) in self.copied or any(
+                        not clean for _, _, clean in self.incs.get(leader, {}).values()):
+                    excused = True
+                    break
+                if any(i >= index and (t <= tf if led else t < tf)
+                       for t, i, led in best.get((tablet, leader), ())):
+                    excused = True
+                    break
+            if excused:
+                continue
+            out.append(Violation(
+                kind="CommitBeyondLeader", severity="violation", file=f, line=ln,
+                subject=f"tablet={tablet} term={tf} commit={node}",
+                message=f"{node} committed index {index} of tablet {tablet} in term {tf}, "
+                        f"beyond anything the leader of term {tf} ({', '.join(leaders)}) "
+                        "committed by then (as leader up to that term, or learned before "
+                        "it)",
+                node=node, tablet=tablet, event="commit", failed="CommitFromLeader",
+                witnesses=tuple(leaders)))
+        return out
+
     def violations(self) -> list[Violation]:
-        out: list[Violation] = self._majority_violations() + self._causality_violations()
+        out: list[Violation] = (self._majority_violations() + self._causality_violations()
+                                + self._log_violations())
         for (tablet, term), w in self.leaders.items():
             if len({n for n, _, _ in w}) > 1:
                 out.append(leader_violation(tablet, term, w))
@@ -333,7 +558,11 @@ class GlobalChecks:
         return (len(self.leaders) + len(self.formats)
                 + sum(len(r[1]) for r in self.runs.values())
                 + len(self.leads) + len(self.elects) + len(self.votes) + len(self.lcommits)
-                + len(self.holds) + len(self.appends) + len(self.incs))
+                + len(self.holds) + len(self.appends) + len(self.incs)
+                + len(self.starts) + sum(len(x) for x in self.cruns.values())
+                + sum(len(x) for x in self.llogs.values())
+                + sum(len(x) for x in self.truncs.values()) + len(self.tappends)
+                + len(self.fcommits) + len(self.named))
 
 
 def _keep_min(table: dict[K, V], key: K, value: V) -> None:
@@ -352,4 +581,21 @@ def _keep_min(table: dict[K, V], key: K, value: V) -> None:
 # append   (tablet, a=term, node, file:line, lamport): the key's first log_append of an
 #           entry of its own current term
 # config   (tablet, a=config index, node, file:line, lamport, payload=voters)
-GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config")
+# The log checks (contract version 3, the rebuilt logs; see replay.Replayer.log_*):
+# start    (tablet, a=term, b=index where a run of it starts, c=the term before it, node,
+#           file:line, lamport)
+# crun     (tablet, a=lo, b=hi, c=term, node, file:line, clock slot=the term the key was
+#           in when it committed lo..hi): entries the key's rebuilt log says it committed
+# llog     (tablet, a=term won, b=lo, c=hi, node, file:line, lamport, payload=the known
+#           runs [[start, term], ...] of the leader's log when it won; lo..hi known)
+# trunc    (tablet, a=lo, b=hi, c=term, node, file:line, clock slot=the node's term):
+#           known entries of that term a batch removed or replaced
+# tappend  (tablet, a=entry term, node, file:line, lamport): the key's lowest-clocked
+#           append of an entry of that term
+# fcommit  (tablet, a=the key's term, b=index, node, file:line, lamport): its highest
+#           commit of the term while not leading
+# named    (tablet, a=1 if the key began a tablet copy, node, payload=the UUIDs its events
+#           name, itself included, one a line)
+# (lead's c is the incarnation that won the term.)
+GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config",
+                      "start", "crun", "llog", "trunc", "tappend", "fcommit", "named")

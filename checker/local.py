@@ -14,11 +14,15 @@ The hot loop
 ------------
 Per line, ``stream_node`` does only what a memo hit needs: the per-file order check on
 integers (``FileOrder`` runs only when the fast comparison fails), the key lookup, the memo
-lookup on ``(state id, event, raw args, raw state)``, the term check, the commit run and
-the context window. Everything else (a memo miss, a finding, an incarnation boundary, an
-event whose checks read its parameters) goes through ``Replayer.feed_raw``, which consults
-the spec. The shortcut does exactly what ``feed_raw`` does for such an outcome
-(``tests/trace/test_driver.py`` replays the corpus both ways and compares).
+lookup on ``(state id, event, raw args, raw state)``, the term check, the rebuilt log (an
+append that extends the log's last run, a commit inside it, inline; any other append or
+commit through ``Replayer.log_append_step`` / ``commit_step``) and the context window.
+Everything else (a memo miss, a finding, an incarnation boundary, an event whose checks
+read its parameters) goes through ``Replayer.feed_raw``, which consults the spec. The
+shortcut does exactly what ``feed_raw`` does for such an outcome
+(``tests/trace/test_driver.py`` replays the corpus and a cluster run both ways and
+compares). At each file the driver tells the replayer a node's incarnation begins
+(``Replayer.begin_file``) and, after a clean one, that it ended (``end_file``).
 """
 
 from __future__ import annotations
@@ -36,11 +40,11 @@ import msgspec
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
-    FAST_APPEND,
-    FAST_COMMIT,
-    FAST_LEADER_COMMIT,
+    FAST_LOG,
+    FAST_PLAIN,
     FactSink,
     KeyState,
+    NodeState,
     Replayer,
     Violation,
 )
@@ -54,6 +58,7 @@ from revivify.checker.traces import (
     InputError,
     discover,
     first_envelope,
+    name_incarnation,
     open_trace,
     refused_line,
     tablet_error,
@@ -72,7 +77,10 @@ class NodeStats:
 def group_files(files: list[str], errors: list[InputError] | None = None,
                 ) -> list[tuple[str, list[str]]]:
     """(node, its files in incarnation order), nodes sorted; then ("", [file]) for each
-    file whose first line names no node.
+    file whose first line names no node. A file with no line to read (empty, or only a
+    torn or malformed line) goes with the node its name gives (``name_incarnation``) if
+    that node has files: it is one of the node's incarnations (``MissingIncarnation``
+    must not count it lost).
 
     A node has one file per incarnation. A second file that opens with the same (node,
     incarnation) -- typically the same trace collected twice, say ``x.jsonl`` beside its
@@ -80,12 +88,19 @@ def group_files(files: list[str], errors: list[InputError] | None = None,
     left out: replaying one incarnation twice would only produce false violations."""
     by_node: dict[str, list[tuple[int, str]]] = defaultdict(list)
     orphans: list[str] = []
+    nameless: list[str] = []
     for f in files:
         head = first_envelope(f)
         if head is None:
-            orphans.append(f)
+            nameless.append(f)
         else:
             by_node[head[0]].append((head[1], f))
+    for f in nameless:
+        named = name_incarnation(f)
+        if named is not None and named[0] in by_node:
+            by_node[named[0]].append((named[1], f))
+        else:
+            orphans.append(f)
     groups: list[tuple[str, list[str]]] = []
     for node in sorted(by_node):
         kept: list[str] = []
@@ -121,14 +136,16 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     stats = NodeStats()
     keys: dict[str, KeyState] = {}
     clean: set[tuple[str, int]] = set()
+    ns = NodeState("")
     feed_raw = r.feed_raw
     memo_get = r.memo.get  # the memo is only replaced by maybe_reset, between nodes
     server_events = SERVER_EVENTS
     decode = ENVELOPE_DECODE
     decode_error = msgspec.MsgspecError
-    fast_commit = FAST_COMMIT
-    fast_append = FAST_APPEND
-    fast_lcommit = FAST_LEADER_COMMIT
+    fast_plain = FAST_PLAIN
+    fast_log = FAST_LOG
+    log_step = r.log_append_step
+    commit_step = r.commit_step
     events = 0
     before = r.events
     ev: Any
@@ -142,6 +159,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
         fnode: str | None = None
         finc: int | None = None
         first_lam: int | None = None
+        stop_line = 0
         try:
             with opener(f) as fh:
                 i = 0
@@ -168,7 +186,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                         nseq += 1
                         lamport = ev.lamport
                     else:
-                        if first_lam is None:
+                        new_file = first_lam is None
+                        if new_file:
                             first_lam = ev.lamport
                         if fnode is not None:  # bring FileOrder up to date
                             order.seq = nseq - 1
@@ -178,18 +197,25 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                         fnode, finc = order.node, order.inc
                         nseq = -1 if order.seq is None else order.seq + 1
                         lamport = _NO_LAMPORT if order.lamport is None else order.lamport
+                        if new_file:  # the node's next incarnation (Replayer.begin_file)
+                            ns.node = ns.node or ev.node
+                            for v in r.begin_file(ns, keys, f, i, ev.inc) or ():
+                                add(v)
                     if tablet is None:
                         stats.server_events += 1
                         if event == "server_stop":
                             clean.add((ev.node, ev.inc))
+                            stop_line = i
                         elif event == "server_format":
                             sink.server_format(ev.node, f, i)
+                            if ev.inc == 1:  # the node's trace starts at its format
+                                ns.born = True
                         continue
                     k = keys.get(tablet)
                     if k is None or k.node != ev.node:
                         if k is not None:
                             r.finish_key(k)
-                        k = keys[tablet] = r.new_key(ev.node, tablet)
+                        k = keys[tablet] = r.new_key(ev.node, tablet, ns.born)
                         stats.keys += 1
                     args_b = bytes(ev.args)
                     st_b = bytes(ev.state)
@@ -206,21 +232,48 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                                 if ot > mt:
                                     k.max_term = ot
                                     k.max_term_at = f"{f}:{i}"
-                                fast = out.fast
-                                if fast == fast_append:  # see Replayer.wal_seen
-                                    if out.a != k.app_term:
-                                        r.first_append(k, out.a, f, i, ev.lamport)
-                                elif fast in (fast_commit, fast_lcommit):
-                                    if out.a == k.c_hi + 1 and out.b == k.c_term:
-                                        k.c_hi = out.a
-                                    else:
-                                        r.commit_break(k, out.a, out.b, f, i)
-                                    if fast == fast_lcommit:  # = Replayer.leader_commit
-                                        lp = k.lc_pending
-                                        if lp is not None and lp[1] != out.b:
-                                            r.flush_leader_commit(k)
-                                        k.lc_pending = (out.a, out.b, ev.lamport, f, i)
                                 k.state = out.post
+                                fast = out.fast
+                                if fast == fast_log:  # = Replayer.fast_log
+                                    runs = k.log_runs
+                                    if out.ext == k.log_hi + 1 and out.a == k.tap_term \
+                                            and runs and runs[-1][1] == out.a and (
+                                                not out.lead or out.a == k.app_term):
+                                        # It extends the log's last run: nothing else.
+                                        k.log_hi = out.b
+                                    else:
+                                        if out.lead and out.a != k.app_term:
+                                            r.first_append(k, out.a, f, i, ev.lamport)
+                                        found = log_step(k, out, f, i, ev.lamport, args_b)
+                                        if found:
+                                            for v in found:
+                                                add(v)
+                                elif fast != fast_plain:  # = Replayer.fast_commit
+                                    ca, cb, tx = out.a, out.b, out.obs_term
+                                    runs = k.log_runs
+                                    if runs and runs[-1][0] <= ca <= k.log_hi and \
+                                            runs[-1][1] == cb and tx == k.ctx and \
+                                            k.commit_hi > k.c_done:
+                                        # The log's last run holds the entry: the
+                                        # committed range grows (= commit_step).
+                                        if ca > k.commit_hi:
+                                            k.commit_hi = ca
+                                        if out.lead:
+                                            lp = k.lc_pending
+                                            if lp is not None and lp[1] != cb:
+                                                r.flush_leader_commit(k)
+                                            k.lc_pending = (ca, cb, ev.lamport, f, i)
+                                        else:
+                                            fc = k.fcommits
+                                            got = fc.get(tx)
+                                            if got is None or ca > got[0]:
+                                                fc[tx] = (ca, ev.lamport, f, i)
+                                    else:
+                                        found = commit_step(k, ca, cb, out.lead, tx, f, i,
+                                                            ev.lamport, args_b)
+                                        if found:
+                                            for v in found:
+                                                add(v)
                                 k.window.append((f, i, event, args_b))
                                 continue
                     k.lam = ev.lamport
@@ -228,6 +281,9 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                     if found:
                         for v in found:
                             add(v)
+            if finc is not None and stop_line:  # a clean end: every startup was logged
+                for v in r.end_file(ns, keys, f, stop_line, finc, clean) or ():
+                    add(v)
         except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
             add(from_input_error(InputError("UnreadableFile", f, 0, "path", str(exc))))
             continue
@@ -235,6 +291,12 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
             drain_facts(r, sink)
         if fnode is not None and finc is not None and first_lam is not None:
             sink.incarnation(fnode, finc, first_lam, int(lamport), (fnode, finc) in clean)
+        elif ns.node:  # a file with no line to read: its incarnation is not lost
+            named = name_incarnation(f)
+            if named is not None and named[0] == ns.node:
+                # It died before its first event (server_start), so before any step.
+                ns.inc = max(ns.inc, named[1])
+                sink.incarnation(ns.node, named[1], 0, 0, True)
         if empty:
             add(from_input_error(InputError(
                 "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "

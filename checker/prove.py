@@ -37,9 +37,9 @@ from typing import Any
 import attrs
 import z3
 
-from revivify.spec.actions import Action
-from revivify.spec.invariants import Invariant
-from revivify.spec.logic import FMap
+from revivify.spec.actions import MAP_PARAMS, Action
+from revivify.spec.invariants import Invariant, check_state
+from revivify.spec.logic import FMap, unrolled_ranges
 from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
     BOOL_FIELDS,
@@ -126,7 +126,21 @@ def inv_forall(invariants: Iterable[Invariant], sys_: SystemState) -> Any:
 
 
 def action_params(action: Action, tag: str) -> dict[str, Any]:
-    return {p: z3.Int(f"{tag}.{action.name}.{p}") for p in action.params}
+    """Fresh z3 constants for an action's parameters: Ints, and Int -> Int Arrays for the
+    parameters that carry a whole log (``MAP_PARAMS``)."""
+    return {p: (z3.Array(f"{tag}.{action.name}.{p}", z3.IntSort(), z3.IntSort())
+                if p in MAP_PARAMS else z3.Int(f"{tag}.{action.name}.{p}"))
+            for p in action.params}
+
+
+def _param_value(model: Any, v: Any, keys: Sequence[int]) -> Any:
+    """A parameter's value in a model: an int, or a log (FMap) read at ``keys``."""
+    if isinstance(v, z3.ArrayRef):
+        m = FMap((), 0)
+        for k in keys:
+            m = m.set(k, model.eval(z3.Select(v, k), model_completion=True).as_long())
+        return m
+    return model.eval(v, model_completion=True).as_long()
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,7 +150,7 @@ def action_params(action: Action, tag: str) -> dict[str, Any]:
 @attrs.frozen
 class Obligation:
     name: str
-    result: str  # "proved" | "FAILED" | "unknown" | "not needed"
+    result: str  # "proved" | "FAILED" | "unknown" | "not needed" | "bounded"
     seconds: float
     detail: str = ""
 
@@ -148,7 +162,8 @@ class ProofReport:
 
     @property
     def ok(self) -> bool:
-        return all(o.result in ("proved", "not needed") for o in self.obligations)
+        """Every inductive claim proven; the bounded ones without a counterexample."""
+        return all(o.result in ("proved", "not needed", "bounded") for o in self.obligations)
 
 
 def _solver(timeout_ms: int) -> z3.Solver:
@@ -223,13 +238,20 @@ def _concrete_server(model: Any, s: ServerState, terms: Sequence[int]) -> Server
 
 def _concrete_system(model: Any, sys_: SystemState, extra_terms: Iterable[Any] = ()) -> \
         tuple[ServerState, ...]:
-    terms: set[int] = set()
+    # Map keys are terms (vote histories) or log indexes (logs): read both ranges.
+    terms: set[int] = set(range(0, 4))
     for s in sys_:
-        got = model.eval(_z3_value("term", s.term), model_completion=True)
-        terms.update(range(0, max(got.as_long(), 0) + 2))
+        got = model.eval(_z3_value("term", s.term), model_completion=True).as_long()
+        terms.update(range(0, min(max(got, 0), 48) + 2))
+        terms.update((got, got + 1))
+        for last in (s.wal_last_index, s.ghost_last_index):
+            top = model.eval(_z3_value("wal_last_index", last), model_completion=True)
+            terms.update(range(0, min(max(top.as_long(), 0), 20) + 2))
+    # the terms the state itself names (a current term far out, the goal's term), and the
+    # small ones around 0
     for t in extra_terms:
         terms.add(model.eval(t, model_completion=True).as_long())
-    ordered = sorted(x for x in terms if -5 <= x <= 50)
+    ordered = sorted(terms)
     return tuple(_concrete_server(model, s, ordered) for s in sys_)
 
 
@@ -259,7 +281,7 @@ class _Cti:
     claim: str
     action: str
     server: int
-    params: dict[str, int]
+    params: dict[str, Any]
     pre: tuple[ServerState, ...]
     post: tuple[ServerState, ...]
 
@@ -275,7 +297,8 @@ def consecution(
     """Every invariant and step property preserved by every action on every server."""
     n = spec.n_servers
     pre = symbolic_system("s", n)
-    hyp = inv_forall(spec.invariants, pre)
+    invariants = _inductive_invariants(spec)
+    hyp = inv_forall(invariants, pre)
     t = z3.Int("t_goal")
     seconds: dict[str, float] = {c: 0.0 for c in _claims(spec)}
     failed: dict[str, str] = {}
@@ -290,9 +313,9 @@ def consecution(
             post = action.apply(pre, i, params)
             solver = _solver(timeout_ms)
             solver.add(hyp, enabled)
-            goals = [(inv.name, _as_bool(inv.pred(post, t))) for inv in spec.invariants]
+            goals = [(inv.name, _as_bool(inv.pred(post, t))) for inv in invariants]
             goals += [(p.name, _as_bool(p.pred(pre[i], post[i], t)))
-                      for p in spec.step_properties]
+                      for p in spec.step_properties if p.inductive]
             for name, goal in goals:
                 # One counterexample per claim is enough; an undecided (action, claim) pair
                 # stays undecided on the other, interchangeable, servers.
@@ -305,7 +328,7 @@ def consecution(
                 if r == z3.sat and name not in failed:
                     model = solver.model()
                     cti = _Cti(name, action.name, i,
-                               {k: model.eval(v, model_completion=True).as_long()
+                               {k: _param_value(model, v, range(0, 6))
                                 for k, v in params.items()},
                                _concrete_system(model, pre, [t]),
                                _concrete_system(model, post, [t]))
@@ -319,7 +342,10 @@ def consecution(
                     else:
                         unknown.setdefault(name, f"{action.name}: {solver.reason_unknown()}")
                 solver.pop()
-                seconds[name] += time.perf_counter() - start
+                spent = time.perf_counter() - start
+                seconds[name] += spent
+                if spent > 2 and progress:
+                    progress(f"{action.name} on server {i}: {name} took {spent:.1f}s")
     out = []
     for name in _claims(spec):
         if name in failed:
@@ -344,26 +370,30 @@ def _ground_cti(spec: Spec, action: Action, i: int, pre: SystemState, params: di
     instantiation is weaker than the quantifier, so the candidate is turned into concrete
     states and judged by the concrete spec, which must agree that the pre-state satisfies
     every invariant and that the step breaks the claim. Only then is it reported."""
-    keys = [t, *params.values()]
+    keys = [t, *[v for v in params.values() if not isinstance(v, z3.ArrayRef)]]
     for srv in pre:
         keys += [srv.term, srv.term + 1]
     post = action.apply(pre, i, params)
-    goal = next((inv.pred(post, t) for inv in spec.invariants if inv.name == claim), None)
+    invariants = _inductive_invariants(spec)
+    goal = next((inv.pred(post, t) for inv in invariants if inv.name == claim), None)
     if goal is None:
         prop = next(p for p in spec.step_properties if p.name == claim)
         goal = prop.pred(pre[i], post[i], t)
     solver = _solver(timeout_ms)
-    solver.add(*[inv_at(spec.invariants, pre, k) for k in keys])
-    solver.add(_as_bool(action.enabled(pre, i, params)), z3.Not(_as_bool(goal)))
+    solver.add(*[inv_at(invariants, pre, k) for k in keys])
+    # Batches of at most 3 entries, written out: the guard without its quantifier.
+    with unrolled_ranges(3):
+        solver.add(_as_bool(action.enabled(pre, i, params)), z3.Not(_as_bool(goal)))
     if solver.check() != z3.sat:
         return None
     model = solver.model()
     values = sorted({model.eval(_z3_value("term", k), model_completion=True).as_long()
                      for k in keys})
     pre_c = tuple(_concrete_server(model, srv, values) for srv in pre)
-    p_c = {k: model.eval(v, model_completion=True).as_long() for k, v in params.items()}
+    p_c = {k: _param_value(model, v, range(0, max(values, default=0) + 3))
+           for k, v in params.items()}
     try:
-        if spec.violations(pre_c) or not action.enabled(pre_c, i, p_c):
+        if check_state(invariants, pre_c) or not action.enabled(pre_c, i, p_c):
             return None
         post_c = action.apply(pre_c, i, p_c)
         broken = spec.violations(post_c) + spec.step_violations(pre_c, post_c, i)
@@ -374,8 +404,21 @@ def _ground_cti(spec: Spec, action: Action, i: int, pre: SystemState, params: di
     return _Cti(claim, action.name, i, p_c, pre_c, post_c)
 
 
+def _inductive_invariants(spec: Spec) -> tuple[Invariant, ...]:
+    """The invariants proven by induction, and the only ones a proof may assume."""
+    return tuple(i for i in spec.invariants if i.inductive)
+
+
 def _claims(spec: Spec) -> list[str]:
-    return [i.name for i in spec.invariants] + [p.name for p in spec.step_properties]
+    """The claims proven by induction (invariants and step properties)."""
+    return ([i.name for i in spec.invariants if i.inductive]
+            + [p.name for p in spec.step_properties if p.inductive])
+
+
+def _bounded_claims(spec: Spec) -> list[str]:
+    """The claims checked by bounded model checking only (``inductive=False``)."""
+    return ([i.name for i in spec.invariants if not i.inductive]
+            + [p.name for p in spec.step_properties if not p.inductive])
 
 
 # ---------------------------------------------------------------------------------------
@@ -453,8 +496,7 @@ def _bmc_trace(model: Any, states: list[SystemState],
     for k, step_choices in enumerate(choices):
         for action, i, params, sel in step_choices:
             if z3.is_true(model.eval(sel, model_completion=True)):
-                shown = {p: model.eval(v, model_completion=True).as_long()
-                         for p, v in params.items()}
+                shown = {p: _param_value(model, v, range(0, 6)) for p, v in params.items()}
                 lines.append(f"  step {k + 1}: {action.name} on server {i} {shown}")
                 break
         lines.append(f"  state {k + 1}:\n" + describe_system(concrete[k + 1]))
@@ -480,6 +522,7 @@ def prove(
     timeout_ms: int = 60_000,
     always_bmc: bool = False,
     bmc_budget_s: float = 600.0,
+    bounded_depth: int = 0,
     progress: Callable[[str], None] | None = None,
 ) -> ProofReport:
     obligations: list[Obligation] = []
@@ -508,7 +551,26 @@ def prove(
             texts.insert(0, res.text)
     else:
         obligations.append(Obligation(f"bmc depth {bmc_depth}", "not needed", 0.0,
-                                      "every claim is inductive"))
+                                      "every inductive claim is proven"))
+    bounded = _bounded_claims(spec)
+    if bounded and bounded_depth > 0:
+        # The claims about the log: never proven, only searched for a counterexample from
+        # Init (the explorer checks them in every reachable state within its bounds).
+        if progress:
+            progress(f"bmc depth {bounded_depth} (bounded claims)")
+        res = bmc(spec, bounded, bounded_depth, timeout_ms, bmc_budget_s)
+        name = f"bounded, bmc depth {res.depth_checked}/{bounded_depth}: {', '.join(bounded)}"
+        if res.found_at is None:
+            obligations.append(Obligation(name, "bounded", res.seconds,
+                                          "no counterexample within the bound; not inductive "
+                                          "(explored, see revivify explore)"))
+        else:
+            obligations.append(Obligation(f"bmc: {', '.join(bounded)}", "FAILED", res.seconds,
+                                          f"reachable in {res.found_at} steps"))
+            texts.insert(0, res.text)
+    elif bounded:
+        obligations.append(Obligation(f"bounded: {', '.join(bounded)}", "bounded", 0.0,
+                                      "not inductive; checked by revivify explore"))
     return ProofReport(tuple(obligations), "\n\n".join(texts))
 
 
@@ -537,6 +599,9 @@ def prove_main(argv: list[str]) -> int:
                         help="stop bounded model checking after this many seconds")
     parser.add_argument("--always-bmc", action="store_true",
                         help="run BMC even when every claim is inductive")
+    parser.add_argument("--bounded-depth", type=int, default=0,
+                        help="BMC depth for the claims that are not inductive (the log's; "
+                             "default 0: they are checked by revivify explore)")
     parser.add_argument("--mutant", default=None,
                         help="prove a deliberately broken spec variant (see spec.mutants)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -547,8 +612,8 @@ def prove_main(argv: list[str]) -> int:
     if args.servers < 1 or args.servers > 7:
         print("revivify prove: --servers must be between 1 and 7", file=sys.stderr)
         return 2
-    if args.bmc_depth < 0:
-        print("revivify prove: --bmc-depth must be >= 0", file=sys.stderr)
+    if args.bmc_depth < 0 or args.bounded_depth < 0:
+        print("revivify prove: --bmc-depth and --bounded-depth must be >= 0", file=sys.stderr)
         return 2
     spec = default_spec(args.servers)
     if args.mutant:
@@ -566,7 +631,7 @@ def prove_main(argv: list[str]) -> int:
 
     report = prove(spec, bmc_depth=args.bmc_depth, timeout_ms=int(args.timeout * 1000),
                    always_bmc=args.always_bmc, bmc_budget_s=args.bmc_budget,
-                   progress=progress)
+                   bounded_depth=args.bounded_depth, progress=progress)
     if args.json:
         print(json.dumps({
             "ok": report.ok,

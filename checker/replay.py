@@ -34,8 +34,9 @@ live keys and distinct patterns, never with the number of events.
 Crash frontier. A crash is not an event. When a key's next event belongs to a later
 incarnation, the previous one ended either cleanly (it logged ``server_stop``) or in a
 crash. The server writes each event *after* the durable step it stands for, so a kill can
-lose the events of steps that did happen. Across a crash boundary the checker therefore
-accepts any sequence of up to K (``max_frontier``, default 3) unlogged local spec steps
+lose the event of the step in flight (one per key: the writer's guarantee). Across a crash
+boundary the checker therefore accepts any sequence of up to K (``max_frontier``, default
+1) unlogged local spec steps
 from the last matched state, with parameters drawn from values visible in that state and in
 the state the next incarnation reports; then the spec's ``crash``; then the new
 incarnation's ``startup`` (which must be logged when the tablet exists on disk; a tablet
@@ -54,6 +55,19 @@ the writer hides (READY over a WAL it did not verify) cannot be seen in a trace;
 
 Resynchronisation. After a violation the replay adopts the observed durable state (over the
 spec's volatile state) and goes on, so one bad step is reported once rather than cascading.
+
+The rebuilt log (contract version 3). Each key also carries its Raft log as index -> term
+runs, rebuilt from log_append's ``prev_term`` and ``terms`` and followed through every step
+that moves the WAL (``log_sync``); the per-key log checks read it as events come, and it
+feeds the facts of the cross-node log checks (``global_checks``: Log Matching, Leader
+Completeness, State-Machine Safety, appends of a term nobody won, commits beyond the
+leader's). traces/README.md "Version 3" states each rule and why it is sound.
+
+Nodes. ``begin_file`` and ``end_file`` (called by the drivers at each file of a node) find
+lost incarnation files (``MissingIncarnation``) and clean incarnations that skipped a
+tablet's startup (``MissingStartup``); a node whose trace starts at its ``server_format``
+is *born*, and the first startup of a tablet on it must come from its own steps
+(``PhantomTablet``).
 """
 
 from __future__ import annotations
@@ -85,7 +99,15 @@ from revivify.checker.traces import (
     spec_tuple,
     state_from_tuple,
 )
-from revivify.spec.actions import Action, is_self, not_self, startup_case, stc_failures
+from revivify.spec.actions import (
+    TRACE_FILLS,
+    Action,
+    is_self,
+    last_logged,
+    not_self,
+    startup_case,
+    stc_failures,
+)
 from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
@@ -99,12 +121,15 @@ from revivify.spec.model import (
     STARTUP_NAMES,
     STARTUP_NOTHING,
     STC_NAMES,
+    WAL_IN_PLACE,
     WAL_NAMES,
     ServerState,
 )
 from revivify.spec.system import Spec, default_spec
 
-DEFAULT_MAX_FRONTIER: Final = 3
+# The writer loses at most the event of the step in flight (traces/README.md): one unlogged
+# step per key at a crash.
+DEFAULT_MAX_FRONTIER: Final = 1
 WINDOW: Final = 6
 
 # The invariants and step properties a per-key replay can check, chosen by the spec's own
@@ -130,7 +155,7 @@ _TERM_PARAMS: Final = frozenset({"t", "caller_term", "remote_term", "remote_last
 _INDEX_PARAMS: Final = frozenset({"config_index", "remote_config_index", "remote_last_index",
                                   "op_index", "index", "cand_last_index", "opid_index",
                                   "first_index"})
-_ID_PARAMS: Final = frozenset({"candidate", "me"})
+_ID_PARAMS: Final = frozenset({"candidate", "me", "caller", "source"})
 
 
 @attrs.frozen
@@ -182,8 +207,8 @@ class Outcome:
     (a problem, or a vote/identity/leader check). ``hits`` counts the events replayed
     with this outcome (their coverage; ``Replayer.coverage`` sums them)."""
 
-    __slots__ = ("a", "b", "branch", "event", "fast", "frontier", "hits", "lead",
-                 "obs_term", "params", "post", "problem", "walc")
+    __slots__ = ("a", "b", "branch", "event", "ext", "fast", "frontier", "hits", "lead",
+                 "log", "obs_term", "params", "post", "problem", "walc", "walx")
 
     def __init__(self, post: int, problem: _Problem | None, params: dict[str, Any],
                  branch: str, obs_term: int, frontier: int) -> None:
@@ -202,6 +227,13 @@ class Outcome:
         # OpId in Raft's order (kept SLOW).
         self.lead = False
         self.walc = False
+        # The step moves the WAL (its location or last OpId: the rebuilt log follows it);
+        # a log_append's (first_index, prev_term or None, terms or None).
+        self.walx = False
+        self.log: tuple[int, int | None, tuple[tuple[int, int], ...] | None] | None = None
+        # A log_append whose batch is entries of op_term only, after one of op_term (if it
+        # says): its first index (drivers extend the log's last run inline), else 0.
+        self.ext = 0
 
 
 SLOW: Final = 0
@@ -210,12 +242,13 @@ FAST_COMMIT: Final = 2
 # A commit by a leader of an entry of its own term: the commit run, plus the key's
 # highest such commit per term (``KeyState.lcommits``; CommitWithoutMajority).
 FAST_LEADER_COMMIT: Final = 3
-# A log_append of an entry of the key's current term (``a`` = op_term, ``b`` = op_index):
+# A log_append (``a`` = op_term, ``b`` = op_index, ``log`` its batch): the rebuilt log
+# (``Replayer.log_append_step``) and, for an entry of the key's current term (``lead``),
 # the key's first append of the term (``KeyState.appends``; CausalityViolation). The
 # highest WAL OpId (``KeyState.h_term``/``h_index``) needs nothing on a memo hit: a fast
 # step never lowers it (one that does is SLOW), so the general path records it from the
 # state it starts from, and ``finish_key`` from the last.
-FAST_APPEND: Final = 4
+FAST_LOG: Final = 4
 
 
 @attrs.define(slots=True)
@@ -259,6 +292,51 @@ class KeyState:
     lc_pending: tuple[int, int, int, str, int] | None = None
     appends: dict[int, tuple[int, str, int]] = attrs.Factory(dict)
     app_term: int = -1
+    # The entry term whose lowest-clocked append this incarnation has recorded
+    # (``tappends``; clocks only grow within an incarnation), for the drivers' shortcut.
+    tap_term: int = -1
+    # The node's trace starts at its format (server_format in incarnation 1): every
+    # tablet it holds must have been created or copied in the trace (``PhantomTablet``).
+    born: bool = False
+    # The rebuilt log (``Replayer.log_*``; traces/README.md "Version 3"): ``log_on`` while
+    # a WAL is in place; indices ``log_lo..log_hi`` are known, as runs ``[start, term]``
+    # (starts ascending, the first at ``log_lo``); indices below ``log_lo`` are unknown (a
+    # copied WAL, a batch without terms, steps lost at a crash). ``commit_hi``: the highest
+    # index this key committed in this log's lifetime (reset when the WAL leaves).
+    log_on: bool = False
+    log_lo: int = 1
+    log_hi: int = 0
+    log_runs: list[list[int]] = attrs.Factory(list)
+    commit_hi: int = 0
+    # Committed entries not yet reported: ``c_done + 1..commit_hi``, committed while the
+    # key was in term ``ctx``, the first of them at ``cr_file:cr_line`` (flushed as
+    # "commit" and "crun" facts before the log below ``commit_hi`` can change).
+    c_done: int = 0
+    ctx: int = -1
+    cr_file: str = ""
+    cr_line: int = 0
+    # Facts for the log checks, each small: the (term, start, previous term) of every run
+    # of a term whose start the key saw; per entry term its lowest-clocked append
+    # (lamport, file, line); per term of the key its highest commit while not leading
+    # (index, lamport, file, line); the UUIDs its events name (configs, candidates, copy
+    # callers and sources).
+    starts: set[tuple[int, int, int]] = attrs.Factory(set)
+    tappends: dict[int, tuple[int, str, int]] = attrs.Factory(dict)
+    fcommits: dict[int, tuple[int, int, str, int]] = attrs.Factory(dict)
+    named: set[str] = attrs.Factory(set)
+    # The key began a tablet copy: its replica may start with a commit index (the copied
+    # data's) that no commit of its own logged.
+    copied: bool = False
+
+
+@attrs.define(slots=True)
+class NodeState:
+    """What a driver keeps per node across its files: whether its trace starts at its
+    format (``born``) and the last incarnation read (``MissingIncarnation``)."""
+
+    node: str
+    born: bool = False
+    inc: int = 0
 
 
 class _Sized:
@@ -334,6 +412,9 @@ class Replayer:
         self._config_events = frozenset({"create_tablet", "config_commit",
                                          "copy_merge_cmeta"})
         self._param_events |= self._config_events
+        # Events that name other nodes (a copy's caller and source): the general path
+        # notes them (the log checks ask whether every named node's trace is present).
+        self._named_events = frozenset({"stc_accept", "stc_reject", "copy_begin"})
         self._coverage: Counter[tuple[str, str]] = Counter()
         self.frontiers: Counter[int] = Counter()
         self.facts: list[Fact] = []
@@ -382,8 +463,9 @@ class Replayer:
             self.states.append(s)
         return got
 
-    def new_key(self, node: str, tablet: str) -> KeyState:
-        return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node))
+    def new_key(self, node: str, tablet: str, born: bool = False) -> KeyState:
+        return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node),
+                        born=born)
 
     def finish_key(self, k: KeyState) -> None:
         """The key has no more events: flush its open commit run and its facts."""
@@ -399,10 +481,23 @@ class Replayer:
             facts.append(("lcommit", tablet, t, index, cfg, node, f, ln, lam, voters))
         for t, (lam, f, ln) in k.appends.items():
             facts.append(("append", tablet, t, 0, 0, node, f, ln, lam, ""))
+        self._flush_committed(k)
+        for t, (lam, f, ln) in k.tappends.items():
+            facts.append(("tappend", tablet, t, 0, 0, node, f, ln, lam, ""))
+        for t, (index, lam, f, ln) in k.fcommits.items():
+            facts.append(("fcommit", tablet, t, index, 0, node, f, ln, lam, ""))
+        if k.state >= 0:
+            facts.append(("named", tablet, int(k.copied), 0, 0, node, "", 0, 0,
+                          "\n".join(sorted(k.named | {node}))))
         k.h_term = k.h_index = 0
         k.lcommits = {}
         k.appends = {}
         k.app_term = -1
+        k.tap_term = -1
+        k.tappends = {}
+        k.fcommits = {}
+        k.named = set()
+        k.copied = False
 
     def _flush_run(self, k: KeyState) -> None:
         if k.c_term is not None:
@@ -467,17 +562,319 @@ class Replayer:
         k.c_file = file
         k.c_line = line
 
+    # -----------------------------------------------------------------------------------
+    # The rebuilt log (traces/README.md "Version 3"). Per key, the log as index -> term,
+    # kept as runs over the known indices ``log_lo..log_hi``; indices below ``log_lo`` are
+    # unknown. A version-3 log_append says every entry's term (``terms``) and the term
+    # before the batch (``prev_term``); a version-2 one only its last entry's. Anything
+    # else that moves the WAL (create, a copied WAL, deletion, a crash's lost steps, a
+    # resynchronised state) is followed from the state the step reports: the last OpId is
+    # known, the rest unknown (``log_sync``). The checks read the log at four moments: an
+    # append (its prev_term, the entries it removes), a commit (the committed entries and
+    # their terms), an election (the leader's log), and the end (facts for global_checks).
+
+    def log_term(self, k: KeyState, index: int) -> int | None:
+        """The term of the entry at ``index`` in the key's rebuilt log, if known."""
+        if index == 0:
+            return 0
+        if not k.log_on or index < k.log_lo or index > k.log_hi:
+            return None
+        for start, term in reversed(k.log_runs):
+            if start <= index:
+                return term
+        return None
+
+    def log_sync(self, k: KeyState, s: ServerState) -> None:
+        """Follow a step that moved the WAL without saying its entries: keep the rebuilt
+        log when it still ends at the state's last OpId, else know only that OpId. A WAL
+        that left (deletion) ends the log's lifetime (its commits with it)."""
+        if s.wal not in WAL_IN_PLACE:
+            if k.log_on or k.commit_hi:
+                self._flush_committed(k)
+                k.log_on = False
+                k.log_lo, k.log_hi, k.log_runs = 1, 0, []
+                k.commit_hi = k.c_done = 0
+            return
+        if k.log_on and k.log_hi == s.wal_last_index and \
+                self.log_term(k, k.log_hi) == s.wal_last_term:
+            return
+        self._flush_committed(k)
+        if not k.log_on:
+            # A new log (created, or copied): nothing committed in it yet.
+            k.commit_hi = k.c_done = 0
+        k.log_on = True
+        k.log_hi = s.wal_last_index
+        if k.log_hi == 0:
+            k.log_lo, k.log_runs = 1, []
+        else:
+            k.log_lo, k.log_runs = k.log_hi, [[k.log_hi, s.wal_last_term]]
+
+    def log_append_step(self, k: KeyState, out: Outcome, file: str, line: int,
+                        lamport: int, args_b: bytes) -> list[Violation] | None:
+        """A log_append the spec accepted: check its prev_term against the rebuilt log,
+        find the entries it removes, apply the batch, note its runs' starts and terms."""
+        assert out.log is not None
+        first, prev, terms = out.log
+        op_term, op_index = out.a, out.b
+        found: list[Violation] | None = None
+        runs = k.log_runs
+        if not k.log_on:  # a WAL the model has not seen (cannot happen after log_sync)
+            k.log_on, k.log_lo, k.log_hi = True, first, first - 1
+            runs.clear()
+        if first == k.log_hi + 1:  # the common case: a pure append
+            known_prev: int | None = runs[-1][1] if runs else 0 if first == 1 else None
+        else:
+            known_prev = self.log_term(k, first - 1)
+        if prev is not None and known_prev is not None and known_prev != prev:
+            found = [self._violation(k, file, line, "log_append", args_b, _Problem(
+                "ArgMismatch", "violation", "args.prev_term",
+                f"prev_term {prev}, but this node's log holds term {known_prev} at index "
+                f"{first - 1}", (str(known_prev),), str(prev)), -1)]
+        pred = prev if prev is not None else known_prev
+        if k.commit_hi > k.c_done and (first <= k.log_hi or (terms is None and
+                                                             first < op_index)):
+            self._flush_committed(k)  # before the runs below commit_hi change
+        if first <= k.log_hi:
+            found = self._truncation(k, first, terms, op_term, op_index,
+                                     self.states[out.post].term, file, line, args_b, found)
+            # Cut the log before ``first``.
+            if first <= k.log_lo:
+                runs.clear()
+                k.log_lo = first
+            else:
+                while runs and runs[-1][0] >= first:
+                    runs.pop()
+        tappends = k.tappends
+        if terms is None and first < op_index:
+            # Version 2: only the last entry's term is known.
+            runs.clear()
+            k.log_lo, k.log_hi = op_index, op_index
+            runs.append([op_index, op_term])
+            got = tappends.get(op_term)
+            if got is None or lamport < got[0]:
+                tappends[op_term] = (lamport, file, line)
+            k.tap_term = op_term
+            return found
+        pos = first
+        for term, count in terms if terms is not None else ((op_term, 1),):
+            if pred != term and pred is not None and (term, pos, pred) not in k.starts:
+                k.starts.add((term, pos, pred))
+                self.facts.append(("start", k.tablet, term, pos, pred, k.node, file, line,
+                                   lamport, ""))
+            if not (runs and runs[-1][1] == term):
+                runs.append([pos, term])
+            got = tappends.get(term)
+            if got is None or lamport < got[0]:
+                tappends[term] = (lamport, file, line)
+            pos += count
+            pred = term
+        k.log_hi = op_index
+        k.tap_term = op_term
+        return found
+
+    def _truncation(self, k: KeyState, first: int, terms: tuple[tuple[int, int], ...] | None,
+                    op_term: int, op_index: int, node_term: int, file: str, line: int,
+                    args_b: bytes, found: list[Violation] | None) -> list[Violation] | None:
+        """The entries a batch starting at ``first <= log_hi`` removes or replaces. Each
+        known one goes out as a "trunc" fact (global_checks compares it with what was
+        committed); removing an entry this key committed whose term the log no longer
+        knows is reported here (``CommittedEntryTruncated``)."""
+        hi = k.log_hi
+        # The batch's known terms over first..op_index, as (lo, hi, term) segments.
+        new: list[tuple[int, int, int]] = []
+        if terms is not None:
+            pos = first
+            for term, count in terms:
+                new.append((pos, pos + count - 1, term))
+                pos += count
+        else:
+            new.append((op_index, op_index, op_term))
+        old = self._segments(k, max(first, k.log_lo), hi)
+        for lo, top, term in old:
+            gone: list[tuple[int, int]] = []
+            if top > op_index:
+                gone.append((max(lo, op_index + 1), top))
+            for nlo, nhi, nterm in new:
+                a, b = max(lo, nlo), min(top, nhi)
+                if a <= b and nterm != term:
+                    gone.append((a, b))
+            for a, b in gone:
+                self.facts.append(("trunc", k.tablet, a, b, term, k.node, file, line,
+                                   node_term, ""))
+        top_unknown = min(k.commit_hi, hi, k.log_lo - 1)
+        if op_index + 1 <= top_unknown:
+            found = self._add(found, self._violation(k, file, line, "log_append", args_b,
+                                                     _Problem(
+                "CommittedEntryTruncated", "violation", "StateMachineSafety",
+                f"the batch {first}..{op_index} removes entries {op_index + 1}.."
+                f"{top_unknown}, which this node committed (up to index {k.commit_hi})",
+                (), ""), -1))
+        return found
+
+    def _segments(self, k: KeyState, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """The rebuilt log's known entries in lo..hi as (lo, hi, term) segments."""
+        out: list[tuple[int, int, int]] = []
+        if not k.log_on:
+            return out
+        lo, hi = max(lo, k.log_lo), min(hi, k.log_hi)
+        runs = k.log_runs
+        for n, (start, term) in enumerate(runs):
+            end = runs[n + 1][0] - 1 if n + 1 < len(runs) else k.log_hi
+            a, b = max(start, lo), min(end, hi)
+            if a <= b:
+                out.append((a, b, term))
+        return out
+
+    def commit_step(self, k: KeyState, index: int, term: int, lead: bool, tx: int,
+                    file: str, line: int, lamport: int, args_b: bytes) -> list[
+                        Violation] | None:
+        """A commit of ``index`` (naming ``term``) by the key, in its term ``tx``: what
+        the rebuilt log says (``CommitNotInLog``; the entries it commits, reported by
+        ``_flush_committed``), the key's run of named commits where the log does not know
+        the entry, its leader commits and its highest commit per term while following."""
+        runs = k.log_runs
+        hi = k.log_hi
+        if runs:
+            last = runs[-1]
+            have = last[1] if last[0] <= index <= hi else self.log_term(k, index)
+        else:
+            have = None
+        if have != term:  # the log does not say it (or says otherwise): name it
+            if index == k.c_hi + 1 and term == k.c_term:
+                k.c_hi = index
+            else:
+                self.commit_break(k, index, term, file, line)
+        if lead:  # = leader_commit
+            lp = k.lc_pending
+            if lp is not None and lp[1] != term:
+                self.flush_leader_commit(k)
+            k.lc_pending = (index, term, lamport, file, line)
+        else:
+            got = k.fcommits.get(tx)
+            if got is None or index > got[0]:
+                k.fcommits[tx] = (index, lamport, file, line)
+        if runs and index > k.commit_hi:
+            if tx != k.ctx:
+                self._flush_committed(k)
+                k.ctx = tx
+            if k.commit_hi == k.c_done:
+                k.cr_file, k.cr_line = file, line
+            k.commit_hi = index if index <= hi else hi
+        if have is None or have == term:
+            return None
+        return [self._violation(k, file, line, "commit", args_b, _Problem(
+            "CommitNotInLog", "violation", "StateMachineSafety",
+            f"commit of index {index} naming term {term}, but this node's log holds "
+            f"term {have} at index {index}", (str(have),), str(term)), -1)]
+
+    def _flush_committed(self, k: KeyState) -> None:
+        """Report the committed entries ``c_done + 1..commit_hi`` the rebuilt log knows,
+        as runs of one term: "commit" facts (CommitTermMismatch, every index) and "crun"
+        facts with the term the key committed them in (the log checks)."""
+        if k.commit_hi > k.c_done:
+            for a, b, t in self._segments(k, k.c_done + 1, k.commit_hi):
+                self.facts.append(("commit", k.tablet, a, b, t, k.node, k.cr_file,
+                                   k.cr_line, 0, ""))
+                self.facts.append(("crun", k.tablet, a, b, t, k.node, k.cr_file,
+                                   k.cr_line, k.ctx, ""))
+        k.c_done = k.commit_hi
+
+    def fast_log(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
+                 args_b: bytes) -> list[Violation] | None:
+        """A memo hit of a log_append (drivers call it with ``k.state`` already the step's
+        post state; = ``_after`` for such a step)."""
+        if out.lead and out.a != k.app_term:
+            self.first_append(k, out.a, file, line, lamport)
+        return self.log_append_step(k, out, file, line, lamport, args_b)
+
+    def fast_commit(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
+                    args_b: bytes) -> list[Violation] | None:
+        """A memo hit of a commit (as ``fast_log``)."""
+        return self.commit_step(k, out.a, out.b, out.lead, out.obs_term, file, line,
+                                lamport, args_b)
+
+    # -----------------------------------------------------------------------------------
+    # A node's files: incarnations and the tablets they start.
+
+    def begin_file(self, ns: NodeState, keys: dict[str, KeyState], file: str, line: int,
+                   inc: int) -> list[Violation] | None:
+        """A node's next file (incarnation ``inc``) begins at ``file:line``. A gap in the
+        incarnations (1, 2, 4) is ``MissingIncarnation``: what the lost file did is
+        unknown, so the node's keys start over (and its history is no longer whole)."""
+        found: list[Violation] | None = None
+        if ns.inc and inc > ns.inc + 1:
+            gap = str(ns.inc + 1) if inc == ns.inc + 2 else f"{ns.inc + 1}..{inc - 1}"
+            found = [Violation(
+                kind="MissingIncarnation", severity="violation", file=file, line=line,
+                subject=f"node={ns.node} inc={ns.inc + 1}",
+                message=f"node {ns.node}: incarnation {inc} follows {ns.inc}; the trace "
+                        f"of incarnation {gap} is missing (its events are unknown: this "
+                        "node's tablets are replayed afresh from their next startup)",
+                node=ns.node, event="server_start", failed="no lost files")]
+            for k in keys.values():
+                self.finish_key(k)
+            keys.clear()
+            ns.born = False
+        ns.inc = max(ns.inc, inc)
+        return found
+
+    def end_file(self, ns: NodeState, keys: dict[str, KeyState], file: str, line: int,
+                 inc: int, clean: Container[tuple[str, int]]) -> list[Violation] | None:
+        """The node's incarnation ``inc`` ended cleanly at ``file:line`` (server_stop):
+        its startup ran to the end, so every tablet on disk logged ``startup``. A key
+        with no event in it whose tablet is on disk after every explanation a crash
+        frontier offers is ``MissingStartup`` (the key then carries on from the startup
+        the spec expects)."""
+        if (ns.node, inc) not in clean:
+            return None
+        found: list[Violation] | None = None
+        for k in keys.values():
+            if k.state < 0 or k.inc >= inc:
+                continue
+            prev_clean = (k.node, k.inc) in clean
+            key = ("nostart", k.state, prev_clean)
+            out = self.memo.get(key)
+            if out is None:
+                out = self.memo[key] = self._nostart(k.state, prev_clean)
+            if out.problem is None:
+                continue
+            found = self._add(found, attrs.evolve(
+                self._violation(k, file, line, "server_stop", b"", out.problem,
+                                out.frontier),
+                subject=f"{file}:{line} tablet={k.tablet}",
+                message=f"incarnation {inc} ended cleanly (server_stop) with no event for "
+                        f"tablet {k.tablet}: " + out.problem.message))
+            self.flush_leader_commit(k)
+            k.app_term = -1
+            k.tap_term = -1
+            k.inc = inc
+            k.state = out.post
+            self.log_sync(k, self.states[k.state])
+        return found
+
+    def _nostart(self, sid: int, clean: bool) -> Outcome:
+        """An incarnation boundary the key crossed without logging a startup."""
+        s = self.states[sid]
+        cands = [(s, 0)] if clean else list(self._frontier(s, spec_tuple(s)))
+        crash = self.actions["crash"]
+        crashed = self._damaged([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
+        return self._missing_startup(s, crashed)
+
+
     def _memoise(self, key: tuple[Any, ...], out: Outcome, event: str) -> Outcome:
         out.event = event
-        if out.problem is None and event not in self._param_events:
+        if out.problem is None and event not in self._param_events and \
+                event not in self._named_events:
             if event == "commit":
                 out.fast = FAST_LEADER_COMMIT if out.lead else FAST_COMMIT
                 out.a, out.b = out.params["index"], out.params["op_term"]
             elif out.walc:
                 pass  # lowers the WAL's last OpId: the general path records the top
-            elif event == "log_append" and out.lead:
-                out.fast = FAST_APPEND
+            elif event == "log_append":
+                out.fast = FAST_LOG
                 out.a, out.b = out.params["op_term"], out.params["op_index"]
+            elif out.walx:
+                pass  # moves the WAL otherwise: the general path follows it (log_sync)
             else:
                 out.fast = FAST_PLAIN
         self.memo[key] = out
@@ -502,29 +899,41 @@ class Replayer:
         """``feed`` on the envelope's parts."""
         self.events += 1
         found: list[Violation] | None = None
-        if k.state >= 0:  # the end of a stretch of memo hits (see FAST_APPEND)
+        if k.state >= 0:  # the end of a stretch of memo hits (see FAST_LOG)
             self._hold(k, k.state)
         if k.state < 0 or inc != k.inc:
             prev_clean = False
-            if k.state < 0:
-                key: tuple[Any, ...] = ("first", event, args_b, st_b)
+            first = k.state < 0
+            born = first and k.born and event == "startup"
+            if born:
+                # The node's trace is whole: the tablet must come from its own steps, of
+                # which only the last before a crash may be unlogged (a create_tablet in
+                # flight). From nothing, across the previous incarnation's end.
+                prev_clean = inc <= 1 or (k.node, inc - 1) in clean_stops
+                key: tuple[Any, ...] = ("born", prev_clean, event, args_b, st_b)
+            elif first:
+                key = ("first", event, args_b, st_b)
             else:
                 prev_clean = (k.node, k.inc) in clean_stops
                 key = ("boundary", k.state, prev_clean, event, args_b, st_b)
             out = self.memo.get(key)
             if out is None:
-                out = self._memoise(key, self._boundary(k.state, prev_clean, event, args_b,
-                                                        st_b), event)
-            if k.state >= 0:
-                self.frontiers[out.frontier] += 1
+                out = self._memoise(key, self._born_startup(prev_clean, event, args_b, st_b)
+                                    if born else self._boundary(k.state, prev_clean, event,
+                                                                args_b, st_b), event)
+            if not first or (born and inc > 1):
+                # Boundaries by how many unlogged steps explain them (-1: none does).
+                self.frontiers[out.frontier if out.problem is None else -1] += 1
             if inc != k.inc:
                 self.flush_leader_commit(k)
                 k.app_term = -1
+                k.tap_term = -1
             k.inc = inc
             if out.problem is not None:
                 found = [self._violation(k, file, line, event, args_b, out.problem,
                                          out.frontier)]
             k.state = out.post
+            self.log_sync(k, self.states[k.state])
             if event == "startup":
                 return self._after(k, file, line, event, args_b, out, found)
         key = (k.state, event, args_b, st_b)
@@ -562,9 +971,21 @@ class Replayer:
             # crash, a resynchronised state): its voters are not known.
             self.flush_leader_commit(k)
             k.cfg_index, k.cfg_voters = -1, ""
+        if event == "log_append" and out.log is not None and out.problem is None:
+            got = self.log_append_step(k, out, file, line, k.lam, args_b)
+            if got:
+                found = got if found is None else [*found, *got]
+        self.log_sync(k, post)
         if p and event in self._config_events:
             self._config_event(k, event, args_b, file, line, post.config_index)
+        elif event in self._named_events:
+            self._named_event(k, event, args_b)
         elif p and event in self._param_events:
+            if event in ("vote_granted", "vote_denied", "start_election"):
+                named = self.interner.name(p["me" if event == "start_election"
+                                             else "candidate"])
+                if named:
+                    k.named.add(named)
             if event == "vote_granted":
                 self.facts.append(("vote", k.tablet, p["t"], 0, 0, k.node, file, line, k.lam,
                                    self.interner.name(p["candidate"]) or ""))
@@ -605,18 +1026,34 @@ class Replayer:
                 # config_commit shows as a state whose config index differs).
                 known = k.cfg_index >= 0 and post.config_index == k.cfg_index
                 self.facts.append(("lead", k.tablet, p["t"], k.cfg_index if known else -1,
-                                   0, k.node, file, line, k.lam,
+                                   k.inc, k.node, file, line, k.lam,
                                    k.cfg_voters if known else ""))
+                # The leader's log as it won (Leader Completeness): its known runs.
+                lo = k.log_lo if k.log_on else post.wal_last_index + 1
+                self.facts.append(("llog", k.tablet, p["t"], lo, post.wal_last_index,
+                                   k.node, file, line, k.lam,
+                                   json.dumps(k.log_runs if k.log_on else [],
+                                              separators=(",", ":"))))
         elif p and event == "commit":
-            index, term = p["index"], p["op_term"]
-            if index == k.c_hi + 1 and term == k.c_term:
-                k.c_hi = index
-            else:
-                self.commit_break(k, index, term, file, line)
-            if out.lead:
-                self.leader_commit(k, index, term, file, line, k.lam)
+            got = self.commit_step(k, p["index"], p["op_term"], out.lead, out.obs_term,
+                                   file, line, k.lam, args_b)
+            if got:
+                found = got if found is None else [*found, *got]
         k.window.append((file, line, event, args_b))
         return found
+
+    def _named_event(self, k: KeyState, event: str, args_b: bytes) -> None:
+        """A StartTabletCopy's caller, a copy's source: nodes the log checks count on."""
+        if event == "copy_begin":
+            k.copied = True
+        try:
+            a = decode_args(event, args_b)
+        except ArgsError:
+            return
+        for field in ("caller", "source"):
+            name = getattr(a, field, None)
+            if isinstance(name, str) and name:
+                k.named.add(name)
 
     def _config_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
                       config_index: int) -> None:
@@ -631,6 +1068,7 @@ class Replayer:
         except ArgsError:
             return
         voters = sorted(set(getattr(a, "voters", ())))
+        k.named.update(voters)
         k.cfg_index = int(getattr(a, "config_index", -1))
         k.cfg_voters = json.dumps(voters, separators=(",", ":"))
         if k.cfg_index != config_index:  # refused or resynchronised: not known
@@ -686,7 +1124,9 @@ class Replayer:
     def _params(self, event: str, a: Any) -> dict[str, Any]:
         params: dict[str, Any] = {}
         for name in self.actions[event].params:
-            value = getattr(a, name)
+            value: Any = getattr(a, name, None)
+            if value is None and name in TRACE_FILLS:
+                continue  # not in the trace: filled from the state (``_step``)
             if name in _ID_PARAMS:
                 value = self.interner.id(value)
             elif name == "expected_state":
@@ -708,6 +1148,9 @@ class Replayer:
         a, params, obs = decoded
         action = self.actions[event]
         s = self.states[sid]
+        for name in action.params:  # spec parameters a trace does not carry
+            if name not in params:
+                params[name] = TRACE_FILLS[name](s, params)
         obs_term = obs[5] if obs[4] else -1
         if not action.guard(s, **params):
             return Outcome(self.intern(canon(state_from_tuple(obs, s))), _Problem(
@@ -718,7 +1161,8 @@ class Replayer:
                 params, "guard-failed", obs_term, -1)
         post = canon(action.effect(s, **params))
         branch = self._branch(event, s, post, params)
-        problem = self._compare(post, obs) or self._arg_checks(a, s, post) or \
+        problem = self._stale_copy(event, s, params) or self._compare(post, obs) or \
+            self._arg_checks(a, s, post) or self._leader_batch(event, a, s) or \
             self._invariants(s, post)
         if problem is not None and problem.kind == "StateMismatch":
             post = canon(state_from_tuple(obs, post))
@@ -727,9 +1171,46 @@ class Replayer:
             out.lead = bool(s.leader) and s.term == params["op_term"]
         elif event == "log_append":
             out.lead = params["op_term"] == post.term
+            out.log = (a.first_index, a.prev_term,
+                       None if a.terms is None else tuple((t, c) for t, c in a.terms))
+            one = (a.first_index == a.op_index if a.terms is None else
+                   len(a.terms) == 1 and a.prev_term == a.op_term)
+            out.ext = a.first_index if one else 0
         out.walc = (post.wal_last_term, post.wal_last_index) < (s.wal_last_term,
                                                                 s.wal_last_index)
+        out.walx = (post.wal, post.wal_last_term, post.wal_last_index) != (
+            s.wal, s.wal_last_term, s.wal_last_index)
         return out
+
+    @staticmethod
+    def _leader_batch(event: str, a: Any, s: ServerState) -> _Problem | None:
+        """A leader creates entries of its own term only (the spec's guard checks the
+        batch's last entry; a version-3 batch says every entry's term)."""
+        if event != "log_append" or not s.leader or a.terms is None:
+            return None
+        other = sorted({t for t, _ in a.terms if t != s.term})
+        if not other:
+            return None
+        return _Problem("ArgMismatch", "violation", "args.terms",
+                        f"the leader of term {s.term} appended entries of term(s) {other}: "
+                        "a leader only creates entries of its own term", (str(s.term),),
+                        str(other))
+
+    @staticmethod
+    def _stale_copy(event: str, s: ServerState, params: dict[str, Any]) -> _Problem | None:
+        """A copy merges the cmeta of a source whose term is below the replica's retained
+        last logged term (Kudu refuses such a copy: StartTabletCopy's STALE_TERM, checked
+        against the caller's term, and the source's term must not have gone below it)."""
+        if event != "copy_merge_cmeta":
+            return None
+        last_term = int(last_logged(s)[0])
+        if params["remote_term"] >= last_term:
+            return None
+        return _Problem("StaleCopySource", "violation", "remote_term >= last logged term",
+                        f"copy_merge_cmeta from a source in term {params['remote_term']}, "
+                        f"below this replica's last logged term {last_term} (the "
+                        "tombstone's retained last OpId): the copy must be refused",
+                        (f"remote_term >= {last_term}",), str(params["remote_term"]))
 
     def _compare(self, post: ServerState, obs: tuple[Any, ...]) -> _Problem | None:
         expected = spec_tuple(post)
@@ -888,11 +1369,34 @@ class Replayer:
         crashed = self._damaged([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
         if event == "startup":
             return self._startup_from(crashed, obs, params, crash.effect(s), startup)
+        return self._missing_startup(s, crashed)
+
+    def _born_startup(self, clean: bool, event: str, args_b: bytes, st_b: bytes) -> Outcome:
+        """The first event of a key on a node whose trace starts at its format, a startup:
+        the boundary from a server hosting nothing. What no unlogged step explains came
+        from nowhere (``PhantomTablet``)."""
+        out = self._boundary(self.fresh, clean, event, args_b, st_b)
+        pr = out.problem
+        if pr is not None and pr.kind == "StateMismatch":
+            out.problem = _Problem(
+                "PhantomTablet", "violation", "created or copied in the trace",
+                "the node's trace is whole from its server_format on, but it never created "
+                "or copied this tablet, and no step lost at a crash explains the data "
+                "this startup reports", (self._describe(self.states[self.fresh]),),
+                pr.observed)
+        return out
+
+    def _missing_startup(self, s: ServerState,
+                         crashed: list[tuple[ServerState, int]]) -> Outcome:
+        """A boundary crossed without a startup: fine when some crashed candidate holds
+        nothing on disk for the tablet (startup case NOTHING: no event), else
+        ``MissingStartup``."""
+        startup = self.actions["startup"]
         for c, depth in crashed:
             if startup.guard(c, case=STARTUP_NOTHING):
                 post = canon(startup.effect(c, case=STARTUP_NOTHING))
                 return Outcome(self.intern(post), None, {}, "", -1, depth)
-        cr = crash.effect(s)
+        cr = self.actions["crash"].effect(s)
         case = startup_case(cr)
         post = canon(startup.effect(cr, case=case))
         return Outcome(self.intern(post), _Problem(
@@ -989,9 +1493,13 @@ class Replayer:
                              (1, st.wal_last_index + 1) if p == "first_index" else
                              sorted(indices) if p in _INDEX_PARAMS else
                              sorted(ids) if p in _ID_PARAMS
+                             else (None,) if p in TRACE_FILLS
                              else domains.get(p, (0,)) for p in a.params]
                     for combo in itertools.product(*pools):
                         p = dict(zip(a.params, combo, strict=True))
+                        for name in a.params:  # what a trace never says: as the replay fills it
+                            if p[name] is None:
+                                p[name] = TRACE_FILLS[name](st, p)
                         if not a.guard(st, **p):
                             continue
                         post = canon(a.effect(st, **p))

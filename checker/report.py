@@ -78,6 +78,12 @@ class Report:
             "actions_not_exercised": missing,
         }
 
+    def unlogged_steps(self) -> int:
+        """Steps inferred at crash boundaries: taken, durable, but never logged (the
+        writer loses at most the event of the step in flight, so at most one per key and
+        crash; ``--max-frontier`` bounds it)."""
+        return sum(size * n for size, n in self.frontiers.items() if size > 0)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
@@ -86,6 +92,7 @@ class Report:
             "server_events": self.server_events, "keys": self.keys,
             "counts": dict(self.counts),
             "frontier_sizes": {str(k): v for k, v in sorted(self.frontiers.items())},
+            "unlogged_steps": self.unlogged_steps(),
             "coverage": self.coverage_summary(),
             "findings": [v.to_json() for v in self.sorted()],
             "timings": self.timings,
@@ -104,9 +111,10 @@ class Report:
             f"checked {self.events} events ({self.server_events} server events) on "
             f"{self.keys} keys in {self.files} files [{self.engine}]")
         if self.frontiers:
-            fr = ", ".join(f"{k} unlogged step(s): {v}" for k, v in
-                           sorted(self.frontiers.items()))
-            out.append(f"crash boundaries: {sum(self.frontiers.values())} ({fr})")
+            fr = ", ".join((f"{k} unlogged step(s): {v}" if k >= 0 else
+                            f"unexplained: {v}") for k, v in sorted(self.frontiers.items()))
+            out.append(f"incarnation boundaries: {sum(self.frontiers.values())} ({fr}); "
+                       f"unlogged steps inferred: {self.unlogged_steps()}")
         out.append(f"coverage: {n_actions}/{len(TABLET_EVENTS)} spec actions, "
                    f"{len(self.coverage)} action/branch pairs")
         if cov["actions_not_exercised"]:

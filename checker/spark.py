@@ -359,6 +359,29 @@ def make_dataframe_task(bins: list[list[tuple[str, list[str]]]], max_frontier: i
     return task
 
 
+def on_loopback(master: str) -> bool:
+    """Whether a Spark master URL keeps the job on this machine's loopback interface:
+    ``local``, ``local[N]``, ``local-cluster[...]``, or ``spark://`` URLs (one master or
+    several, comma-separated) whose hosts are all loopback addresses or ``localhost``."""
+    if master.startswith("local"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    for hostport in master[len("spark://"):].split(","):
+        host = urlsplit(f"spark://{hostport}").hostname or ""
+        if host == "localhost":
+            continue
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:  # a host name: it may resolve anywhere
+            return False
+    return True
+
+
 def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     import sys
 
@@ -368,9 +391,12 @@ def spark_session(master: str = "local[*]", shuffle_partitions: int = 8) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName("revivify-trace-validate")
-    if master.startswith("local"):
-        # A local session talks to itself only: keep the driver on the loopback interface
-        # (Spark otherwise picks the host's first non-loopback address).
+    if on_loopback(master):
+        # A local session, or a cluster whose masters all listen on the loopback interface
+        # (a standalone cluster on this machine, checker/spark_cluster.py), talks to this
+        # machine only: keep the driver on the loopback interface too (Spark otherwise
+        # picks the host's first non-loopback address, which executors bound to 127.0.0.1
+        # may not reach).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1"))

@@ -43,7 +43,10 @@ from revivify.spec.model import (
     ServerState,
 )
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
+# The versions this reader reads: the current one, and version 2 (its lines lack what
+# version 3 added; the checks that need it skip them, see traces/README.md "Version 3").
+SUPPORTED_VERSIONS: Final = (2, 3)
 # What changed at each version, for the message that refuses an older trace.
 SCHEMA_HISTORY: Final = {
     1: "version 1 (log_append without first_index; no step_down, config_commit, DAMAGED "
@@ -73,14 +76,15 @@ ENVELOPE_FIELDS: Final[tuple[tuple[str, str], ...]] = (
 # a crash boundary from the DAMAGED state the next startup reports).
 TABLET_EVENTS: Final = (
     "create_tablet", "delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
-    "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal", "stc_accept",
-    "stc_reject", "copy_begin", "copy_merge_cmeta", "copy_download_wal",
-    "copy_download_block", "copy_blocks_done", "copy_mark_ready", "copy_start_replica",
-    "startup", "learn_term", "vote_granted", "vote_denied", "start_election",
-    "become_leader", "step_down", "log_append", "commit", "config_commit",
+    "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal", "delete_remove_cmeta",
+    "delete_remove_superblock", "stc_accept", "stc_reject", "copy_begin", "copy_merge_cmeta",
+    "copy_download_wal", "copy_download_block", "copy_blocks_done", "copy_mark_ready",
+    "copy_start_replica", "copy_abort", "startup", "learn_term", "vote_granted",
+    "vote_denied", "start_election", "become_leader", "step_down", "log_append", "commit",
+    "config_commit",
 )
 # Spec actions no process logs.
-UNLOGGED_ACTIONS: Final = ("crash", "wipe", "damage")
+UNLOGGED_ACTIONS: Final = ("crash", "wipe", "damage", "drop")
 # Server events (tablet null): the instance was formatted (a new UUID), an incarnation
 # began, an incarnation ended cleanly (no frontier to guess at the next start).
 SERVER_EVENTS: Final = ("server_format", "server_start", "server_stop")
@@ -107,12 +111,12 @@ class Envelope(msgspec.Struct):
 
 EventName = Literal[
     "create_tablet", "delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
-    "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal", "stc_accept",
-    "stc_reject", "copy_begin", "copy_merge_cmeta", "copy_download_wal",
-    "copy_download_block", "copy_blocks_done", "copy_mark_ready", "copy_start_replica",
-    "startup", "learn_term", "vote_granted", "vote_denied", "start_election",
-    "become_leader", "step_down", "log_append", "commit", "config_commit", "server_format",
-    "server_start", "server_stop",
+    "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal", "delete_remove_cmeta",
+    "delete_remove_superblock", "stc_accept", "stc_reject", "copy_begin", "copy_merge_cmeta",
+    "copy_download_wal", "copy_download_block", "copy_blocks_done", "copy_mark_ready",
+    "copy_start_replica", "copy_abort", "startup", "learn_term", "vote_granted",
+    "vote_denied", "start_election", "become_leader", "step_down", "log_append", "commit",
+    "config_commit", "server_format", "server_start", "server_stop",
 ]
 
 
@@ -122,14 +126,14 @@ class CheckedEnvelope(Envelope):
     Python check. A line it refuses is re-read on its own and classified by
     ``parse_line`` (same errors as ever)."""
 
-    v: Literal[2]
+    v: Literal[2, 3]
     event: EventName
 
 
 if tuple(Envelope.__struct_fields__) != tuple(n for n, _ in ENVELOPE_FIELDS):
     raise AssertionError("Envelope is out of step with ENVELOPE_FIELDS")
 if frozenset(get_args(EventName)) != KNOWN_EVENTS or get_args(
-        get_type_hints(CheckedEnvelope)["v"]) != (SCHEMA_VERSION,):
+        get_type_hints(CheckedEnvelope)["v"]) != SUPPORTED_VERSIONS:
     raise AssertionError("CheckedEnvelope is out of step with KNOWN_EVENTS/SCHEMA_VERSION")
 
 
@@ -147,8 +151,8 @@ WalName = Literal["ABSENT", "LIVE", "QUARANTINED", "DAMAGED"]
 BlocksName = Literal["ABSENT", "PARTIAL", "PRESENT", "DAMAGED"]
 CaseName = Literal["NOTHING", "ROLL_FORWARD", "COPYING_TO_DELETED", "READY", "FAILED",
                    "TOMBSTONE"]
-StcName = Literal["OK", "ALREADY_IN_PROGRESS", "ILLEGAL_STATE", "BAD_TERM",
-                  "STALE_TOMBSTONE_TERM", "OPID_MISMATCH"]
+StcName = Literal["OK", "ALREADY_IN_PROGRESS", "ILLEGAL_STATE", "STALE_TERM",
+                  "OPID_MISMATCH"]
 
 
 class CmetaState(msgspec.Struct, forbid_unknown_fields=True):
@@ -196,6 +200,12 @@ class CopyBeginArgs(_Args):
     """``source``: the UUID of the server the copy downloads from (an extra fact)."""
 
     source: str | None = None
+
+
+class CopyAbortArgs(_Args):
+    """``reason``: why the copy failed or was cancelled (free text, not checked)."""
+
+    reason: str = ""
 
 
 class CreateArgs(_Args):
@@ -269,11 +279,18 @@ class StepDownArgs(_Args):
 
 
 class AppendArgs(_Args):
-    """A batch first_index..op_index written with one fsync; op_term is the last entry's."""
+    """A batch first_index..op_index written with one fsync; op_term is the last entry's.
+
+    Version 3 adds ``prev_term`` (the term of the entry at first_index - 1 in the node's own
+    log; 0 when first_index is 1) and ``terms`` (the batch's entry terms, run-length encoded
+    as ``[[term, count], ...]`` in index order): both or neither (a version-2 line, or a
+    writer whose log is abstract); ``decode_args`` checks their shape."""
 
     first_index: int
     op_term: int
     op_index: int
+    prev_term: int | None = None
+    terms: list[tuple[int, int]] | None = None
 
 
 class CommitArgs(_Args):
@@ -307,8 +324,10 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "create_tablet": CreateArgs,
     "delete_shutdown": NoArgs, "delete_create_qdir": NoArgs, "delete_copy_superblock": NoArgs,
     "delete_mark_deleted": NoArgs, "delete_copy_cmeta": NoArgs, "delete_move_wal": NoArgs,
-    "stc_accept": StcArgs, "stc_reject": StcRejectArgs,
-    "copy_begin": CopyBeginArgs, "copy_merge_cmeta": MergeArgs, "copy_download_wal": DownloadWalArgs,
+    "delete_remove_cmeta": NoArgs, "delete_remove_superblock": NoArgs,
+    "copy_abort": CopyAbortArgs, "stc_accept": StcArgs, "stc_reject": StcRejectArgs,
+    "copy_begin": CopyBeginArgs, "copy_merge_cmeta": MergeArgs,
+    "copy_download_wal": DownloadWalArgs,
     "copy_download_block": NoArgs, "copy_blocks_done": NoArgs, "copy_mark_ready": NoArgs,
     "copy_start_replica": NoArgs, "startup": StartupArgs, "learn_term": LearnTermArgs,
     "vote_granted": VoteArgs, "vote_denied": VoteArgs, "start_election": ElectionArgs,
@@ -384,7 +403,41 @@ def decode_args(event: str, raw: bytes) -> _Args:
     if isinstance(args, StartupArgs) and (args.case == "FAILED") != bool(args.reason):
         raise ArgsError("args.reason", "a FAILED startup states its reason (a non-empty "
                                        "string); no other case has one")
+    if isinstance(args, AppendArgs) and (args.terms is not None
+                                         or args.prev_term is not None):
+        _check_terms(args)
     return args
+
+
+def _check_terms(a: AppendArgs) -> None:
+    """The shape of a version-3 batch: prev_term and terms together; runs of at least one
+    entry covering first_index..op_index, the last of term op_term; terms never decrease
+    along a log (from prev_term on) and every entry's term is at least 1."""
+    if a.terms is None or a.prev_term is None:
+        raise ArgsError("args.terms" if a.terms is None else "args.prev_term",
+                        "prev_term and terms come together (or neither, as in version 2)")
+    if a.prev_term < 0 or (a.first_index == 1 and a.prev_term != 0):
+        raise ArgsError("args.prev_term", "the term before index 1 is 0; a term is never "
+                                          "negative")
+    if not a.terms:
+        raise ArgsError("args.terms", "a batch has at least one run")
+    last = a.prev_term
+    total = 0
+    for n, (term, count) in enumerate(a.terms):
+        if count < 1:
+            raise ArgsError(f"args.terms[{n}]", "a run holds at least one entry")
+        if term < 1 or term < last:
+            raise ArgsError(f"args.terms[{n}]",
+                            f"term {term} after term {last}: entry terms are >= 1 and never "
+                            "decrease along a log (from prev_term on)")
+        last = term
+        total += count
+    if total != a.op_index - a.first_index + 1:
+        raise ArgsError("args.terms", f"the runs hold {total} entries, the batch "
+                                      f"{a.first_index}..{a.op_index} "
+                                      f"{a.op_index - a.first_index + 1}")
+    if last != a.op_term:
+        raise ArgsError("args.terms", f"the last run's term is {last}, op_term {a.op_term}")
 
 
 def decode_state(raw: bytes) -> DurableState | None:
@@ -536,12 +589,24 @@ def contract_schema() -> dict[str, Any]:
     startup["then"] = {"required": ["case", "reason"],
                        "properties": {"reason": {"type": "string"}}}
     startup["else"] = {"properties": {"reason": {"type": "null"}}}
+    # A version-3 batch: prev_term and terms together, each run [term >= 1, count >= 1]
+    # (decode_args checks the rest: the counts cover the batch, terms never decrease).
+    append = defs["AppendArgs"]["properties"]
+    append["prev_term"] = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}],
+                           "default": None}
+    append["terms"] = {"anyOf": [{"type": "array", "minItems": 1, "items": {
+        "type": "array", "minItems": 2, "maxItems": 2, "items": False,
+        "prefixItems": [{"type": "integer", "minimum": 1},
+                        {"type": "integer", "minimum": 1}]}}, {"type": "null"}],
+        "default": None}
+    defs["AppendArgs"]["dependentRequired"] = {"prev_term": ["terms"],
+                                               "terms": ["prev_term"]}
     props: dict[str, Any] = {}
     for name, _ in ENVELOPE_FIELDS:
         doc, shape = _ENVELOPE_DOCS[name]
         prop = dict(shape)
         if name == "v":
-            prop["const"] = SCHEMA_VERSION
+            prop["enum"] = list(SUPPORTED_VERSIONS)
         elif name == "event":
             prop["enum"] = [*TABLET_EVENTS, *SERVER_EVENTS]
         if doc:
@@ -562,7 +627,8 @@ def contract_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://revivify.dev/traces/schema/v{SCHEMA_VERSION}.json",
         "title": "revivify trace event (one JSON Lines line)",
-        "description": f"Schema version {SCHEMA_VERSION}. One file per process incarnation: "
+        "description": f"Schema version {SCHEMA_VERSION} (version-2 lines are read too). "
+                       "One file per process incarnation: "
                        "<node-uuid>.<incarnation:04d>.jsonl. See traces/README.md.",
         "type": "object",
         "required": [name for name, _ in ENVELOPE_FIELDS],
@@ -600,7 +666,7 @@ def parse_line(data: bytes, file: str, lineno: int, is_last: bool) -> Envelope |
         ev = _ENVELOPE_DECODER.decode(data)
     except msgspec.MsgspecError as exc:
         return _classify(data, exc, file, lineno, is_last)
-    if ev.v != SCHEMA_VERSION:
+    if ev.v not in SUPPORTED_VERSIONS:
         return version_error(ev.v, file, lineno)
     if ev.event not in KNOWN_EVENTS:
         return InputError("UnknownEvent", file, lineno, "event",
@@ -617,7 +683,7 @@ def version_error(v: object, file: str, lineno: int) -> InputError:
             if known else "")
     return InputError("UnsupportedSchemaVersion", file, lineno, "v",
                       f"schema version {v!r} is not supported (this checker reads version "
-                      f"{SCHEMA_VERSION}){hint}")
+                      f"{SCHEMA_VERSION}, and version 2){hint}")
 
 
 def tablet_error(ev: Envelope, file: str, lineno: int) -> InputError:
@@ -642,7 +708,7 @@ def _classify(data: bytes, exc: msgspec.MsgspecError, file: str, lineno: int,
                                               if data.lstrip().startswith(b"{") else ""))
     if isinstance(generic, dict):
         v = generic.get("v")
-        if v != SCHEMA_VERSION and "v" in generic:
+        if v not in SUPPORTED_VERSIONS and "v" in generic:
             return version_error(v, file, lineno)
     field, msg = _field_of(exc, "")
     return InputError("MalformedLine", file, lineno, field.lstrip("."), msg)
@@ -776,6 +842,17 @@ def discover(paths: Iterable[str]) -> tuple[list[str], list[InputError]]:
         else:
             files.append(os.path.abspath(p))
     return files, errors
+
+
+_TRACE_NAME = re.compile(r"^(?P<node>.+)\.(?P<inc>\d+)\.(?:jsonl|ndjson)(?:\.gz)?$")
+
+
+def name_incarnation(path: str) -> tuple[str, int] | None:
+    """(node, incarnation) from a trace file's name (``<node-uuid>.<inc:04d>.jsonl``), for
+    a file without a line to read them from (a process killed before its first event was
+    whole leaves an empty file, or a torn first line)."""
+    m = _TRACE_NAME.match(os.path.basename(path))
+    return (m.group("node"), int(m.group("inc"))) if m else None
 
 
 def first_envelope(path: str) -> tuple[str, int] | None:

@@ -30,17 +30,26 @@ from typing import Any
 
 import attrs
 
+from revivify.checker import traces as trace_contract
 from revivify.checker.traces import (
     SCHEMA_VERSION,
     encode_cmeta,
     encode_state,
     write_contract_schema,
 )
-from revivify.spec.actions import Action, Bounds, startup_case
+from revivify.spec.actions import (
+    FAULT_ACTIONS,
+    SPEC_ONLY_PARAMS,
+    Action,
+    Bounds,
+    startup_case,
+)
+from revivify.spec.logic import FMap, run_of
 from revivify.spec.model import (
     BLOCKS_DAMAGED,
     BLOCKS_PRESENT,
     DAMAGE_BLOCKS,
+    DAMAGE_KINDS,
     DAMAGE_WAL,
     DOES_NOT_EXIST,
     SB_NAMES,
@@ -148,8 +157,12 @@ class Recorder:
 
     def damage(self, i: int, what: int) -> None:
         """A disk fault while server i is down: nothing is written (its next startup
-        reports the DAMAGED WAL or blocks, case FAILED)."""
+        reports the DAMAGED WAL or blocks, or the missing cmeta, case FAILED)."""
         self._apply(i, self.spec.action("damage"), {"what": what})
+
+    def drop(self, i: int) -> None:
+        """The master drops the table and tells server i (a ghost: nothing is written)."""
+        self._apply(i, self.spec.action("drop"), {})
 
     def wipe(self, i: int) -> None:
         self._apply(i, self.spec.action("wipe"), {})
@@ -164,22 +177,72 @@ class Recorder:
     def step(self, i: int, name: str, check: bool = True, **p: Any) -> dict[str, Any]:
         action = self.spec.action(name)
         pre = self.sys[i]
+        p = self.fill_params(name, i, p)
         if check and not action.enabled(self.sys, i, p):
             raise ValueError(f"{name}{p} not enabled on server {i}: {pre.describe()}")
         self._apply(i, action, p)
         return self.emit(i, name, self.trace_args(name, i, p, pre), self.sys[i], self.tablet)
 
+    def fill_params(self, name: str, i: int, p: dict[str, Any]) -> dict[str, Any]:
+        """The spec parameters a scenario leaves out, as a real server would have them: the
+        request addressed to this server's UUID, a DeleteTablet CAS that passes, the caller
+        of a StartTabletCopy (the leader of its term), the entries of an append (a leader's
+        own, or the slice of the leader's log it came from) and a copied WAL's entries (its
+        source's)."""
+        s = self.sys[i]
+        params = self.spec.action(name).params
+        out = dict(p)
+        if "dest" in params:
+            out.setdefault("dest", s.uuid_gen)
+        if "cas_config_index" in params:
+            out.setdefault("cas_config_index", s.config_index)
+        if "caller" in params and "caller" not in out:
+            out["caller"] = next((j for j, k in enumerate(self.sys) if j != i and k.leader
+                                  and k.term == p["caller_term"]), (i + 1) % len(self.sys))
+        if name == "log_append" and "entries" not in out:
+            first, last, term = p["first_index"], p["op_index"], p["op_term"]
+            lead = next((k for j, k in enumerate(self.sys) if j != i and k.leader
+                         and k.term == s.term and k.wal_last_index >= last), None)
+            if s.leader or lead is None:
+                out["entries"] = run_of(first, last, term)
+                out.setdefault("prev_term", s.log[first - 1])
+            else:
+                out["entries"] = FMap(tuple((k, v) for k, v in lead.log
+                                            if first <= k <= last), 0)
+                out.setdefault("prev_term", lead.log[first - 1])
+        if name == "copy_download_wal" and "remote_log" not in out:
+            src = self.sys[s.op_src] if 0 <= s.op_src < len(self.sys) else None
+            out["remote_log"] = src.log if src is not None else FMap((), 0)
+        return out
+
     def trace_args(self, name: str, i: int, p: dict[str, Any],
                    pre: ServerState) -> dict[str, Any]:
+        """What a real server writes: the spec's parameters but those no trace carries
+        (``SPEC_ONLY_PARAMS``), identities as UUIDs, enumerations as names, and the extra
+        facts of the contract."""
         uuids = self.uuid_of()
-        args = dict(p)
-        for k in ("candidate", "me"):
+        args = {k: v for k, v in p.items() if k not in SPEC_ONLY_PARAMS}
+        for k in ("candidate", "me", "caller"):
             if k in args:
                 args[k] = uuids[args[k]]
+        if name == "log_append" and _accepts(name, "terms"):
+            # Version 3: the term before the batch, and the batch's terms as runs.
+            entries: FMap = p["entries"]
+            runs: list[list[int]] = []
+            for index in range(p["first_index"], p["op_index"] + 1):
+                term = entries[index]
+                if runs and runs[-1][0] == term:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([term, 1])
+            args["terms"] = runs
+        elif name == "log_append":
+            args.pop("prev_term", None)
+        if name == "copy_begin" and _accepts(name, "source") and pre.op_src >= 0:
+            args["source"] = uuids[pre.op_src]
+        if name == "copy_abort":
+            args["reason"] = "the source stopped answering"
         if name in ("stc_accept", "stc_reject"):
-            caller = next((j for j, s in enumerate(self.sys) if j != i and s.leader
-                           and s.term == p["caller_term"]), (i + 1) % len(self.sys))
-            args["caller"] = uuids[caller]
             args["expected_state"] = SB_NAMES[p["expected_state"]]
             args["has_opid"] = bool(p["has_opid"])
             args["answer"] = STC_NAMES[p["reason"]] if name == "stc_reject" else "OK"
@@ -215,6 +278,14 @@ class Recorder:
         return self.files[(self.uuid(node_server), inc)]
 
 
+def _accepts(event: str, field: str) -> bool:
+    """The reader's args type for ``event`` has ``field`` (what this contract version
+    writes: the walks follow the reader they are checked with)."""
+    types = getattr(trace_contract, "ARGS_TYPES", {})
+    t = types.get(event)
+    return t is not None and field in getattr(t, "__struct_fields__", ())
+
+
 def failure_reason(s: ServerState) -> str:
     """The free-text reason a server gives for a FAILED startup (the checker does not read
     it; the DAMAGED state it reports is what the spec checks)."""
@@ -232,6 +303,7 @@ def failure_reason(s: ServerState) -> str:
     return "; ".join(why) or "unreadable on-disk state"
 
 
+
 # Walks spend up to this many disk faults (wipes and damage) unless told otherwise.
 WALK_BOUNDS = Bounds(max_wipes=2)
 
@@ -247,7 +319,7 @@ def random_walk(seed: int, steps: int = 80, n_servers: int = 3,
     crashes = faults = 0
     for _ in range(steps):
         succ = [(a, i, p) for a, i, p, _ in spec.successors(r.sys, bounds)
-                if a.name not in ("crash", "wipe", "damage", "startup")]
+                if a.name not in ("crash", "startup", *FAULT_ACTIONS)]
         roll = rng.random()
         up = [i for i, s in enumerate(r.sys) if s.up]
         down = [i for i, s in enumerate(r.sys) if not s.up]
@@ -255,11 +327,15 @@ def random_walk(seed: int, steps: int = 80, n_servers: int = 3,
             i = rng.choice(down)
             fault = rng.random()
             if faults < bounds.max_wipes and fault < 0.3:
-                # a disk fault while down: a wipe (new UUID) or damage found at startup
+                # a fault while down: a wipe (new UUID), damage found at startup, or the
+                # drop of the table (every server is told; full deletes may follow)
                 damage = spec.action("damage")
-                kinds = [w for w in (DAMAGE_WAL, DAMAGE_BLOCKS)
-                         if damage.guard(r.sys[i], what=w)]
-                if fault < 0.1 or not kinds:
+                kinds = [w for w in DAMAGE_KINDS if damage.guard(r.sys[i], what=w)]
+                if fault < 0.05:
+                    for j in range(len(r.sys)):
+                        if not r.sys[j].dropped:
+                            r.drop(j)
+                elif fault < 0.1 or not kinds:
                     r.wipe(i)
                 else:
                     r.damage(i, rng.choice(kinds))

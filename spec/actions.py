@@ -3,89 +3,165 @@
 Rules of this file
 ------------------
 * Every action is a row of ``ACTIONS``: a name (the trace event that stands for it), the seed
-  step it implements, its parameters (all integers), a *local* guard and effect over one
-  server's state, and, for the few actions whose enabling depends on other servers (a
-  candidate needs a majority of votes), a *system* guard over all servers.
+  step it implements, its parameters, a *local* guard and effect over one server's state,
+  and, for the actions whose enabling depends on other servers (a candidate needs a majority
+  of votes, a follower's entries come from a leader, a copy from its source), a *system*
+  guard over all servers.
 * Guards and effects obey the two-interpreter discipline of ``logic``: no ``if`` on state,
   ``ite`` instead; they run unchanged on Python values and on z3 terms.
 * Each action is one atomic durable step (one fsync'd change) or one volatile step, so that a
   crash (another row) can fall between any two of them.
 * Anything not in the table is not allowed. The trace checker replays events through the
   local guards and effects; the explorer, Hypothesis and the prover use both.
+* A guard is named for what it checks (``copy_mark_ready_guard``), and where it has several
+  reasons to refuse, they are named conditions (``*_conditions``): a trace checker names
+  the one a refused event breaks.
+* Enumerators (``*_enum``) generate what the environment may send: every request a server
+  (a leader, a stale leader, the master) could make, every fault. They never filter with
+  the guard's own conditions: a filter in front of a guard would hide every bug in it.
 
 Theory of operation (seed 001)
 ------------------------------
 Deletion (steps 1-6): shut the replica down; create the quarantine directory (QDIR); copy the
 superblock into it; mark the superblock DELETED, recording the last logged OpId and the QDIR
 (from here on the delete always rolls forward); copy the cmeta into the QDIR; move the WAL
-directory into the QDIR. The cmeta itself stays in place forever: a tombstone keeps its term
-and vote, and votes from them ("Future work": tombstones vote, as real Kudu later did).
+directory into the QDIR. The cmeta itself stays in place: a tombstone keeps its term and
+vote, and votes from them ("Future work": tombstones vote, as real Kudu later did).
 
 Follower tablet copy (steps 1-6): rewrite the superblock as COPYING (keeping the tombstone's
-last OpId, clearing the QDIR); download and *merge* the cmeta (``merge``); download the WAL;
-download the blocks; write the superblock READY; start the replica.
+last OpId, clearing the QDIR); download and *merge* the cmeta (``merge``); download the WAL
+and the blocks (in either order); write the superblock READY; start the replica.
 
 StartTabletCopy: the seed's pseudo-code deletes a running tablet *before* checking the
 caller's term. That order lets a deposed leader (a stale term) destroy a current replica and
-leave it tombstoned after the term check finally fails. We check the term first, as real
-Kudu does, and also refuse a caller whose term is below the tombstone's last logged term
-(such a caller cannot hold the data the tombstone already acknowledged). The seed's order is
-kept as a mutant (``mutants``) that the prover and the explorer must reject.
+leave it tombstoned after the term check finally fails. Every check runs first here, as in
+real Kudu; the seed's order is kept as a mutant (``mutants``) that the checkers reject.
 
-Startup: DELETED with the WAL still live rolls the deletion forward (steps 5 and 6 again);
-COPYING deletes itself back to DELETED (steps 2-6, keeping the last OpId); READY with its
-cmeta, WAL and blocks starts normally; READY with any of them missing stays offline (FAILED).
+Startup: DELETED with the WAL still in place rolls the deletion forward (steps 5 and 6
+again); COPYING deletes itself back to DELETED (steps 2-6, keeping the last OpId); READY with
+its cmeta, WAL and blocks intact starts normally; READY with anything missing or damaged
+stays offline (FAILED).
 
-Raft, only as far as it touches the lifecycle: learning a higher term; RequestVote granted
-or denied by READY, COPYING and DELETED replicas (a tombstone votes from its retained cmeta
-and last OpId); starting an election; becoming leader with a majority of votes of *members*
-(servers still on their original UUID); stepping down; appending to the log; committing;
-committing a config change into the cmeta.
+Raft, as far as it touches the lifecycle: learning a higher term; RequestVote granted or
+denied by READY, COPYING and DELETED replicas (a tombstone votes from its retained cmeta and
+last OpId); starting an election; becoming leader with a majority of votes of *members*
+(servers still on their original UUID); stepping down; appending batches to the log (the log
+is a map index -> term, so that log matching, commitment and leader completeness can be
+stated); committing; committing a config change into the cmeta.
 
 Departures from the seed for a real Raft server (trace contract version 2)
 ---------------------------------------------------------------------------
-The seed treats Raft as a black box. A real tablet server with Raft per tablet does four
-things the first version of this table could not express, and meets one kind of fault the
-seed leaves to the operator. Each is a row (or a parameter) here; each new guard has a claim
-in ``invariants`` it protects and a mutant in ``mutants`` that breaks it:
+* Batched appends (``log_append`` with ``first_index``): one fsync, one event; a follower
+  may overwrite a conflicting suffix; a leader never truncates its own log (claim
+  ``LeaderAppendOnly``; mutant ``leader_truncates_own_log``).
+* ``step_down`` (volatile): a leader stops leading and keeps term and vote (mutant
+  ``step_down_forgets_vote``: ``VoteOnce``).
+* ``config_commit``: a committed config change entry written into the cmeta, only forward
+  and only to an entry of the replica's own log (``ConfigCommittedFromLog``; mutant
+  ``config_commit_beyond_log``).
+* ``commit`` once per batch: ``commit(index, op_term)`` commits every index up to ``index``.
+* Disk damage found at startup (``damage``, a fault while the server is down): FAILED, never
+  runs (``RunningIsIntact``; mutants ``damage_while_up``, ``startup_ignores_damage``).
 
-* Batched appends (``log_append`` gains ``first_index``). A server appends a batch of
-  entries first_index..op_index with *one* fsync and logs one event after it; op_term is
-  the last entry's term. The guard keeps a log without holes (first_index <= last index + 1)
-  and lets a follower overwrite a suffix (first_index <= last index: truncate, then
-  append); a pure append never lowers the last term (terms never decrease along a Raft
-  log: a follower's batch follows the entry that matched the leader's log). A leader
-  never truncates its own log (Raft's Leader Append-Only): it appends at last index + 1 in
-  its own term. Claim: ``LeaderAppendOnly`` (step property); mutant
-  ``leader_truncates_own_log``.
-* ``step_down`` (volatile). A leader stops leading without learning a higher term
-  (check-quorum lost a majority, an operator asked, a leadership transfer). The seed's
-  table only ended leadership with a higher term, so a leader that stepped down in a real
-  server could never be followed by ``start_election`` (which needs "not leader"). It keeps
-  term and vote: a vote is for the term, not for the leadership. Letting a non-leader step
-  down is harmless, so the mutant ``step_down_forgets_vote`` breaks the effect instead (it
-  clears the vote: ``VotesMatchCmeta``, the former leader could vote twice in its term).
-* ``config_commit`` (durable). A committed config change entry at index config_index is
-  written into the cmeta (an atomic replace). The committed config only moves forward and
-  only to an entry of the replica's own log. Claim: ``ConfigCommittedFromLog`` (step
-  property); mutant ``config_commit_beyond_log``.
-* ``commit`` once per batch. ``commit(index, op_term)`` says every index up to ``index``
-  is committed, op_term being the term of the entry at ``index``. The row was already
-  written that way (nothing here assumes consecutive indices); the trace checker compares
-  only the (index, term) pairs events name (``checker.global_checks``).
-* Startup of a damaged replica (``damage``: a disk fault while the server is down, like
-  ``wipe``). The seed's startup says READY with something missing stays offline; a real
-  server also finds a WAL whose segments fail verification, or missing or corrupt data
-  blocks. ``damage`` marks the WAL or the blocks DAMAGED (a durable fact about the disk, not
-  a step a process takes, so no trace logs it: the checker infers it at a crash boundary
-  from the state the next ``startup`` reports); ``startup_case`` classifies READY with a
-  damaged WAL or damaged blocks as FAILED, and the writer says so (``case`` FAILED with a
-  ``reason``). A damaged replica never runs (``RunningIsIntact``; mutants
-  ``damage_while_up`` and ``startup_ignores_damage``); ``ReadyIsComplete`` now says READY
-  has its files (the WAL in place, every block listed), damaged or not. Deleting a damaged
-  replica moves its WAL into the quarantine like a live one (the tombstone keeps the last
-  OpId the WAL held: damage does not change it), and a tablet copy replaces it. The
-  explorer and Hypothesis count damage with wipes (``FAULT_ACTIONS``, ``Bounds.max_wipes``).
+Decisions of trace contract version 3 (each: what real Kudu does, why, what guards it)
+---------------------------------------------------------------------------------------
+1. **copy_abort.** A copy that fails or is cancelled before its superblock says READY logs
+   ``copy_abort``. Before ``copy_begin`` nothing changed: the replica stays what it was (a
+   tombstone, or nothing). After it the replica tombstones itself right away, without a
+   restart: deletion steps 2-6 (op UNDO_COPY, the same steps startup runs for COPYING),
+   keeping the tombstone's previous last OpId and its cmeta (Kudu's TabletCopyClient does
+   the same on Abort). Claim ``TombstoneRetainsLastOpid`` (a tombstone holds the last OpId
+   of its *own* former log, never the downloaded one); mutant
+   ``abort_records_downloaded_opid``.
+2. **FAILED replicas are deleted and copied again.** A replica whose startup failed is a
+   READY superblock that does not run; ``delete_shutdown`` and StartTabletCopy (which sees
+   it as READY) take it like a running one; its tombstone records the damaged WAL's last
+   OpId (damage does not change it). Mutant ``failed_delete_forgets_opid`` (the tombstone
+   of a damaged WAL records (0, 0)): ``TombstoneRetainsLastOpid``.
+3. **A tombstone without cmeta votes** (a first-time copy that crashed before its cmeta was
+   merged, or a full delete interrupted between its two steps), from an empty cmeta (term
+   0, no vote) created by its first vote, as Kudu does (KUDU-2123). It votes only while
+   nothing but a copy is in flight. A replica whose cmeta a *disk fault* removed is not
+   such a tombstone: it forgot votes it cast (amnesia, which the seed answers with a new
+   UUID); it is FAILED, may be tombstoned, and never votes or takes a copy again. Mutants
+   ``lost_cmeta_votes_lazily`` and ``lost_cmeta_takes_copy``: ``VoteOnce``.
+4. **StartTabletCopy compares the caller's term with the last *logged* term** (a
+   tombstone's retained one, a READY or FAILED replica's WAL's, 0 when the tablet does not
+   exist), not with the cmeta term: a tombstone with cmeta term 2 and last logged term 1
+   accepts a caller in term 1 or 2 (Kudu's ``CheckLeaderTermNotLower``). This departs from
+   the seed's pseudo-code, whose ``ERR_BAD_TERM`` compares with ``self.term``: the cmeta
+   term only says which elections the replica took part in, not what it holds; a caller
+   in a term at least the last logged one holds every entry this replica can have
+   acknowledged, and the cmeta is kept and merged (never lowered) anyway. One reason,
+   STALE_TERM, replaces version 2's BAD_TERM and STALE_TOMBSTONE_TERM. Claim
+   ``StaleCallerCannotDestroy``; mutants ``stc_skips_term_check``, ``stc_seed_order``,
+   ``stc_term_from_wal`` (a tombstone's last logged term read from its moved WAL, 0).
+5. **Lost WAL or blocks.** A WAL that fails verification *or is gone*, and blocks missing or
+   corrupt, are one fault each (``damage``): the startup is FAILED with a reason, the state
+   says DAMAGED, and the WAL's last OpId stays what the server last knew (the writer reads
+   it from what still verifies or from its own record; traces/README.md). A lost cmeta is
+   the third kind (decision 3).
+6. **Deleting a tombstone again** (mode TOMBSTONE) is a no-op that writes nothing: there is
+   no row for it. Re-running the steps would record the moved WAL's (0, 0) as the
+   tombstone's last OpId: mutant ``retombstone_rewrites_tombstone``
+   (``TombstoneKeepsCmetaAndOpid``).
+7. **Blocks before the WAL** (Kudu's order) as well as after: both downloads follow the
+   merge, in either order; READY needs both. Mutant ``ready_before_wal``
+   (``ReadyIsComplete``).
+8. **The quarantined WAL's last OpId.** ``wal.last_opid`` is the last OpId of the WAL in
+   ``wals/<id>`` (LIVE or DAMAGED); once the directory is moved into the quarantine (or
+   absent) it is (0, 0), and what the quarantined WAL held is the tombstone's
+   ``superblock.last_opid``. Claim ``QuarantinedWalHasNoOpid``; mutant
+   ``quarantine_keeps_wal_opid``.
+9. **Full delete** (DeleteTablet mode DELETED). Real Kudu uses it only for a tablet whose
+   table was dropped; it removes the cmeta, then the superblock (after the six tombstone
+   steps for a READY or FAILED replica; alone for a tombstone). Losing a cmeta is amnesia,
+   so the spec models why it is safe: ``drop`` (a ghost: the master dropped the table and
+   told this server) must come first (the system guard of ``delete_remove_cmeta``), and
+   after any drop no election is won (``become_leader``'s system guard), no replica is
+   created or copied again: the tablet's life has ended cluster-wide. The claims about
+   votes and commits hold for a tablet that is not dropped. Mutant
+   ``full_delete_live_tablet`` (no drop needed): ``VoteOnce``.
+
+Holes the version-3 table closes
+--------------------------------
+* **The log and committed entries.** ``log`` holds the WAL's entries (index -> term);
+  ``own_log`` (ghost) what a server last logged as its own, kept by its tombstone;
+  ``committed`` (ghost) the entries each leader committed. Claims ``CommittedInLaterLeaders``
+  (every leader of a term at least an entry's holds it) and ``CommittedNeverLost`` (every
+  majority that can still vote contains a server that holds it: through deletion, copy,
+  merge and wipe alike). They make the vote's up-to-date comparison matter (mutants
+  ``vote_ignores_last_opid``, ``tombstone_votes_from_moved_wal``,
+  ``copying_votes_from_downloaded_wal``, ``commit_without_majority``). Appends come from a
+  leader of the follower's term whose log matches at ``first_index - 1`` (``prev_term``);
+  a copy downloads its source's log; the source is the server that asked for the copy.
+* **Election safety on the leader flag and the current term** (``OneLeaderPerTerm``: no two
+  leaders with the same current term), so a candidate that moved to a later term cannot
+  lead with the old term's votes (mutant ``leader_from_old_term``).
+* **Destination UUIDs** (``dest``) on RequestVote, AppendEntries, StartTabletCopy and
+  CreateTablet: a request names the UUID it is for (the config names the original UUIDs,
+  generation 0) and a server refuses one for another UUID (the seed's ERR_INVALID_NAME; no
+  event is written). A vote counts for the UUID the candidate addressed. Mutant
+  ``no_destination_check`` (a wiped server answers for its old UUID): ``OneLeaderPerTerm``.
+* **The CAS of DeleteTablet** (``cas_config_index``): a deletion is refused when the
+  replica's committed config index is above the caller's (Kudu's
+  ``cas_config_opid_index_less_or_equal``). Claim ``DeleteCasHeld``; mutant
+  ``delete_ignores_cas``. (The exact CAS of a config change is not modelled: the spec's
+  config is fixed and a config change entry is not distinguished in the log.)
+* **One operation at a time** (ALREADY_IN_PROGRESS as a rule): claim
+  ``OperationNeverReplaced``; mutant ``stc_replaces_operation``.
+* **StartTabletCopy carries the caller's idea of the last OpId** (``has_opid``): the
+  environment sends it, right or stale, and OPID_MISMATCH decides. (Kudu records (1, 0)
+  as the last OpId of a first-time copy's tombstone, so that it refuses an empty
+  candidate; the contract keeps (0, 0) and the spec does not need it: such a tombstone
+  never held an entry, so it vouches for none, and ``CommittedNeverLost`` is argued from
+  the servers that do. Tombstones and copies never lead: ``RunningIsReady``.)
+* **Votes during a deletion.** A replica votes while it is being deleted (Kudu holds
+  elections during a delete), from its WAL's last OpId until the superblock says DELETED
+  and from the recorded one after.
+* **What the quarantine holds** after steps 3 and 5 (``QuarantineHoldsEvidence``; mutant
+  ``cmeta_not_quarantined``), and how an interrupted copy ends (always a tombstone, never
+  READY: ``InterruptedCopyBecomesTombstone``; mutant ``startup_finishes_copy``).
 
 RequestVote answers fold a term rise into themselves (``vote_granted`` / ``vote_denied``
 with ``t`` above the current term adopt ``t``, clear the vote or cast it, and end any
@@ -101,20 +177,27 @@ import attrs
 
 from revivify.spec.logic import (
     Bool,
+    FMap,
     Int,
     all_,
+    all_in_range,
     any_,
     count,
+    empty_map,
+    empty_map_sym,
     eq,
     get,
     implies,
     ite,
+    map_eq,
     member,
     ne,
     not_,
     opid_ge,
+    overwrite_range,
     put,
     put_if,
+    run_of,
 )
 from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
@@ -122,19 +205,29 @@ from revivify.spec.model import (
     BLOCKS_DAMAGED,
     BLOCKS_PARTIAL,
     BLOCKS_PRESENT,
+    COPY_ACCEPTED,
+    COPY_BEGUN,
+    COPY_MERGED,
+    COPY_READY,
     COPYING,
     DAMAGE_BLOCKS,
+    DAMAGE_CMETA,
+    DAMAGE_KINDS,
     DAMAGE_WAL,
     DELETED,
     DELETING_OPS,
     DOES_NOT_EXIST,
+    FULL_DELETE_CMETA_GONE,
+    MAP_FIELDS,
+    NO_SERVER,
     NO_VOTE,
-    OP_BOOT_DELETE,
     OP_COPY,
     OP_COPY_DELETE,
     OP_DELETE,
+    OP_FULL_DELETE,
     OP_NONE,
     OP_ROLL_FORWARD,
+    OP_UNDO_COPY,
     READY,
     STARTUP_COPYING_TO_DELETED,
     STARTUP_FAILED,
@@ -143,10 +236,10 @@ from revivify.spec.model import (
     STARTUP_ROLL_FORWARD,
     STARTUP_TOMBSTONE,
     STC_ALREADY_IN_PROGRESS,
-    STC_BAD_TERM,
     STC_ILLEGAL_STATE,
+    STC_NAMES,
     STC_OPID_MISMATCH,
-    STC_STALE_TOMBSTONE_TERM,
+    STC_STALE_TERM,
     WAL_DAMAGED,
     WAL_IN_PLACE,
     WAL_LIVE,
@@ -168,20 +261,78 @@ Enumerator = Callable[[SystemState, int, "Bounds"], Iterable[Params]]
 
 @attrs.frozen
 class Bounds:
-    """Bounds on the values the explorer and Hypothesis feed into parameters.
+    """Bounds on what the explorer and Hypothesis feed the spec (the environment), never on
+    what the spec allows.
 
-    ``max_wipes`` bounds the disk faults of a run (``FAULT_ACTIONS``: wipes and damage),
-    which the spec itself never bounds; ``max_crashes`` bounds crashes."""
+    ``max_term`` and ``max_index`` bound elections and appends; ``max_wipes`` bounds the
+    environment's faults of a run (``FAULT_ACTIONS``: wipes, damage and the drop of the
+    table; and ``FAILURE_ACTIONS``: a copy that fails), ``max_crashes`` crashes; the spec
+    itself bounds none of them.
+    ``max_ops_in_flight`` bounds the lifecycle requests the master and the leaders make:
+    a DeleteTablet or a StartTabletCopy is sent to a server only while fewer than this many
+    *other* servers have a lifecycle operation in flight (concurrent deletions and copies of
+    several replicas of one tablet multiply the states without a new kind of step; the
+    server's own ALREADY_IN_PROGRESS is its guard's business, not this bound's).
+    ``max_requests`` bounds how many accepted lifecycle requests (``REQUEST_ACTIONS``) a run
+    makes in all (the explorer counts them like crashes)."""
 
     max_term: int = 3
     max_index: int = 2
     max_crashes: int = 2
     max_wipes: int = 1
+    max_ops_in_flight: int = 1
+    max_requests: int = 255
 
 
-# Disk faults: they strike a server that is down, no process logs them, and the explorer,
-# Hypothesis and the walks count them against ``Bounds.max_wipes``.
-FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage")
+# Events of the environment no process logs: a disk wipe, disk damage (both strike a server
+# that is down) and the drop of the table (the master's decision, a ghost here). The
+# explorer, Hypothesis and the walks count them against ``Bounds.max_wipes``.
+FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage", "drop")
+
+# Lifecycle requests of the environment (a DeleteTablet, a StartTabletCopy accepted, a full
+# delete): the explorer counts them against ``Bounds.max_requests`` (a StartTabletCopy of a
+# READY replica counts twice: its own deletion starts with ``delete_shutdown``).
+REQUEST_ACTIONS: tuple[str, ...] = ("delete_shutdown", "stc_accept", "delete_remove_cmeta")
+# Failures a process logs (a copy that fails or is cancelled): the explorer counts them with
+# the environment's faults (``Bounds.max_wipes``).
+FAILURE_ACTIONS: tuple[str, ...] = ("copy_abort",)
+
+# Parameters a log or a copy carries as a whole map (index -> term): z3 Arrays in proofs.
+MAP_PARAMS: frozenset[str] = frozenset({"entries", "remote_log"})
+
+
+# What a trace checker replaying one server's events puts in place of a spec parameter the
+# trace does not carry. A server traces a request only after it passed the checks these
+# parameters feed (the destination UUID: the server's own; a DeleteTablet's CAS: one that
+# passes), and the log maps are not in traces at all (the replay keeps no logs). prev_term
+# is in version-3 traces; a version-2 line lacks it (the term of its last entry, for an
+# append).
+def _own_uuid(s: ServerState, p: Params) -> Any:
+    return s.uuid_gen
+
+
+def _passing_cas(s: ServerState, p: Params) -> Any:
+    return s.config_index
+
+
+def _no_log(s: ServerState, p: Params) -> Any:
+    return empty_map(0)
+
+
+def _last_entry_term(s: ServerState, p: Params) -> Any:
+    return s.wal_last_term
+
+
+TRACE_FILLS: dict[str, Callable[[ServerState, Params], Any]] = {
+    "dest": _own_uuid,
+    "cas_config_index": _passing_cas,
+    "entries": _no_log,
+    "remote_log": _no_log,
+    "prev_term": _last_entry_term,
+}
+# The parameters no trace ever carries (a writer must not write them).
+SPEC_ONLY_PARAMS: frozenset[str] = frozenset({"dest", "cas_config_index", "entries",
+                                              "remote_log"})
 
 
 @attrs.frozen
@@ -215,22 +366,41 @@ class Action:
         return (*sys[:i], new, *sys[i + 1 :])
 
 
+def _from_conditions(conditions: Conditions) -> LocalGuard:
+    """The guard that is the conjunction of named conditions."""
+
+    def guard(s: ServerState, *args: Any, **p: Any) -> Bool:
+        return all_(*[c for _, c in conditions(s, *args, **p)])
+
+    return guard
+
+
 # ---------------------------------------------------------------------------------------
 # Helpers shared by guards (all interpreter-neutral).
 
 
 def last_logged(s: ServerState) -> tuple[Int, Int]:
-    """The OpId a replica votes and answers from: its WAL while READY, else the tombstone's
-    retained last OpId (the WAL may be gone: that is why deletion records it)."""
+    """The OpId a replica votes and answers from: its WAL while the superblock says READY
+    (running, FAILED, or being deleted before step 4), else the tombstone's retained last
+    OpId (a COPYING replica's too: the WAL it downloads is not yet its own log)."""
     ready = eq(s.sb, READY)
     return ite(ready, s.wal_last_term, s.sb_last_term), ite(ready, s.wal_last_index,
                                                              s.sb_last_index)
 
 
+def votes_lazily(s: ServerState) -> Bool:
+    """A tombstone without cmeta that votes from an empty one, created by its first vote
+    (decision 3): not one whose cmeta a disk fault removed, and only while nothing but a
+    copy is in flight."""
+    return all_(eq(s.sb, DELETED), not_(s.cmeta), not_(s.cmeta_lost),
+                member(s.op, (OP_NONE, OP_COPY)))
+
+
 def in_consensus(s: ServerState) -> Bool:
-    """May take part in Raft for this tablet: up, has cmeta, not failed, and no lifecycle
-    step that rewrites metadata is half done (a copy in flight may still vote)."""
-    return all_(s.up, s.cmeta, not_(s.failed), member(s.op, (OP_NONE, OP_COPY)))
+    """May take part in Raft for this tablet: up, not FAILED, with a cmeta (or a tombstone
+    that creates one lazily). A deletion or a copy in flight does not stop it (Kudu holds
+    elections during both)."""
+    return all_(s.up, not_(s.failed), any_(s.cmeta, votes_lazily(s)))
 
 
 def wal_in_place(s: ServerState) -> Bool:
@@ -249,13 +419,18 @@ def is_member(s: ServerState) -> Bool:
     return eq(s.uuid_gen, 0)
 
 
+def addressed(s: ServerState, dest: Int) -> Bool:
+    """A request names this server's current UUID (the seed's ``to == self.uuid``)."""
+    return eq(dest, s.uuid_gen)
+
+
 def startup_case(s: ServerState) -> Int:
     """Seed "Tablet startup": which of the cases the on-disk state falls into.
 
     A DELETED superblock whose WAL directory is still in place (damaged or not) rolls the
-    deletion forward; READY starts only when everything is there and undamaged
-    (``intact``), else the replica stays offline, FAILED (a missing file, a WAL that fails
-    verification, missing or corrupt blocks)."""
+    deletion forward; COPYING becomes a tombstone; READY starts only when everything is
+    there and undamaged (``intact``), else the replica stays offline, FAILED (a missing
+    cmeta, a WAL that fails verification or is gone, missing or corrupt blocks)."""
     return ite(
         eq(s.sb, DELETED),
         ite(wal_in_place(s), STARTUP_ROLL_FORWARD, STARTUP_TOMBSTONE),
@@ -275,6 +450,11 @@ def at_step(s: ServerState, ops: tuple[int, ...], step: int) -> Bool:
     return all_(s.up, member(s.op, ops), eq(s.step, step))
 
 
+def empty_log(s: ServerState) -> Any:
+    """An empty log of the kind of ``s``'s logs (a concrete map or a z3 Array)."""
+    return empty_map_sym(s.log, 0)
+
+
 def _ev(s: ServerState, **changes: Any) -> ServerState:
     return attrs.evolve(s, **changes)
 
@@ -283,66 +463,111 @@ def _none(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     yield {}
 
 
+def requests_held_back(sys: SystemState, i: int, b: Bounds) -> bool:
+    """The environment's bound ``Bounds.max_ops_in_flight`` (concrete states only)."""
+    busy = sum(1 for j, k in enumerate(sys) if j != i and k.op != OP_NONE)
+    return busy >= b.max_ops_in_flight
+
+
+def _server(sys: SystemState, index: Int, pred: Callable[[ServerState], Bool]) -> Bool:
+    """``pred(sys[index])`` for a server index that may be a z3 term."""
+    return any_(*[all_(eq(index, j), pred(k)) for j, k in enumerate(sys)])
+
+
+def not_dropped_here(sys: SystemState, i: int, **_: Any) -> Bool:
+    """The tablet's table was not dropped (as far as this server was told)."""
+    return not_(sys[i].dropped)
+
+
+def dropped_here(sys: SystemState, i: int, **_: Any) -> Bool:
+    """The master dropped the table and told this server (a full delete needs it)."""
+    return sys[i].dropped
+
+
 # ---------------------------------------------------------------------------------------
 # Tablet creation (by the master's CreateTablet): written with the superblock last, so the
 # superblock is the commit point (seed: "The primary indicator of a tablet's existence is
 # the presence of a superblock file").
 
 
-def create_guard(s: ServerState, config_index: Int) -> Bool:
+def create_tablet_guard(s: ServerState, config_index: Int, dest: Int) -> Bool:
     return all_(s.up, eq(s.op, OP_NONE), eq(s.sb, DOES_NOT_EXIST), not_(s.cmeta),
-                config_index >= 0)
+                config_index >= 0, addressed(s, dest))
 
 
-def create_effect(s: ServerState, config_index: Int) -> ServerState:
+def create_tablet_effect(s: ServerState, config_index: Int, dest: Int) -> ServerState:
     return _ev(s, sb=READY, cmeta=True, term=0, voted_for=NO_VOTE, config_index=config_index,
-               wal=WAL_LIVE, wal_last_term=0, wal_last_index=0, blocks=BLOCKS_PRESENT,
-               running=True, failed=False)
+               wal=WAL_LIVE, wal_last_term=0, wal_last_index=0, log=empty_log(s),
+               own_log=empty_log(s), ghost_last_term=0, ghost_last_index=0,
+               blocks=BLOCKS_PRESENT, running=True, failed=False)
 
 
-def create_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    yield {"config_index": 0}
+def create_tablet_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # The master creates the tablet on the UUIDs of its first config (generation 0).
+    yield {"config_index": 0, "dest": 0}
 
 
 # ---------------------------------------------------------------------------------------
 # Deletion, seed steps 1-6.
 
 
-def d1_guard(s: ServerState) -> Bool:
-    # A deletion the master asks for (no op in flight), or the deletion that an accepted
-    # StartTabletCopy of a READY replica does first.
-    return all_(s.up, eq(s.sb, READY),
-                any_(eq(s.op, OP_NONE), all_(eq(s.op, OP_COPY_DELETE), eq(s.step, 0))))
+def delete_shutdown_conditions(s: ServerState,
+                               cas_config_index: Int) -> list[tuple[str, Bool]]:
+    """Step 1: a DeleteTablet of a READY replica (running or FAILED), or the deletion a
+    StartTabletCopy of one does first."""
+    master = eq(s.op, OP_NONE)
+    return [
+        ("up", s.up),
+        ("a READY superblock (a running or a FAILED replica)", eq(s.sb, READY)),
+        ("no operation in flight (but the accepted StartTabletCopy's own deletion)",
+         any_(master, all_(eq(s.op, OP_COPY_DELETE), eq(s.step, 0)))),
+        ("a DeleteTablet's CAS: the committed config index is at most the caller's",
+         implies(master, s.config_index <= cas_config_index)),
+    ]
 
 
-def d1_effect(s: ServerState) -> ServerState:
+delete_shutdown_guard = _from_conditions(delete_shutdown_conditions)
+
+
+def delete_shutdown_effect(s: ServerState, cas_config_index: Int) -> ServerState:
+    master = eq(s.op, OP_NONE)
     return _ev(s, running=False, leader=False, failed=False,
-               op=ite(eq(s.op, OP_NONE), OP_DELETE, s.op), step=1)
+               op=ite(master, OP_DELETE, s.op), step=1,
+               op_arg=ite(master, cas_config_index, s.op_arg))
 
 
-def d2_guard(s: ServerState) -> Bool:
+def delete_shutdown_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # The master's view of the committed config: any replica's (a stale one included).
+    if requests_held_back(sys, i, b):
+        return
+    for cas in sorted({k.config_index for k in sys}):
+        yield {"cas_config_index": cas}
+
+
+def delete_create_qdir_guard(s: ServerState) -> Bool:
     return at_step(s, DELETING_OPS, 1)
 
 
-def d2_effect(s: ServerState) -> ServerState:
+def delete_create_qdir_effect(s: ServerState) -> ServerState:
+    # A new quarantine directory (an earlier deletion's stays beside it).
     return _ev(s, qdir=True, q_sb=False, q_cmeta=False, step=2)
 
 
-def d3_guard(s: ServerState) -> Bool:
+def delete_copy_superblock_guard(s: ServerState) -> Bool:
     return all_(at_step(s, DELETING_OPS, 2), s.qdir)
 
 
-def d3_effect(s: ServerState) -> ServerState:
+def delete_copy_superblock_effect(s: ServerState) -> ServerState:
     return _ev(s, q_sb=True, step=3)
 
 
-def d4_guard(s: ServerState) -> Bool:
+def delete_mark_deleted_guard(s: ServerState) -> Bool:
     return all_(at_step(s, DELETING_OPS, 3), s.q_sb)
 
 
-def d4_effect(s: ServerState) -> ServerState:
-    # A READY replica records its WAL's last OpId. A COPYING one keeps the tombstone's (the
-    # downloaded WAL was never its own log: real Kudu passes no OpId here and keeps the old).
+def delete_mark_deleted_effect(s: ServerState) -> ServerState:
+    # A READY (or FAILED) replica records its WAL's last OpId (damage does not change it).
+    # A COPYING one keeps the tombstone's: the downloaded WAL was never its own log.
     from_ready = eq(s.sb, READY)
     return _ev(
         s,
@@ -355,47 +580,92 @@ def d4_effect(s: ServerState) -> ServerState:
     )
 
 
-def d5_guard(s: ServerState) -> Bool:
+def delete_copy_cmeta_guard(s: ServerState) -> Bool:
     return all_(at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4), eq(s.sb, DELETED), s.sb_qdir)
 
 
-def d5_effect(s: ServerState) -> ServerState:
+def delete_copy_cmeta_effect(s: ServerState) -> ServerState:
     return _ev(s, q_cmeta=s.cmeta, step=5)
 
 
-def d6_guard(s: ServerState) -> Bool:
+def delete_move_wal_guard(s: ServerState) -> Bool:
     return all_(at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5), eq(s.sb, DELETED))
 
 
-def d6_effect(s: ServerState) -> ServerState:
-    # A damaged WAL directory is moved like a live one (the move does not read it).
+def delete_move_wal_effect(s: ServerState) -> ServerState:
+    # A damaged WAL directory is moved like a live one (the move does not read it). What it
+    # held is the tombstone's last OpId now; wals/<id> holds nothing (decision 8).
+    copy_next = eq(s.op, OP_COPY_DELETE)
     return _ev(
         s,
         wal=ite(wal_in_place(s), WAL_QUARANTINED, s.wal),
         wal_last_term=0,
         wal_last_index=0,
+        log=empty_log(s),
         # A copy's own deletion hands over to the copy; every other deletion is finished.
-        op=ite(eq(s.op, OP_COPY_DELETE), OP_COPY, OP_NONE),
+        op=ite(copy_next, OP_COPY, OP_NONE),
         step=0,
-        op_term=ite(eq(s.op, OP_COPY_DELETE), s.op_term, 0),
+        op_arg=ite(copy_next, s.op_arg, 0),
+        op_src=ite(copy_next, s.op_src, NO_SERVER),
     )
 
 
+# Full delete (decision 9): after the tombstone, the cmeta goes, then the superblock.
+
+
+def delete_remove_cmeta_conditions(s: ServerState,
+                                   cas_config_index: Int) -> list[tuple[str, Bool]]:
+    return [
+        ("up", s.up),
+        ("a tombstone at rest (no operation in flight)",
+         all_(eq(s.sb, DELETED), eq(s.op, OP_NONE))),
+        ("a DeleteTablet's CAS: the committed config index is at most the caller's",
+         s.config_index <= cas_config_index),
+    ]
+
+
+delete_remove_cmeta_guard = _from_conditions(delete_remove_cmeta_conditions)
+
+
+def delete_remove_cmeta_effect(s: ServerState, cas_config_index: Int) -> ServerState:
+    # The vote history stays (it happened); the server has forgotten it (cmeta_removed).
+    return _ev(s, cmeta=False, term=0, voted_for=NO_VOTE, config_index=0, leader=False,
+               op=OP_FULL_DELETE, step=FULL_DELETE_CMETA_GONE, op_arg=cas_config_index,
+               cmeta_removed=True)
+
+
+def delete_remove_superblock_guard(s: ServerState) -> Bool:
+    return all_(at_step(s, (OP_FULL_DELETE,), FULL_DELETE_CMETA_GONE), eq(s.sb, DELETED))
+
+
+def delete_remove_superblock_effect(s: ServerState) -> ServerState:
+    # The tablet no longer exists here; the quarantine stays until an operator purges it.
+    return _ev(s, sb=DOES_NOT_EXIST, sb_last_term=0, sb_last_index=0, sb_qdir=False,
+               own_log=empty_map_sym(s.own_log, 0), ghost_last_term=0, ghost_last_index=0,
+               op=OP_NONE, step=0, op_arg=0)
+
+
+def drop_guard(s: ServerState) -> Bool:
+    """The master drops the table (once, as far as this server is concerned)."""
+    return not_(s.dropped)
+
+
+def drop_effect(s: ServerState) -> ServerState:
+    return _ev(s, dropped=True)
+
+
 # ---------------------------------------------------------------------------------------
-# StartTabletCopy (seed pseudo-code, with the term checks moved before the deletion).
+# StartTabletCopy: every check runs before anything is touched (decision 4).
 
 
-def stc_failures(
-    s: ServerState, caller_term: Int, expected_state: Int, has_opid: Int, opid_term: Int,
-    opid_index: Int,
-) -> list[tuple[int, Bool]]:
+def stc_failures(s: ServerState, caller_term: Int, expected_state: Int, has_opid: Int,
+                 opid_term: Int, opid_index: Int, **_: Any) -> list[tuple[int, Bool]]:
     """The checks in the order they run, each as (answer, condition that fails it)."""
     lt, li = last_logged(s)
     return [
         (STC_ALREADY_IN_PROGRESS, any_(eq(s.sb, COPYING), ne(s.op, OP_NONE))),
         (STC_ILLEGAL_STATE, ne(s.sb, expected_state)),
-        (STC_BAD_TERM, caller_term < s.term),
-        (STC_STALE_TOMBSTONE_TERM, caller_term < s.sb_last_term),
+        (STC_STALE_TERM, caller_term < lt),
         (STC_OPID_MISMATCH, all_(ne(has_opid, 0), any_(ne(opid_term, lt), ne(opid_index, li)))),
     ]
 
@@ -410,153 +680,199 @@ def first_failure_guard(failures: list[tuple[int, Bool]], reason: Int) -> Bool:
     return any_(*options)
 
 
-def stc_accept_guard(s: ServerState, caller_term: Int, expected_state: Int, has_opid: Int,
-                     opid_term: Int, opid_index: Int) -> Bool:
+def stc_request_ok(s: ServerState, caller: Int, caller_term: Int, dest: Int) -> Bool:
+    """What a StartTabletCopy must be before its checks run: this server is up and is the
+    UUID the request names (else ERR_INVALID_NAME, not traced), from a caller in a term."""
+    return all_(s.up, addressed(s, dest), caller >= 0, caller_term >= 0)
+
+
+def stc_accept_guard(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                     has_opid: Int, opid_term: Int, opid_index: Int, dest: Int) -> Bool:
     fails = stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
-    return all_(s.up, caller_term >= 0, *[not_(f) for _, f in fails])
+    # A replica that lost its cmeta to a disk fault never takes a copy (decision 3).
+    return all_(stc_request_ok(s, caller, caller_term, dest), not_(s.cmeta_lost),
+                *[not_(f) for _, f in fails])
 
 
-def stc_accept_effect(s: ServerState, caller_term: Int, expected_state: Int, has_opid: Int,
-                      opid_term: Int, opid_index: Int) -> ServerState:
+def stc_accept_effect(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                      has_opid: Int, opid_term: Int, opid_index: Int,
+                      dest: Int) -> ServerState:
+    # A READY (or FAILED) replica is tombstoned first; the caller is the copy's source.
     return _ev(s, op=ite(eq(s.sb, READY), OP_COPY_DELETE, OP_COPY), step=0,
-               op_term=caller_term)
+               op_arg=caller_term, op_src=caller)
 
 
-def stc_reject_guard(s: ServerState, caller_term: Int, expected_state: Int, has_opid: Int,
-                     opid_term: Int, opid_index: Int, reason: Int) -> Bool:
+def stc_reject_guard(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                     has_opid: Int, opid_term: Int, opid_index: Int, dest: Int,
+                     reason: Int) -> Bool:
     fails = stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
-    return all_(s.up, caller_term >= 0, first_failure_guard(fails, reason))
+    return all_(stc_request_ok(s, caller, caller_term, dest), first_failure_guard(fails, reason))
 
 
 def stc_reject_effect(s: ServerState, **_: Any) -> ServerState:
     return s
 
 
+def caller_is_another(sys: SystemState, i: int, caller: Int, **_: Any) -> Bool:
+    """The caller is another server of the system."""
+    return all_(ne(caller, i), caller >= 0, caller < len(sys))
+
+
+def stc_accept_system_guard(sys: SystemState, i: int, **p: Any) -> Bool:
+    """From another server, for a tablet whose table was not dropped."""
+    return all_(caller_is_another(sys, i, **p), not_dropped_here(sys, i))
+
+
 def stc_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     """Requests from every replica that believes itself leader (stale ones included), for
-    every state the caller might believe the follower is in."""
+    every state the caller might believe the follower is in, without a last OpId or with
+    one: the follower's (what the caller learnt from it) or the caller's own (a stale
+    guess). Addressed to the follower's UUID in the config (generation 0)."""
+    s = sys[i]
+    if requests_held_back(sys, i, b):
+        return
+    lt, li = last_logged(s)
     for j, caller in enumerate(sys):
         if j == i or not (caller.up and caller.leader):
             continue
+        opids = dict.fromkeys([(0, 0, 0), (1, lt, li),
+                               (1, caller.wal_last_term, caller.wal_last_index)])
         for expected in (DOES_NOT_EXIST, DELETED, READY):
-            yield {"caller_term": caller.term, "expected_state": expected, "has_opid": 0,
-                   "opid_term": 0, "opid_index": 0}
-
-
-# The enumerators below first test the cheap preconditions of their own server that the
-# action's local guard requires whatever the parameters (so skipping the loop over the other
-# servers changes nothing the guard would have let through); the guard still decides.
-
-
-def stc_accept_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    s = sys[i]
-    if not (s.up and s.op == OP_NONE and s.sb != COPYING):  # else ALREADY_IN_PROGRESS
-        return iter(())
-    return stc_requests(sys, i, b)
+            for has, ot, oi in opids:
+                yield {"caller": j, "caller_term": caller.term, "expected_state": expected,
+                       "has_opid": has, "opid_term": ot, "opid_index": oi, "dest": 0}
 
 
 def stc_reject_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    if not sys[i].up:
-        return
     for p in stc_requests(sys, i, b):
-        fails = stc_failures(sys[i], **p)
-        for code, failed in fails:
-            if failed:
+        for code in STC_NAMES:
+            if code:
                 yield {**p, "reason": code}
-                break
 
 
 # ---------------------------------------------------------------------------------------
-# Follower tablet copy, seed steps 1-6.
+# Follower tablet copy, seed steps 1-6 (the downloads of step 3 and 4 in either order).
 
 
-def c1_guard(s: ServerState) -> Bool:
-    return at_step(s, (OP_COPY,), 0)
+def copy_begin_guard(s: ServerState) -> Bool:
+    return at_step(s, (OP_COPY,), COPY_ACCEPTED)
 
 
-def c1_effect(s: ServerState) -> ServerState:
+def copy_begin_effect(s: ServerState) -> ServerState:
     # Keep last OpId (the tombstone's knowledge, needed to vote if we crash now), clear QDIR.
-    return _ev(s, sb=COPYING, sb_qdir=False, step=1)
+    return _ev(s, sb=COPYING, sb_qdir=False, step=COPY_BEGUN)
 
 
-def c2_guard(s: ServerState, remote_term: Int, remote_config_index: Int) -> Bool:
-    return all_(at_step(s, (OP_COPY,), 1), remote_term >= 0, remote_config_index >= 0)
+def copy_source_ok(sys: SystemState, i: int, pred: Callable[[ServerState], Bool]) -> Bool:
+    """The copy's source (the server that asked for it) is up and serving its replica, and
+    ``pred`` holds of it."""
+    return _server(sys, sys[i].op_src,
+                   lambda src: all_(src.up, src.running, eq(src.sb, READY), pred(src)))
 
 
-def c2_effect(s: ServerState, remote_term: Int, remote_config_index: Int) -> ServerState:
+def copy_merge_cmeta_guard(s: ServerState, remote_term: Int, remote_config_index: Int) -> Bool:
+    return all_(at_step(s, (OP_COPY,), COPY_BEGUN), remote_term >= 0, remote_config_index >= 0)
+
+
+def copy_merge_cmeta_effect(s: ServerState, remote_term: Int,
+                            remote_config_index: Int) -> ServerState:
     m = merge_cmeta(s.cmeta, s.term, s.voted_for, remote_term, remote_config_index)
     return _ev(s, cmeta=True, term=m.term, voted_for=m.voted_for,
-               config_index=m.config_index, step=2)
+               config_index=m.config_index, step=COPY_MERGED)
 
 
-def copy_sources(sys: SystemState, i: int) -> Iterator[ServerState]:
+def remote_cmeta_is_sources(sys: SystemState, i: int, remote_term: Int,
+                            remote_config_index: Int) -> Bool:
+    """The downloaded cmeta is the source's."""
+    return copy_source_ok(sys, i, lambda src: all_(
+        src.cmeta, eq(remote_term, src.term), eq(remote_config_index, src.config_index)))
+
+
+def copy_merge_cmeta_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     for j, src in enumerate(sys):
-        if j != i and src.up and src.sb == READY:
-            yield src
+        if j == sys[i].op_src:
+            yield {"remote_term": src.term, "remote_config_index": src.config_index}
 
 
-def c2_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    s = sys[i]
-    if not (s.up and s.op == OP_COPY and s.step == 1):  # c2_guard's at_step
-        return
-    for src in copy_sources(sys, i):
-        yield {"remote_term": src.term, "remote_config_index": src.config_index}
+def copy_download_wal_guard(s: ServerState, remote_last_term: Int, remote_last_index: Int,
+                            remote_log: Any) -> Bool:
+    return all_(at_step(s, (OP_COPY,), COPY_MERGED), not_(wal_in_place(s)),
+                remote_last_term >= 0, remote_last_index >= 0, remote_last_term <= s.term)
 
 
-def c3_guard(s: ServerState, remote_last_term: Int, remote_last_index: Int) -> Bool:
-    return all_(at_step(s, (OP_COPY,), 2), remote_last_term >= 0, remote_last_index >= 0,
-                remote_last_term <= s.term)
-
-
-def c3_effect(s: ServerState, remote_last_term: Int, remote_last_index: Int) -> ServerState:
+def copy_download_wal_effect(s: ServerState, remote_last_term: Int, remote_last_index: Int,
+                             remote_log: Any) -> ServerState:
     return _ev(s, wal=WAL_LIVE, wal_last_term=remote_last_term,
-               wal_last_index=remote_last_index, step=3)
+               wal_last_index=remote_last_index, log=remote_log)
 
 
-def c3_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    s = sys[i]
-    if not (s.up and s.op == OP_COPY and s.step == 2):  # c3_guard's at_step
-        return
-    for src in copy_sources(sys, i):
-        yield {"remote_last_term": src.wal_last_term, "remote_last_index": src.wal_last_index}
+def remote_wal_is_sources(sys: SystemState, i: int, remote_last_term: Int,
+                          remote_last_index: Int, remote_log: Any) -> Bool:
+    """The downloaded WAL is the source's (its entries and its last OpId)."""
+    return copy_source_ok(sys, i, lambda src: all_(
+        eq(src.wal, WAL_LIVE), eq(remote_last_term, src.wal_last_term),
+        eq(remote_last_index, src.wal_last_index), map_eq(remote_log, src.log)))
 
 
-def c4_block_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_COPY,), 3), ne(s.blocks, BLOCKS_PRESENT))
+def copy_download_wal_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    for j, src in enumerate(sys):
+        if j == sys[i].op_src:
+            yield {"remote_last_term": src.wal_last_term,
+                   "remote_last_index": src.wal_last_index, "remote_log": src.log}
 
 
-def c4_block_effect(s: ServerState) -> ServerState:
+def copy_download_block_guard(s: ServerState) -> Bool:
+    return all_(at_step(s, (OP_COPY,), COPY_MERGED), ne(s.blocks, BLOCKS_PRESENT))
+
+
+def copy_download_block_effect(s: ServerState) -> ServerState:
     return _ev(s, blocks=BLOCKS_PARTIAL)
 
 
-def c4_done_guard(s: ServerState) -> Bool:
-    return at_step(s, (OP_COPY,), 3)
+def copy_blocks_done_guard(s: ServerState) -> Bool:
+    return all_(at_step(s, (OP_COPY,), COPY_MERGED), ne(s.blocks, BLOCKS_PRESENT))
 
 
-def c4_done_effect(s: ServerState) -> ServerState:
-    return _ev(s, blocks=BLOCKS_PRESENT, step=4)
+def copy_blocks_done_effect(s: ServerState) -> ServerState:
+    return _ev(s, blocks=BLOCKS_PRESENT)
 
 
-def c5_guard(s: ServerState) -> Bool:
-    return at_step(s, (OP_COPY,), 4)
+def copy_mark_ready_guard(s: ServerState) -> Bool:
+    """Step 5: the cmeta merged, the WAL and every block downloaded (in either order)."""
+    return all_(at_step(s, (OP_COPY,), COPY_MERGED), s.cmeta, eq(s.wal, WAL_LIVE),
+                eq(s.blocks, BLOCKS_PRESENT))
 
 
-def c5_effect(s: ServerState) -> ServerState:
+def copy_mark_ready_effect(s: ServerState) -> ServerState:
     # The downloaded WAL is now this replica's log; the tombstone's OpId is superseded.
     return _ev(s, sb=READY, sb_last_term=0, sb_last_index=0, sb_qdir=False,
-               ghost_last_term=s.wal_last_term, ghost_last_index=s.wal_last_index, step=5)
+               own_log=s.log, ghost_last_term=s.wal_last_term,
+               ghost_last_index=s.wal_last_index, step=COPY_READY)
 
 
-def c6_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_COPY,), 5), eq(s.sb, READY))
+def copy_start_replica_guard(s: ServerState) -> Bool:
+    return all_(at_step(s, (OP_COPY,), COPY_READY), eq(s.sb, READY))
 
 
-def c6_effect(s: ServerState) -> ServerState:
-    return _ev(s, running=True, op=OP_NONE, step=0, op_term=0)
+def copy_start_replica_effect(s: ServerState) -> ServerState:
+    return _ev(s, running=True, op=OP_NONE, step=0, op_arg=0, op_src=NO_SERVER)
+
+
+def copy_abort_guard(s: ServerState) -> Bool:
+    """A copy fails or is cancelled before its superblock says READY (decision 1)."""
+    return all_(s.up, eq(s.op, OP_COPY), s.step < COPY_READY)
+
+
+def copy_abort_effect(s: ServerState) -> ServerState:
+    # Before copy_begin nothing changed; after it the COPYING replica tombstones itself
+    # (deletion steps 2-6, as startup does).
+    begun = s.step >= COPY_BEGUN
+    return _ev(s, op=ite(begun, OP_UNDO_COPY, OP_NONE), step=ite(begun, 1, 0), op_arg=0,
+               op_src=NO_SERVER)
 
 
 # ---------------------------------------------------------------------------------------
-# Crash, startup and disk loss.
+# Crash, startup and the environment's faults.
 
 
 def crash_guard(s: ServerState) -> Bool:
@@ -565,7 +881,7 @@ def crash_guard(s: ServerState) -> Bool:
 
 def crash_effect(s: ServerState) -> ServerState:
     return _ev(s, up=False, running=False, failed=False, leader=False, op=OP_NONE, step=0,
-               op_term=0)
+               op_arg=0, op_src=NO_SERVER)
 
 
 def startup_guard(s: ServerState, case: Int) -> Bool:
@@ -581,14 +897,19 @@ def startup_effect(s: ServerState, case: Int) -> ServerState:
         running=eq(case, STARTUP_READY),
         failed=eq(case, STARTUP_FAILED),
         leader=False,
-        op=ite(rf, OP_ROLL_FORWARD, ite(copying, OP_BOOT_DELETE, OP_NONE)),
+        op=ite(rf, OP_ROLL_FORWARD, ite(copying, OP_UNDO_COPY, OP_NONE)),
         step=ite(rf, 4, ite(copying, 1, 0)),
-        op_term=0,
+        op_arg=0,
+        op_src=NO_SERVER,
     )
 
 
 def startup_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    yield {"case": startup_case(sys[i])}
+    # The case is the server's own reading of its disk: any of them may be claimed, the
+    # guard says which is right.
+    for case in (STARTUP_NOTHING, STARTUP_ROLL_FORWARD, STARTUP_COPYING_TO_DELETED,
+                 STARTUP_READY, STARTUP_FAILED, STARTUP_TOMBSTONE):
+        yield {"case": case}
 
 
 def wipe_guard(s: ServerState) -> Bool:
@@ -598,41 +919,39 @@ def wipe_guard(s: ServerState) -> Bool:
 def wipe_effect(s: ServerState) -> ServerState:
     """Seed "Failure of a disk with consensus metadata": wipe all data, new UUID."""
     fresh = ServerState(up=False)
-    votes = fresh.votes if isinstance(s.votes, type(fresh.votes)) else empty_votes_array()
-    # The original UUID's history (member_votes, led) is history, not state: it is kept.
-    return attrs.evolve(fresh, uuid_gen=s.uuid_gen + 1, votes=votes,
-                        member_votes=s.member_votes, led=s.led)
-
-
-def empty_votes_array() -> Any:
-    """The symbolic empty vote history (a constant z3 Array)."""
-    import z3
-
-    return z3.K(z3.IntSort(), z3.IntVal(NO_VOTE))
+    kept = {"member_votes", "led", "committed"}  # history, not state (and the drop stays)
+    maps = {f: empty_map_sym(getattr(s, f), default) for f, default in MAP_FIELDS.items()
+            if f not in kept}
+    return attrs.evolve(fresh, uuid_gen=s.uuid_gen + 1, member_votes=s.member_votes,
+                        led=s.led, committed=s.committed, dropped=s.dropped, **maps)
 
 
 def damage_guard(s: ServerState, what: Int) -> Bool:
     """A disk fault strikes while the server is down (like ``wipe``; a fault of a running
-    server shows up at its next start too): a live WAL whose segments then fail
-    verification, or a complete block list with missing or corrupt blocks."""
+    server shows up at its next start too): the WAL fails verification or is gone, blocks
+    are missing or corrupt, or a READY replica's cmeta file is gone."""
     return all_(not_(s.up),
                 any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
-                     all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT))))
+                     all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)),
+                     all_(eq(what, DAMAGE_CMETA), s.cmeta, eq(s.sb, READY))))
 
 
 def damage_effect(s: ServerState, what: Int) -> ServerState:
-    """Only the location (or the blocks' state) changes: the WAL's last OpId stays what it
-    was (the server reads it from the segments that still verify, see traces/README.md)."""
+    """The WAL's last OpId stays what it was (the server reads it from the segments that
+    still verify, or its own record, see traces/README.md); a lost cmeta is gone with its
+    term and vote (the vote history stays: it happened)."""
+    cmeta = eq(what, DAMAGE_CMETA)
     return _ev(s, wal=ite(eq(what, DAMAGE_WAL), WAL_DAMAGED, s.wal),
-               blocks=ite(eq(what, DAMAGE_BLOCKS), BLOCKS_DAMAGED, s.blocks))
+               blocks=ite(eq(what, DAMAGE_BLOCKS), BLOCKS_DAMAGED, s.blocks),
+               cmeta=ite(cmeta, False, s.cmeta), term=ite(cmeta, 0, s.term),
+               voted_for=ite(cmeta, NO_VOTE, s.voted_for),
+               config_index=ite(cmeta, 0, s.config_index),
+               cmeta_lost=any_(cmeta, s.cmeta_lost))
 
 
 def damage_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    s = sys[i]
-    if s.wal == WAL_LIVE:
-        yield {"what": DAMAGE_WAL}
-    if s.blocks == BLOCKS_PRESENT:
-        yield {"what": DAMAGE_BLOCKS}
+    for what in DAMAGE_KINDS:
+        yield {"what": what}
 
 
 # ---------------------------------------------------------------------------------------
@@ -644,18 +963,20 @@ def learn_term_guard(s: ServerState, t: Int) -> Bool:
 
 
 def learn_term_effect(s: ServerState, t: Int) -> ServerState:
-    return _ev(s, term=t, voted_for=NO_VOTE, leader=False)
+    return _ev(s, cmeta=True, term=t, voted_for=NO_VOTE, leader=False)
 
 
 def learn_term_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    if not in_consensus(sys[i]):
-        return
-    for t in sorted({o.term for o in sys if o.cmeta and o.term > sys[i].term}):
+    # Any message carries its sender's term.
+    for t in sorted({o.term for j, o in enumerate(sys) if j != i and o.cmeta}):
         yield {"t": t}
 
 
 def vote_grantable(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
                    cand_last_index: Int) -> Bool:
+    """Raft's vote rule: the candidate's term is current, this server has not voted for
+    another in it, and the candidate's log is at least as up to date as the last OpId this
+    server answers from (``last_logged``: a tombstone's and a copy's retained one)."""
     lt, li = last_logged(s)
     return all_(
         t >= s.term,
@@ -664,30 +985,32 @@ def vote_grantable(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
     )
 
 
-def vote_guard(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-               cand_last_index: Int) -> Bool:
-    return all_(in_consensus(s), candidate >= 0,
+def vote_granted_guard(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                       cand_last_index: Int, dest: Int) -> Bool:
+    return all_(in_consensus(s), candidate >= 0, addressed(s, dest),
                 vote_grantable(s, candidate, t, cand_last_term, cand_last_index))
 
 
-def vote_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                cand_last_index: Int) -> ServerState:
-    return _ev(s, term=t, voted_for=candidate, votes=put(s.votes, t, candidate),
-               member_votes=put_if(is_member(s), s.member_votes, t, candidate),
+def vote_granted_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                        cand_last_index: Int, dest: Int) -> ServerState:
+    # The vote counts for the UUID the candidate addressed: a member's when it named one.
+    return _ev(s, cmeta=True, term=t, voted_for=candidate, votes=put(s.votes, t, candidate),
+               member_votes=put_if(all_(eq(dest, 0), not_(s.dropped)), s.member_votes, t,
+                                   candidate),
                leader=ite(t > s.term, False, s.leader))
 
 
 def vote_denied_guard(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                      cand_last_index: Int) -> Bool:
-    return all_(in_consensus(s), candidate >= 0,
+                      cand_last_index: Int, dest: Int) -> Bool:
+    return all_(in_consensus(s), candidate >= 0, addressed(s, dest),
                 not_(vote_grantable(s, candidate, t, cand_last_term, cand_last_index)))
 
 
 def vote_denied_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                       cand_last_index: Int) -> ServerState:
+                       cand_last_index: Int, dest: Int) -> ServerState:
     rises = t > s.term
-    return _ev(s, term=ite(rises, t, s.term), voted_for=ite(rises, NO_VOTE, s.voted_for),
-               leader=ite(rises, False, s.leader))
+    return _ev(s, cmeta=True, term=ite(rises, t, s.term),
+               voted_for=ite(rises, NO_VOTE, s.voted_for), leader=ite(rises, False, s.leader))
 
 
 def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
@@ -696,29 +1019,14 @@ def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
 
 
 def vote_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    """RequestVote from every server campaigning in its current term."""
+    """RequestVote from every server campaigning in its current term, to this server's
+    UUID in the config; the voter's guard decides."""
     for c, cand in enumerate(sys):
         if c == i or not (cand.up and cand.running and not cand.leader
                           and cand.voted_for == c and cand.term > 0):
             continue
         yield {"candidate": c, "t": cand.term, "cand_last_term": cand.wal_last_term,
-               "cand_last_index": cand.wal_last_index}
-
-
-def vote_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    if not in_consensus(sys[i]):
-        return
-    for p in vote_requests(sys, i, b):
-        if vote_grantable(sys[i], **p):
-            yield p
-
-
-def vote_denied_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    if not in_consensus(sys[i]):
-        return
-    for p in vote_requests(sys, i, b):
-        if not vote_grantable(sys[i], **p):
-            yield p
+               "cand_last_index": cand.wal_last_index, "dest": 0}
 
 
 def start_election_guard(s: ServerState, me: Int) -> Bool:
@@ -728,7 +1036,7 @@ def start_election_guard(s: ServerState, me: Int) -> Bool:
 
 def start_election_effect(s: ServerState, me: Int) -> ServerState:
     return _ev(s, term=s.term + 1, voted_for=me, votes=put(s.votes, s.term + 1, me),
-               member_votes=put(s.member_votes, s.term + 1, me))
+               member_votes=put_if(not_(s.dropped), s.member_votes, s.term + 1, me))
 
 
 def is_self(sys: SystemState, i: int, me: Int, **_: Any) -> Bool:
@@ -751,9 +1059,10 @@ def become_leader_effect(s: ServerState, me: Int, t: Int) -> ServerState:
 
 def has_majority(sys: SystemState, i: int, me: Int, t: Int) -> Bool:
     """A majority of the config's members voted for `me` in term t (the ghost vote history
-    is the abstraction of the RequestVote responses the candidate received)."""
+    is the abstraction of the RequestVote responses the candidate received), and the
+    tablet's table was not dropped (no election after a drop: decision 9)."""
     votes = count(*[eq(get(k.member_votes, t), me) for k in sys])
-    return all_(eq(me, i), votes >= majority(len(sys)))
+    return all_(eq(me, i), votes >= majority(len(sys)), *[not_(k.dropped) for k in sys])
 
 
 def become_leader_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -771,71 +1080,98 @@ def step_down_effect(s: ServerState) -> ServerState:
     return _ev(s, leader=False)
 
 
-def log_append_conditions(s: ServerState, first_index: Int, op_term: Int,
-                          op_index: Int) -> list[tuple[str, Bool]]:
-    """A batch first_index..op_index written with one fsync; op_term is its last entry's.
+def log_append_conditions(s: ServerState, first_index: Int, op_term: Int, op_index: Int,
+                          prev_term: Int, entries: Any, dest: Int) -> list[tuple[str, Bool]]:
+    """A batch first_index..op_index written with one fsync; op_term is its last entry's,
+    prev_term the term of the entry before it (what matched the leader's log).
 
     * the log has no holes: the batch starts at most one past the last index;
     * first_index <= the last index is a follower truncating its log's suffix from
-      first_index and appending the batch in its place;
-    * a pure append (first_index = last index + 1) never lowers the last term: the terms of
-      a Raft log never decrease along it (the batch follows the entry that was last);
+      first_index (where it conflicted with the leader's) and writing the batch instead;
+    * a pure append (first_index = last index + 1) never lowers the last term (terms never
+      decrease along a Raft log) and follows the last entry (prev_term is its term);
     * a leader never truncates its own log (Leader Append-Only): it appends at last index
       + 1, entries of its own term.
-    """
+
+    The entries themselves (``entries``) are checked against the leader's log by the system
+    guard: no trace carries them."""
     appends = eq(first_index, s.wal_last_index + 1)
     return [
         ("a running READY replica with a live WAL",
          all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE))),
+        ("addressed to this server's UUID", addressed(s, dest)),
         ("1 <= op_term <= the current term", all_(op_term >= 1, op_term <= s.term)),
         ("1 <= first_index <= op_index", all_(first_index >= 1, first_index <= op_index,
                                               op_index >= 1)),
         ("no gap: first_index <= last index + 1", first_index <= s.wal_last_index + 1),
         ("an append (first_index = last index + 1) never lowers the last term",
          implies(appends, op_term >= s.wal_last_term)),
+        ("an append's prev_term is the term of the last entry",
+         implies(appends, eq(prev_term, s.wal_last_term))),
         ("a leader appends at last index + 1 in its own term (it never truncates its log)",
          implies(s.leader, all_(eq(op_term, s.term), appends))),
     ]
 
 
-def log_append_guard(s: ServerState, first_index: Int, op_term: Int, op_index: Int) -> Bool:
-    return all_(*[c for _, c in log_append_conditions(s, first_index, op_term, op_index)])
+log_append_guard = _from_conditions(log_append_conditions)
 
 
-def log_append_effect(s: ServerState, first_index: Int, op_term: Int,
-                      op_index: Int) -> ServerState:
-    return _ev(s, wal_last_term=op_term, wal_last_index=op_index, ghost_last_term=op_term,
-               ghost_last_index=op_index)
+def log_append_effect(s: ServerState, first_index: Int, op_term: Int, op_index: Int,
+                      prev_term: Int, entries: Any, dest: Int) -> ServerState:
+    log = overwrite_range(s.log, first_index, op_index, entries)
+    return _ev(s, wal_last_term=op_term, wal_last_index=op_index, log=log, own_log=log,
+               ghost_last_term=op_term, ghost_last_index=op_index)
 
 
-def follower_first_index(s: ServerState, op_term: int, op_index: int) -> int:
-    """Where a follower's batch ending at (op_term, op_index) starts: right after its last
-    entry when that extends its log, else (the logs diverge) a truncation from the lower of
-    the two last indexes. The spec's log is abstracted to its last OpId, so any start the
-    guard allows leads to the same state; this picks one."""
-    if op_index > s.wal_last_index and op_term >= s.wal_last_term:
-        return int(s.wal_last_index + 1)
-    return int(min(op_index, max(s.wal_last_index, 1)))
+def entries_from_leader(sys: SystemState, i: int, first_index: Int, op_term: Int,
+                        op_index: Int, prev_term: Int, entries: Any, dest: Int) -> Bool:
+    """Where a batch comes from. A leader's own: entries of its term. A follower's: the log
+    of a leader of the follower's current term, from first_index to op_index (it has
+    them), after an entry of term prev_term at first_index - 1 in both logs (AppendEntries'
+    consistency check); a written entry that the follower already held conflicted (an
+    entry held with the same term is skipped, never written)."""
+    s = sys[i]
+    own = all_(s.leader, all_in_range(first_index, op_index,
+                                      lambda j: eq(get(entries, j), s.term)))
+    followers = []
+    for j, lead in enumerate(sys):
+        if j == i:
+            continue
+        followers.append(all_(
+            lead.up, lead.leader, eq(lead.term, s.term), lead.wal_last_index >= op_index,
+            eq(get(lead.log, first_index - 1), prev_term),
+            eq(get(s.log, first_index - 1), prev_term),
+            all_in_range(first_index, op_index,
+                         lambda k, lead=lead: eq(get(entries, k), get(lead.log, k))),
+            implies(first_index <= s.wal_last_index,
+                    ne(get(s.log, first_index), get(entries, first_index)))))
+    return all_(eq(get(entries, op_index), op_term),
+                any_(own, all_(not_(s.leader), any_(*followers))))
+
+
+def _slice(log: FMap, lo: int, hi: int) -> FMap:
+    return FMap(tuple((k, v) for k, v in log if lo <= k <= hi), log.default)
 
 
 def log_append_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     s = sys[i]
-    if not (s.up and s.running and s.op == OP_NONE and s.sb == READY and s.wal == WAL_LIVE):
-        return
     if s.leader:
-        # One entry, or a batch up to the bound.
+        # Its own appends: one entry, or a batch up to the bound.
         first = s.wal_last_index + 1
         for last in range(first, b.max_index + 1):
-            yield {"first_index": first, "op_term": s.term, "op_index": last}
-        return
-    for j, leader in enumerate(sys):
-        if (j != i and leader.up and leader.leader and leader.term <= s.term
-                and leader.wal_last_index >= 1
-                and (leader.wal_last_term, leader.wal_last_index)
-                != (s.wal_last_term, s.wal_last_index)):
-            yield {"first_index": follower_first_index(s, leader.wal_last_term,
-                                                       leader.wal_last_index),
-                   "op_term": leader.wal_last_term, "op_index": leader.wal_last_index}
+            yield {"first_index": first, "op_term": s.term, "op_index": last,
+                   "prev_term": s.wal_last_term, "entries": run_of(first, last, s.term),
+                   "dest": s.uuid_gen}
+    # AppendEntries from every leader (stale ones included): any slice of its log, sent to
+    # this server's UUID in the config.
+    for j, lead in enumerate(sys):
+        if j == i or not (lead.up and lead.leader):
+            continue
+        for first in range(1, lead.wal_last_index + 1):
+            for last in range(first, lead.wal_last_index + 1):
+                yield {"first_index": first, "op_term": lead.log[last], "op_index": last,
+                       "prev_term": lead.log[first - 1],
+                       "entries": _slice(lead.log, first, last), "dest": 0}
 
 
 def commit_guard(s: ServerState, index: Int, op_term: Int) -> Bool:
@@ -846,23 +1182,28 @@ def commit_guard(s: ServerState, index: Int, op_term: Int) -> Bool:
 
 
 def commit_effect(s: ServerState, index: Int, op_term: Int) -> ServerState:
-    return s
+    return _ev(s, committed=put(s.committed, index, op_term))
 
 
 def leader_commit(sys: SystemState, i: int, index: Int, op_term: Int) -> Bool:
-    """Raft's commitment rule: the leader commits an entry of its own term once a majority
-    of members hold the log up to it (earlier entries are committed with it)."""
+    """Raft's commitment rule: the leader commits an entry of its own term, which its log
+    holds, once a majority of members acknowledged it (earlier entries are committed with
+    it). A member acknowledges it to this leader when its own log has it while it is in the
+    leader's term: a follower, or a tombstone that did before its deletion (it still
+    answers from that log's last OpId). (A member that acknowledged and then moved on to a
+    later term no longer counts: stricter than Raft, which keeps the acknowledgement; a
+    member that got the entry by a copy after moving on could never have acknowledged.)"""
     s = sys[i]
-    holders = count(*[all_(is_member(k), eq(k.sb, READY),
-                           opid_ge(k.wal_last_term, k.wal_last_index, op_term, index))
-                      for k in sys])
-    return all_(s.leader, eq(op_term, s.term), holders >= majority(len(sys)))
+    holders = count(*[all_(is_member(k), eq(k.term, op_term),
+                           eq(get(k.own_log, index), op_term)) for k in sys])
+    return all_(s.leader, eq(op_term, s.term), eq(get(s.log, index), op_term),
+                holders >= majority(len(sys)))
 
 
 def commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     s = sys[i]
-    if s.leader and s.wal_last_index >= 1 and s.wal_last_term == s.term:
-        yield {"index": s.wal_last_index, "op_term": s.wal_last_term}
+    for index in range(1, s.wal_last_index + 1):
+        yield {"index": index, "op_term": s.log[index]}
 
 
 def config_commit_conditions(s: ServerState, config_index: Int) -> list[tuple[str, Bool]]:
@@ -876,8 +1217,7 @@ def config_commit_conditions(s: ServerState, config_index: Int) -> list[tuple[st
     ]
 
 
-def config_commit_guard(s: ServerState, config_index: Int) -> Bool:
-    return all_(*[c for _, c in config_commit_conditions(s, config_index)])
+config_commit_guard = _from_conditions(config_commit_conditions)
 
 
 def config_commit_effect(s: ServerState, config_index: Int) -> ServerState:
@@ -885,60 +1225,82 @@ def config_commit_effect(s: ServerState, config_index: Int) -> ServerState:
 
 
 def config_commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
-    s = sys[i]
-    if not (s.up and s.running and s.op == OP_NONE and s.sb == READY and s.cmeta):
-        return
-    for index in range(s.config_index + 1, s.wal_last_index + 1):
+    for index in range(1, b.max_index + 1):
         yield {"config_index": index}
 
 
 # ---------------------------------------------------------------------------------------
 # The table.
 
-_STC_PARAMS = ("caller_term", "expected_state", "has_opid", "opid_term", "opid_index")
+_STC_PARAMS = ("caller", "caller_term", "expected_state", "has_opid", "opid_term",
+               "opid_index", "dest")
+_VOTE_PARAMS = ("candidate", "t", "cand_last_term", "cand_last_index", "dest")
 
 ACTIONS: tuple[Action, ...] = (
-    Action("create_tablet", "CreateTablet (superblock last)", ("config_index",),
-           create_guard, create_effect, create_enum),
-    Action("delete_shutdown", "Tablet deletion step 1", (), d1_guard, d1_effect, _none,
-           volatile_only=True),
-    Action("delete_create_qdir", "Tablet deletion step 2", (), d2_guard, d2_effect, _none),
-    Action("delete_copy_superblock", "Tablet deletion step 3", (), d3_guard, d3_effect, _none),
-    Action("delete_mark_deleted", "Tablet deletion step 4", (), d4_guard, d4_effect, _none),
-    Action("delete_copy_cmeta", "Tablet deletion step 5", (), d5_guard, d5_effect, _none),
-    Action("delete_move_wal", "Tablet deletion step 6", (), d6_guard, d6_effect, _none),
+    Action("create_tablet", "CreateTablet (superblock last)", ("config_index", "dest"),
+           create_tablet_guard, create_tablet_effect, create_tablet_enum,
+           system_guard=not_dropped_here),
+    Action("delete_shutdown", "Tablet deletion step 1", ("cas_config_index",),
+           delete_shutdown_guard, delete_shutdown_effect, delete_shutdown_enum,
+           volatile_only=True, conditions=delete_shutdown_conditions),
+    Action("delete_create_qdir", "Tablet deletion step 2", (), delete_create_qdir_guard,
+           delete_create_qdir_effect, _none),
+    Action("delete_copy_superblock", "Tablet deletion step 3", (),
+           delete_copy_superblock_guard, delete_copy_superblock_effect, _none),
+    Action("delete_mark_deleted", "Tablet deletion step 4", (), delete_mark_deleted_guard,
+           delete_mark_deleted_effect, _none),
+    Action("delete_copy_cmeta", "Tablet deletion step 5", (), delete_copy_cmeta_guard,
+           delete_copy_cmeta_effect, _none),
+    Action("delete_move_wal", "Tablet deletion step 6", (), delete_move_wal_guard,
+           delete_move_wal_effect, _none),
+    Action("delete_remove_cmeta", "Full delete (table dropped): the cmeta removed",
+           ("cas_config_index",), delete_remove_cmeta_guard, delete_remove_cmeta_effect,
+           delete_shutdown_enum, system_guard=dropped_here,
+           conditions=delete_remove_cmeta_conditions),
+    Action("delete_remove_superblock", "Full delete: the superblock removed", (),
+           delete_remove_superblock_guard, delete_remove_superblock_effect, _none),
     Action("stc_accept", "StartTabletCopy (all checks pass)", _STC_PARAMS,
-           stc_accept_guard, stc_accept_effect, stc_accept_enum, volatile_only=True),
+           stc_accept_guard, stc_accept_effect, stc_requests,
+           system_guard=stc_accept_system_guard, volatile_only=True),
     Action("stc_reject", "StartTabletCopy (first failing check)", (*_STC_PARAMS, "reason"),
-           stc_reject_guard, stc_reject_effect, stc_reject_enum, volatile_only=True),
-    Action("copy_begin", "Follower Tablet Copy step 1", (), c1_guard, c1_effect, _none),
+           stc_reject_guard, stc_reject_effect, stc_reject_enum,
+           system_guard=caller_is_another, volatile_only=True),
+    Action("copy_begin", "Follower Tablet Copy step 1", (), copy_begin_guard,
+           copy_begin_effect, _none),
     Action("copy_merge_cmeta", "Follower Tablet Copy step 2",
-           ("remote_term", "remote_config_index"), c2_guard, c2_effect, c2_enum),
-    Action("copy_download_wal", "Follower Tablet Copy step 3",
-           ("remote_last_term", "remote_last_index"), c3_guard, c3_effect, c3_enum),
+           ("remote_term", "remote_config_index"), copy_merge_cmeta_guard,
+           copy_merge_cmeta_effect, copy_merge_cmeta_enum,
+           system_guard=remote_cmeta_is_sources),
+    Action("copy_download_wal", "Follower Tablet Copy step 3 (before or after the blocks)",
+           ("remote_last_term", "remote_last_index", "remote_log"), copy_download_wal_guard,
+           copy_download_wal_effect, copy_download_wal_enum,
+           system_guard=remote_wal_is_sources),
     Action("copy_download_block", "Follower Tablet Copy step 4 (some blocks)", (),
-           c4_block_guard, c4_block_effect, _none),
+           copy_download_block_guard, copy_download_block_effect, _none),
     Action("copy_blocks_done", "Follower Tablet Copy step 4 (all blocks)", (),
-           c4_done_guard, c4_done_effect, _none),
-    Action("copy_mark_ready", "Follower Tablet Copy step 5", (), c5_guard, c5_effect, _none),
-    Action("copy_start_replica", "Follower Tablet Copy step 6", (), c6_guard, c6_effect,
-           _none, volatile_only=True),
+           copy_blocks_done_guard, copy_blocks_done_effect, _none),
+    Action("copy_mark_ready", "Follower Tablet Copy step 5", (), copy_mark_ready_guard,
+           copy_mark_ready_effect, _none),
+    Action("copy_start_replica", "Follower Tablet Copy step 6", (), copy_start_replica_guard,
+           copy_start_replica_effect, _none, volatile_only=True),
+    Action("copy_abort", "A copy failed or cancelled (tombstones a COPYING replica)", (),
+           copy_abort_guard, copy_abort_effect, _none, volatile_only=True),
     Action("crash", "a crash at any point", (), crash_guard, crash_effect, _none,
            volatile_only=True),
     Action("startup", "Tablet startup cases 1-4", ("case",), startup_guard, startup_effect,
            startup_enum, volatile_only=True),
     Action("wipe", "Failure of a disk with consensus metadata (new UUID)", (), wipe_guard,
            wipe_effect, _none),
-    Action("damage", "a disk fault found at startup (WAL or blocks DAMAGED)", ("what",),
+    Action("damage", "a disk fault found at startup (WAL, blocks or cmeta)", ("what",),
            damage_guard, damage_effect, damage_enum),
+    Action("drop", "the master drops the table (a ghost: ends the tablet's life)", (),
+           drop_guard, drop_effect, _none),
     Action("learn_term", "Raft: a higher term seen in any RPC", ("t",), learn_term_guard,
            learn_term_effect, learn_term_enum),
-    Action("vote_granted", "Raft RequestVote granted (tombstones too)",
-           ("candidate", "t", "cand_last_term", "cand_last_index"), vote_guard, vote_effect,
-           vote_enum, system_guard=not_self),
-    Action("vote_denied", "Raft RequestVote denied",
-           ("candidate", "t", "cand_last_term", "cand_last_index"), vote_denied_guard,
-           vote_denied_effect, vote_denied_enum, system_guard=not_self),
+    Action("vote_granted", "Raft RequestVote granted (tombstones too)", _VOTE_PARAMS,
+           vote_granted_guard, vote_granted_effect, vote_requests, system_guard=not_self),
+    Action("vote_denied", "Raft RequestVote denied", _VOTE_PARAMS, vote_denied_guard,
+           vote_denied_effect, vote_requests, system_guard=not_self),
     Action("start_election", "Raft: candidate votes for itself in term+1", ("me",),
            start_election_guard, start_election_effect, start_election_enum,
            system_guard=is_self),
@@ -948,11 +1310,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("step_down", "Raft: a leader stops leading (check-quorum, request, transfer)", (),
            step_down_guard, step_down_effect, _none, volatile_only=True),
     Action("log_append", "Raft: a batch of entries appended to the WAL (one fsync)",
-           ("first_index", "op_term", "op_index"), log_append_guard, log_append_effect,
-           log_append_enum, conditions=log_append_conditions),
+           ("first_index", "op_term", "op_index", "prev_term", "entries", "dest"),
+           log_append_guard, log_append_effect, log_append_enum,
+           system_guard=entries_from_leader, conditions=log_append_conditions),
     Action("commit", "Raft: every index up to one committed", ("index", "op_term"),
-           commit_guard, commit_effect, commit_enum, system_guard=leader_commit,
-           volatile_only=True),
+           commit_guard, commit_effect, commit_enum, system_guard=leader_commit),
     Action("config_commit", "Raft: a committed config change written into the cmeta",
            ("config_index",), config_commit_guard, config_commit_effect, config_commit_enum,
            conditions=config_commit_conditions),
@@ -969,7 +1331,10 @@ def replace_action(table: tuple[Action, ...], name: str, **changes: Any) -> tupl
 
 
 __all__ = [
-    "ACTIONS", "ACTIONS_BY_NAME", "FAULT_ACTIONS", "Action", "Bounds", "Params",
-    "in_consensus", "intact", "is_member", "last_logged", "replace_action", "startup_case",
-    "wal_in_place",
+    "ACTIONS", "ACTIONS_BY_NAME", "FAILURE_ACTIONS", "FAULT_ACTIONS", "MAP_PARAMS",
+    "REQUEST_ACTIONS",
+    "SPEC_ONLY_PARAMS",
+    "TRACE_FILLS", "Action", "Bounds", "Params", "addressed", "in_consensus", "intact",
+    "is_member", "last_logged", "replace_action", "startup_case", "stc_failures",
+    "votes_lazily", "wal_in_place",
 ]

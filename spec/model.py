@@ -12,7 +12,9 @@ atomic and durable, so "a crash between two steps" is "a crash after some step")
 * the consensus metadata (``consensus-meta/<id>``): present or not, current term, voted-for,
   committed config (abstracted to the OpId index of the committed config);
 * where the WAL directory is (absent / live in ``wals/<id>`` / moved into the quarantine /
-  live but damaged: a segment fails verification), and the last OpId in it;
+  live but damaged: a segment fails verification, or the directory is gone), and the last
+  OpId in it; the WAL's entries (``log``: index -> term; no trace carries them, only the
+  last OpId: the trace checker never reads them);
 * the data blocks the superblock lists (absent / partially downloaded / present / damaged:
   missing or corrupt blocks found at startup);
 * the quarantine directory: exists, holds the superblock copy, holds the cmeta copy;
@@ -20,16 +22,27 @@ atomic and durable, so "a crash between two steps" is "a crash after some step")
   wipes the server and gives it a new UUID (generation + 1), which is never a member.
 
 volatile (lost on a crash): process up, replica running, startup failed, leader, and the
-lifecycle operation in flight with its last completed step and the term of the caller that
-authorised it.
+lifecycle operation in flight with its last completed step, the argument that authorised
+it (``op_arg``: the caller's term of a StartTabletCopy, the committed config index a
+DeleteTablet's compare-and-set named) and the copy's source (``op_src``: the server that
+asked for the copy, which Kudu copies from).
 
-ghost (history variables, not stored by any server; the proofs need them): the vote cast in
-each term by the current UUID (reset by a wipe: the new UUID is a new identity), the votes
-cast while the server was a member of the tablet's config under its original UUID and the
-terms it led (never reset: that history is what election safety is argued from, and a
-wiped server is never a member again), and the last OpId this server logged as its own.
+ghost (history variables, not stored by any server; the proofs and the explorer need them):
 
-Every field is an int, a bool or a map (term -> value), so that a state can hold Python
+* the vote cast in each term by the current UUID (reset by a wipe: the new UUID is a new
+  identity), the votes cast while the server was a member of the tablet's config under its
+  original UUID and the terms it led (never reset: that history is what election safety is
+  argued from, and a wiped server is never a member again);
+* the last OpId this server logged as its own (``ghost_last_*``) and that log itself
+  (``own_log``): the live log while READY, what a tombstone (and a copy in flight) remembers
+  of its former log, replaced when a copy makes the replica READY again;
+* the entries this server committed as a leader (``committed``: index -> term, one per
+  ``commit`` event: the entry it names);
+* whether the tablet's table was dropped (``dropped``: the master's drop, which this server
+  has been told; elections end with it, a full delete needs it), whether this UUID lost its
+  cmeta to a disk fault (``cmeta_lost``) or removed it in a full delete (``cmeta_removed``).
+
+Every field is an int, a bool or a map (int -> value), so that a state can hold Python
 values (replay, exploration) or z3 terms (proofs); see ``logic``.
 """
 
@@ -71,26 +84,45 @@ BLOCKS_NAMES: Final = {BLOCKS_ABSENT: "ABSENT", BLOCKS_PARTIAL: "PARTIAL",
                        BLOCKS_PRESENT: "PRESENT", BLOCKS_DAMAGED: "DAMAGED"}
 BLOCKS_LISTED: Final = (BLOCKS_PRESENT, BLOCKS_DAMAGED)
 
-# What a ``damage`` (a disk fault found at the next startup) hits.
+# What a ``damage`` (a disk fault found at the next startup) hits: the WAL (a segment fails
+# verification, or the directory is gone: DAMAGED, its last OpId as the server last knew
+# it), the data blocks (missing or corrupt: DAMAGED), or the cmeta file (gone: the replica
+# forgot its term and votes; it is FAILED, may be tombstoned, and never votes again).
 DAMAGE_WAL: Final = 0
 DAMAGE_BLOCKS: Final = 1
-DAMAGE_NAMES: Final = {DAMAGE_WAL: "WAL", DAMAGE_BLOCKS: "BLOCKS"}
+DAMAGE_CMETA: Final = 2
+DAMAGE_NAMES: Final = {DAMAGE_WAL: "WAL", DAMAGE_BLOCKS: "BLOCKS", DAMAGE_CMETA: "CMETA"}
+DAMAGE_KINDS: Final = (DAMAGE_WAL, DAMAGE_BLOCKS, DAMAGE_CMETA)
 
 # The lifecycle operation in flight. The deletion steps 2-6 are shared by four operations:
 # a deletion the master asked for, the deletion a StartTabletCopy of a READY replica does
-# first, startup turning COPYING into DELETED, and startup rolling a deletion forward.
+# first, a COPYING replica turning itself back into a tombstone (at startup, or right away
+# when its copy is aborted), and startup rolling a deletion forward (steps 5-6). A full
+# delete (the table was dropped) adds two steps after a tombstone: the cmeta, then the
+# superblock, removed.
 OP_NONE: Final = 0
 OP_DELETE: Final = 1
 OP_COPY_DELETE: Final = 2
 OP_COPY: Final = 3
-OP_BOOT_DELETE: Final = 4
+OP_UNDO_COPY: Final = 4
 OP_ROLL_FORWARD: Final = 5
+OP_FULL_DELETE: Final = 6
 OP_NAMES: Final = {OP_NONE: "NONE", OP_DELETE: "DELETE", OP_COPY_DELETE: "COPY_DELETE",
-                   OP_COPY: "COPY", OP_BOOT_DELETE: "BOOT_DELETE",
-                   OP_ROLL_FORWARD: "ROLL_FORWARD"}
-DELETING_OPS: Final = (OP_DELETE, OP_COPY_DELETE, OP_BOOT_DELETE)
+                   OP_COPY: "COPY", OP_UNDO_COPY: "UNDO_COPY",
+                   OP_ROLL_FORWARD: "ROLL_FORWARD", OP_FULL_DELETE: "FULL_DELETE"}
+DELETING_OPS: Final = (OP_DELETE, OP_COPY_DELETE, OP_UNDO_COPY)
+
+# Steps of a copy (op COPY): accepted, superblock COPYING, cmeta merged (then the WAL and
+# the blocks download, in either order), superblock READY. Step of a full delete: the cmeta
+# is gone.
+COPY_ACCEPTED: Final = 0
+COPY_BEGUN: Final = 1
+COPY_MERGED: Final = 2
+COPY_READY: Final = 3
+FULL_DELETE_CMETA_GONE: Final = 6
 
 NO_VOTE: Final = -1
+NO_SERVER: Final = -1
 
 # How a startup classified the tablet (seed "Tablet startup", cases 1-4, plus the two
 # states that need nothing: never hosted, and a finished tombstone).
@@ -105,16 +137,16 @@ STARTUP_NAMES: Final = {STARTUP_NOTHING: "NOTHING", STARTUP_ROLL_FORWARD: "ROLL_
                         STARTUP_READY: "READY", STARTUP_FAILED: "FAILED",
                         STARTUP_TOMBSTONE: "TOMBSTONE"}
 
-# StartTabletCopy answers, in the order the checks run (see actions.stc_*).
+# StartTabletCopy answers, in the order the checks run (see actions.stc_*). Contract
+# version 2 had BAD_TERM (the cmeta term) and STALE_TOMBSTONE_TERM; version 3 has one term
+# check, STALE_TERM, against the last *logged* term, as Kudu does.
 STC_OK: Final = 0
 STC_ALREADY_IN_PROGRESS: Final = 1
 STC_ILLEGAL_STATE: Final = 2
-STC_BAD_TERM: Final = 3
-STC_STALE_TOMBSTONE_TERM: Final = 4
-STC_OPID_MISMATCH: Final = 5
+STC_STALE_TERM: Final = 3
+STC_OPID_MISMATCH: Final = 4
 STC_NAMES: Final = {STC_OK: "OK", STC_ALREADY_IN_PROGRESS: "ALREADY_IN_PROGRESS",
-                    STC_ILLEGAL_STATE: "ILLEGAL_STATE", STC_BAD_TERM: "BAD_TERM",
-                    STC_STALE_TOMBSTONE_TERM: "STALE_TOMBSTONE_TERM",
+                    STC_ILLEGAL_STATE: "ILLEGAL_STATE", STC_STALE_TERM: "STALE_TERM",
                     STC_OPID_MISMATCH: "OPID_MISMATCH"}
 
 # Field groups. The trace contract carries exactly the durable fields (traces/schema.json);
@@ -125,12 +157,23 @@ DURABLE_FIELDS: Final = (
     "wal", "wal_last_term", "wal_last_index", "blocks",
     "qdir", "q_sb", "q_cmeta",
 )
-VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "op", "step", "op_term")
-GHOST_FIELDS: Final = ("votes", "member_votes", "led", "ghost_last_term", "ghost_last_index")
+# Durable, but no trace carries it (only its last OpId): the trace checker never reads it.
+UNTRACED_FIELDS: Final = ("log",)
+VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "op", "step", "op_arg",
+                          "op_src")
+GHOST_FIELDS: Final = ("votes", "member_votes", "led", "ghost_last_term", "ghost_last_index",
+                       "own_log", "committed", "dropped", "cmeta_lost", "cmeta_removed")
 
 BOOL_FIELDS: Final = frozenset({"sb_qdir", "cmeta", "qdir", "q_sb", "q_cmeta", "up", "running",
-                                "failed", "leader"})
-MAP_FIELDS: Final = {"votes": NO_VOTE, "member_votes": NO_VOTE, "led": False}
+                                "failed", "leader", "dropped", "cmeta_lost", "cmeta_removed"})
+# Map fields and the value they hold where nothing is stored. The logs map an index to a
+# term (0: no entry); the vote histories a term to a server (NO_VOTE); ``led`` a term to
+# whether this server led it.
+MAP_FIELDS: Final = {"votes": NO_VOTE, "member_votes": NO_VOTE, "led": False, "log": 0,
+                     "own_log": 0, "committed": 0}
+# Fields that store a server's index (the explorer's symmetry relabels them).
+ID_FIELDS: Final = ("voted_for", "op_src")
+ID_MAP_FIELDS: Final = ("votes", "member_votes")
 
 
 @attrs.frozen(cache_hash=True)
@@ -153,6 +196,7 @@ class ServerState:
     wal: Any = WAL_ABSENT
     wal_last_term: Any = 0
     wal_last_index: Any = 0
+    log: Any = attrs.field(factory=lambda: empty_map(0))
     blocks: Any = BLOCKS_ABSENT
     # durable: quarantine directory contents
     qdir: Any = False
@@ -165,13 +209,19 @@ class ServerState:
     leader: Any = False
     op: Any = OP_NONE
     step: Any = 0
-    op_term: Any = 0
+    op_arg: Any = 0
+    op_src: Any = NO_SERVER
     # ghost
     votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
     member_votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
     led: Any = attrs.field(factory=lambda: empty_map(False))
     ghost_last_term: Any = 0
     ghost_last_index: Any = 0
+    own_log: Any = attrs.field(factory=lambda: empty_map(0))
+    committed: Any = attrs.field(factory=lambda: empty_map(0))
+    dropped: Any = False
+    cmeta_lost: Any = False
+    cmeta_removed: Any = False
 
     def durable(self) -> dict[str, Any]:
         """The abstract durable state, as the trace contract carries it."""
@@ -192,6 +242,8 @@ class ServerState:
             parts.append(f"cmeta(term={self.term},vote={vote},cfg={self.config_index})")
         wal = WAL_NAMES.get(self.wal, self.wal)
         parts.append(f"wal={wal}({self.wal_last_term},{self.wal_last_index})")
+        if len(self.log):
+            parts.append(f"log={_terms(self.log)}")
         parts.append(f"blocks={BLOCKS_NAMES.get(self.blocks, self.blocks)}")
         if self.qdir:
             parts.append(f"qdir(sb={int(self.q_sb)},cmeta={int(self.q_cmeta)})")
@@ -204,10 +256,25 @@ class ServerState:
             vol += ",failed"
         if self.op != OP_NONE:
             vol += f",{OP_NAMES.get(self.op, self.op)}@{self.step}"
+            if self.op_src != NO_SERVER:
+                vol += f" from s{self.op_src}"
         parts.append(f"[{vol}]")
         if len(self.votes):
             parts.append(f"votes={self.votes!r}")
+        if self.sb != READY and len(self.own_log):
+            parts.append(f"own_log={_terms(self.own_log)}")
+        if len(self.committed):
+            parts.append(f"committed={self.committed!r}")
+        flags = [f for f in ("dropped", "cmeta_lost", "cmeta_removed") if getattr(self, f)]
+        if flags:
+            parts.append("{" + ",".join(flags) + "}")
         return " ".join(parts)
+
+
+def _terms(log: FMap) -> str:
+    """A log as the terms of its entries from index 1: ``[1,1,2]``."""
+    top = max((k for k, _ in log), default=0)
+    return "[" + ",".join(str(log[k]) for k in range(1, top + 1)) + "]"
 
 
 def created_replica() -> ServerState:

@@ -1,12 +1,16 @@
 """Deliberately broken variants of the spec: the checkers are proven by rejecting these.
 
 A checker that never fails proves nothing. Each mutant below seeds one bug that a real
-implementation could plausibly have (most of them have happened in real Raft systems) into
-one row of the transition table, and names the claims that must catch it. The tests assert
-that every mutant fails a proof (``checker.prove``) and is caught by the explorer or by the
-Hypothesis machine; ``revivify prove --mutant NAME`` shows the proof failing by hand.
+implementation could plausibly have (most of them have happened in real Raft systems, or are
+the opposite of a decision in ``actions``' header) into one or two rows of the transition
+table, and names the claim that must catch it: one fault, one finding. A claim catches a
+mutant only when the explorer reaches a state that breaks it, and it must be a claim, not a
+strengthening invariant (proof scaffolding). When the broken claim is one the prover proves
+inductive, the prover must also reject the mutant (``proof``); the claims about the log are
+checked by exploration only (``invariants``), so their mutants are too.
 
-These are never used as the spec: ``Spec()`` / ``default_spec()`` is the spec.
+``revivify prove --mutant NAME`` and ``revivify explore --mutant NAME`` show a mutant being
+caught by hand. These are never used as the spec: ``Spec()`` / ``default_spec()`` is.
 """
 
 from __future__ import annotations
@@ -28,13 +32,17 @@ from revivify.spec.logic import (
     get,
     implies,
     ite,
+    ite_map,
     member,
+    ne,
     not_,
+    opid_ge,
 )
 from revivify.spec.merge import merge_cmeta
 from revivify.spec.model import (
     BLOCKS_LISTED,
     BLOCKS_PRESENT,
+    COPY_MERGED,
     COPYING,
     DAMAGE_BLOCKS,
     DAMAGE_WAL,
@@ -45,11 +53,13 @@ from revivify.spec.model import (
     OP_COPY_DELETE,
     OP_NONE,
     OP_ROLL_FORWARD,
+    OP_UNDO_COPY,
     READY,
     STARTUP_FAILED,
     STARTUP_READY,
-    STC_BAD_TERM,
-    STC_STALE_TOMBSTONE_TERM,
+    STC_ALREADY_IN_PROGRESS,
+    STC_STALE_TERM,
+    WAL_DAMAGED,
     WAL_LIVE,
     WAL_QUARANTINED,
     ServerState,
@@ -57,14 +67,31 @@ from revivify.spec.model import (
 )
 from revivify.spec.system import Spec
 
+# Bounds under which the explorer reaches each mutant's violation (a mutant names one; a
+# search stops at the first violation, so a small witness keeps the tests fast).
+ONE_TERM_FAULTS = A.Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1,
+                           max_requests=3)
+ONE_TERM_LOG = A.Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1, max_requests=2)
+ONE_TERM_ABORT = A.Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=1,
+                          max_requests=2)
+TWO_TERMS = A.Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
+TWO_TERMS_LOG = A.Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0, max_requests=2)
+TWO_TERMS_LOG_ONE_REQUEST = A.Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0,
+                                     max_requests=1)
+
 
 @attrs.frozen
 class Mutant:
     name: str
     bug: str
-    # Claims (invariants or step properties) of which at least one must catch the bug.
+    # The claim that must catch the bug (a few when they are equally direct).
     caught_by: frozenset[str]
     table: Callable[[], tuple[Action, ...]]
+    # Where the explorer finds it (and the most states it may take).
+    bounds: A.Bounds = ONE_TERM_FAULTS
+    max_states: int = 150_000
+    # The broken claim is proven inductive for the real spec: the prover must fail too.
+    proof: bool = True
 
     def build(self, n_servers: int = 3) -> Spec:
         return Spec(actions=self.table(), n_servers=n_servers, name=f"mutant:{self.name}")
@@ -72,195 +99,6 @@ class Mutant:
 
 def _ev(s: ServerState, **changes: Any) -> ServerState:
     return attrs.evolve(s, **changes)
-
-
-# 1. The merge adopts the remote term unconditionally (rule 1 broken).
-def _merge_adopts_remote_term(s: ServerState, remote_term: Int,
-                              remote_config_index: Int) -> ServerState:
-    return _ev(s, cmeta=True, term=remote_term,
-               voted_for=ite(remote_term > s.term, NO_VOTE, s.voted_for),
-               config_index=remote_config_index, step=2)
-
-
-# 2. The merge forgets the local vote (rule 2 broken).
-def _merge_forgets_vote(s: ServerState, remote_term: Int,
-                        remote_config_index: Int) -> ServerState:
-    m = merge_cmeta(s.cmeta, s.term, s.voted_for, remote_term, remote_config_index)
-    return _ev(s, cmeta=True, term=m.term, voted_for=NO_VOTE, config_index=m.config_index,
-               step=2)
-
-
-# 3. Startup treats COPYING as READY (case 2 broken).
-def _startup_case_copying_ready(s: ServerState) -> Int:
-    return ite(eq(s.sb, COPYING), STARTUP_READY, A.startup_case(s))
-
-
-def _startup_guard_copying_ready(s: ServerState, case: Int) -> Bool:
-    return all_(not_(s.up), eq(case, _startup_case_copying_ready(s)))
-
-
-def _startup_enum_copying_ready(sys: SystemState, i: int, b: A.Bounds) -> Any:
-    yield {"case": _startup_case_copying_ready(sys[i])}
-
-
-# 4. The WAL moves into the quarantine before the DELETED superblock is durable: step 4
-#    moves the WAL, step 6 marks the superblock (the seed's steps 4 and 6 swapped).
-def _d4_moves_wal(s: ServerState) -> ServerState:
-    live = eq(s.wal, WAL_LIVE)
-    return _ev(s, wal=ite(live, WAL_QUARANTINED, s.wal), wal_last_term=0, wal_last_index=0,
-               step=4)
-
-
-def _d5_any(s: ServerState) -> Bool:
-    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4)
-
-
-def _d6_marks_deleted(s: ServerState) -> ServerState:
-    from_ready = eq(s.sb, READY)
-    return _ev(s, sb=DELETED,
-               sb_last_term=ite(from_ready, s.wal_last_term, s.sb_last_term),
-               sb_last_index=ite(from_ready, s.wal_last_index, s.sb_last_index),
-               sb_qdir=True, blocks=0,
-               op=ite(eq(s.op, OP_COPY_DELETE), OP_COPY, OP_NONE), step=0,
-               op_term=ite(eq(s.op, OP_COPY_DELETE), s.op_term, 0))
-
-
-def _d6_any(s: ServerState) -> Bool:
-    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5)
-
-
-# 5. The last OpId is not stored in the tombstone.
-def _d4_forgets_opid(s: ServerState) -> ServerState:
-    return _ev(s, sb=DELETED, sb_qdir=True, blocks=0, step=4)
-
-
-# 6. StartTabletCopy skips the term checks.
-def _stc_failures_no_term(s: ServerState, caller_term: Int, expected_state: Int,
-                          has_opid: Int, opid_term: Int,
-                          opid_index: Int) -> list[tuple[int, Bool]]:
-    full = A.stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
-    return [(code, fails) for code, fails in full
-            if code not in (STC_BAD_TERM, STC_STALE_TOMBSTONE_TERM)]
-
-
-def _stc_accept_no_term(s: ServerState, caller_term: Int, expected_state: Int,
-                        has_opid: Int, opid_term: Int, opid_index: Int) -> Bool:
-    fails = _stc_failures_no_term(s, caller_term, expected_state, has_opid, opid_term,
-                                  opid_index)
-    return all_(s.up, caller_term >= 0, *[not_(f) for _, f in fails])
-
-
-# 7. StartTabletCopy in the seed's order: a READY tablet is deleted first and the caller's
-#    term checked only afterwards (the copy is then abandoned, leaving a tombstone).
-def _stc_accept_seed_order(s: ServerState, caller_term: Int, expected_state: Int,
-                           has_opid: Int, opid_term: Int, opid_index: Int) -> Bool:
-    checked = A.stc_accept_guard(s, caller_term, expected_state, has_opid, opid_term,
-                                 opid_index)
-    unchecked = _stc_accept_no_term(s, caller_term, expected_state, has_opid, opid_term,
-                                    opid_index)
-    return ite(eq(s.sb, READY), unchecked, checked)
-
-
-def _d6_seed_order(s: ServerState) -> ServerState:
-    after = A.d6_effect(s)
-    stale = all_(eq(s.op, OP_COPY_DELETE),
-                 any_(s.op_term < s.term, s.op_term < s.sb_last_term))
-    return _ev(after, op=ite(stale, OP_NONE, after.op), op_term=ite(stale, 0, after.op_term))
-
-
-# 8. A tombstone votes twice in a term after restart: startup reloads a tombstone's cmeta
-#    without its vote.
-def _startup_forgets_tombstone_vote(s: ServerState, case: Int) -> ServerState:
-    after = A.startup_effect(s, case)
-    return _ev(after, voted_for=ite(eq(s.sb, DELETED), NO_VOTE, s.voted_for))
-
-
-# 9. A wiped server takes a new UUID but keeps the old cmeta.
-def _wipe_keeps_cmeta(s: ServerState) -> ServerState:
-    after = A.wipe_effect(s)
-    return _ev(after, cmeta=s.cmeta, term=s.term, voted_for=s.voted_for)
-
-
-# 10. A candidate becomes leader without a majority (one vote, its own, is enough).
-def _no_majority(sys: SystemState, i: int, me: Int, t: Int) -> Bool:
-    votes = count(*[eq(get(k.member_votes, t), me) for k in sys])
-    return all_(eq(me, i), votes >= 1)
-
-
-# 11. The superblock is written READY before all blocks are downloaded.
-def _c5_early(s: ServerState) -> Bool:
-    return all_(s.up, eq(s.op, OP_COPY), any_(eq(s.step, 3), eq(s.step, 4)))
-
-
-def _c5_early_effect(s: ServerState) -> ServerState:
-    return _ev(A.c5_effect(s), step=5)
-
-
-# 12. A leader truncates its own log: its batch may start anywhere in its log, as a
-#     follower's may (Leader Append-Only broken).
-def _leader_truncates_guard(s: ServerState, first_index: Int, op_term: Int,
-                            op_index: Int) -> Bool:
-    # log_append_conditions, with the leader's condition cut to its "own term" half
-    appends = eq(first_index, s.wal_last_index + 1)
-    return all_(
-        s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE),
-        op_term >= 1, op_term <= s.term, op_index >= 1,
-        first_index >= 1, first_index <= op_index, first_index <= s.wal_last_index + 1,
-        implies(appends, op_term >= s.wal_last_term),
-        implies(s.leader, eq(op_term, s.term)),
-    )
-
-
-def _leader_truncates_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
-    yield from A.log_append_enum(sys, i, b)
-    s = sys[i]
-    if s.up and s.leader:
-        # rewrite the log from index 1 with one entry of the leader's term
-        yield {"first_index": 1, "op_term": s.term, "op_index": 1}
-
-
-# 13. Stepping down resets the election state, the vote of the current term included (so
-#     the former leader may vote for a rival in the term it led).
-def _step_down_forgets_vote(s: ServerState) -> ServerState:
-    return _ev(s, leader=False, voted_for=NO_VOTE)
-
-
-# 14. A config change is committed into the cmeta before its entry is in the WAL.
-def _config_commit_beyond_log(s: ServerState, config_index: Int) -> Bool:
-    return all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta,
-                config_index > s.config_index)
-
-
-def _config_commit_beyond_log_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
-    yield from A.config_commit_enum(sys, i, b)
-    s = sys[i]
-    if s.up and s.running and s.sb == READY:
-        yield {"config_index": max(s.config_index, s.wal_last_index) + 1}
-
-
-# 15. A disk fault is allowed to strike a running server unnoticed (damage while up: the
-#     replica goes on serving from a damaged WAL or damaged blocks).
-def _damage_while_up(s: ServerState, what: Int) -> Bool:
-    return any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
-                all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)))
-
-
-# 16. Startup does not verify the WAL and the blocks: a damaged READY replica is reported
-#     READY and starts (hidden damage).
-def _startup_case_ignores_damage(s: ServerState) -> Int:
-    # Every file is there (the WAL in place, every block listed), damaged or not.
-    complete = all_(eq(s.sb, READY), s.cmeta, A.wal_in_place(s),
-                    member(s.blocks, BLOCKS_LISTED))
-    case = A.startup_case(s)
-    return ite(all_(eq(case, STARTUP_FAILED), complete), STARTUP_READY, case)
-
-
-def _startup_guard_ignores_damage(s: ServerState, case: Int) -> Bool:
-    return all_(not_(s.up), eq(case, _startup_case_ignores_damage(s)))
-
-
-def _startup_enum_ignores_damage(sys: SystemState, i: int, b: A.Bounds) -> Any:
-    yield {"case": _startup_case_ignores_damage(sys[i])}
 
 
 def _t(name: str, **changes: Any) -> Callable[[], tuple[Action, ...]]:
@@ -277,19 +115,390 @@ def _chain(*steps: tuple[str, dict[str, Any]]) -> Callable[[], tuple[Action, ...
     return build
 
 
+# ---------------------------------------------------------------------------------------
+# The cmeta merge.
+
+
+def _merge_adopts_remote_term(s: ServerState, remote_term: Int,
+                              remote_config_index: Int) -> ServerState:
+    """Rule 1 broken: the remote term is adopted even when it is lower."""
+    return _ev(s, cmeta=True, term=remote_term,
+               voted_for=ite(remote_term > s.term, NO_VOTE, s.voted_for),
+               config_index=remote_config_index, step=COPY_MERGED)
+
+
+def _merge_forgets_vote(s: ServerState, remote_term: Int,
+                        remote_config_index: Int) -> ServerState:
+    """Rule 2 broken: the local vote for the local term is dropped."""
+    m = merge_cmeta(s.cmeta, s.term, s.voted_for, remote_term, remote_config_index)
+    return _ev(s, cmeta=True, term=m.term, voted_for=NO_VOTE, config_index=m.config_index,
+               step=COPY_MERGED)
+
+
+# ---------------------------------------------------------------------------------------
+# Startup.
+
+
+def _startup_variant(case_of: Callable[[ServerState], Int]) -> dict[str, Any]:
+    def guard(s: ServerState, case: Int) -> Bool:
+        return all_(not_(s.up), eq(case, case_of(s)))
+
+    return {"guard": guard}
+
+
+def _case_copying_ready(s: ServerState) -> Int:
+    """Startup treats COPYING as READY."""
+    return ite(eq(s.sb, COPYING), STARTUP_READY, A.startup_case(s))
+
+
+def _case_ignores_damage(s: ServerState) -> Int:
+    """Startup does not verify: every file there (damaged or not) is READY."""
+    complete = all_(eq(s.sb, READY), s.cmeta, A.wal_in_place(s),
+                    member(s.blocks, BLOCKS_LISTED))
+    case = A.startup_case(s)
+    return ite(all_(eq(case, STARTUP_FAILED), complete), STARTUP_READY, case)
+
+
+def _case_finishes_copy(s: ServerState) -> Int:
+    """Startup finds a COPYING replica's download complete and calls it READY (and the
+    effect then makes it so)."""
+    done = all_(eq(s.sb, COPYING), s.cmeta, eq(s.wal, WAL_LIVE), eq(s.blocks, BLOCKS_PRESENT))
+    return ite(done, STARTUP_READY, A.startup_case(s))
+
+
+def _startup_finishes_copy_effect(s: ServerState, case: Int) -> ServerState:
+    after = A.startup_effect(s, case)
+    done = all_(eq(s.sb, COPYING), eq(case, STARTUP_READY))
+    return _ev(after, sb=ite(done, READY, after.sb),
+               sb_last_term=ite(done, 0, after.sb_last_term),
+               sb_last_index=ite(done, 0, after.sb_last_index),
+               own_log=ite_map(done, s.log, after.own_log),
+               ghost_last_term=ite(done, s.wal_last_term, after.ghost_last_term),
+               ghost_last_index=ite(done, s.wal_last_index, after.ghost_last_index))
+
+
+def _startup_forgets_tombstone_vote(s: ServerState, case: Int) -> ServerState:
+    """A restarted tombstone reloads its cmeta without its vote."""
+    after = A.startup_effect(s, case)
+    return _ev(after, voted_for=ite(eq(s.sb, DELETED), NO_VOTE, s.voted_for))
+
+
+# ---------------------------------------------------------------------------------------
+# Deletion.
+
+
+def _d4_moves_wal(s: ServerState) -> ServerState:
+    """Step 4 moves the WAL (the seed's steps 4 and 6 swapped)."""
+    live = eq(s.wal, WAL_LIVE)
+    return _ev(s, wal=ite(live, WAL_QUARANTINED, s.wal), wal_last_term=0, wal_last_index=0,
+               log=A.empty_log(s), step=4)
+
+
+def _d5_any(s: ServerState) -> Bool:
+    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4)
+
+
+def _d6_marks_deleted(s: ServerState) -> ServerState:
+    from_ready = eq(s.sb, READY)
+    copy_next = eq(s.op, OP_COPY_DELETE)
+    return _ev(s, sb=DELETED,
+               sb_last_term=ite(from_ready, s.wal_last_term, s.sb_last_term),
+               sb_last_index=ite(from_ready, s.wal_last_index, s.sb_last_index),
+               sb_qdir=True, blocks=0,
+               op=ite(copy_next, OP_COPY, OP_NONE), step=0,
+               op_arg=ite(copy_next, s.op_arg, 0), op_src=ite(copy_next, s.op_src, -1))
+
+
+def _d6_any(s: ServerState) -> Bool:
+    return A.at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5)
+
+
+def _d4_forgets_opid(s: ServerState) -> ServerState:
+    """The last OpId is not stored in the tombstone."""
+    return _ev(A.delete_mark_deleted_effect(s), sb_last_term=0, sb_last_index=0)
+
+
+def _d4_undo_records_download(s: ServerState) -> ServerState:
+    """The deletion that undoes a copy (after copy_abort, or at startup) records the
+    downloaded WAL's last OpId, as a READY replica's deletion does."""
+    after = A.delete_mark_deleted_effect(s)
+    undo = all_(eq(s.op, OP_UNDO_COPY), eq(s.wal, WAL_LIVE))
+    return _ev(after, sb_last_term=ite(undo, s.wal_last_term, after.sb_last_term),
+               sb_last_index=ite(undo, s.wal_last_index, after.sb_last_index))
+
+
+def _d4_damaged_wal_forgets(s: ServerState) -> ServerState:
+    """Deleting a FAILED replica whose WAL is damaged records (0, 0): the damaged WAL
+    cannot be read."""
+    after = A.delete_mark_deleted_effect(s)
+    damaged = all_(eq(s.sb, READY), eq(s.wal, WAL_DAMAGED))
+    return _ev(after, sb_last_term=ite(damaged, 0, after.sb_last_term),
+               sb_last_index=ite(damaged, 0, after.sb_last_index))
+
+
+def _d1_retombstones(s: ServerState, cas_config_index: Int) -> Bool:
+    """DeleteTablet(TOMBSTONE) of a tombstone runs the six steps again."""
+    again = all_(s.up, eq(s.sb, DELETED), eq(s.op, OP_NONE))
+    return any_(A.delete_shutdown_guard(s, cas_config_index), again)
+
+
+def _d4_records_log(s: ServerState) -> ServerState:
+    """Step 4 records the WAL's last OpId for every deletion but the undoing of a copy
+    (what is in wals/<id>: (0, 0) for a tombstone deleted again)."""
+    after = A.delete_mark_deleted_effect(s)
+    mine = ne(s.op, OP_UNDO_COPY)
+    return _ev(after, sb_last_term=ite(mine, s.wal_last_term, after.sb_last_term),
+               sb_last_index=ite(mine, s.wal_last_index, after.sb_last_index))
+
+
+def _d6_keeps_wal_opid(s: ServerState) -> ServerState:
+    """The moved WAL keeps reporting its last OpId."""
+    return _ev(A.delete_move_wal_effect(s), wal_last_term=s.wal_last_term,
+               wal_last_index=s.wal_last_index)
+
+
+def _d5_forgets_cmeta(s: ServerState) -> ServerState:
+    """Step 5 does not copy the cmeta into the quarantine."""
+    return _ev(A.delete_copy_cmeta_effect(s), q_cmeta=False)
+
+
+def _d3_skipped(s: ServerState) -> ServerState:
+    """Step 3 does not copy the superblock (and step 4 does not look)."""
+    return _ev(A.delete_copy_superblock_effect(s), q_sb=False)
+
+
+def _d4_without_copy(s: ServerState) -> Bool:
+    return A.at_step(s, DELETING_OPS, 3)
+
+
+def _d1_ignores_cas(s: ServerState, cas_config_index: Int) -> Bool:
+    """DeleteTablet without its compare-and-set."""
+    return all_(s.up, eq(s.sb, READY),
+                any_(eq(s.op, OP_NONE), all_(eq(s.op, OP_COPY_DELETE), eq(s.step, 0))))
+
+
+# ---------------------------------------------------------------------------------------
+# StartTabletCopy and the copy.
+
+
+def _stc_accept_with(failures: Callable[..., list[tuple[int, Bool]]],
+                     check_lost: bool = True) -> Callable[..., Bool]:
+    def guard(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+              has_opid: Int, opid_term: Int, opid_index: Int, dest: Int) -> Bool:
+        fails = failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
+        return all_(A.stc_request_ok(s, caller, caller_term, dest),
+                    not_(s.cmeta_lost) if check_lost else True,
+                    *[not_(f) for _, f in fails])
+
+    return guard
+
+
+def _failures_without(*codes: int) -> Callable[..., list[tuple[int, Bool]]]:
+    def failures(s: ServerState, *args: Any) -> list[tuple[int, Bool]]:
+        return [(c, f) for c, f in A.stc_failures(s, *args) if c not in codes]
+
+    return failures
+
+
+def _failures_term_from_wal(s: ServerState, caller_term: Int, expected_state: Int,
+                            has_opid: Int, opid_term: Int,
+                            opid_index: Int) -> list[tuple[int, Bool]]:
+    """STALE_TERM compares with the WAL's last term (a tombstone's moved WAL: 0)."""
+    return [(c, ite(eq(c, STC_STALE_TERM), caller_term < s.wal_last_term, f))
+            for c, f in A.stc_failures(s, caller_term, expected_state, has_opid, opid_term,
+                                       opid_index)]
+
+
+def _stc_seed_order(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                    has_opid: Int, opid_term: Int, opid_index: Int, dest: Int) -> Bool:
+    """The seed's order: a READY tablet is deleted before the caller's term is checked."""
+    checked = A.stc_accept_guard(s, caller, caller_term, expected_state, has_opid, opid_term,
+                                 opid_index, dest)
+    unchecked = _stc_accept_with(_failures_without(STC_STALE_TERM))(
+        s, caller, caller_term, expected_state, has_opid, opid_term, opid_index, dest)
+    return ite(eq(s.sb, READY), unchecked, checked)
+
+
+def _d6_seed_order(s: ServerState) -> ServerState:
+    """... and the copy is abandoned afterwards when the seed's term check (the cmeta's)
+    fails, leaving a tombstone."""
+    after = A.delete_move_wal_effect(s)
+    stale = all_(eq(s.op, OP_COPY_DELETE), s.op_arg < s.term)
+    return _ev(after, op=ite(stale, OP_NONE, after.op), op_arg=ite(stale, 0, after.op_arg),
+               op_src=ite(stale, -1, after.op_src))
+
+
+def _c5_early(s: ServerState) -> Bool:
+    """The superblock is written READY before all blocks are downloaded."""
+    return all_(A.at_step(s, (OP_COPY,), COPY_MERGED), s.cmeta, eq(s.wal, WAL_LIVE))
+
+
+def _c5_before_wal(s: ServerState) -> Bool:
+    """The superblock is written READY before the WAL is downloaded (blocks first)."""
+    return all_(A.at_step(s, (OP_COPY,), COPY_MERGED), s.cmeta, eq(s.blocks, BLOCKS_PRESENT))
+
+
+# ---------------------------------------------------------------------------------------
+# Votes and elections.
+
+
+def _lazy_ignoring_loss(s: ServerState) -> Bool:
+    return all_(eq(s.sb, DELETED), not_(s.cmeta), member(s.op, (OP_NONE, OP_COPY)))
+
+
+def _in_consensus_ignoring_loss(s: ServerState) -> Bool:
+    return all_(s.up, not_(s.failed), any_(s.cmeta, _lazy_ignoring_loss(s)))
+
+
+def _vote_guards(in_consensus: Callable[[ServerState], Bool],
+                 grantable: Callable[..., Bool] = A.vote_grantable,
+                 check_dest: bool = True) -> list[tuple[str, dict[str, Any]]]:
+    def granted(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                cand_last_index: Int, dest: Int) -> Bool:
+        return all_(in_consensus(s), candidate >= 0,
+                    A.addressed(s, dest) if check_dest else True,
+                    grantable(s, candidate, t, cand_last_term, cand_last_index))
+
+    def denied(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+               cand_last_index: Int, dest: Int) -> Bool:
+        return all_(in_consensus(s), candidate >= 0,
+                    A.addressed(s, dest) if check_dest else True,
+                    not_(grantable(s, candidate, t, cand_last_term, cand_last_index)))
+
+    def learn(s: ServerState, t: Int) -> Bool:
+        return all_(in_consensus(s), t > s.term)
+
+    return [("vote_granted", {"guard": granted}), ("vote_denied", {"guard": denied}),
+            ("learn_term", {"guard": learn})]
+
+
+def _grantable_without_log(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                           cand_last_index: Int) -> Bool:
+    """The vote's up-to-date comparison is missing."""
+    return all_(t >= s.term,
+                any_(t > s.term, eq(s.voted_for, NO_VOTE), eq(s.voted_for, candidate)))
+
+
+def _grantable_from_wal(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                        cand_last_index: Int) -> Bool:
+    """A tombstone compares with its WAL's last OpId (moved into the quarantine: (0, 0))
+    instead of the one its superblock retained."""
+    return all_(t >= s.term,
+                any_(t > s.term, eq(s.voted_for, NO_VOTE), eq(s.voted_for, candidate)),
+                opid_ge(cand_last_term, cand_last_index, s.wal_last_term, s.wal_last_index))
+
+
+def _no_majority(sys: SystemState, i: int, me: Int, t: Int) -> Bool:
+    """A candidate leads with its own vote only."""
+    votes = count(*[eq(get(k.member_votes, t), me) for k in sys])
+    return all_(eq(me, i), votes >= 1)
+
+
+def _leader_any_term(s: ServerState, me: Int, t: Int) -> Bool:
+    """A candidate leads a term it has moved past (with that term's votes)."""
+    return all_(s.up, s.running, eq(s.op, OP_NONE), not_(s.leader), t <= s.term, t >= 1,
+                A.is_member(s), eq(get(s.votes, t), me))
+
+
+def _leader_any_term_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    for t in range(1, sys[i].term + 1):
+        yield {"me": i, "t": t}
+
+
+def _step_down_forgets_vote(s: ServerState) -> ServerState:
+    """Stepping down clears the current term's vote."""
+    return _ev(s, leader=False, voted_for=NO_VOTE)
+
+
+def _no_dest(name: str) -> tuple[str, dict[str, Any]]:
+    """The row without its destination check (the request names the config's UUID; the
+    wiped server answers for it)."""
+    original = A.ACTIONS_BY_NAME[name].guard
+
+    def guard(s: ServerState, **p: Any) -> Bool:
+        return original(attrs.evolve(s, uuid_gen=0), **p)
+
+    return (name, {"guard": guard})
+
+
+# ---------------------------------------------------------------------------------------
+# The log.
+
+
+def _leader_truncates_guard(s: ServerState, first_index: Int, op_term: Int, op_index: Int,
+                            prev_term: Int, entries: Any, dest: Int) -> Bool:
+    """A leader's batch may start anywhere in its log, as a follower's may."""
+    appends = eq(first_index, s.wal_last_index + 1)
+    return all_(
+        s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), eq(s.wal, WAL_LIVE),
+        A.addressed(s, dest), op_term >= 1, op_term <= s.term, op_index >= 1,
+        first_index >= 1, first_index <= op_index, first_index <= s.wal_last_index + 1,
+        implies(appends, op_term >= s.wal_last_term),
+        implies(s.leader, eq(op_term, s.term)),
+    )
+
+
+def _leader_truncates_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    yield from A.log_append_enum(sys, i, b)
+    s = sys[i]
+    if s.up and s.leader:
+        # rewrite the log from index 1 with one entry of the leader's term
+        from revivify.spec.logic import run_of
+
+        yield {"first_index": 1, "op_term": s.term, "op_index": 1, "prev_term": 0,
+               "entries": run_of(1, 1, s.term), "dest": s.uuid_gen}
+
+
+def _config_commit_beyond_log(s: ServerState, config_index: Int) -> Bool:
+    """A config change is committed into the cmeta beyond the WAL's last index."""
+    return all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta,
+                config_index > s.config_index)
+
+
+def _config_commit_beyond_log_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
+    yield from A.config_commit_enum(sys, i, b)
+    s = sys[i]
+    yield {"config_index": max(s.config_index, s.wal_last_index) + 1}
+
+
+def _commit_with_one(sys: SystemState, i: int, index: Int, op_term: Int) -> Bool:
+    """A leader commits an entry only its own log holds."""
+    s = sys[i]
+    return all_(s.leader, eq(op_term, s.term), eq(get(s.log, index), op_term))
+
+
+# ---------------------------------------------------------------------------------------
+# Disk faults.
+
+
+def _damage_while_up(s: ServerState, what: Int) -> Bool:
+    """A disk fault strikes a running replica, which goes on running."""
+    return any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
+                all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)))
+
+
+def _wipe_keeps_cmeta(s: ServerState) -> ServerState:
+    """A wiped server takes a new UUID but keeps the old cmeta."""
+    after = A.wipe_effect(s)
+    return _ev(after, cmeta=s.cmeta, term=s.term, voted_for=s.voted_for)
+
+
+def _full_delete_anytime(sys: SystemState, i: int, **_: Any) -> Bool:
+    """A full delete needs no drop of the table."""
+    return True
+
+
 _ALL = (
     Mutant("merge_adopts_remote_term",
            "the cmeta merge adopts the remote term even when it is lower",
-           # a lower term under votes already cast: the vote history outruns the cmeta
            frozenset({"TermMonotonic", "VotesMatchCmeta"}),
-           _t("copy_merge_cmeta", effect=_merge_adopts_remote_term)),
+           _t("copy_merge_cmeta", effect=_merge_adopts_remote_term), bounds=TWO_TERMS),
     Mutant("merge_forgets_vote", "the cmeta merge drops the local vote for the local term",
            frozenset({"VotesMatchCmeta", "VoteOnce"}),
            _t("copy_merge_cmeta", effect=_merge_forgets_vote)),
     Mutant("startup_copying_is_ready", "startup treats a COPYING superblock as READY",
            frozenset({"RunningIsReady", "NoCopyingWhenQuiescent", "ReadyIsComplete"}),
-           _t("startup", guard=_startup_guard_copying_ready,
-              enum=_startup_enum_copying_ready)),
+           _t("startup", **_startup_variant(_case_copying_ready))),
     Mutant("wal_moves_before_tombstone",
            "the WAL moves to the quarantine before the DELETED superblock is durable",
            frozenset({"ReadyIsComplete", "TombstoneRetainsLastOpid"}),
@@ -298,15 +507,16 @@ _ALL = (
                   ("delete_move_wal", {"guard": _d6_any, "effect": _d6_marks_deleted}))),
     Mutant("last_opid_not_stored", "deletion does not record the last OpId in the tombstone",
            frozenset({"TombstoneRetainsLastOpid"}),
-           _t("delete_mark_deleted", effect=_d4_forgets_opid)),
+           _t("delete_mark_deleted", effect=_d4_forgets_opid), bounds=ONE_TERM_LOG),
     Mutant("stc_skips_term_check", "StartTabletCopy never checks the caller's term",
            frozenset({"StaleCallerCannotDestroy"}),
-           _t("stc_accept", guard=_stc_accept_no_term)),
+           _t("stc_accept", guard=_stc_accept_with(_failures_without(STC_STALE_TERM))),
+           bounds=TWO_TERMS_LOG),
     Mutant("stc_seed_order",
            "StartTabletCopy deletes a READY tablet before checking the caller's term",
            frozenset({"StaleCallerCannotDestroy"}),
-           _chain(("stc_accept", {"guard": _stc_accept_seed_order}),
-                  ("delete_move_wal", {"effect": _d6_seed_order}))),
+           _chain(("stc_accept", {"guard": _stc_seed_order}),
+                  ("delete_move_wal", {"effect": _d6_seed_order})), bounds=TWO_TERMS_LOG),
     Mutant("tombstone_votes_twice", "a restarted tombstone forgets whom it voted for",
            frozenset({"VotesMatchCmeta", "VoteOnce"}),
            _t("startup", effect=_startup_forgets_tombstone_vote)),
@@ -314,17 +524,17 @@ _ALL = (
            frozenset({"NewUuidInheritsNothing"}),
            _t("wipe", effect=_wipe_keeps_cmeta)),
     Mutant("leader_without_majority", "a candidate leads with its own vote only",
-           frozenset({"OneLeaderPerTerm", "LeaderHadMajority"}),
+           frozenset({"OneLeaderPerTerm"}),
            _t("become_leader", system_guard=_no_majority)),
     Mutant("ready_before_blocks", "the copy writes READY before all blocks are downloaded",
            frozenset({"ReadyIsComplete"}),
-           _t("copy_mark_ready", guard=_c5_early, effect=_c5_early_effect)),
+           _t("copy_mark_ready", guard=_c5_early)),
     Mutant("leader_truncates_own_log",
            "a leader's batch may overwrite its own log (log_append_guard without the "
            "leader's first_index == last index + 1)",
-           frozenset({"LeaderAppendOnly"}),
+           frozenset({"LeaderAppendOnly", "CommittedInLaterLeaders"}),
            _t("log_append", guard=_leader_truncates_guard, enum=_leader_truncates_enum,
-              conditions=None)),
+              conditions=None), bounds=TWO_TERMS_LOG),
     Mutant("step_down_forgets_vote",
            "stepping down clears the vote of the current term (the former leader may vote "
            "for a rival in the term it led)",
@@ -345,8 +555,105 @@ _ALL = (
            "startup does not verify the WAL and the blocks: a damaged READY replica is "
            "reported READY and runs (FAILED reported as READY)",
            frozenset({"RunningIsIntact"}),
-           _t("startup", guard=_startup_guard_ignores_damage,
-              enum=_startup_enum_ignores_damage)),
+           _t("startup", **_startup_variant(_case_ignores_damage))),
+    # -- contract version 3: one per decision of actions' header ------------------------
+    Mutant("abort_records_downloaded_opid",
+           "decision 1: the deletion that undoes a copy records the downloaded WAL's last "
+           "OpId in the tombstone",
+           frozenset({"TombstoneRetainsLastOpid"}),
+           _t("delete_mark_deleted", effect=_d4_undo_records_download), bounds=ONE_TERM_ABORT),
+    Mutant("failed_delete_forgets_opid",
+           "decision 2: deleting a FAILED replica with a damaged WAL records (0, 0)",
+           frozenset({"TombstoneRetainsLastOpid"}),
+           _t("delete_mark_deleted", effect=_d4_damaged_wal_forgets), bounds=ONE_TERM_LOG),
+    Mutant("lost_cmeta_votes_lazily",
+           "decision 3: the tombstone of a replica whose cmeta a disk fault removed votes "
+           "from an empty cmeta",
+           frozenset({"VoteOnce"}),
+           _chain(*_vote_guards(_in_consensus_ignoring_loss))),
+    Mutant("lost_cmeta_takes_copy",
+           "decision 3: a replica whose cmeta a disk fault removed accepts a copy (and votes "
+           "again from the merged cmeta)",
+           frozenset({"VoteOnce"}),
+           _t("stc_accept", guard=_stc_accept_with(A.stc_failures, check_lost=False))),
+    Mutant("stc_term_from_wal",
+           "decision 4: STALE_TERM reads a tombstone's last logged term from its WAL (moved "
+           "away: 0), so a stale caller overwrites it",
+           frozenset({"StaleCallerCannotDestroy"}),
+           _t("stc_accept", guard=_stc_accept_with(_failures_term_from_wal)),
+           bounds=TWO_TERMS_LOG, max_states=400_000),
+    Mutant("retombstone_rewrites_tombstone",
+           "decision 6: deleting a tombstone again runs the six steps and records what is in "
+           "wals/<id> as its last OpId",
+           frozenset({"QuarantineHoldsEvidence", "TombstoneKeepsCmetaAndOpid",
+                      "TombstoneRetainsLastOpid"}),
+           _chain(("delete_shutdown", {"guard": _d1_retombstones, "conditions": None}),
+                  ("delete_mark_deleted", {"effect": _d4_records_log}))),
+    Mutant("ready_before_wal",
+           "decision 7: with the blocks downloaded first, READY is written before the WAL",
+           frozenset({"ReadyIsComplete"}),
+           _t("copy_mark_ready", guard=_c5_before_wal)),
+    Mutant("quarantine_keeps_wal_opid",
+           "decision 8: the WAL moved into the quarantine still reports its last OpId",
+           frozenset({"QuarantinedWalHasNoOpid"}),
+           _t("delete_move_wal", effect=_d6_keeps_wal_opid), bounds=ONE_TERM_LOG),
+    Mutant("full_delete_live_tablet",
+           "decision 9: a full delete (the cmeta removed) of a tablet whose table was not "
+           "dropped; its tombstone then votes again from an empty cmeta",
+           frozenset({"VoteOnce"}),
+           _t("delete_remove_cmeta", system_guard=_full_delete_anytime)),
+    # -- the holes of version 2 -------------------------------------------------------------
+    Mutant("vote_ignores_last_opid",
+           "RequestVote without the up-to-date comparison of the candidate's last OpId",
+           frozenset({"CommittedInLaterLeaders", "CommittedNeverLost"}),
+           _chain(*_vote_guards(A.in_consensus, _grantable_without_log)), proof=False,
+           bounds=TWO_TERMS_LOG),
+    Mutant("tombstone_votes_from_moved_wal",
+           "a tombstone answers RequestVote from its WAL's last OpId ((0, 0) once moved) "
+           "instead of the one its superblock retained",
+           frozenset({"CommittedInLaterLeaders", "CommittedNeverLost"}),
+           _chain(*_vote_guards(A.in_consensus, _grantable_from_wal)), proof=False,
+           bounds=TWO_TERMS_LOG_ONE_REQUEST, max_states=400_000),
+    Mutant("commit_without_majority",
+           "a leader commits an entry that only its own log holds",
+           frozenset({"CommittedNeverLost", "CommittedInLaterLeaders"}),
+           _t("commit", system_guard=_commit_with_one), proof=False, bounds=ONE_TERM_LOG),
+    Mutant("leader_from_old_term",
+           "a candidate that moved to a later term leads with an earlier term's votes",
+           frozenset({"OneLeaderPerTerm"}),
+           _t("become_leader", guard=_leader_any_term, enum=_leader_any_term_enum),
+           bounds=TWO_TERMS_LOG),
+    Mutant("no_destination_check",
+           "requests are not checked against the server's UUID: a wiped server answers (and "
+           "is counted) for its old UUID",
+           frozenset({"OneLeaderPerTerm"}),
+           _chain(_no_dest("create_tablet"), _no_dest("vote_granted"),
+                  _no_dest("vote_denied"), _no_dest("stc_accept"),
+                  _no_dest("stc_reject"), _no_dest("log_append"))),
+    Mutant("delete_ignores_cas",
+           "DeleteTablet without its compare-and-set on the committed config index",
+           frozenset({"DeleteCasHeld"}),
+           _t("delete_shutdown", guard=_d1_ignores_cas, conditions=None), bounds=ONE_TERM_LOG),
+    Mutant("stc_replaces_operation",
+           "StartTabletCopy accepted while another operation is in flight (no "
+           "ALREADY_IN_PROGRESS)",
+           frozenset({"OperationNeverReplaced"}),
+           _t("stc_accept", guard=_stc_accept_with(
+               _failures_without(STC_ALREADY_IN_PROGRESS)))),
+    Mutant("cmeta_not_quarantined", "deletion step 5 does not copy the cmeta",
+           frozenset({"QuarantineHoldsEvidence"}),
+           _t("delete_copy_cmeta", effect=_d5_forgets_cmeta)),
+    Mutant("superblock_not_quarantined",
+           "deletion step 3 does not copy the superblock, and step 4 does not look",
+           frozenset({"QuarantineHoldsEvidence"}),
+           _chain(("delete_copy_superblock", {"effect": _d3_skipped}),
+                  ("delete_mark_deleted", {"guard": _d4_without_copy}))),
+    Mutant("startup_finishes_copy",
+           "startup makes a COPYING replica whose download is complete READY instead of a "
+           "tombstone",
+           frozenset({"InterruptedCopyBecomesTombstone"}),
+           _t("startup", effect=_startup_finishes_copy_effect,
+              **_startup_variant(_case_finishes_copy))),
 )
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}

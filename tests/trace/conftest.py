@@ -19,3 +19,14 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", shuffle_partitions=4)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def sim_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Traces of an in-process cluster run (tests/trace/sim.py), written once per session:
+    real Raft logs (contract version 3), a truncation, a crash, a copy."""
+    from .sim import run
+
+    d = tmp_path_factory.mktemp("sim") / "traces"
+    run(str(d))
+    return d

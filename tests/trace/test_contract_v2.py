@@ -106,13 +106,25 @@ def test_commits_compare_only_the_indices_events_name() -> None:
 
 
 def test_replay_keeps_batch_commits_as_single_indices(tmp_path: Path) -> None:
-    """End to end: a leader that commits 1..3 as one event (index 3) and a replica that
-    names index 2 with another term are not reported; naming index 3 is."""
+    """End to end, in version 2 (a batch says only its last entry's term): a leader that
+    commits 1..3 as one event (index 3) and a replica that names index 2 with another term
+    are not reported; naming index 3 is. (Version 3 says every entry's term: there the
+    replica's commit of index 2 commits its entries 1..2 of term 2, a mismatch at once.)"""
     r = scenario_batches()
     r.step(2, "start_election", me=2)
     r.step(2, "start_election", me=2)
     r.step(2, "log_append", first_index=1, op_term=2, op_index=3, check=False)
     r.step(2, "commit", index=2, op_term=2, check=False)
+    v3 = _check(r, tmp_path / "v3")
+    for key in r.order:
+        for line in r.files[key]:
+            line["v"] = 2
+            if line["event"] == "log_append":
+                line["args"].pop("prev_term", None)
+                line["args"].pop("terms", None)
     assert _check(r, tmp_path / "a") == set()
+    assert "CommitTermMismatch" in v3
     r.step(2, "commit", index=3, op_term=2, check=False)
+    for line in r.files[r.order[-1]]:
+        line["v"] = 2
     assert _check(r, tmp_path / "b") == {"CommitTermMismatch"}

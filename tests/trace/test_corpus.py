@@ -17,7 +17,15 @@ BAD = sorted(p for p in (TRACES / "bad").iterdir() if p.is_dir())
 WALKS = sorted(p for p in (TRACES / "spec-walks").iterdir() if p.is_dir())
 # Cases whose expected.json names the line they must be rejected at (the global checks).
 AT = [p for p in BAD if "at" in json.loads((p / "expected.json").read_text())]
-GLOBAL_KINDS = {"LeaderWithoutMajority", "CommitWithoutMajority", "CausalityViolation"}
+GLOBAL_KINDS = {"LeaderWithoutMajority", "CommitWithoutMajority", "CausalityViolation",
+                "LogMatching", "LeaderCompleteness", "CommittedEntryTruncated",
+                "AppendOfUnelectedTerm", "CommitBeyondLeader"}
+# What contract version 3 lets the checker see, each with a located case (tests/trace/
+# bad_v3.py writes them).
+V3_KINDS = GLOBAL_KINDS - {"LeaderWithoutMajority", "CommitWithoutMajority",
+                           "CausalityViolation"} | {
+    "CommitNotInLog", "PhantomTablet", "MissingIncarnation", "MissingStartup",
+    "StaleCopySource", "ArgMismatch", "StateMismatch", "BadArgs"}
 
 
 def rejected_at(report: Report, case: Path) -> bool:
@@ -57,8 +65,20 @@ def test_bad_trace_reports_expected(case: Path) -> None:
 
 def test_every_global_check_has_a_located_case() -> None:
     kinds = {json.loads((p / "expected.json").read_text())["kind"] for p in AT}
-    assert kinds >= GLOBAL_KINDS
-    assert len(AT) >= 4
+    assert kinds >= GLOBAL_KINDS | V3_KINDS
+    assert len(AT) >= 18
+
+
+def test_version_3_cases_are_written_by_their_generator(tmp_path: Path) -> None:
+    """tests/trace/bad_v3.py writes the version-3 cases: each is in traces/bad/ with the
+    same expectation."""
+    from .bad_v3 import CASES, write
+
+    names = write(str(tmp_path))
+    assert set(names) == set(CASES)
+    for name in names:
+        ours = json.loads((TRACES / "bad" / name / "expected.json").read_text())
+        assert ours == json.loads((tmp_path / name / "expected.json").read_text()), name
 
 
 @pytest.mark.parametrize("case", AT, ids=lambda p: p.name)
@@ -77,7 +97,8 @@ def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert trace_main(["check", str(TRACES / "spec-walks" / "walk-000")]) == 0
     assert trace_main(["check", str(TRACES / "bad" / "two-leaders-one-term")]) == 1
     for case in AT:
-        assert trace_main(["check", "--quiet", str(case)]) == 1
+        expected = json.loads((case / "expected.json").read_text())["exit_code"]
+        assert trace_main(["check", "--quiet", str(case)]) == expected
     assert trace_main(["check", str(tmp_path / "missing")]) == 2
     assert trace_main(["check", str(tmp_path)]) == 2  # no trace files
     assert trace_main(["check"]) == 2

@@ -120,3 +120,25 @@ def test_generated_with_mutations(spark: Any, tmp_path: Path, plan: str) -> None
         lines[i] = json.dumps(d)
         f.write_text("\n".join(lines) + "\n")
     _same([str(tmp_path)], spark, plan=plan, global_in_spark=None)
+
+
+@pytest.mark.parametrize(("plan", "global_in_spark"), [("files", True), ("dataframe", None)])
+def test_cluster_run_mutated(spark: Any, sim_traces: Path, tmp_path: Path, plan: str,
+                             global_in_spark: bool | None) -> None:
+    """A real run (contract version 3: rebuilt logs, committed runs, a truncation, a copy)
+    with its first term's election taken out (its appends then belong to a term nobody
+    won): the same findings from both engines, the commit runs aggregated in Spark or on
+    the driver."""
+    import json
+
+    files = {f: [json.loads(x) for x in f.read_text().splitlines()]
+             for f in sorted(sim_traces.glob("*.jsonl"))}
+    first = min(x["args"]["t"] for ls in files.values() for x in ls
+                if x["event"] == "become_leader")
+    for f, lines in files.items():
+        kept = [x for x in lines if not (x["event"] == "become_leader"
+                                         and x["args"]["t"] == first)]
+        (tmp_path / f.name).write_text("".join(json.dumps(x | {"seq": n}) + "\n"
+                                               for n, x in enumerate(kept)))
+    assert "AppendOfUnelectedTerm" in check_paths([str(tmp_path)]).kinds()
+    _same([str(tmp_path)], spark, plan=plan, global_in_spark=global_in_spark)

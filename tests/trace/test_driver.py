@@ -15,9 +15,16 @@ import pytest
 
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import _input_error, check_paths, drain_facts, group_files
-from revivify.checker.replay import KeyState, Replayer
+from revivify.checker.replay import KeyState, NodeState, Replayer
 from revivify.checker.report import Report, from_input_error
-from revivify.checker.traces import Envelope, FileReader, InputError, discover, open_trace
+from revivify.checker.traces import (
+    Envelope,
+    FileReader,
+    InputError,
+    discover,
+    name_incarnation,
+    open_trace,
+)
 from revivify.checker.walks import random_walk
 
 from .conftest import TRACES
@@ -37,11 +44,13 @@ def reference(paths: list[str]) -> Report:
     for _, group in groups:
         keys: dict[str, KeyState] = {}
         clean: set[tuple[str, int]] = set()
+        ns = NodeState("")
         for f in group:
             empty = True
             # The file's (node, incarnation, first and highest Lamport clock).
             head: tuple[str, int, int] | None = None
             top = 0
+            stop = 0
             with open_trace(f) as fh:
                 for lineno, item in FileReader(f).lines(fh):
                     empty = False
@@ -50,25 +59,38 @@ def reference(paths: list[str]) -> Report:
                         continue
                     if head is None:
                         head = (item.node, item.inc, item.lamport)
+                        ns.node = ns.node or item.node
+                        for v in r.begin_file(ns, keys, f, lineno, item.inc) or ():
+                            report.add(v)
                     top = max(top, item.lamport)
                     if item.tablet is None:
                         report.server_events += 1
                         if item.event == "server_stop":
                             clean.add((item.node, item.inc))
+                            stop = lineno
                         elif item.event == "server_format":
                             g.server_format(item.node, f, lineno)
+                            ns.born = ns.born or item.inc == 1
                         continue
                     k = keys.get(item.tablet)
                     if k is None or k.node != item.node:
                         if k is not None:
                             r.finish_key(k)
-                        k = keys[item.tablet] = r.new_key(item.node, item.tablet)
+                        k = keys[item.tablet] = r.new_key(item.node, item.tablet, ns.born)
                         report.keys += 1
                     for v in r.feed(k, f, lineno, item, clean) or ():
                         report.add(v)
+            if head is not None and stop:
+                for v in r.end_file(ns, keys, f, stop, head[1], clean) or ():
+                    report.add(v)
             drain_facts(r, g)
             if head is not None:
                 g.incarnation(head[0], head[1], head[2], top, (head[0], head[1]) in clean)
+            elif ns.node:
+                named = name_incarnation(f)
+                if named is not None and named[0] == ns.node:
+                    ns.inc = max(ns.inc, named[1])
+                    g.incarnation(ns.node, named[1], 0, 0, True)
             if empty:
                 report.add(from_input_error(InputError("EmptyFile", f, 0, "path", "",
                                                        warning=True)))

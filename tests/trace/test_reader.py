@@ -151,4 +151,45 @@ def test_schema_json_is_generated() -> None:
 
     path = Path(__file__).resolve().parents[2] / "traces" / "schema.json"
     assert json.loads(path.read_text()) == contract_schema()
-    assert contract_schema()["properties"]["v"]["const"] == SCHEMA_VERSION == 2
+    assert contract_schema()["properties"]["v"]["enum"] == [2, 3] and SCHEMA_VERSION == 3
+
+
+def test_version_2_is_read_and_other_versions_refused() -> None:
+    """Version 3 is written; version-2 lines are still read (their log_append has no
+    prev_term and terms); anything else is refused by name."""
+    d = json.loads(GOOD)
+    assert isinstance(parse_line(json.dumps(d | {"v": 2}).encode(), "f", 1, False), Envelope)
+    for v in (1, 4, "3"):
+        e = parse_line(json.dumps(d | {"v": v}).encode(), "f", 1, False)
+        assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion", v
+
+
+def test_append_terms_shape() -> None:
+    """A version-3 batch: prev_term and terms together, runs covering first..op, the last
+    of op_term, terms >= 1 never decreasing from prev_term; anything else is BadArgs."""
+    from revivify.checker.traces import AppendArgs, ArgsError, decode_args
+
+    def args(**kw: object) -> bytes:
+        return json.dumps({"first_index": 3, "op_term": 2, "op_index": 5} | kw).encode()
+
+    ok = decode_args("log_append", args(prev_term=1, terms=[[1, 1], [2, 2]]))
+    assert isinstance(ok, AppendArgs) and ok.terms == [(1, 1), (2, 2)]
+    assert isinstance(decode_args("log_append", args()), AppendArgs)  # version 2
+    for bad, field in ((args(prev_term=1), "args.terms"),
+                       (args(terms=[[2, 3]]), "args.prev_term"),
+                       (args(prev_term=1, terms=[[2, 2]]), "args.terms"),
+                       (args(prev_term=1, terms=[[1, 3]]), "args.terms"),
+                       (args(prev_term=3, terms=[[2, 3]]), "args.terms[0]"),
+                       (args(prev_term=1, terms=[[2, 1], [1, 2]]), "args.terms[1]"),
+                       (args(prev_term=1, terms=[[2, 0], [2, 3]]), "args.terms[0]"),
+                       (args(prev_term=1, terms=[]), "args.terms"),
+                       (args(prev_term=-1, terms=[[2, 3]]), "args.prev_term"),
+                       (json.dumps({"first_index": 1, "op_term": 1, "op_index": 1,
+                                    "prev_term": 1, "terms": [[1, 1]]}).encode(),
+                        "args.prev_term")):
+        try:
+            decode_args("log_append", bad)
+        except ArgsError as e:
+            assert e.field == field, (bad, e.field, e.message)
+        else:
+            raise AssertionError(f"accepted {bad!r}")

@@ -1,0 +1,233 @@
+"""The explorer's verdicts on properties, cached: state invariants per state, step
+properties per step of one server.
+
+How each cache is keyed (and why it is sound) is in the package's theory of operation,
+"Caching the spec's answers". In short:
+
+* invariants the spec flags ``per_server`` ("every server satisfies f") are decided per
+  server state, on a system of n copies of it (so n is unchanged), once for those that do
+  not read their term and per term for those that do (``Invariant.uses_term``);
+* the others (cross-server ones) are decided per tuple of the servers' projections onto the
+  fields they were ever seen to read (read-set memoisation: ``FieldProbe``); a field never
+  read before widens the projection and drops the cache;
+* step properties are decided per (pre, post) pair of one server's states (a plain spec's
+  ``Spec.step_violations`` looks at the acting server only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from revivify.spec import invariants as spec_invariants
+from revivify.spec.model import SystemState
+from revivify.spec.system import Spec
+
+from .moves import Projections
+from .probes import FieldProbe
+from .symmetry import SID_BITS, Interner, pack
+
+
+class StateChecks:
+    """Invariant and step-property verdicts over interned server states (sids)."""
+
+    def __init__(self, spec: Spec, interner: Interner, plain: bool) -> None:
+        self.spec = spec
+        self.interner = interner
+        self.n = interner.n
+        self.plain = plain
+        self.step_cache: dict[tuple[int, int], tuple[str, ...]] = {}
+        self.terms_cache: dict[frozenset[int], int] = {}
+        self.terms_list: list[list[int]] = []
+        self.terms_by_sids: dict[int, int] = {}  # packed termset ids -> tid
+        invs = spec.invariants
+        self.inv_names = [inv.name for inv in invs]
+        # Per-server invariants (the spec's own flag), split by whether they read the term;
+        # the others are cross-server. A spec that overrides the generic methods is asked
+        # directly (``plain`` False).
+        self.per_server = [k for k, inv in enumerate(invs) if plain and inv.per_server]
+        self.server_free = [k for k in self.per_server if not invs[k].uses_term]
+        self.server_term = [k for k in self.per_server if invs[k].uses_term]
+        self.cross = [k for k, inv in enumerate(invs) if plain and not inv.per_server]
+        self.cross_free = [k for k in self.cross if not invs[k].uses_term]
+        self.cross_term = [k for k in self.cross if invs[k].uses_term]
+        self.server_inv_cache: dict[int, tuple[int, ...]] = {}  # (tid, sid) packed
+        self.server_free_cache: dict[int, tuple[int, ...]] = {}  # sid
+        self.server_term_cache: dict[tuple[int, int], tuple[int, ...]] = {}  # (sid, term)
+        self.cross_off = False
+        self.cross_fields: frozenset[str] = frozenset()
+        self.cross_proj = Projections((), interner.objs)
+        self.cross_cache: dict[int, tuple[int, ...]] = {}  # (tid, pids) packed
+        self.cross_free_cache: dict[tuple[int, ...], tuple[int, ...]] = {}  # pids
+        self.cross_term_cache: dict[tuple[int, ...], tuple[int, ...]] = {}  # (term, pids)
+
+    def system(self, sids: Sequence[int]) -> SystemState:
+        objs = self.interner.objs
+        return tuple([objs[s] for s in sids])
+
+    # -- step properties -----------------------------------------------------------------
+
+    def pair_failures(self, pre_sid: int, post_sid: int) -> tuple[str, ...]:
+        """The step properties a step of one server from pre_sid to post_sid fails (plain
+        specs: ``Spec.step_violations`` looks at that server only)."""
+        got = self.step_cache.get((pre_sid, post_sid))
+        if got is None:
+            objs = self.interner.objs
+            got = self.step_cache[(pre_sid, post_sid)] = tuple(spec_invariants.check_step(
+                self.spec.step_properties, objs[pre_sid], objs[post_sid]))
+        return got
+
+    def step_failures(self, pre_sid: int, post_sid: int, i: int,
+                      sids: list[int]) -> tuple[str, ...]:
+        if self.plain:
+            return self.pair_failures(pre_sid, post_sid)
+        objs = self.interner.objs
+        pre = self.system(sids)
+        post = (*pre[:i], objs[post_sid], *pre[i + 1:])
+        return tuple(self.spec.step_violations(pre, post, i))
+
+    # -- state invariants ----------------------------------------------------------------
+
+    def terms_id(self, sids: Sequence[int]) -> int:
+        """The id of ``relevant_terms(system)``, built from each server's own terms."""
+        tsid = self.interner.termset_id
+        ck = pack([tsid[s] for s in sids])
+        tid = self.terms_by_sids.get(ck)
+        if tid is None:
+            ts = self.interner.termset
+            union = frozenset().union(*(ts[s] for s in sids))
+            tid = self.terms_cache.get(union)
+            if tid is None:
+                tid = self.terms_cache[union] = len(self.terms_list)
+                self.terms_list.append([*sorted(union), max(union) + 1])
+            self.terms_by_sids[ck] = tid
+        return tid
+
+    def state_failures(self, sids: Sequence[int]) -> list[str]:
+        """Names of the invariants the system state violates, in the spec's order."""
+        if not self.plain:
+            return list(self.spec.violations(self.system(sids)))
+        tid = self.terms_id(sids)
+        failed: list[int] = []
+        cache = self.server_inv_cache
+        for sid in sids:
+            got = cache.get((tid << SID_BITS) | sid)
+            if got is None:
+                got = cache[(tid << SID_BITS) | sid] = self.server_failures(sid, tid)
+            if got:
+                failed.extend(got)
+        if self.cross:
+            failed.extend(self.cross_failures(sids, tid))
+        if not failed:
+            return []
+        return [self.inv_names[k] for k in sorted(set(failed))]
+
+    def state_ok(self, sids: Sequence[int]) -> bool:
+        """True when the system state holds every invariant (the explorer's fast path: the
+        caches of state_failures, looked up without building the answer; any miss takes
+        the general path)."""
+        tsid = self.interner.termset_id
+        cache = self.server_inv_cache
+        if self.n == 3:
+            a, b, c = sids
+            tid = self.terms_by_sids.get((tsid[a] << 48) | (tsid[b] << 24) | tsid[c])
+            if tid is None:
+                return not self.state_failures(sids)
+            t = tid << SID_BITS
+            if cache.get(t | a) != () or cache.get(t | b) != () or cache.get(t | c) != ():
+                return not self.state_failures(sids)
+            if self.cross:
+                tab = self.cross_proj.tab
+                if (self.cross_off or len(tab) < len(self.interner.objs)
+                        or self.cross_cache.get((tid << 72) | (tab[a] << 48) | (tab[b] << 24)
+                                                | tab[c]) != ()):
+                    return not self.state_failures(sids)
+            return True
+        tid = self.terms_by_sids.get(pack([tsid[s] for s in sids]))
+        if tid is None:
+            return not self.state_failures(sids)
+        for s in sids:
+            if cache.get((tid << SID_BITS) | s) != ():
+                return not self.state_failures(sids)
+        if self.cross:
+            tab = self.cross_proj.tab
+            if (self.cross_off or len(tab) < len(self.interner.objs)
+                    or self.cross_cache.get(pack([tid, *[tab[s] for s in sids]])) != ()):
+                return not self.state_failures(sids)
+        return True
+
+    def server_failures(self, sid: int, tid: int) -> tuple[int, ...]:
+        """The per-server invariants server state sid fails, on n copies of itself: those
+        that do not read the term once per sid, the others for each term of tid (each
+        term's verdict cached on (sid, term))."""
+        invs = self.spec.invariants
+        copies = (self.interner.objs[sid],) * self.n
+        terms = self.terms_list[tid]
+        free = self.server_free_cache.get(sid)
+        if free is None:
+            free = self.server_free_cache[sid] = tuple(
+                k for k in self.server_free if not invs[k].pred(copies, terms[0]))
+        failed: set[int] = set(free)
+        if self.server_term:
+            cache = self.server_term_cache
+            for t in terms:
+                got = cache.get((sid, t))
+                if got is None:
+                    got = cache[(sid, t)] = tuple(k for k in self.server_term
+                                                  if not invs[k].pred(copies, t))
+                failed.update(got)
+        return tuple(sorted(failed))
+
+    def cross_failures(self, sids: Sequence[int], tid: int) -> tuple[int, ...]:
+        """The cross-server invariants, cached on (terms, each server's projection onto the
+        fields they were seen to read), and below that per term (those that read it) or
+        once (those that do not): read-set memoisation, as for neighbourhoods."""
+        invs = self.spec.invariants
+        terms = self.terms_list[tid]
+        if self.cross_off:
+            system = self.system(sids)
+            return tuple(k for k in self.cross
+                         if not all(invs[k].pred(system, t)
+                                    for t in (terms if invs[k].uses_term else terms[:1])))
+        pid = self.cross_proj.pid
+        pids = [pid(s) for s in sids]
+        ck = pack([tid, *pids])
+        got = self.cross_cache.get(ck)
+        if got is not None:
+            return got
+        failed: set[int] = set()
+        jobs: list[tuple[tuple[int, ...], list[int], int, dict[Any, tuple[int, ...]]]] = []
+        if self.cross_free:
+            jobs.append(((*pids,), self.cross_free, terms[0], self.cross_free_cache))
+        if self.cross_term:
+            jobs += [((t, *pids), self.cross_term, t, self.cross_term_cache) for t in terms]
+        for key, which, t, cache in jobs:
+            got_t = cache.get(key)
+            if got_t is None:
+                reads: set[str] = set()
+                probed: Any = tuple([FieldProbe(s, reads) for s in self.system(sids)])
+                try:
+                    got_t = tuple(k for k in which if not bool(invs[k].pred(probed, t)))
+                except Exception:
+                    self.cross_off = True
+                    self._drop_cross()
+                    return self.cross_failures(sids, tid)
+                if not reads <= self.cross_fields:
+                    # a field never read before: key everything on the larger projection
+                    self.cross_fields = self.cross_fields | reads
+                    self.cross_proj = Projections(tuple(sorted(self.cross_fields)),
+                                                  self.interner.objs)
+                    self._drop_cross()
+                    return self.cross_failures(sids, tid)
+                cache[key] = got_t
+            failed.update(got_t)
+        got = self.cross_cache[ck] = tuple(sorted(failed))
+        return got
+
+    def _drop_cross(self) -> None:
+        self.cross_cache.clear()
+        self.cross_free_cache.clear()
+        self.cross_term_cache.clear()
+
+
+__all__ = ["StateChecks"]

@@ -1,0 +1,157 @@
+"""The explorer's cached answers about one server: its moves (split by the budget they
+spend), its plan (what it can do whatever the others are), and interned projections of
+server states onto the fields an action was seen to read."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from revivify.spec.actions import Action, Params
+from revivify.spec.model import ServerState
+from revivify.spec.system import Spec
+
+COUNTER_BITS: Final = 8
+COUNTER_MASK: Final = (1 << COUNTER_BITS) - 1
+MAX_BUDGET: Final = COUNTER_MASK
+
+
+def params_key(p: Params) -> tuple[tuple[str, Any], ...]:
+    return tuple(p.items())
+
+
+def is_plain(spec: Spec) -> bool:
+    """True when the spec runs the stock Spec/Action methods (so the cached path applies)."""
+    cls = type(spec)
+    if (cls.successors is not Spec.successors or cls.violations is not Spec.violations
+            or cls.step_violations is not Spec.step_violations):
+        return False
+    return all(type(a).enabled is Action.enabled and type(a).apply is Action.apply
+               for a in spec.actions)
+
+
+# Budget kinds: 0 spends nothing; the others each have a counter of COUNTER_BITS bits in
+# the packed counters (``cw``) of an explored state, kind k at bits (k-1)*COUNTER_BITS:
+# 1 the environment's faults (wipes, damage, the drop: ``--wipes``), 2 crashes, 3 lifecycle
+# requests (``--requests``). A budget mask has bit k-1 set while kind k may still be spent.
+FREE: Final = 0
+FAULT: Final = 1
+CRASH: Final = 2
+REQUEST: Final = 3
+KINDS: Final = 4
+MASKS: Final = 1 << (KINDS - 1)
+
+
+# For each budget mask, the kinds it allows (FREE always).
+ALLOWED: Final = tuple(tuple([FREE, *[k for k in range(1, KINDS) if m & (1 << (k - 1))]])
+                       for m in range(MASKS))
+
+
+def counter_add(kind: int) -> int:
+    """What a move of ``kind`` adds to the packed counters."""
+    return 0 if kind == FREE else 1 << (COUNTER_BITS * (kind - 1))
+
+
+def counter(cw: int, kind: int) -> int:
+    return (cw >> (COUNTER_BITS * (kind - 1))) & COUNTER_MASK
+
+
+def budget_mask(cw: int, limits: tuple[int, ...]) -> int:
+    """The kinds still allowed by the counters ``cw`` (``limits`` per kind 1..)."""
+    return sum(1 << (k - 1) for k in range(1, KINDS) if counter(cw, k) < limits[k - 1])
+
+
+@attrs.define
+class Moves:
+    """Some moves of one server in one server state, as (action index, next sid) pairs split
+    by the budget they spend, with their step-property verdicts decided up front."""
+
+    by_kind: list[list[tuple[int, int]]]
+    # (budget kind, the first step property it fails): a move that breaks a step property
+    # (the explorer reports it when the budget allows the move)
+    bad: list[tuple[int, str]]
+    full: list[tuple[int, Params, int]]  # with parameters: for verify and counterexamples
+    # Moves that leave the server (and so the system) unchanged without spending a budget:
+    # their successor is the state being expanded, already seen; only counted.
+    loops: list[int]
+    # By budget mask: the non-empty lists of moves allowed, each with what it adds to the
+    # packed counters, and the first step property an allowed move fails (or None).
+    sel: tuple[tuple[tuple[list[int], int, list[tuple[int, int]]], ...], ...] = ()
+    loop_cov: list[tuple[int, int]] = attrs.Factory(list)
+    bad_at: tuple[str | None, ...] = ()
+
+    def finish(self) -> Moves:
+        def group(moves: list[tuple[int, int]], add: int) -> tuple[Any, ...]:
+            # (distinct next sids, counter increment, transitions per action)
+            if not moves:
+                return ()
+            targets = list(dict.fromkeys(nsid for _a, nsid in moves))
+            per_action: dict[int, int] = {}
+            for a_idx, _n in moves:
+                per_action[a_idx] = per_action.get(a_idx, 0) + 1
+            return ((targets, add, list(per_action.items())),)
+
+        groups = [group(self.by_kind[k], counter_add(k)) for k in range(KINDS)]
+        self.sel = tuple(tuple(g for k in kinds for g in groups[k]) for kinds in ALLOWED)
+        self.loop_cov = [(a, self.loops.count(a)) for a in dict.fromkeys(self.loops)]
+        if self.bad:
+            self.bad_at = tuple(next((prop for kind, prop in self.bad if kind in kinds), None)
+                                for kinds in ALLOWED)
+        else:
+            self.bad_at = _NO_BAD
+        return self
+
+
+_NO_BAD: Final[tuple[str | None, ...]] = (None,) * MASKS
+
+
+def no_moves() -> Moves:
+    return Moves([[] for _ in range(KINDS)], [], [], []).finish()
+
+
+NO_MOVES: Final = no_moves()
+
+
+@attrs.define
+class Plan:
+    """What server i in server state sid can do, as far as it depends on that server only."""
+
+    local: Moves  # always enabled (within budgets), whatever the other servers are
+    guarded: list[tuple[int, Params, int]]  # local part enabled; the system guard reads others
+    nonlocal_actions: list[int]  # enumerator reads other servers: enumerate in each state
+    neigh_actions: list[int]  # the actions of guarded and nonlocal_actions, in order
+    others: tuple[int, ...]  # the other servers' positions
+    # The neighbourhood cache (valid while gen is the explorer's read-set generation): the
+    # other servers' projections (table tab) onto the fields these actions read -> moves.
+    gen: int = -1
+    proj: Projections | None = None
+    tab: list[int] = attrs.Factory(list)  # proj.tab
+    nb: dict[Any, Moves] = attrs.Factory(dict)
+
+
+class Projections:
+    """Server states projected onto a set of fields, interned as small integers."""
+
+    def __init__(self, fields: tuple[str, ...], objs: list[ServerState]) -> None:
+        self.fields = fields
+        self.objs = objs
+        self.tab: list[int] = []  # sid -> projection id, for every sid interned so far
+        self.intern: dict[tuple[Any, ...], int] = {}
+
+    def fill(self) -> list[int]:
+        tab, fields, intern = self.tab, self.fields, self.intern
+        for s in self.objs[len(tab):]:
+            tab.append(intern.setdefault(tuple([getattr(s, f) for f in fields]), len(intern)))
+        return tab
+
+    def pid(self, sid: int) -> int:
+        tab = self.tab
+        if sid >= len(tab):
+            tab = self.fill()
+        return tab[sid]
+
+
+__all__ = ["COUNTER_BITS", "COUNTER_MASK", "CRASH", "FAULT", "FREE", "KINDS", "MASKS",
+           "MAX_BUDGET", "NO_MOVES", "REQUEST", "Moves", "Plan", "Projections", "budget_mask",
+           "counter", "counter_add", "is_plain", "no_moves", "params_key"]

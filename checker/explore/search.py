@@ -1,0 +1,262 @@
+"""The breadth-first search: level by level from the initial state, every new state
+checked against the invariants when it is first found and every transition against the
+step properties, so the first violation lies at the smallest depth (see the package's
+theory of operation, "Breadth-first search" and "Budgets")."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from revivify.spec.actions import Bounds
+from revivify.spec.model import SystemState
+from revivify.spec.system import Spec
+
+from .counterexample import replay
+from .engine import Explorer
+from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
+from .results import ExploreResult, Progress, Violation
+from .symmetry import SID_BITS, SID_MASK
+
+
+def explore(
+    spec: Spec,
+    bounds: Bounds,
+    *,
+    max_states: int | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    progress_seconds: float = 5.0,
+    symmetry: bool = True,
+    verify: bool = False,
+) -> ExploreResult:
+    """Breadth-first search of every state of ``spec`` reachable within ``bounds``.
+
+    Stops at the first violation (shortest counterexample) or after ``max_states`` distinct
+    states. ``progress`` is called about every ``progress_seconds``. ``verify`` checks every
+    cached answer against the generic ``Spec`` methods (slow; for tests)."""
+    t0 = time.perf_counter()
+    ex = Explorer(spec, bounds, symmetry, verify)
+    actions = spec.actions
+    coverage = [0] * len(actions)
+    docs = {inv.name: inv.doc for inv in spec.invariants}
+    docs.update({p.name: p.doc for p in spec.step_properties})
+
+    init_sids = [ex.interner.sid(s) for s in spec.initial()]
+    init_key = ex.key(init_sids, 0)
+    parents: dict[int, int] = {init_key: -1}
+    search = Search(ex, parents, coverage, max_states, progress, progress_seconds, t0)
+    bad = ex.checks.state_failures(ex.unpack(init_key)[0])
+    if bad:
+        search.violation_at = ([init_key], ("invariant", bad[0]))
+    else:
+        (search.run_plain if ex.plain else search.run_generic)(init_key)
+
+    violation: Violation | None = None
+    if search.violation_at is not None:
+        chain, final = search.violation_at
+        violation = Violation(final[1], final[0], replay(ex, chain, final),
+                              docs.get(final[1], ""))
+    seconds = time.perf_counter() - t0
+    cov = {a.name: coverage[k] for k, a in enumerate(actions)}
+    return ExploreResult(
+        distinct_states=len(parents),
+        transitions=search.transitions,
+        depth=search.depth,
+        seconds=seconds,
+        coverage=cov,
+        dead_actions=tuple(name for name, c in cov.items() if c == 0),
+        violation=violation,
+        complete=search.complete and violation is None,
+        server_states=len(ex.interner.objs),
+        symmetry=symmetry,
+    )
+
+
+class Search:
+    """The breadth-first loop (two versions: over the caches, and over Spec.successors)."""
+
+    def __init__(self, ex: Explorer, parents: dict[int, int], coverage: list[int],
+                 max_states: int | None, progress: Callable[[Progress], None] | None,
+                 progress_seconds: float, t0: float) -> None:
+        self.ex = ex
+        self.parents = parents
+        self.coverage = coverage
+        self.max_states = max_states
+        self.progress = progress
+        self.progress_seconds = progress_seconds
+        self.t0 = t0
+        self.next_report = t0 + progress_seconds
+        self.transitions = 0
+        self.depth = 0
+        self.complete = True
+        self.violation_at: tuple[list[int], tuple[str, str]] | None = None
+
+    def chain_to(self, key: int) -> list[int]:
+        parents = self.parents
+        out = [key]
+        while parents[out[-1]] != -1:
+            out.append(parents[out[-1]])
+        return out[::-1]
+
+    def report(self, frontier: int) -> None:
+        assert self.progress is not None
+        now = time.perf_counter()
+        if now >= self.next_report:
+            self.next_report = now + self.progress_seconds
+            self.progress(Progress(len(self.parents), self.transitions, self.depth + 1,
+                                   frontier, now - self.t0))
+
+    def run_plain(self, init_key: int) -> None:
+        """BFS over the caches: per-server plans and neighbourhoods give (action, next sid)
+        pairs with their step verdicts decided; only new states are checked."""
+        ex = self.ex
+        parents = self.parents
+        coverage = self.coverage
+        max_states = self.max_states
+        progress = self.progress
+        verify = ex.verify
+        n = ex.n
+        plans = ex.plans
+        plan_of = ex.plan
+        neighbourhood = ex.neighbourhood
+        state_ok = ex.checks.state_ok
+        objs = ex.interner.objs
+        canon = ex.canon
+        # the explored state's key: the canonical sids above the packed budget counters
+        # (faults, crashes, requests: COUNTER_BITS each; see moves.FREE..REQUEST)
+        shift_c = (KINDS - 1) * COUNTER_BITS
+        cw_mask = (1 << shift_c) - 1
+        max_w, max_c, max_r = ex.limits
+        bits = COUNTER_BITS
+        shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
+        servers = range(n)
+        transitions = 0
+        frontier = [init_key]
+        expanded = 0
+        while frontier:
+            next_frontier: list[int] = []
+            append = next_frontier.append
+            for key in frontier:
+                cw = key & cw_mask
+                packed = key >> shift_c
+                sids = [(packed >> sh) & SID_MASK for sh in shifts]
+                if verify:
+                    ex.check_against_generic(sids, cw, ex.successors_fast(sids, cw))
+                # which budgets may still be spent (moves.budget_mask, inline)
+                budget = (((cw & COUNTER_MASK) < max_w)
+                          | ((((cw >> bits) & COUNTER_MASK) < max_c) << 1)
+                          | ((((cw >> (2 * bits)) & COUNTER_MASK) < max_r) << 2))
+                for i in servers:
+                    sid = sids[i]
+                    plan = plans.get((i, sid))
+                    if plan is None:
+                        plan = plan_of(i, sids)
+                    mv: Moves | None = plan.local
+                    nb = None
+                    if plan.neigh_actions:
+                        if plan.gen == ex.gen:  # the cache lookup of ex.neighbourhood, inline
+                            tab = plan.tab
+                            o = plan.others
+                            if len(tab) == len(objs):
+                                nb = plan.nb.get((tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                                                 if n == 3 else tuple([tab[sids[j]] for j in o]))
+                        if nb is None:
+                            nb = neighbourhood(i, sids, plan)
+                    while mv is not None:
+                        if mv.bad:
+                            prop = mv.bad_at[budget]
+                            if prop is not None:
+                                self.violation_at = (self.chain_to(key), ("step", prop))
+                                break
+                        for a_idx, count in mv.loop_cov:
+                            coverage[a_idx] += count
+                            transitions += count
+                        for targets, add, per_action in mv.sel[budget]:
+                            ncw = cw + add
+                            for a_idx, count in per_action:
+                                coverage[a_idx] += count
+                                transitions += count
+                            for nsid in targets:
+                                sids[i] = nsid
+                                nkey = (canon(*sids) << shift_c) | ncw
+                                if nkey not in parents:
+                                    parents[nkey] = key
+                                    append(nkey)
+                                    if not state_ok(sids):
+                                        bad = ex.checks.state_failures(sids)
+                                        sids[i] = sid
+                                        self.violation_at = (self.chain_to(nkey),
+                                                             ("invariant", bad[0]))
+                                        break
+                            sids[i] = sid
+                            if self.violation_at is not None:
+                                break
+                        if self.violation_at is not None:
+                            break
+                        mv, nb = nb, None
+                    if self.violation_at is not None:
+                        break
+                if self.violation_at is not None:
+                    break
+                expanded += 1
+                if max_states is not None and len(parents) >= max_states:
+                    self.complete = False
+                    break
+                if progress is not None and (expanded & 1023) == 0:
+                    self.transitions = transitions
+                    self.report(len(next_frontier))
+            self.transitions = transitions
+            if next_frontier:
+                self.depth += 1  # the deepest level holding a discovered state
+            if not self.complete or self.violation_at is not None:
+                break
+            frontier = next_frontier
+
+    def run_generic(self, init_key: int) -> None:
+        """BFS through Spec.successors (a spec that overrides the generic methods)."""
+        ex = self.ex
+        parents = self.parents
+        frontier = [init_key]
+        expanded = 0
+        while frontier:
+            next_frontier: list[int] = []
+            for key in frontier:
+                sids, cw = ex.unpack(key)
+                for a_idx, i, _p, nsid in ex.successors_generic(sids, cw):
+                    self.transitions += 1
+                    self.coverage[a_idx] += 1
+                    bad_step = ex.checks.step_failures(sids[i], nsid, i, sids)
+                    if bad_step:
+                        self.violation_at = (self.chain_to(key), ("step", bad_step[0]))
+                        break
+                    post = [*sids[:i], nsid, *sids[i + 1:]]
+                    nkey = ex.key(post, cw + counter_add(ex.kind_of[a_idx]))
+                    if nkey not in parents:
+                        parents[nkey] = key
+                        next_frontier.append(nkey)
+                        bad = ex.checks.state_failures(post)
+                        if bad:
+                            self.violation_at = (self.chain_to(nkey), ("invariant", bad[0]))
+                            break
+                if self.violation_at is not None:
+                    break
+                expanded += 1
+                if self.max_states is not None and len(parents) >= self.max_states:
+                    self.complete = False
+                    break
+                if self.progress is not None and (expanded & 1023) == 0:
+                    self.report(len(next_frontier))
+            if next_frontier:
+                self.depth += 1
+            if not self.complete or self.violation_at is not None:
+                break
+            frontier = next_frontier
+
+
+def orbit_count(spec: Spec, states: Iterable[SystemState]) -> int:
+    """How many symmetry classes a set of system states falls into (for tests)."""
+    ex = Explorer(spec, Bounds(), True, False)
+    return len({ex.canon(*[ex.interner.sid(s) for s in st]) for st in states})
+
+
+__all__ = ["Search", "explore", "orbit_count"]
