@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-corrupt-copy-chunks", type=int, default=0, metavar="N",
                    help="TEST ONLY: as a copy source, corrupt the first N chunks served "
                         "(the destination must refuse and fetch them again)")
+    p.add_argument("--fault-slow-copy-ms", type=int, default=0, metavar="MS",
+                   help="TEST ONLY: as a copy source, wait MS milliseconds before serving "
+                        "each chunk (so tests can act in the middle of a copy)")
     p.add_argument("--fault-crash-after", default=None, choices=FAULT_POINTS, metavar="STEP",
                    help="TEST ONLY: exit abruptly right after the named durable step is "
                         "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
@@ -110,7 +113,8 @@ def parse(argv: list[str]) -> ServerOptions:
                          auto_copy=not args.no_auto_copy,
                          copy_chunk_bytes=args.copy_chunk_kb << 10,
                          log_retain_entries=args.log_retain_entries,
-                         fault_corrupt_copy_chunks=args.fault_corrupt_copy_chunks)
+                         fault_corrupt_copy_chunks=args.fault_corrupt_copy_chunks,
+                         fault_slow_copy_ms=max(0, args.fault_slow_copy_ms))
 
 
 async def serve(options: ServerOptions) -> None:

@@ -106,6 +106,7 @@ class ServerOptions:
     auto_copy: bool = True  # a leader asks peers that need a copy to copy from it
     log_retain_entries: int = 50_000  # entries kept behind the flushed index for lagging peers
     fault_corrupt_copy_chunks: int = 0  # test-only: corrupt the first N chunks served
+    fault_slow_copy_ms: int = 0  # test-only: a copy source waits this long per chunk
     copy_chunk_bytes: int = 4 << 20  # FetchData chunk size
 
 

@@ -397,6 +397,8 @@ class TabletCopies:
         return info
 
     async def on_fetch(self, req: FetchData, ctx: CallContext) -> DataChunk:
+        if self.server.options.fault_slow_copy_ms:  # test-only
+            await trio.sleep(self.server.options.fault_slow_copy_ms / 1000)
         chunk: DataChunk = await self.server.blocking(
             self.sessions.fetch, req.session_id, req.kind, req.name, req.offset, req.max_length)
         if self._corrupt_left > 0 and chunk.data:  # test-only fault: a bit flipped in flight

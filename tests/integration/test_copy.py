@@ -236,7 +236,8 @@ def test_lagging_follower_behind_log_gc_is_healed_by_copy(tmp_path: object) -> N
         assert_traces_clean(c)
 
 
-SLOW_COPY = ["--copy-chunk-kb", "4", "--flush-mb", "1"]
+# Copies that take seconds whatever the machine's load: small chunks, each served late.
+SLOW_COPY = ["--copy-chunk-kb", "16", "--fault-slow-copy-ms", "25", "--flush-mb", "1"]
 
 
 def copying(c: ProcessCluster, i: int, tablet: str) -> api.CopyInfo | None:
@@ -497,7 +498,7 @@ def test_copy_commands(tmp_path: object) -> None:
         return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *args],
                               capture_output=True, text=True, timeout=120)
 
-    args = ["--no-auto-copy", "--copy-chunk-kb", "1", "--flush-mb", "1"]
+    args = ["--no-auto-copy", *SLOW_COPY]
     with ProcessCluster(str(tmp_path), 3, args=args) as c:
         c.start_all()
         create_tablet(c, "t1")
