@@ -10,8 +10,9 @@ Rules of this file
   equal the state the event reports. The checker never re-states a transition rule; it only
   calls ``action.guard`` and ``action.effect`` (spec/actions.py). System guards that read
   other servers (a majority of votes) are global properties, checked by
-  ``global_checks``; the two that only compare identities (``is_self``, ``not_self``) are
-  checked here with the node's interned id.
+  ``global_checks``; the parts that only compare identities (the spec's
+  ``Action.identity_guard``: ``is_self``, ``not_self``) are checked here with the node's
+  interned id.
 
 Theory of operation
 -------------------
@@ -102,9 +103,7 @@ from revivify.checker.traces import (
 from revivify.spec.actions import (
     TRACE_FILLS,
     Action,
-    is_self,
     last_logged,
-    not_self,
     startup_case,
     stc_failures,
 )
@@ -405,7 +404,7 @@ class Replayer:
         # identities (the spec's is_self / not_self system guards), leader facts.
         self._param_events = frozenset(
             a.name for a in self.spec.actions
-            if a.system_guard is is_self or a.system_guard is not_self
+            if a.identity_guard is not None
         ) | {"vote_granted", "start_election", "become_leader"}
         # Rare events whose raw args (voters) or effect on the known config the global
         # checks need: always the general path.
@@ -1005,9 +1004,9 @@ class Replayer:
                         f"vote for {self.interner.name(who)} in term {t}, but this node "
                         f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
                         (), ""), -1))
-            guard = self.actions[event].system_guard
+            guard = self.actions[event].identity_guard
             ok = True
-            if guard is is_self or guard is not_self:
+            if guard is not None:
                 # Identities are interned ints: the "system" has as many servers as
                 # UUIDs seen (only len() is read by these two guards).
                 ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))

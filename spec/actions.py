@@ -351,6 +351,10 @@ class Action:
     # The guard's named conditions, when it is written as such (for explanations only: the
     # guard decides).
     conditions: Conditions | None = None
+    # The part of the system guard that only compares server identities (``is_self``,
+    # ``not_self``): a replay of one server's events checks it with the node's own identity
+    # (it reads nothing of the other servers but how many there are).
+    identity_guard: SystemGuard | None = None
 
     def enabled_local(self, s: ServerState, p: Params) -> Bool:
         return self.guard(s, **p)
@@ -1018,6 +1022,16 @@ def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
     return all_(ne(candidate, i), candidate >= 0, candidate < len(sys))
 
 
+def request_from_candidate(sys: SystemState, i: int, candidate: Int, t: Int,
+                           cand_last_term: Int, cand_last_index: Int, **_: Any) -> Bool:
+    """A RequestVote comes from another server, and the last OpId it carries is the last
+    OpId of that server's log (a candidate does not append while it campaigns): the
+    up-to-date comparison is made against the candidate's real log."""
+    return all_(not_self(sys, i, candidate),
+                _server(sys, candidate, lambda c: all_(eq(c.wal_last_term, cand_last_term),
+                                                       eq(c.wal_last_index, cand_last_index))))
+
+
 def vote_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     """RequestVote from every server campaigning in its current term, to this server's
     UUID in the config; the voter's guard decides."""
@@ -1298,12 +1312,14 @@ ACTIONS: tuple[Action, ...] = (
     Action("learn_term", "Raft: a higher term seen in any RPC", ("t",), learn_term_guard,
            learn_term_effect, learn_term_enum),
     Action("vote_granted", "Raft RequestVote granted (tombstones too)", _VOTE_PARAMS,
-           vote_granted_guard, vote_granted_effect, vote_requests, system_guard=not_self),
+           vote_granted_guard, vote_granted_effect, vote_requests,
+           system_guard=request_from_candidate, identity_guard=not_self),
     Action("vote_denied", "Raft RequestVote denied", _VOTE_PARAMS, vote_denied_guard,
-           vote_denied_effect, vote_requests, system_guard=not_self),
+           vote_denied_effect, vote_requests, system_guard=request_from_candidate,
+           identity_guard=not_self),
     Action("start_election", "Raft: candidate votes for itself in term+1", ("me",),
            start_election_guard, start_election_effect, start_election_enum,
-           system_guard=is_self),
+           system_guard=is_self, identity_guard=is_self),
     Action("become_leader", "Raft: a majority of members voted", ("me", "t"),
            become_leader_guard, become_leader_effect, become_leader_enum,
            system_guard=has_majority, volatile_only=True),

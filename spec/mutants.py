@@ -96,6 +96,11 @@ class Mutant:
     def build(self, n_servers: int = 3) -> Spec:
         return Spec(actions=self.table(), n_servers=n_servers, name=f"mutant:{self.name}")
 
+    def changed_rows(self) -> frozenset[str]:
+        """The rows of the table this mutant changes (the others are the real spec's)."""
+        return frozenset(a.name for a, b in zip(self.table(), ACTIONS, strict=True)
+                         if a is not b)
+
 
 def _ev(s: ServerState, **changes: Any) -> ServerState:
     return attrs.evolve(s, **changes)
