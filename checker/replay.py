@@ -101,8 +101,11 @@ from revivify.checker.traces import (
     state_from_tuple,
 )
 from revivify.spec.actions import (
+    FAULT_ACTIONS,
     TRACE_FILLS,
+    UNTRACED_MAPS,
     Action,
+    as_reported,
     last_logged,
     startup_case,
     stc_failures,
@@ -111,9 +114,9 @@ from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, c
 from revivify.spec.logic import empty_map
 from revivify.spec.model import (
     BLOCKS_NAMES,
-    DAMAGE_BLOCKS,
-    DAMAGE_WAL,
+    DAMAGE_KINDS,
     DOES_NOT_EXIST,
+    MAP_FIELDS,
     NO_VOTE,
     OP_NAMES,
     SB_NAMES,
@@ -146,8 +149,8 @@ LOCAL_STEP_PROPERTIES: Final = frozenset(
 _NO_EFFECT: Final = frozenset({"commit", "stc_reject"})
 # Not process steps before a crash: the crash itself, startup, and the disk faults (damage
 # is tried at every boundary, see the module docstring; a wipe makes a new key).
-_NOT_STEPS: Final = frozenset({"crash", "wipe", "damage", "startup"})
-_DAMAGE_KINDS: Final = (DAMAGE_WAL, DAMAGE_BLOCKS)
+_NOT_STEPS: Final = frozenset({"crash", "startup", *FAULT_ACTIONS})
+_DAMAGE_KINDS: Final = DAMAGE_KINDS
 
 _TERM_PARAMS: Final = frozenset({"t", "caller_term", "remote_term", "remote_last_term",
                                  "op_term", "cand_last_term", "opid_term"})
@@ -349,14 +352,13 @@ class _Sized:
 
 
 def canon(s: ServerState) -> ServerState:
-    """Clear the ghost maps (see the module docstring)."""
-    if len(s.votes) or len(s.member_votes) or len(s.led):
-        return attrs.evolve(s, votes=_EMPTY_VOTES, member_votes=_EMPTY_VOTES, led=_EMPTY_LED)
+    """Clear the ghost maps and the logs no trace carries (see the module docstring)."""
+    if any(len(getattr(s, f)) for f in UNTRACED_MAPS):
+        return attrs.evolve(s, **_EMPTY_MAPS)
     return s
 
 
-_EMPTY_VOTES = empty_map(NO_VOTE)
-_EMPTY_LED = empty_map(False)
+_EMPTY_MAPS = {f: empty_map(MAP_FIELDS[f]) for f in UNTRACED_MAPS}
 
 
 class FactSink(Protocol):
@@ -1357,11 +1359,7 @@ class Replayer:
             # server hosting nothing.
             if event != "startup":
                 return Outcome(self.fresh, None, {}, "", -1, 0)
-            base = state_from_tuple(obs, ServerState(up=False))
-            base = attrs.evolve(base, ghost_last_term=base.sb_last_term if base.sb != 3
-                                else base.wal_last_term,
-                                ghost_last_index=base.sb_last_index if base.sb != 3
-                                else base.wal_last_index)
+            base = as_reported(state_from_tuple(obs, ServerState(up=False)))
             return self._startup_from([(base, 0)], obs, params, base, startup)
         s = self.states[sid]
         cands = [(s, 0)] if clean else list(self._frontier(s, obs))

@@ -428,6 +428,32 @@ def addressed(s: ServerState, dest: Int) -> Bool:
     return eq(dest, s.uuid_gen)
 
 
+def as_reported(s: ServerState) -> ServerState:
+    """A server state built from a durable state a trace reports, with the ghost facts
+    that explain it (for a checker that starts from such a state, concrete values only):
+    the last OpId it logged as its own (a tombstone's retained one, else its WAL's), and
+    why its cmeta is missing: a READY replica, or a tombstone that recorded a last OpId
+    without ever copying its cmeta into the quarantine, lost it to a disk fault; a
+    tombstone whose cmeta the quarantine holds removed it in a full delete; a tombstone
+    with no last OpId never had one (a first-time copy that crashed)."""
+    mine = s.sb == READY
+    no_cmeta = not s.cmeta
+    return attrs.evolve(
+        s,
+        ghost_last_term=s.wal_last_term if mine else s.sb_last_term,
+        ghost_last_index=s.wal_last_index if mine else s.sb_last_index,
+        cmeta_lost=no_cmeta and (mine or (s.sb == DELETED and not s.q_cmeta
+                                          and (s.sb_last_term, s.sb_last_index) != (0, 0))),
+        cmeta_removed=no_cmeta and s.sb == DELETED and bool(s.qdir and s.q_cmeta),
+        dropped=no_cmeta and s.sb == DELETED and bool(s.qdir and s.q_cmeta),
+    )
+
+
+# The map fields no trace carries (a replay of one server keeps them empty: no local
+# guard reads them).
+UNTRACED_MAPS: tuple[str, ...] = tuple(MAP_FIELDS)
+
+
 def startup_case(s: ServerState) -> Int:
     """Seed "Tablet startup": which of the cases the on-disk state falls into.
 
@@ -793,8 +819,9 @@ def remote_cmeta_is_sources(sys: SystemState, i: int, remote_term: Int,
 
 
 def copy_merge_cmeta_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # What any other server would send (the system guard takes the copy's source's only).
     for j, src in enumerate(sys):
-        if j == sys[i].op_src:
+        if j != i:
             yield {"remote_term": src.term, "remote_config_index": src.config_index}
 
 
@@ -819,8 +846,9 @@ def remote_wal_is_sources(sys: SystemState, i: int, remote_last_term: Int,
 
 
 def copy_download_wal_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # What any other server would send (the system guard takes the copy's source's only).
     for j, src in enumerate(sys):
-        if j == sys[i].op_src:
+        if j != i:
             yield {"remote_last_term": src.wal_last_term,
                    "remote_last_index": src.wal_last_index, "remote_log": src.log}
 
@@ -1024,12 +1052,12 @@ def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
 
 def request_from_candidate(sys: SystemState, i: int, candidate: Int, t: Int,
                            cand_last_term: Int, cand_last_index: Int, **_: Any) -> Bool:
-    """A RequestVote comes from another server, and the last OpId it carries is the last
-    OpId of that server's log (a candidate does not append while it campaigns): the
+    """A RequestVote comes from another server, and the last OpId it carries is its log's
+    (or was: a request that arrives late carries an older one, never a later one): the
     up-to-date comparison is made against the candidate's real log."""
     return all_(not_self(sys, i, candidate),
-                _server(sys, candidate, lambda c: all_(eq(c.wal_last_term, cand_last_term),
-                                                       eq(c.wal_last_index, cand_last_index))))
+                _server(sys, candidate, lambda c: opid_ge(c.wal_last_term, c.wal_last_index,
+                                                          cand_last_term, cand_last_index)))
 
 
 def vote_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -1168,9 +1196,20 @@ def _slice(log: FMap, lo: int, hi: int) -> FMap:
 
 
 def log_append_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # A follower's own proposal and a leader's slice can be the same move: yield it once.
+    seen: set[tuple[Any, ...]] = set()
+    for p in _log_append_moves(sys, i, b):
+        key = tuple(p.values())
+        if key not in seen:
+            seen.add(key)
+            yield p
+
+
+def _log_append_moves(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     s = sys[i]
-    if s.leader:
-        # Its own appends: one entry, or a batch up to the bound.
+    if s.up and s.running:
+        # Its own proposals (the guard lets only a leader write them): one entry, or a
+        # batch up to the bound.
         first = s.wal_last_index + 1
         for last in range(first, b.max_index + 1):
             yield {"first_index": first, "op_term": s.term, "op_index": last,
@@ -1350,7 +1389,8 @@ __all__ = [
     "ACTIONS", "ACTIONS_BY_NAME", "FAILURE_ACTIONS", "FAULT_ACTIONS", "MAP_PARAMS",
     "REQUEST_ACTIONS",
     "SPEC_ONLY_PARAMS",
-    "TRACE_FILLS", "Action", "Bounds", "Params", "addressed", "in_consensus", "intact",
+    "TRACE_FILLS", "UNTRACED_MAPS", "Action", "Bounds", "Params", "addressed",
+    "as_reported", "in_consensus", "intact",
     "is_member", "last_logged", "replace_action", "startup_case", "stc_failures",
     "votes_lazily", "wal_in_place",
 ]

@@ -2,10 +2,11 @@
 
 ``revivify explore`` (``explore_main``) and :func:`explore` enumerate every state of a
 :class:`~revivify.spec.system.Spec` reachable from its initial state within bounds (terms,
-log indexes, crashes, disk wipes), check every state invariant in every state and every step
-property on every transition, and report what they saw: distinct states, transitions, depth,
-time, and how often each action fired (an action that never fired is *dead*: either the
-bounds are too small to reach it, or the spec has a guard that can never hold).
+log indexes, crashes, faults, lifecycle requests), check every state invariant in every
+state and every step property on every transition, and report what they saw: distinct
+states, transitions, depth, time, and how often each action fired (an action that never
+fired is *dead*: either the bounds are too small to reach it, or the spec has a guard that
+can never hold).
 
 The explorer takes a ``Spec`` object, never the module-level table, so the same code checks
 the real spec and each deliberately broken variant (``spec.mutants``). It runs the spec's own
@@ -23,14 +24,18 @@ successor in the recorded state's symmetry class). The replay starts from the re
 state, so the trace is a genuine run with consistent server numbers, and it re-confirms the
 violation through ``Spec.violations`` / ``Spec.step_violations`` on the unoptimised path.
 
-**Budgets.** The spec does not bound crashes and the environment's faults (a server may
-crash forever). The explorer counts them: the explored state is (system state, crashes
-used, faults used), and the ``crash`` action, and the faults (``FAULT_ACTIONS``: ``wipe``,
-``damage`` and the ghost ``drop`` of the table, which share the one "wipes" budget,
-``--wipes``), are not fired once their budget is spent. Terms, log indexes and the
-lifecycle requests in flight are bounded by the spec's own enumerators (``Bounds.max_term``,
-``Bounds.max_index``, ``Bounds.max_ops_in_flight``): bounds on what the environment sends,
-never on what a guard allows.
+**Budgets.** The spec does not bound crashes, the environment's faults or its lifecycle
+requests (a server may crash forever, a master may delete and copy replicas forever). The
+explorer counts them: the explored state is (system state, faults used, crashes used,
+requests used), and the ``crash`` action, the faults (``FAULT_ACTIONS``: ``wipe``,
+``damage`` and the ghost ``drop`` of the table, and ``FAILURE_ACTIONS``: ``copy_abort``,
+which share the one "wipes" budget, ``--wipes``) and the lifecycle requests
+(``REQUEST_ACTIONS``: ``delete_shutdown``, ``stc_accept``, ``delete_remove_cmeta``,
+``--requests``) are not fired once their budget is spent (``moves``: the budget kinds and
+their packed counters). Terms, log indexes and the lifecycle requests in flight are
+bounded by the spec's own enumerators (``Bounds.max_term``, ``Bounds.max_index``,
+``Bounds.max_ops_in_flight``): bounds on what the environment sends, never on what a guard
+allows.
 
 **Symmetry reduction.** Servers are interchangeable: the spec names a server only by its
 position ``i`` in the system tuple and by the integers stored in ``voted_for`` and in the
@@ -55,9 +60,9 @@ checks the reduction against the unreduced search on small bounds (same number o
 same verdict).
 
 **State compression.** Each distinct server state is interned once as a small integer (its
-*sid*); a system state is the tuple of its servers' sids, packed with the two budget counters
-into one Python int (24 bits per server, 8 per counter). The visited set maps that int to its
-parent's int. Unlike TLC's 64-bit fingerprints (hash compaction, which loses a state with
+*sid*); a system state is the tuple of its servers' sids, packed with the three budget
+counters into one Python int (24 bits per server, 8 per counter). The visited set maps that
+int to its parent's int. Unlike TLC's 64-bit fingerprints (hash compaction, which loses a state with
 probability about n^2 / 2^65 when two states' fingerprints collide), the packing is injective:
 no state can be missed, and the table is still about 100 bytes per state.
 
@@ -85,11 +90,13 @@ explorer asks each question once:
 * *Step properties* are defined over one server's pre- and post-state: cached on the pair and
   decided when a plan or neighbourhood is built (a move that leaves the system unchanged,
   say a rejected StartTabletCopy, is then only counted: its successor is the state itself).
-* *State invariants.* ``check_state`` evaluates each predicate for every term relevant to the
-  system. The invariants the spec flags ``per_server`` ("every server satisfies f") are
-  cached per (server state, relevant terms), evaluated on a system of n copies of that one
-  server (so n is unchanged); all the others are cached on (relevant terms, the projection
-  of each server onto the fields they were seen to read), by the same read-set memoisation.
+* *State invariants.* ``check_state`` evaluates each predicate that reads its term
+  (``Invariant.uses_term``) for every term relevant to the system, the others once. The
+  invariants the spec flags ``per_server`` ("every server satisfies f") are cached per
+  server state (and per term, for those that read it), evaluated on a system of n copies
+  of that one server (so n is unchanged); all the others are cached on the projection of
+  each server onto the fields they were seen to read (and the term), by the same read-set
+  memoisation (``checks``).
   ``verify=True`` cross-checks every cached answer against the generic ``Spec`` methods (the
   tests run with it).
 

@@ -17,13 +17,23 @@ from revivify.checker.explore import (
     permute_system,
 )
 from revivify.spec import Spec, default_spec
-from revivify.spec.actions import Action, Bounds, replace_action
+from revivify.spec.actions import (
+    FAILURE_ACTIONS,
+    FAULT_ACTIONS,
+    REQUEST_ACTIONS,
+    Action,
+    Bounds,
+    replace_action,
+)
 from revivify.spec.invariants import Invariant
 from revivify.spec.model import NO_VOTE, ServerState, SystemState
 from revivify.spec.mutants import MUTANTS
 
-SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0)
-TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1)
+SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
+TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=2)
+# A merge that lowers the term needs a second term (a replica ahead of its copy's source).
+TWO_TERMS = Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
+BUDGETED = frozenset({"crash", *FAULT_ACTIONS, *FAILURE_ACTIONS, *REQUEST_ACTIONS})
 
 
 def adopt_remote_term_spec() -> Spec:
@@ -32,15 +42,16 @@ def adopt_remote_term_spec() -> Spec:
 
 
 def naive_reachable(spec: Spec, bounds: Bounds) -> set[SystemState]:
-    """Plain BFS through Spec.successors, no budgets used (crashes and wipes must be 0)."""
-    assert bounds.max_crashes == 0 and bounds.max_wipes == 0
+    """Plain BFS through Spec.successors with no budgeted move at all (crashes, faults and
+    lifecycle requests must have budget 0)."""
+    assert bounds.max_crashes == 0 and bounds.max_wipes == 0 and bounds.max_requests == 0
     seen = {spec.initial()}
     frontier = [spec.initial()]
     while frontier:
         nxt = []
         for s in frontier:
             for a, _i, _p, n in spec.successors(s, bounds):
-                if a.name in ("crash", "wipe") or n in seen:
+                if a.name in BUDGETED or n in seen:
                     continue
                 seen.add(n)
                 nxt.append(n)
@@ -58,12 +69,16 @@ class TestExplore:
         assert r.coverage["crash"] == 0 and "crash" in r.dead_actions
         assert r.coverage["become_leader"] > 0 and r.coverage["copy_merge_cmeta"] > 0
 
+    def test_default_bounds_have_a_log_and_two_terms(self) -> None:
+        assert DEFAULT_BOUNDS.max_term >= 2 and DEFAULT_BOUNDS.max_index >= 1
+
     def test_symmetry_counts_orbits(self) -> None:
         """With symmetry, one state per orbit of the unreduced reachable set."""
         spec = default_spec(2)
-        plain = naive_reachable(spec, SMALL)
-        unreduced = explore(spec, SMALL, symmetry=False)
-        reduced = explore(spec, SMALL)
+        bounds = Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0, max_requests=0)
+        plain = naive_reachable(spec, bounds)
+        unreduced = explore(spec, bounds, symmetry=False)
+        reduced = explore(spec, bounds)
         assert unreduced.distinct_states == len(plain)
         assert reduced.distinct_states == orbit_count(spec, plain)
         assert reduced.distinct_states < unreduced.distinct_states
@@ -76,15 +91,18 @@ class TestExplore:
         assert r.violation is None
 
     def test_budgets(self) -> None:
-        """Crashes and disk faults (wipes and damage, one budget) are counted per run and
-        stop at the budget."""
+        """Crashes, faults (wipes, damage, the drop, aborted copies: one budget) and
+        lifecycle requests are counted per run and stop at their budget."""
         r0 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_crashes=0, max_wipes=0))
         r1 = explore(default_spec(), attrs.evolve(TINY_CRASH, max_wipes=0))
         r2 = explore(default_spec(), TINY_CRASH, max_states=20000)
+        r3 = explore(default_spec(), attrs.evolve(SMALL, max_requests=0))
         assert r0.coverage["crash"] == 0 and r0.coverage["startup"] == 0
         assert r1.coverage["crash"] > 0 and r1.coverage["wipe"] == 0
-        assert r1.coverage["damage"] == 0
+        assert r1.coverage["damage"] == 0 and r1.coverage["copy_abort"] == 0
         assert r2.coverage["wipe"] > 0 and r2.coverage["damage"] > 0
+        assert r2.coverage["drop"] > 0
+        assert r3.coverage["delete_shutdown"] == 0 and r3.coverage["stc_accept"] == 0
         assert r0.distinct_states < r1.distinct_states
         assert r2.violation is None
 
@@ -135,7 +153,7 @@ class TestExplore:
 
 class TestCounterexamples:
     def test_broken_merge_is_caught_with_a_shortest_trace(self) -> None:
-        r = explore(adopt_remote_term_spec(), SMALL)
+        r = explore(adopt_remote_term_spec(), TWO_TERMS)
         v = r.violation
         assert v is not None
         assert v.invariant == "TermMonotonic" and v.kind == "step"
@@ -153,11 +171,11 @@ class TestCounterexamples:
     def test_trace_is_a_real_run(self) -> None:
         """Each step of the trace is an enabled move of the spec from the step before."""
         spec = adopt_remote_term_spec()
-        v = explore(spec, SMALL).violation
+        v = explore(spec, TWO_TERMS).violation
         assert v is not None
         for before, after in zip(v.trace, v.trace[1:], strict=False):
             moves = {(a.name, i, tuple(p.items()), n)
-                     for a, i, p, n in spec.successors(before.state, SMALL)}
+                     for a, i, p, n in spec.successors(before.state, TWO_TERMS)}
             assert (after.action, after.server, tuple(after.params.items()),
                     after.state) in moves
 
@@ -221,11 +239,18 @@ class TestCli:
         assert "crash" in data["dead_actions"]
 
     def test_violation_exits_1(self, capsys: pytest.CaptureFixture[str]) -> None:
-        code = explore_main(["--max-term", "1", "--max-index", "0", "--crashes", "0",
+        code = explore_main(["--max-term", "2", "--max-index", "0", "--crashes", "0",
                              "--wipes", "0", "--quiet"], spec=adopt_remote_term_spec())
         out = capsys.readouterr().out
         assert code == 1
         assert "VIOLATION" in out and "TermMonotonic" in out and "s0:" in out
+
+    def test_mutant_by_name(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code = explore_main(["--mutant", "leader_without_majority", "--max-term", "1",
+                             "--max-index", "0", "--crashes", "0", "--wipes", "0",
+                             "--quiet"])
+        assert code == 1 and "VIOLATION" in capsys.readouterr().out
+        assert explore_main(["--mutant", "no_such_mutant"]) == 2
 
     @pytest.mark.parametrize("argv", [
         ["--servers", "0"], ["--max-term", "-1"], ["--crashes", "x"], ["--bogus"],
@@ -240,6 +265,17 @@ class TestCli:
 
 @pytest.mark.slow
 def test_default_bounds_clean() -> None:
-    """make soak: the default bounds (about a minute) hold every invariant."""
+    """make soak: the default bounds (two and a half minutes) hold every invariant."""
     r = explore(default_spec(), DEFAULT_BOUNDS)
     assert r.violation is None and r.complete
+
+
+@pytest.mark.slow
+def test_faults_and_crashes_clean_and_every_action_fires() -> None:
+    """make soak: the complementary run (one term, one entry, a crash and a fault, about a
+    minute) holds every invariant and fires every action but create_tablet (the initial
+    state has the tablet created everywhere)."""
+    bounds = Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1, max_requests=2)
+    r = explore(default_spec(), bounds)
+    assert r.violation is None and r.complete
+    assert r.dead_actions == ("create_tablet",)

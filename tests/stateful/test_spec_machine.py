@@ -33,7 +33,7 @@ def vote_twice_spec() -> Spec:
     from revivify.spec.logic import all_, opid_ge
 
     def guard(s: ServerState, candidate: Any, t: Any, cand_last_term: Any,
-              cand_last_index: Any) -> Any:
+              cand_last_index: Any, dest: Any = 0) -> Any:
         lt, li = A.last_logged(s)
         return all_(A.in_consensus(s), candidate >= 0, t >= s.term,
                     opid_ge(cand_last_term, cand_last_index, lt, li))
