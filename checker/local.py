@@ -32,7 +32,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import msgspec
@@ -119,6 +119,20 @@ def group_files(files: list[str], errors: list[InputError] | None = None,
     return groups + [("", [f]) for f in orphans]
 
 
+# The inlined order state after a dropped line: ``FileOrder`` is up to date, and the next
+# event (no seq matches it) goes through it.
+_SYNCED: Final = -2
+
+
+def _dropped(order: FileOrder, fnode: str | None, nseq: int, lamport: float) -> None:
+    """A line of the file gave no event: bring ``FileOrder`` up to date from the inlined
+    order state and count the line."""
+    if fnode is not None and nseq != _SYNCED:
+        order.seq = nseq - 1
+        order.lamport = int(lamport)
+    order.dropped += 1
+
+
 def _input_error(e: InputError) -> Violation:
     return from_input_error(e, violation=e.kind in ORDER_KINDS and e.kind != "MixedFile")
 
@@ -174,12 +188,16 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                         empty = False
                         if not isinstance(ev, Envelope):
                             add(_input_error(ev))
+                            _dropped(order, fnode, nseq, lamport)
+                            nseq = _SYNCED  # the next event goes through FileOrder
                             continue
                     empty = False
                     tablet = ev.tablet
                     event = ev.event
                     if (tablet is None) is not (event in server_events):
                         add(_input_error(tablet_error(ev, f, i)))
+                        _dropped(order, fnode, nseq, lamport)
+                        nseq = _SYNCED
                         continue
                     if ev.seq == nseq and ev.lamport > lamport and ev.node == fnode and \
                             ev.inc == finc:
@@ -189,7 +207,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                         new_file = first_lam is None
                         if new_file:
                             first_lam = ev.lamport
-                        if fnode is not None:  # bring FileOrder up to date
+                        if fnode is not None and nseq != _SYNCED:  # update FileOrder
                             order.seq = nseq - 1
                             order.lamport = int(lamport)
                         for problem in order.see(i, ev):

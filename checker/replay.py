@@ -181,6 +181,9 @@ class Violation:
     context: tuple[str, ...] = ()
     frontier: int = -1
     witnesses: tuple[str, ...] = ()
+    # The kinds of the other findings the same fault caused (same line; see
+    # ``Report.add``), folded into this one.
+    also: tuple[str, ...] = ()
 
     def identity(self) -> tuple[str, str]:
         return (self.kind, self.subject)
@@ -188,7 +191,7 @@ class Violation:
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=False) | {
             "expected": list(self.expected), "context": list(self.context),
-            "witnesses": list(self.witnesses)}
+            "witnesses": list(self.witnesses), "also": list(self.also)}
 
 
 class _Problem(NamedTuple):
@@ -359,6 +362,15 @@ def canon(s: ServerState) -> ServerState:
 
 
 _EMPTY_MAPS = {f: empty_map(MAP_FIELDS[f]) for f in UNTRACED_MAPS}
+
+
+def _forced(action: Action, s: ServerState, params: dict[str, Any]) -> ServerState:
+    """The step's effect on a state its guard refuses (the pre-state if the effect cannot
+    be computed there)."""
+    try:
+        return action.effect(s, **params)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return s
 
 
 class FactSink(Protocol):
@@ -1154,7 +1166,11 @@ class Replayer:
                 params[name] = TRACE_FILLS[name](s, params)
         obs_term = obs[5] if obs[4] else -1
         if not action.guard(s, **params):
-            return Outcome(self.intern(canon(state_from_tuple(obs, s))), _Problem(
+            # One fault, one finding: the replay goes on as if the step had been allowed
+            # (its effect moves the volatile state: a replica marked READY may start, a
+            # leader may commit), then from the durable state the trace reports.
+            return Outcome(self.intern(canon(state_from_tuple(obs, _forced(action, s,
+                                                                          params)))), _Problem(
                 "GuardFailed", "violation", action.guard.__name__,
                 f"{event}{self._fmt(params)} is not allowed here: "
                 + self._explain(action, s, params),

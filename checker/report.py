@@ -18,6 +18,18 @@ from revivify.checker.replay import Violation
 from revivify.checker.traces import TABLET_EVENTS, InputError
 
 MAX_KEPT: Final = 10_000
+# One fault, one finding. Findings of the same severity at the same line are one fault seen
+# by several checks (a double vote is also a refused guard; a term that goes down is also a
+# state the spec did not predict): they are folded into one, whose kind is the most
+# specific (the generic replay kinds rank last), and which names the others (``also``).
+# A file of another schema version is one finding, at its first line.
+GENERIC_KINDS: Final = ("StateMismatch", "GuardFailed")
+PER_FILE_KINDS: Final = frozenset({"UnsupportedSchemaVersion"})
+
+
+def _rank(v: Violation) -> tuple[int, str, str]:
+    generic = GENERIC_KINDS.index(v.kind) + 1 if v.kind in GENERIC_KINDS else 0
+    return (generic, v.kind, v.subject)
 
 
 def from_input_error(e: InputError, violation: bool = False) -> Violation:
@@ -39,14 +51,47 @@ class Report:
     coverage: dict[tuple[str, str], int] = attrs.Factory(dict)
     frontiers: dict[int, int] = attrs.Factory(dict)
     timings: dict[str, float] = attrs.Factory(dict)
+    # where a finding is (see ``PER_FILE_KINDS``) -> the identity of the one kept there
+    _at: dict[tuple[str, str, int | str], tuple[str, str]] = attrs.Factory(dict)
 
     def add(self, v: Violation) -> None:
         ident = v.identity()
         if ident in self.findings:
             return
+        where = self._where(v)
+        kept = self._at.get(where) if where is not None else None
+        if kept is not None and kept in self.findings:
+            self._fold(kept, v)
+            return
         self.counts[v.severity] += 1
         if len(self.findings) < MAX_KEPT:
             self.findings[ident] = v
+            if where is not None:
+                self._at[where] = ident
+
+    @staticmethod
+    def _where(v: Violation) -> tuple[str, str, int | str] | None:
+        if not v.file or v.line <= 0:
+            return None
+        if v.kind in PER_FILE_KINDS:
+            return (v.severity, v.file, v.kind)
+        return (v.severity, v.file, v.line)
+
+    def _fold(self, kept: tuple[str, str], v: Violation) -> None:
+        """Fold ``v`` into the finding kept at its place (the same fault)."""
+        old = self.findings[kept]
+        if old.kind in PER_FILE_KINDS:
+            if v.line < old.line:  # the file's first such line, whatever the read order
+                self.findings[kept] = attrs.evolve(v, also=old.also)
+            return
+        first, other = (old, v) if _rank(old) <= _rank(v) else (v, old)
+        also = tuple(sorted({*old.also, *v.also, other.kind} - {first.kind}))
+        merged = attrs.evolve(first, also=also)
+        del self.findings[kept]
+        self.findings[merged.identity()] = merged
+        where = self._where(merged)
+        assert where is not None
+        self._at[where] = merged.identity()
 
     def sorted(self) -> list[Violation]:
         return sorted(self.findings.values(), key=lambda v: (v.file, v.line, v.kind))
@@ -63,7 +108,8 @@ class Report:
         return {v.identity() for v in self.findings.values() if v.severity in severities}
 
     def kinds(self) -> set[str]:
-        return {v.kind for v in self.findings.values()}
+        """Every kind found, those folded into another finding included."""
+        return {k for v in self.findings.values() for k in (v.kind, *v.also)}
 
     # ---------------------------------------------------------------------------------
     def coverage_summary(self) -> dict[str, Any]:
@@ -136,6 +182,8 @@ def format_violation(v: Violation) -> str:
     lines.append(f"  what:     {v.message}")
     if v.failed:
         lines.append(f"  failed:   {v.failed}")
+    if v.also:
+        lines.append(f"  also:     {', '.join(v.also)} (the same fault, seen by other checks)")
     if v.last_matched:
         lines.append(f"  last matched: {v.last_matched}")
     for e in v.expected:
