@@ -87,6 +87,11 @@ class DiskView:
     wal_last: tuple[int, int] = (0, 0)
     blocks: str = "PRESENT"
     quarantine: tuple[bool, bool] | None = None
+    # At most one durable step of the tablet between its write and its trace event: a
+    # vote of the replica's voter and a copy step may run at once, and a crash between
+    # their fsyncs and their events would lose two events (the writer promises at most
+    # one per tablet: the checker's crash frontier is 1).
+    step_lock: trio.Lock = attrs.field(factory=trio.Lock, eq=False, repr=False)
 
     def state(self) -> dict[str, Any]:
         return durable_state(data_state=self.data_state, tombstone_last_opid=self.tombstone_last,
@@ -167,11 +172,12 @@ class TombstoneVoter:
                         cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
                                               step.cmeta.voted_for,
                                               config_to_storage(step.cmeta.committed_config))
-                        with trio.CancelScope(shield=True):  # durable, then traced
-                            await server.blocking(server.metadata.write_cmeta, cmeta)
-                            self.view.cmeta = cmeta
-                            server.tracer.event(step.fact.event, step.fact.args,
-                                                self.view.state(), tablet=self.tablet_id)
+                        async with self.view.step_lock:
+                            with trio.CancelScope(shield=True):  # durable, then traced
+                                await server.blocking(server.metadata.write_cmeta, cmeta)
+                                self.view.cmeta = cmeta
+                                server.tracer.event(step.fact.event, step.fact.args,
+                                                    self.view.state(), tablet=self.tablet_id)
                         continue
                     server.tracer.event(step.fact.event, step.fact.args, self.view.state(),
                                         tablet=self.tablet_id)

@@ -44,6 +44,7 @@ ALREADY_IN_PROGRESS and THROTTLED are not failures, only a reason to ask again l
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -355,7 +356,7 @@ class TabletCopies:
             source = RpcCopySource(client, tablet_id, server.uuid)
             await run_copy(source, target, progress=lambda p: setattr(job, "progress", p),
                            blocking=server.blocking, chunk_size=self.chunk_size,
-                           on_step=on_step, durable=_shielded)
+                           on_step=on_step, durable=functools.partial(_one_step, view))
         # 6. Start the replica from what was downloaded.
         with trio.CancelScope(shield=True):
             await lifecycle.stop_voter(tablet_id)
@@ -517,10 +518,12 @@ class _TrioThreadAnchor:
             self._anchor.release()
 
 
-async def _shielded(step: Any) -> Any:
-    """A durable copy step and its trace event, never separated by a cancellation."""
-    with trio.CancelScope(shield=True):
-        return await step()
+async def _one_step(view: DiskView, step: Any) -> Any:
+    """A durable copy step and its trace event, never separated by a cancellation, and
+    the tablet's only durable step in flight (``DiskView.step_lock``)."""
+    async with view.step_lock:
+        with trio.CancelScope(shield=True):
+            return await step()
 
 
 def _split(address: str) -> tuple[str, int]:
