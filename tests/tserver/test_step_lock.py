@@ -23,17 +23,16 @@ async def _waits() -> None:
         order.append("copy step durable and traced")
         return "done"
 
-    async with trio.open_nursery() as nursery:
-        async with view.step_lock:  # a vote being made durable
-            result: list[str] = []
+    async with trio.open_nursery() as nursery, view.step_lock:  # a vote being made durable
+        result: list[str] = []
 
-            async def run() -> None:
-                result.append(await _one_step(view, step))
+        async def run() -> None:
+            result.append(await _one_step(view, step))
 
-            nursery.start_soon(run)
-            await trio.testing.wait_all_tasks_blocked()
-            assert order == []  # the copy step waits
-            order.append("vote durable and traced")
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == []  # the copy step waits
+        order.append("vote durable and traced")
     assert order == ["vote durable and traced", "copy step durable and traced"]
     assert result == ["done"]
 
