@@ -91,11 +91,11 @@ bench-tserver: $(STAMP)
 	$(BIN)/python bench/tserver.py $(BENCH_TSERVER_ARGS)
 
 # Tablet copy rate (>= 500 MB tablet) vs cp + sync, and startup of a server holding 1,000
-# tablets, half of them tombstones, vs 1,000 READY (bench/copy.py; `make bench` runs it too).
+# tablets, half of them tombstones, vs 1,000 READY (bench/tablet_copy.py; `make bench` runs it too).
 # BENCH_COPY_ARGS=--quick for a smoke run.
 .PHONY: bench-copy
 bench-copy: $(STAMP)
-	$(BIN)/python bench/copy.py $(BENCH_COPY_ARGS)
+	$(BIN)/python bench/tablet_copy.py $(BENCH_COPY_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \

@@ -3,8 +3,9 @@
     python bench/checker.py [--events 10000000] [--dir /tmp/revivify-bench] [--no-spark]
                             [--rounds 3] [--no-dataframe]
 
-Generates a corpus of valid traces (3-replica tablets on a pool of nodes: create, an
-election, then L entries appended and committed on every replica), then prints, in one run:
+Generates a corpus of valid version-3 traces (3-replica tablets on a pool of nodes:
+create, an election, then L entries appended, with their terms, and committed on every
+replica), then prints, in one run:
 the raw parse rate of the same files (msgspec, lines/s), ``trace check`` events/s (target:
 >= 40% of the raw rate and >= 200,000/s on one core), Spark ``local[2]`` events/s (target
 1.5x the checker, as the median of rounds that each run both side by side; the JVM's and the
@@ -61,7 +62,7 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
         total += 1
         clock += 1
         files[n].write(
-            f'{{"v":2,"node":"{_uuid(n)}","inc":1,"seq":{s},"lamport":{clock},'
+            f'{{"v":3,"node":"{_uuid(n)}","inc":1,"seq":{s},"lamport":{clock},'
             f'"wall_ns":{1_700_000_000_000_000_000 + s},'
             f'"tablet":{"null" if tablet == "" else chr(34) + tablet + chr(34)},'
             f'"event":"{event}","args":{args},"state":{state or "null"}}}\n')
@@ -87,8 +88,11 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
         for i in range(1, entries + 1):
             st = _state(1, lu, (1, i))
             for n in reps:
+                # Version 3: the batch's terms, so Log Matching and Leader Completeness
+                # run on every append (the facts the checker rebuilds each log from).
                 line(n, tab, "log_append",
-                     f'{{"first_index":{i},"op_term":1,"op_index":{i}}}', st)
+                     f'{{"first_index":{i},"prev_term":{1 if i > 1 else 0},'
+                     f'"terms":[[1,1]],"op_term":1,"op_index":{i}}}', st)
             for n in reps:
                 line(n, tab, "commit", f'{{"index":{i},"op_term":1}}', st)
     for f in files.values():

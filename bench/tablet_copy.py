@@ -1,6 +1,6 @@
 """Benchmark: tablet copy rate vs cp + sync, and server startup with 1,000 tablets.
 
-    python bench/copy.py [--size-mb 512] [--copy-rounds 2] [--tablets 1000] [--rounds 3]
+    python bench/tablet_copy.py [--size-mb 512] [--copy-rounds 2] [--tablets 1000] [--rounds 3]
                          [--parts copy,startup] [--quick] [--keep] [--dir DIR]
 
 One run prints two tables (`make bench-copy`; `--quick` is a smoke run: 64 MB, 100 tablets,
@@ -44,39 +44,33 @@ the end unless --keep; server processes are killed even on error.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
+import random
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-# Run as `python bench/copy.py`, this file's directory comes first on sys.path, and the file
-# would shadow the standard library's `copy` module (which attrs and others import). Drop it.
-_HERE = os.path.dirname(os.path.realpath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _HERE]
+import msgspec
+import trio
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Awaitable, Callable  # noqa: E402
-from typing import Any, TypeVar  # noqa: E402
-
-import msgspec  # noqa: E402
-import trio  # noqa: E402
-
-from revivify.impl.cli.localcluster import ProcessCluster, ProcessError, ServerProcess  # noqa: E402
-from revivify.impl.client import admin  # noqa: E402
-from revivify.impl.client.errors import ClientError  # noqa: E402
-from revivify.impl.consensus.messages import Peer  # noqa: E402
-from revivify.impl.rpc import ConnectionClosed, RpcClient, RpcError, open_rpc_client  # noqa: E402
-from revivify.impl.storage.disk import OsDisk, is_temp_name  # noqa: E402
-from revivify.impl.storage.layout import ServerLayout  # noqa: E402
-from revivify.impl.storage.metadata import MetadataStore  # noqa: E402
-from revivify.impl.tablet.ops import RowOp  # noqa: E402
-from revivify.impl.tserver import api  # noqa: E402
-from revivify.impl.tserver.server import split_address  # noqa: E402
+from revivify.impl.cli.localcluster import ProcessCluster, ProcessError, ServerProcess
+from revivify.impl.client import admin
+from revivify.impl.client.errors import ClientError
+from revivify.impl.consensus.messages import Peer
+from revivify.impl.rpc import ConnectionClosed, RpcClient, RpcError, open_rpc_client
+from revivify.impl.storage.disk import OsDisk, is_temp_name
+from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.tablet.ops import RowOp
+from revivify.impl.tserver import api
+from revivify.impl.tserver.server import split_address
 
 MB = 1 << 20
 TABLET = "bench-copy"
@@ -652,14 +646,14 @@ def main() -> int:
         copy, startup = trio.run(run, args, directory)
     except (BenchError, trio.TooSlowError, RpcError, OSError, ClientError, ProcessError,
             subprocess.SubprocessError) as exc:
-        print(f"bench/copy.py: failed: {exc}", file=sys.stderr)
+        print(f"bench/tablet_copy.py: failed: {exc}", file=sys.stderr)
         kept = ")" if args.keep else ", removed; --keep keeps them)"
         print(f"(server logs: {directory}{kept}", file=sys.stderr)
         return 1
     finally:
         if not args.keep:
             shutil.rmtree(directory, ignore_errors=True)
-    print(f"bench/copy.py on {os.cpu_count()} cores (shared), temp dir {directory} "
+    print(f"bench/tablet_copy.py on {os.cpu_count()} cores (shared), temp dir {directory} "
           f"({'kept' if args.keep else 'removed'})")
     print()
     if copy is not None:
