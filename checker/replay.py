@@ -102,6 +102,7 @@ from revivify.checker.traces import (
 )
 from revivify.spec.actions import (
     FAULT_ACTIONS,
+    SPEC_ONLY_PARAMS,
     TRACE_FILLS,
     UNTRACED_MAPS,
     Action,
@@ -1171,7 +1172,7 @@ class Replayer:
             # leader may commit), then from the durable state the trace reports.
             return Outcome(self.intern(canon(state_from_tuple(obs, _forced(action, s,
                                                                           params)))), _Problem(
-                "GuardFailed", "violation", action.guard.__name__,
+                "GuardFailed", "violation", self._failed(action, s, params),
                 f"{event}{self._fmt(params)} is not allowed here: "
                 + self._explain(action, s, params),
                 (self._describe(s),), describe_tuple(obs, self.interner)),
@@ -1315,23 +1316,52 @@ class Replayer:
         return f" [{','.join(vol)}]"
 
     def _fmt(self, params: dict[str, Any]) -> str:
-        return "(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")"
+        """The parameters as the trace says them: enumerations and servers by name; the
+        spec's own parameters no trace carries (filled in for the guard) left out."""
+        names: dict[str, dict[int, str]] = {"expected_state": SB_NAMES, "reason": STC_NAMES,
+                                            "case": STARTUP_NAMES}
+        shown = []
+        for k, v in params.items():
+            if k in SPEC_ONLY_PARAMS:
+                continue
+            if k in names:
+                text = names[k].get(v, str(v))
+            elif k in _ID_PARAMS:
+                text = self.interner.name(v) or str(v)
+            elif k == "has_opid":
+                text = "true" if v else "false"
+            else:
+                text = str(v)
+            shown.append(f"{k}={text}")
+        return "(" + ", ".join(shown) + ")"
+
+    @staticmethod
+    def _failed(action: Action, s: ServerState, params: dict[str, Any]) -> str:
+        """A GuardFailed finding's ``failed``: the names of the conditions the step breaks,
+        or the guard's name when none does by name (an action without conditions, or a
+        replaced guard that refuses what they allow)."""
+        conds = action.conditions(s, **params) if action.conditions is not None else []
+        return "; ".join(name for name, holds in conds if not holds) or action.guard.__name__
 
     def _explain(self, action: Action, s: ServerState, params: dict[str, Any]) -> str:
+        where = f"in {self._describe(s)}"
         if action.name == "startup":
             want = startup_case(s)
             return (f"the spec classifies this on-disk state as "
                     f"{STARTUP_NAMES[want]}, the trace says {STARTUP_NAMES[params['case']]}")
-        if action.name in ("stc_accept", "stc_reject"):
+        conds = action.conditions(s, **params) if action.conditions is not None else []
+        broken = [name for name, holds in conds if not holds]
+        if action.name == "stc_reject" and broken == [name for name, _ in conds[-1:]]:
+            # Only the reason is wrong: it must be the first check that fails, in order.
             p = {k: v for k, v in params.items() if k != "reason"}
             fails = [STC_NAMES[c] for c, f in stc_failures(s, **p) if f]
-            return f"the spec's StartTabletCopy checks fail with {fails or ['nothing']}"
-        if action.conditions is not None:
-            broken = [name for name, holds in action.conditions(s, **params) if not holds]
-            if broken:
-                return (f"{action.guard.__name__} needs " + "; ".join(broken)
-                        + f", in {self._describe(s)}")
-        return f"guard {action.guard.__name__} is false in {self._describe(s)}"
+            if not fails:
+                return f"every StartTabletCopy check passes (the copy is accepted), {where}"
+            return (f"the first StartTabletCopy check that fails is {fails[0]} (the spec's "
+                    f"checks fail with {', '.join(fails)}), {where}")
+        if broken:
+            return "it needs " + "; ".join(broken) + f", {where}"
+        return f"the spec's guard {action.guard.__name__} is false {where}"
 
     @staticmethod
     def _branch(event: str, pre: ServerState, post: ServerState, p: dict[str, Any]) -> str:
@@ -1451,7 +1481,7 @@ class Replayer:
                 want = startup_case(c)
                 post = canon(startup.effect(c, case=want))
                 return Outcome(self.intern(post), _Problem(
-                    "GuardFailed", "violation", "startup_guard",
+                    "GuardFailed", "violation", self._failed(startup, c, params),
                     f"startup(case={STARTUP_NAMES[case]}) is not allowed: the spec classifies "
                     f"this on-disk state as {STARTUP_NAMES[want]}",
                     (self._describe(c),), describe_tuple(obs, self.interner)),

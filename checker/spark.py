@@ -551,6 +551,7 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
             make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))
     with _spark_progress(spark, progress, progress_seconds):
         rows = _collect(task_out, plan, global_in_spark, report, t1)
+    t_merge = time.perf_counter()
     g = GlobalChecks()
     tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
@@ -591,6 +592,9 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
             tasks.append(json.loads(row["payload"]))
     for v in g.violations():
         report.add(v)
+    # The driver's serial part: the tasks' facts merged and the global checks decided.
+    report.timings["driver_merge_s"] = round(time.perf_counter() - t_merge, 3)
+    report.timings["fact_rows"] = len(rows)
     report.coverage = dict(cov)
     report.frontiers = dict(fr)
     if tasks:

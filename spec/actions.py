@@ -13,9 +13,11 @@ Rules of this file
   crash (another row) can fall between any two of them.
 * Anything not in the table is not allowed. The trace checker replays events through the
   local guards and effects; the explorer, Hypothesis and the prover use both.
-* A guard is named for what it checks (``copy_mark_ready_guard``), and where it has several
-  reasons to refuse, they are named conditions (``*_conditions``): a trace checker names
-  the one a refused event breaks.
+* A guard is the conjunction of named conditions (``copy_mark_ready_conditions``, built
+  into ``copy_mark_ready_guard`` by ``_from_conditions``), each named for what must hold,
+  in a user's words ("every block downloaded"): a trace checker names the ones a refused
+  event breaks. A condition that is no conjunction itself (StartTabletCopy's first failing
+  check, startup's classification) is explained by the checker from its parts.
 * Enumerators (``*_enum``) generate what the environment may send: every request a server
   (a leader, a stale leader, the master) could make, every fault. They never filter with
   the guard's own conditions: a filter in front of a guard would hide every bug in it.
@@ -348,8 +350,8 @@ class Action:
     system_guard: SystemGuard | None = None
     # Actions that only move volatile state (a crash keeps nothing of them).
     volatile_only: bool = False
-    # The guard's named conditions, when it is written as such (for explanations only: the
-    # guard decides).
+    # The guard's named conditions (for explanations only: the guard decides; a mutant that
+    # replaces the guard may leave them).
     conditions: Conditions | None = None
     # The part of the system guard that only compares server identities (``is_self``,
     # ``not_self``): a replay of one server's events checks it with the node's own identity
@@ -371,11 +373,15 @@ class Action:
 
 
 def _from_conditions(conditions: Conditions) -> LocalGuard:
-    """The guard that is the conjunction of named conditions."""
+    """The guard that is the conjunction of named conditions, named for them
+    (``copy_mark_ready_conditions`` gives ``copy_mark_ready_guard``)."""
 
     def guard(s: ServerState, *args: Any, **p: Any) -> Bool:
         return all_(*[c for _, c in conditions(s, *args, **p)])
 
+    name = conditions.__name__.removesuffix("_conditions") + "_guard"
+    guard.__name__ = guard.__qualname__ = name
+    guard.__doc__ = conditions.__doc__
     return guard
 
 
@@ -520,9 +526,19 @@ def dropped_here(sys: SystemState, i: int, **_: Any) -> Bool:
 # the presence of a superblock file").
 
 
-def create_tablet_guard(s: ServerState, config_index: Int, dest: Int) -> Bool:
-    return all_(s.up, eq(s.op, OP_NONE), eq(s.sb, DOES_NOT_EXIST), not_(s.cmeta),
-                config_index >= 0, addressed(s, dest))
+def create_tablet_conditions(s: ServerState, config_index: Int,
+                             dest: Int) -> list[tuple[str, Bool]]:
+    return [
+        ("up", s.up),
+        ("no operation in flight", eq(s.op, OP_NONE)),
+        ("no superblock (the tablet does not exist here)", eq(s.sb, DOES_NOT_EXIST)),
+        ("no cmeta", not_(s.cmeta)),
+        ("config_index >= 0", config_index >= 0),
+        ("addressed to this server's UUID", addressed(s, dest)),
+    ]
+
+
+create_tablet_guard = _from_conditions(create_tablet_conditions)
 
 
 def create_tablet_effect(s: ServerState, config_index: Int, dest: Int) -> ServerState:
@@ -574,8 +590,12 @@ def delete_shutdown_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params
         yield {"cas_config_index": cas}
 
 
-def delete_create_qdir_guard(s: ServerState) -> Bool:
-    return at_step(s, DELETING_OPS, 1)
+def delete_create_qdir_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [("a deletion in flight, its replica shut down (step 1 done)",
+             at_step(s, DELETING_OPS, 1))]
+
+
+delete_create_qdir_guard = _from_conditions(delete_create_qdir_conditions)
 
 
 def delete_create_qdir_effect(s: ServerState) -> ServerState:
@@ -583,16 +603,30 @@ def delete_create_qdir_effect(s: ServerState) -> ServerState:
     return _ev(s, qdir=True, q_sb=False, q_cmeta=False, step=2)
 
 
-def delete_copy_superblock_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, DELETING_OPS, 2), s.qdir)
+def delete_copy_superblock_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a deletion in flight, its quarantine directory created (step 2 done)",
+         at_step(s, DELETING_OPS, 2)),
+        ("a quarantine directory", s.qdir),
+    ]
+
+
+delete_copy_superblock_guard = _from_conditions(delete_copy_superblock_conditions)
 
 
 def delete_copy_superblock_effect(s: ServerState) -> ServerState:
     return _ev(s, q_sb=True, step=3)
 
 
-def delete_mark_deleted_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, DELETING_OPS, 3), s.q_sb)
+def delete_mark_deleted_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a deletion in flight, its superblock copied (step 3 done)",
+         at_step(s, DELETING_OPS, 3)),
+        ("the superblock's copy in the quarantine", s.q_sb),
+    ]
+
+
+delete_mark_deleted_guard = _from_conditions(delete_mark_deleted_conditions)
 
 
 def delete_mark_deleted_effect(s: ServerState) -> ServerState:
@@ -610,16 +644,31 @@ def delete_mark_deleted_effect(s: ServerState) -> ServerState:
     )
 
 
-def delete_copy_cmeta_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4), eq(s.sb, DELETED), s.sb_qdir)
+def delete_copy_cmeta_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a deletion (or its roll-forward) in flight, its superblock marked DELETED "
+         "(step 4 done)", at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 4)),
+        ("a DELETED superblock", eq(s.sb, DELETED)),
+        ("the superblock naming its quarantine directory", s.sb_qdir),
+    ]
+
+
+delete_copy_cmeta_guard = _from_conditions(delete_copy_cmeta_conditions)
 
 
 def delete_copy_cmeta_effect(s: ServerState) -> ServerState:
     return _ev(s, q_cmeta=s.cmeta, step=5)
 
 
-def delete_move_wal_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5), eq(s.sb, DELETED))
+def delete_move_wal_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a deletion (or its roll-forward) in flight, its cmeta copied (step 5 done)",
+         at_step(s, (*DELETING_OPS, OP_ROLL_FORWARD), 5)),
+        ("a DELETED superblock", eq(s.sb, DELETED)),
+    ]
+
+
+delete_move_wal_guard = _from_conditions(delete_move_wal_conditions)
 
 
 def delete_move_wal_effect(s: ServerState) -> ServerState:
@@ -664,8 +713,15 @@ def delete_remove_cmeta_effect(s: ServerState, cas_config_index: Int) -> ServerS
                cmeta_removed=True)
 
 
-def delete_remove_superblock_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_FULL_DELETE,), FULL_DELETE_CMETA_GONE), eq(s.sb, DELETED))
+def delete_remove_superblock_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a full delete in flight, its cmeta removed",
+         at_step(s, (OP_FULL_DELETE,), FULL_DELETE_CMETA_GONE)),
+        ("a DELETED superblock", eq(s.sb, DELETED)),
+    ]
+
+
+delete_remove_superblock_guard = _from_conditions(delete_remove_superblock_conditions)
 
 
 def delete_remove_superblock_effect(s: ServerState) -> ServerState:
@@ -675,9 +731,12 @@ def delete_remove_superblock_effect(s: ServerState) -> ServerState:
                op=OP_NONE, step=0, op_arg=0)
 
 
-def drop_guard(s: ServerState) -> Bool:
+def drop_conditions(s: ServerState) -> list[tuple[str, Bool]]:
     """The master drops the table (once, as far as this server is concerned)."""
-    return not_(s.dropped)
+    return [("the table not dropped yet", not_(s.dropped))]
+
+
+drop_guard = _from_conditions(drop_conditions)
 
 
 def drop_effect(s: ServerState) -> ServerState:
@@ -716,12 +775,30 @@ def stc_request_ok(s: ServerState, caller: Int, caller_term: Int, dest: Int) -> 
     return all_(s.up, addressed(s, dest), caller >= 0, caller_term >= 0)
 
 
-def stc_accept_guard(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
-                     has_opid: Int, opid_term: Int, opid_index: Int, dest: Int) -> Bool:
+# What each StartTabletCopy check needs to pass (``stc_failures``), by its answer.
+_STC_PASSES: dict[int, str] = {
+    STC_ALREADY_IN_PROGRESS: "no copy or other operation in flight (else ALREADY_IN_PROGRESS)",
+    STC_ILLEGAL_STATE: "the superblock in the caller's expected_state (else ILLEGAL_STATE)",
+    STC_STALE_TERM: "caller_term at least the last logged term (else STALE_TERM)",
+    STC_OPID_MISMATCH: "the caller's OpId, when it sends one, the last logged one "
+                       "(else OPID_MISMATCH)",
+}
+_STC_REQUEST = "up, addressed to this server's UUID, from a caller in a term"
+
+
+def stc_accept_conditions(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                          has_opid: Int, opid_term: Int, opid_index: Int,
+                          dest: Int) -> list[tuple[str, Bool]]:
     fails = stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
     # A replica that lost its cmeta to a disk fault never takes a copy (decision 3).
-    return all_(stc_request_ok(s, caller, caller_term, dest), not_(s.cmeta_lost),
-                *[not_(f) for _, f in fails])
+    return [
+        (_STC_REQUEST, stc_request_ok(s, caller, caller_term, dest)),
+        ("its cmeta not lost to a disk fault", not_(s.cmeta_lost)),
+        *[(_STC_PASSES[code], not_(f)) for code, f in fails],
+    ]
+
+
+stc_accept_guard = _from_conditions(stc_accept_conditions)
 
 
 def stc_accept_effect(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
@@ -732,11 +809,20 @@ def stc_accept_effect(s: ServerState, caller: Int, caller_term: Int, expected_st
                op_arg=caller_term, op_src=caller)
 
 
-def stc_reject_guard(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
-                     has_opid: Int, opid_term: Int, opid_index: Int, dest: Int,
-                     reason: Int) -> Bool:
+def stc_reject_conditions(s: ServerState, caller: Int, caller_term: Int, expected_state: Int,
+                          has_opid: Int, opid_term: Int, opid_index: Int, dest: Int,
+                          reason: Int) -> list[tuple[str, Bool]]:
+    """The second condition is no conjunction (the first failing check, in order): a
+    trace checker explains it by the checks' answers."""
     fails = stc_failures(s, caller_term, expected_state, has_opid, opid_term, opid_index)
-    return all_(stc_request_ok(s, caller, caller_term, dest), first_failure_guard(fails, reason))
+    return [
+        (_STC_REQUEST, stc_request_ok(s, caller, caller_term, dest)),
+        ("reason the first StartTabletCopy check that fails",
+         first_failure_guard(fails, reason)),
+    ]
+
+
+stc_reject_guard = _from_conditions(stc_reject_conditions)
 
 
 def stc_reject_effect(s: ServerState, **_: Any) -> ServerState:
@@ -784,8 +870,12 @@ def stc_reject_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
 # Follower tablet copy, seed steps 1-6 (the downloads of step 3 and 4 in either order).
 
 
-def copy_begin_guard(s: ServerState) -> Bool:
-    return at_step(s, (OP_COPY,), COPY_ACCEPTED)
+def copy_begin_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [("a StartTabletCopy accepted, its copy not begun",
+             at_step(s, (OP_COPY,), COPY_ACCEPTED))]
+
+
+copy_begin_guard = _from_conditions(copy_begin_conditions)
 
 
 def copy_begin_effect(s: ServerState) -> ServerState:
@@ -800,8 +890,16 @@ def copy_source_ok(sys: SystemState, i: int, pred: Callable[[ServerState], Bool]
                    lambda src: all_(src.up, src.running, eq(src.sb, READY), pred(src)))
 
 
-def copy_merge_cmeta_guard(s: ServerState, remote_term: Int, remote_config_index: Int) -> Bool:
-    return all_(at_step(s, (OP_COPY,), COPY_BEGUN), remote_term >= 0, remote_config_index >= 0)
+def copy_merge_cmeta_conditions(s: ServerState, remote_term: Int,
+                                remote_config_index: Int) -> list[tuple[str, Bool]]:
+    return [
+        ("a COPYING replica, its cmeta not yet merged", at_step(s, (OP_COPY,), COPY_BEGUN)),
+        ("remote_term >= 0", remote_term >= 0),
+        ("remote_config_index >= 0", remote_config_index >= 0),
+    ]
+
+
+copy_merge_cmeta_guard = _from_conditions(copy_merge_cmeta_conditions)
 
 
 def copy_merge_cmeta_effect(s: ServerState, remote_term: Int,
@@ -825,10 +923,23 @@ def copy_merge_cmeta_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Param
             yield {"remote_term": src.term, "remote_config_index": src.config_index}
 
 
-def copy_download_wal_guard(s: ServerState, remote_last_term: Int, remote_last_index: Int,
-                            remote_log: Any) -> Bool:
-    return all_(at_step(s, (OP_COPY,), COPY_MERGED), not_(wal_in_place(s)),
-                remote_last_term >= 0, remote_last_index >= 0, remote_last_term <= s.term)
+# A copy's downloads (WAL and blocks, in either order) and its READY follow the merge.
+_MERGED = "a COPYING replica with its cmeta merged"
+
+
+def copy_download_wal_conditions(s: ServerState, remote_last_term: Int,
+                                 remote_last_index: Int,
+                                 remote_log: Any) -> list[tuple[str, Bool]]:
+    return [
+        (_MERGED, at_step(s, (OP_COPY,), COPY_MERGED)),
+        ("the WAL not yet downloaded (nothing in wals/<id>)", not_(wal_in_place(s))),
+        ("remote_last_term >= 0", remote_last_term >= 0),
+        ("remote_last_index >= 0", remote_last_index >= 0),
+        ("remote_last_term <= the merged cmeta's term", remote_last_term <= s.term),
+    ]
+
+
+copy_download_wal_guard = _from_conditions(copy_download_wal_conditions)
 
 
 def copy_download_wal_effect(s: ServerState, remote_last_term: Int, remote_last_index: Int,
@@ -853,26 +964,45 @@ def copy_download_wal_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Para
                    "remote_last_index": src.wal_last_index, "remote_log": src.log}
 
 
-def copy_download_block_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_COPY,), COPY_MERGED), ne(s.blocks, BLOCKS_PRESENT))
+def copy_download_block_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        (_MERGED, at_step(s, (OP_COPY,), COPY_MERGED)),
+        ("blocks still to download", ne(s.blocks, BLOCKS_PRESENT)),
+    ]
+
+
+copy_download_block_guard = _from_conditions(copy_download_block_conditions)
 
 
 def copy_download_block_effect(s: ServerState) -> ServerState:
     return _ev(s, blocks=BLOCKS_PARTIAL)
 
 
-def copy_blocks_done_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_COPY,), COPY_MERGED), ne(s.blocks, BLOCKS_PRESENT))
+def copy_blocks_done_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        (_MERGED, at_step(s, (OP_COPY,), COPY_MERGED)),
+        ("blocks still to download", ne(s.blocks, BLOCKS_PRESENT)),
+    ]
+
+
+copy_blocks_done_guard = _from_conditions(copy_blocks_done_conditions)
 
 
 def copy_blocks_done_effect(s: ServerState) -> ServerState:
     return _ev(s, blocks=BLOCKS_PRESENT)
 
 
-def copy_mark_ready_guard(s: ServerState) -> Bool:
+def copy_mark_ready_conditions(s: ServerState) -> list[tuple[str, Bool]]:
     """Step 5: the cmeta merged, the WAL and every block downloaded (in either order)."""
-    return all_(at_step(s, (OP_COPY,), COPY_MERGED), s.cmeta, eq(s.wal, WAL_LIVE),
-                eq(s.blocks, BLOCKS_PRESENT))
+    return [
+        (_MERGED, at_step(s, (OP_COPY,), COPY_MERGED)),
+        ("a cmeta", s.cmeta),
+        ("the WAL downloaded", eq(s.wal, WAL_LIVE)),
+        ("every block downloaded", eq(s.blocks, BLOCKS_PRESENT)),
+    ]
+
+
+copy_mark_ready_guard = _from_conditions(copy_mark_ready_conditions)
 
 
 def copy_mark_ready_effect(s: ServerState) -> ServerState:
@@ -882,17 +1012,31 @@ def copy_mark_ready_effect(s: ServerState) -> ServerState:
                ghost_last_index=s.wal_last_index, step=COPY_READY)
 
 
-def copy_start_replica_guard(s: ServerState) -> Bool:
-    return all_(at_step(s, (OP_COPY,), COPY_READY), eq(s.sb, READY))
+def copy_start_replica_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [
+        ("a copy in flight, its superblock written READY (step 5 done)",
+         at_step(s, (OP_COPY,), COPY_READY)),
+        ("a READY superblock", eq(s.sb, READY)),
+    ]
+
+
+copy_start_replica_guard = _from_conditions(copy_start_replica_conditions)
 
 
 def copy_start_replica_effect(s: ServerState) -> ServerState:
     return _ev(s, running=True, op=OP_NONE, step=0, op_arg=0, op_src=NO_SERVER)
 
 
-def copy_abort_guard(s: ServerState) -> Bool:
+def copy_abort_conditions(s: ServerState) -> list[tuple[str, Bool]]:
     """A copy fails or is cancelled before its superblock says READY (decision 1)."""
-    return all_(s.up, eq(s.op, OP_COPY), s.step < COPY_READY)
+    return [
+        ("up", s.up),
+        ("a copy in flight", eq(s.op, OP_COPY)),
+        ("its superblock not yet written READY", s.step < COPY_READY),
+    ]
+
+
+copy_abort_guard = _from_conditions(copy_abort_conditions)
 
 
 def copy_abort_effect(s: ServerState) -> ServerState:
@@ -907,8 +1051,11 @@ def copy_abort_effect(s: ServerState) -> ServerState:
 # Crash, startup and the environment's faults.
 
 
-def crash_guard(s: ServerState) -> Bool:
-    return s.up
+def crash_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [("up", s.up)]
+
+
+crash_guard = _from_conditions(crash_conditions)
 
 
 def crash_effect(s: ServerState) -> ServerState:
@@ -916,8 +1063,16 @@ def crash_effect(s: ServerState) -> ServerState:
                op_arg=0, op_src=NO_SERVER)
 
 
-def startup_guard(s: ServerState, case: Int) -> Bool:
-    return all_(not_(s.up), eq(case, startup_case(s)))
+def startup_conditions(s: ServerState, case: Int) -> list[tuple[str, Bool]]:
+    """The second condition is a classification (``startup_case``): a trace checker
+    explains it by the case the spec expects."""
+    return [
+        ("down (starting)", not_(s.up)),
+        ("case the startup case of the on-disk state", eq(case, startup_case(s))),
+    ]
+
+
+startup_guard = _from_conditions(startup_conditions)
 
 
 def startup_effect(s: ServerState, case: Int) -> ServerState:
@@ -944,8 +1099,11 @@ def startup_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
         yield {"case": case}
 
 
-def wipe_guard(s: ServerState) -> Bool:
-    return not_(s.up)
+def wipe_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    return [("down", not_(s.up))]
+
+
+wipe_guard = _from_conditions(wipe_conditions)
 
 
 def wipe_effect(s: ServerState) -> ServerState:
@@ -958,14 +1116,20 @@ def wipe_effect(s: ServerState) -> ServerState:
                         led=s.led, committed=s.committed, dropped=s.dropped, **maps)
 
 
-def damage_guard(s: ServerState, what: Int) -> Bool:
+def damage_conditions(s: ServerState, what: Int) -> list[tuple[str, Bool]]:
     """A disk fault strikes while the server is down (like ``wipe``; a fault of a running
     server shows up at its next start too): the WAL fails verification or is gone, blocks
     are missing or corrupt, or a READY replica's cmeta file is gone."""
-    return all_(not_(s.up),
-                any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
-                     all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)),
-                     all_(eq(what, DAMAGE_CMETA), s.cmeta, eq(s.sb, READY))))
+    return [
+        ("down", not_(s.up)),
+        ("what is intact: a live WAL, every block, or a READY replica's cmeta",
+         any_(all_(eq(what, DAMAGE_WAL), eq(s.wal, WAL_LIVE)),
+              all_(eq(what, DAMAGE_BLOCKS), eq(s.blocks, BLOCKS_PRESENT)),
+              all_(eq(what, DAMAGE_CMETA), s.cmeta, eq(s.sb, READY)))),
+    ]
+
+
+damage_guard = _from_conditions(damage_conditions)
 
 
 def damage_effect(s: ServerState, what: Int) -> ServerState:
@@ -990,8 +1154,15 @@ def damage_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
 # Raft, as it touches the lifecycle.
 
 
-def learn_term_guard(s: ServerState, t: Int) -> Bool:
-    return all_(in_consensus(s), t > s.term)
+_IN_CONSENSUS = ("in consensus (up, not FAILED, with a cmeta or a tombstone that votes "
+                 "without one)")
+
+
+def learn_term_conditions(s: ServerState, t: Int) -> list[tuple[str, Bool]]:
+    return [(_IN_CONSENSUS, in_consensus(s)), ("t above the current term", t > s.term)]
+
+
+learn_term_guard = _from_conditions(learn_term_conditions)
 
 
 def learn_term_effect(s: ServerState, t: Int) -> ServerState:
@@ -1004,23 +1175,39 @@ def learn_term_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
         yield {"t": t}
 
 
-def vote_grantable(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                   cand_last_index: Int) -> Bool:
+def vote_grant_conditions(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                          cand_last_index: Int) -> list[tuple[str, Bool]]:
     """Raft's vote rule: the candidate's term is current, this server has not voted for
     another in it, and the candidate's log is at least as up to date as the last OpId this
     server answers from (``last_logged``: a tombstone's and a copy's retained one)."""
     lt, li = last_logged(s)
-    return all_(
-        t >= s.term,
-        any_(t > s.term, eq(s.voted_for, NO_VOTE), eq(s.voted_for, candidate)),
-        opid_ge(cand_last_term, cand_last_index, lt, li),
-    )
+    return [
+        ("t at least the current term", t >= s.term),
+        ("no vote for another candidate in term t",
+         any_(t > s.term, eq(s.voted_for, NO_VOTE), eq(s.voted_for, candidate))),
+        ("the candidate's last OpId at least this replica's last logged one",
+         opid_ge(cand_last_term, cand_last_index, lt, li)),
+    ]
 
 
-def vote_granted_guard(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                       cand_last_index: Int, dest: Int) -> Bool:
-    return all_(in_consensus(s), candidate >= 0, addressed(s, dest),
-                vote_grantable(s, candidate, t, cand_last_term, cand_last_index))
+def vote_grantable(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                   cand_last_index: Int) -> Bool:
+    """Raft's vote rule (``vote_grant_conditions``), as one condition."""
+    return all_(*[c for _, c in vote_grant_conditions(s, candidate, t, cand_last_term,
+                                                      cand_last_index)])
+
+
+def vote_granted_conditions(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                            cand_last_index: Int, dest: Int) -> list[tuple[str, Bool]]:
+    return [
+        (_IN_CONSENSUS, in_consensus(s)),
+        ("candidate >= 0", candidate >= 0),
+        ("addressed to this server's UUID", addressed(s, dest)),
+        *vote_grant_conditions(s, candidate, t, cand_last_term, cand_last_index),
+    ]
+
+
+vote_granted_guard = _from_conditions(vote_granted_conditions)
 
 
 def vote_granted_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
@@ -1032,10 +1219,19 @@ def vote_granted_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: 
                leader=ite(t > s.term, False, s.leader))
 
 
-def vote_denied_guard(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
-                      cand_last_index: Int, dest: Int) -> Bool:
-    return all_(in_consensus(s), candidate >= 0, addressed(s, dest),
-                not_(vote_grantable(s, candidate, t, cand_last_term, cand_last_index)))
+def vote_denied_conditions(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                           cand_last_index: Int, dest: Int) -> list[tuple[str, Bool]]:
+    return [
+        (_IN_CONSENSUS, in_consensus(s)),
+        ("candidate >= 0", candidate >= 0),
+        ("addressed to this server's UUID", addressed(s, dest)),
+        ("a vote Raft does not grant (t below the current term, a vote for another "
+         "candidate in t, or the candidate's log behind this replica's)",
+         not_(vote_grantable(s, candidate, t, cand_last_term, cand_last_index))),
+    ]
+
+
+vote_denied_guard = _from_conditions(vote_denied_conditions)
 
 
 def vote_denied_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
@@ -1071,9 +1267,20 @@ def vote_requests(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
                "cand_last_index": cand.wal_last_index, "dest": 0}
 
 
-def start_election_guard(s: ServerState, me: Int) -> Bool:
-    return all_(s.up, s.running, eq(s.sb, READY), eq(s.op, OP_NONE), not_(s.leader),
-                is_member(s), me >= 0)
+_MEMBER = "a member of the config (on its original UUID)"
+
+
+def start_election_conditions(s: ServerState, me: Int) -> list[tuple[str, Bool]]:
+    return [
+        ("a running READY replica with no operation in flight",
+         all_(s.up, s.running, eq(s.sb, READY), eq(s.op, OP_NONE))),
+        ("not the leader", not_(s.leader)),
+        (_MEMBER, is_member(s)),
+        ("me >= 0", me >= 0),
+    ]
+
+
+start_election_guard = _from_conditions(start_election_conditions)
 
 
 def start_election_effect(s: ServerState, me: Int) -> ServerState:
@@ -1090,9 +1297,18 @@ def start_election_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]
         yield {"me": i}
 
 
-def become_leader_guard(s: ServerState, me: Int, t: Int) -> Bool:
-    return all_(s.up, s.running, eq(s.op, OP_NONE), not_(s.leader), eq(s.term, t),
-                eq(s.voted_for, me), is_member(s))
+def become_leader_conditions(s: ServerState, me: Int, t: Int) -> list[tuple[str, Bool]]:
+    return [
+        ("a running replica with no operation in flight",
+         all_(s.up, s.running, eq(s.op, OP_NONE))),
+        ("not the leader already", not_(s.leader)),
+        ("t the current term", eq(s.term, t)),
+        ("its vote in the current term for itself", eq(s.voted_for, me)),
+        (_MEMBER, is_member(s)),
+    ]
+
+
+become_leader_guard = _from_conditions(become_leader_conditions)
 
 
 def become_leader_effect(s: ServerState, me: Int, t: Int) -> ServerState:
@@ -1111,10 +1327,13 @@ def become_leader_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     yield {"me": i, "t": sys[i].term}
 
 
-def step_down_guard(s: ServerState) -> Bool:
+def step_down_conditions(s: ServerState) -> list[tuple[str, Bool]]:
     """A leader may stop leading at any time without learning a higher term (check-quorum,
     an operator's request, a leadership transfer)."""
-    return all_(s.up, s.leader)
+    return [("up", s.up), ("the leader", s.leader)]
+
+
+step_down_guard = _from_conditions(step_down_conditions)
 
 
 def step_down_effect(s: ServerState) -> ServerState:
@@ -1227,11 +1446,20 @@ def _log_append_moves(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
                        "entries": _slice(lead.log, first, last), "dest": 0}
 
 
-def commit_guard(s: ServerState, index: Int, op_term: Int) -> Bool:
+def commit_conditions(s: ServerState, index: Int, op_term: Int) -> list[tuple[str, Bool]]:
     """Every index up to ``index`` is committed (one event per batch); op_term is the term
     of the entry at ``index``, which this replica holds."""
-    return all_(s.up, s.running, eq(s.op, OP_NONE), index >= 1, index <= s.wal_last_index,
-                op_term >= 1, op_term <= s.wal_last_term)
+    return [
+        ("a running replica with no operation in flight",
+         all_(s.up, s.running, eq(s.op, OP_NONE))),
+        ("index >= 1", index >= 1),
+        ("index <= the WAL's last index", index <= s.wal_last_index),
+        ("op_term >= 1", op_term >= 1),
+        ("op_term <= the WAL's last term", op_term <= s.wal_last_term),
+    ]
+
+
+commit_guard = _from_conditions(commit_conditions)
 
 
 def commit_effect(s: ServerState, index: Int, op_term: Int) -> ServerState:
@@ -1292,84 +1520,94 @@ _VOTE_PARAMS = ("candidate", "t", "cand_last_term", "cand_last_index", "dest")
 ACTIONS: tuple[Action, ...] = (
     Action("create_tablet", "CreateTablet (superblock last)", ("config_index", "dest"),
            create_tablet_guard, create_tablet_effect, create_tablet_enum,
-           system_guard=not_dropped_here),
+           system_guard=not_dropped_here, conditions=create_tablet_conditions),
     Action("delete_shutdown", "Tablet deletion step 1", ("cas_config_index",),
            delete_shutdown_guard, delete_shutdown_effect, delete_shutdown_enum,
            volatile_only=True, conditions=delete_shutdown_conditions),
     Action("delete_create_qdir", "Tablet deletion step 2", (), delete_create_qdir_guard,
-           delete_create_qdir_effect, _none),
+           delete_create_qdir_effect, _none, conditions=delete_create_qdir_conditions),
     Action("delete_copy_superblock", "Tablet deletion step 3", (),
-           delete_copy_superblock_guard, delete_copy_superblock_effect, _none),
+           delete_copy_superblock_guard, delete_copy_superblock_effect, _none,
+           conditions=delete_copy_superblock_conditions),
     Action("delete_mark_deleted", "Tablet deletion step 4", (), delete_mark_deleted_guard,
-           delete_mark_deleted_effect, _none),
+           delete_mark_deleted_effect, _none, conditions=delete_mark_deleted_conditions),
     Action("delete_copy_cmeta", "Tablet deletion step 5", (), delete_copy_cmeta_guard,
-           delete_copy_cmeta_effect, _none),
+           delete_copy_cmeta_effect, _none, conditions=delete_copy_cmeta_conditions),
     Action("delete_move_wal", "Tablet deletion step 6", (), delete_move_wal_guard,
-           delete_move_wal_effect, _none),
+           delete_move_wal_effect, _none, conditions=delete_move_wal_conditions),
     Action("delete_remove_cmeta", "Full delete (table dropped): the cmeta removed",
            ("cas_config_index",), delete_remove_cmeta_guard, delete_remove_cmeta_effect,
            delete_shutdown_enum, system_guard=dropped_here,
            conditions=delete_remove_cmeta_conditions),
     Action("delete_remove_superblock", "Full delete: the superblock removed", (),
-           delete_remove_superblock_guard, delete_remove_superblock_effect, _none),
+           delete_remove_superblock_guard, delete_remove_superblock_effect, _none,
+           conditions=delete_remove_superblock_conditions),
     Action("stc_accept", "StartTabletCopy (all checks pass)", _STC_PARAMS,
            stc_accept_guard, stc_accept_effect, stc_requests,
-           system_guard=stc_accept_system_guard, volatile_only=True),
+           system_guard=stc_accept_system_guard, volatile_only=True,
+           conditions=stc_accept_conditions),
     Action("stc_reject", "StartTabletCopy (first failing check)", (*_STC_PARAMS, "reason"),
            stc_reject_guard, stc_reject_effect, stc_reject_enum,
-           system_guard=caller_is_another, volatile_only=True),
+           system_guard=caller_is_another, volatile_only=True, conditions=stc_reject_conditions),
     Action("copy_begin", "Follower Tablet Copy step 1", (), copy_begin_guard,
-           copy_begin_effect, _none),
+           copy_begin_effect, _none, conditions=copy_begin_conditions),
     Action("copy_merge_cmeta", "Follower Tablet Copy step 2",
            ("remote_term", "remote_config_index"), copy_merge_cmeta_guard,
            copy_merge_cmeta_effect, copy_merge_cmeta_enum,
-           system_guard=remote_cmeta_is_sources),
+           system_guard=remote_cmeta_is_sources, conditions=copy_merge_cmeta_conditions),
     Action("copy_download_wal", "Follower Tablet Copy step 3 (before or after the blocks)",
            ("remote_last_term", "remote_last_index", "remote_log"), copy_download_wal_guard,
            copy_download_wal_effect, copy_download_wal_enum,
-           system_guard=remote_wal_is_sources),
+           system_guard=remote_wal_is_sources, conditions=copy_download_wal_conditions),
     Action("copy_download_block", "Follower Tablet Copy step 4 (some blocks)", (),
-           copy_download_block_guard, copy_download_block_effect, _none),
+           copy_download_block_guard, copy_download_block_effect, _none,
+           conditions=copy_download_block_conditions),
     Action("copy_blocks_done", "Follower Tablet Copy step 4 (all blocks)", (),
-           copy_blocks_done_guard, copy_blocks_done_effect, _none),
+           copy_blocks_done_guard, copy_blocks_done_effect, _none,
+           conditions=copy_blocks_done_conditions),
     Action("copy_mark_ready", "Follower Tablet Copy step 5", (), copy_mark_ready_guard,
-           copy_mark_ready_effect, _none),
+           copy_mark_ready_effect, _none, conditions=copy_mark_ready_conditions),
     Action("copy_start_replica", "Follower Tablet Copy step 6", (), copy_start_replica_guard,
-           copy_start_replica_effect, _none, volatile_only=True),
+           copy_start_replica_effect, _none, volatile_only=True,
+           conditions=copy_start_replica_conditions),
     Action("copy_abort", "A copy failed or cancelled (tombstones a COPYING replica)", (),
-           copy_abort_guard, copy_abort_effect, _none, volatile_only=True),
+           copy_abort_guard, copy_abort_effect, _none, volatile_only=True,
+           conditions=copy_abort_conditions),
     Action("crash", "a crash at any point", (), crash_guard, crash_effect, _none,
-           volatile_only=True),
+           volatile_only=True, conditions=crash_conditions),
     Action("startup", "Tablet startup cases 1-4", ("case",), startup_guard, startup_effect,
-           startup_enum, volatile_only=True),
+           startup_enum, volatile_only=True, conditions=startup_conditions),
     Action("wipe", "Failure of a disk with consensus metadata (new UUID)", (), wipe_guard,
-           wipe_effect, _none),
+           wipe_effect, _none, conditions=wipe_conditions),
     Action("damage", "a disk fault found at startup (WAL, blocks or cmeta)", ("what",),
-           damage_guard, damage_effect, damage_enum),
+           damage_guard, damage_effect, damage_enum, conditions=damage_conditions),
     Action("drop", "the master drops the table (a ghost: ends the tablet's life)", (),
-           drop_guard, drop_effect, _none),
+           drop_guard, drop_effect, _none, conditions=drop_conditions),
     Action("learn_term", "Raft: a higher term seen in any RPC", ("t",), learn_term_guard,
-           learn_term_effect, learn_term_enum),
+           learn_term_effect, learn_term_enum, conditions=learn_term_conditions),
     Action("vote_granted", "Raft RequestVote granted (tombstones too)", _VOTE_PARAMS,
            vote_granted_guard, vote_granted_effect, vote_requests,
-           system_guard=request_from_candidate, identity_guard=not_self),
+           system_guard=request_from_candidate, identity_guard=not_self,
+           conditions=vote_granted_conditions),
     Action("vote_denied", "Raft RequestVote denied", _VOTE_PARAMS, vote_denied_guard,
            vote_denied_effect, vote_requests, system_guard=request_from_candidate,
-           identity_guard=not_self),
+           identity_guard=not_self, conditions=vote_denied_conditions),
     Action("start_election", "Raft: candidate votes for itself in term+1", ("me",),
            start_election_guard, start_election_effect, start_election_enum,
-           system_guard=is_self, identity_guard=is_self),
+           system_guard=is_self, identity_guard=is_self, conditions=start_election_conditions),
     Action("become_leader", "Raft: a majority of members voted", ("me", "t"),
            become_leader_guard, become_leader_effect, become_leader_enum,
-           system_guard=has_majority, volatile_only=True),
+           system_guard=has_majority, volatile_only=True, conditions=become_leader_conditions),
     Action("step_down", "Raft: a leader stops leading (check-quorum, request, transfer)", (),
-           step_down_guard, step_down_effect, _none, volatile_only=True),
+           step_down_guard, step_down_effect, _none, volatile_only=True,
+           conditions=step_down_conditions),
     Action("log_append", "Raft: a batch of entries appended to the WAL (one fsync)",
            ("first_index", "op_term", "op_index", "prev_term", "entries", "dest"),
            log_append_guard, log_append_effect, log_append_enum,
            system_guard=entries_from_leader, conditions=log_append_conditions),
     Action("commit", "Raft: every index up to one committed", ("index", "op_term"),
-           commit_guard, commit_effect, commit_enum, system_guard=leader_commit),
+           commit_guard, commit_effect, commit_enum, system_guard=leader_commit,
+           conditions=commit_conditions),
     Action("config_commit", "Raft: a committed config change written into the cmeta",
            ("config_index",), config_commit_guard, config_commit_effect, config_commit_enum,
            conditions=config_commit_conditions),

@@ -34,9 +34,11 @@ import z3
 
 # A value as spec code sees it: a Python scalar or a z3 expression. Spec code is typed with
 # these aliases so that mypy checks the concrete shape while z3 terms flow through the same
-# code at proof time.
+# code at proof time. ``Map``: an int-keyed map, an ``FMap`` on Python values or a z3 Array
+# term (see "Maps" below).
 Int: TypeAlias = Any
 Bool: TypeAlias = Any
+Map: TypeAlias = Any
 
 
 def is_sym(x: object) -> bool:

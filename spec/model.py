@@ -52,7 +52,7 @@ from typing import Any, Final
 
 import attrs
 
-from revivify.spec.logic import FMap, empty_map
+from revivify.spec.logic import Bool, FMap, Int, Map, empty_map
 
 # Superblock data states (seed: "a tablet will have 4 states its data can be in").
 DOES_NOT_EXIST: Final = 0
@@ -178,50 +178,51 @@ ID_MAP_FIELDS: Final = ("votes", "member_votes")
 
 @attrs.frozen(cache_hash=True)
 class ServerState:
-    """One server's state for the tablet. Fields hold Python values or z3 terms."""
+    """One server's state for the tablet. Fields hold Python values or z3 terms
+    (``Int``, ``Bool``, ``Map``: see ``logic``)."""
 
     # durable: identity
-    uuid_gen: Any = 0
+    uuid_gen: Int = 0
     # durable: superblock
-    sb: Any = DOES_NOT_EXIST
-    sb_last_term: Any = 0
-    sb_last_index: Any = 0
-    sb_qdir: Any = False
+    sb: Int = DOES_NOT_EXIST
+    sb_last_term: Int = 0
+    sb_last_index: Int = 0
+    sb_qdir: Bool = False
     # durable: consensus metadata
-    cmeta: Any = False
-    term: Any = 0
-    voted_for: Any = NO_VOTE
-    config_index: Any = 0
+    cmeta: Bool = False
+    term: Int = 0
+    voted_for: Int = NO_VOTE
+    config_index: Int = 0
     # durable: WAL and data blocks
-    wal: Any = WAL_ABSENT
-    wal_last_term: Any = 0
-    wal_last_index: Any = 0
-    log: Any = attrs.field(factory=lambda: empty_map(0))
-    blocks: Any = BLOCKS_ABSENT
+    wal: Int = WAL_ABSENT
+    wal_last_term: Int = 0
+    wal_last_index: Int = 0
+    log: Map = attrs.field(factory=lambda: empty_map(0))
+    blocks: Int = BLOCKS_ABSENT
     # durable: quarantine directory contents
-    qdir: Any = False
-    q_sb: Any = False
-    q_cmeta: Any = False
+    qdir: Bool = False
+    q_sb: Bool = False
+    q_cmeta: Bool = False
     # volatile
-    up: Any = True
-    running: Any = False
-    failed: Any = False
-    leader: Any = False
-    op: Any = OP_NONE
-    step: Any = 0
-    op_arg: Any = 0
-    op_src: Any = NO_SERVER
+    up: Bool = True
+    running: Bool = False
+    failed: Bool = False
+    leader: Bool = False
+    op: Int = OP_NONE
+    step: Int = 0
+    op_arg: Int = 0
+    op_src: Int = NO_SERVER
     # ghost
-    votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
-    member_votes: Any = attrs.field(factory=lambda: empty_map(NO_VOTE))
-    led: Any = attrs.field(factory=lambda: empty_map(False))
-    ghost_last_term: Any = 0
-    ghost_last_index: Any = 0
-    own_log: Any = attrs.field(factory=lambda: empty_map(0))
-    committed: Any = attrs.field(factory=lambda: empty_map(0))
-    dropped: Any = False
-    cmeta_lost: Any = False
-    cmeta_removed: Any = False
+    votes: Map = attrs.field(factory=lambda: empty_map(NO_VOTE))
+    member_votes: Map = attrs.field(factory=lambda: empty_map(NO_VOTE))
+    led: Map = attrs.field(factory=lambda: empty_map(False))
+    ghost_last_term: Int = 0
+    ghost_last_index: Int = 0
+    own_log: Map = attrs.field(factory=lambda: empty_map(0))
+    committed: Map = attrs.field(factory=lambda: empty_map(0))
+    dropped: Bool = False
+    cmeta_lost: Bool = False
+    cmeta_removed: Bool = False
 
     def durable(self) -> dict[str, Any]:
         """The abstract durable state, as the trace contract carries it."""

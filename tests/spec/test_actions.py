@@ -4,6 +4,8 @@ initial state (a witness that the spec reaches it) for every decision of contrac
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from typing import Any
 
 import attrs
@@ -12,6 +14,7 @@ import pytest
 from revivify.checker.walks import Recorder
 from revivify.spec import default_spec
 from revivify.spec.actions import (
+    ACTIONS,
     ACTIONS_BY_NAME,
     Bounds,
     log_append_conditions,
@@ -45,6 +48,7 @@ from revivify.spec.model import (
     WAL_QUARANTINED,
     ServerState,
     created_replica,
+    initial_system,
 )
 
 APPEND = ACTIONS_BY_NAME["log_append"]
@@ -456,3 +460,77 @@ def test_copy_download_needs_no_wal_in_place(wal: int) -> None:
     g = ACTIONS_BY_NAME["copy_download_wal"].guard
     assert bool(g(s, remote_last_term=1, remote_last_index=1,
                   remote_log=run_of(1, 1, 1))) == (wal == WAL_ABSENT)
+
+
+# ---------------------------------------------------------------------------------------
+# Named conditions: every guard is their conjunction, so that a trace checker can name the
+# ones a refused event breaks ("every block downloaded"), never the guard function.
+
+
+def sampled_systems() -> list[tuple[ServerState, ...]]:
+    """Systems the spec reaches: seeded random walks from both initial systems, and a
+    scripted run through an election, a deletion, a copy, a crash and a full delete."""
+    spec = default_spec(3)
+    out = []
+    for created in (True, False):
+        for seed in range(3):
+            rng = random.Random(seed)
+            sys = initial_system(3, created)
+            for _ in range(25):
+                out.append(sys)
+                succ = [post for *_, post in spec.successors(sys, Bounds())]
+                if not succ:
+                    break
+                sys = rng.choice(succ)
+    r = elected()
+    out.append(r.s)
+    for name in DELETE_STEPS:
+        r.step(1, name)
+        out.append(r.s)
+    stc(r, 1, DELETED)
+    out.append(r.s)
+    for name, p in (("copy_begin", {}),
+                    ("copy_merge_cmeta", {"remote_term": 1, "remote_config_index": 0}),
+                    ("copy_download_block", {}),
+                    ("copy_download_wal", {"remote_last_term": 1, "remote_last_index": 1}),
+                    ("copy_blocks_done", {}), ("copy_mark_ready", {}),
+                    ("copy_start_replica", {})):
+        r.step(1, name, **p)
+        out.append(r.s)
+    r.crash(1)
+    out.append(r.s)
+    r.steps(2, DELETE_STEPS)
+    r.fault(2, "drop")
+    for name in ("delete_remove_cmeta", "delete_remove_superblock"):
+        r.step(2, name)
+        out.append(r.s)
+    return out
+
+
+def test_every_guard_is_its_conditions_conjunction() -> None:
+    tried: Counter[tuple[str, bool]] = Counter()
+    for sys in sampled_systems():
+        for action in ACTIONS:
+            assert action.conditions is not None, action.name
+            assert action.guard.__name__ == f"{action.name}_guard"
+            for i, s in enumerate(sys):
+                for p in action.enum(sys, i, Bounds()):
+                    conds = action.conditions(s, **p)
+                    names = [name for name, _ in conds]
+                    assert len(set(names)) == len(names), names
+                    assert not any("_guard" in name for name in names), names
+                    allowed = bool(action.guard(s, **p))
+                    assert allowed == all(bool(c) for _, c in conds), (action.name, p,
+                                                                       s.describe())
+                    tried[action.name, allowed] += 1
+    assert {name for name, _ in tried} == set(ACTIONS_BY_NAME)
+    assert all(tried[name, True] and tried[name, False] for name in ACTIONS_BY_NAME), tried
+
+
+def test_a_refused_copy_names_what_it_lacks() -> None:
+    s = attrs.evolve(replica(), sb=COPYING, op=3, step=2, blocks=BLOCKS_ABSENT,
+                     running=False)
+    ready = ACTIONS_BY_NAME["copy_mark_ready"]
+    assert not ready.guard(s)
+    assert ready.conditions is not None
+    assert [name for name, ok in ready.conditions(s) if not ok] == ["every block downloaded"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from revivify.checker.walks import Recorder
-from revivify.spec.model import DAMAGE_WAL, DELETED, DOES_NOT_EXIST, READY
+from revivify.spec.model import DAMAGE_WAL, DELETED, DOES_NOT_EXIST
 from revivify.spec.system import default_spec
 
 Build = Callable[[], Recorder]
