@@ -45,12 +45,13 @@ to group the files by node, so it must see the trace paths.
 from __future__ import annotations
 
 import contextlib
+import gc
 import heapq
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -171,9 +172,23 @@ def _task_summary(r: Replayer, rows: _Rows, events: int, keys: int, server_event
                                   "cpu": time.process_time() - c0}))
 
 
-def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any:
+# A task's rows packed into one (``make_task(packed=True)``): the files plan merging on the
+# driver moves about ten facts per key, and a million small rows cost seconds to pass from
+# the Python workers through the JVM to the driver; one msgpack blob per node costs little.
+_PACKED: Final = "packed"
+
+
+def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int,
+              packed: bool = False) -> Any:
+    def out(rows: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        if not packed:
+            yield from rows
+        elif rows:
+            yield (_PACKED, msgspec.msgpack.encode(rows))
+
     def task(bin_ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
-        """mapPartitions over bin numbers: replay each bin's nodes, yield the small rows."""
+        """mapPartitions over bin numbers: replay each bin's nodes, yield the small rows
+        (packed: one row per node, holding them)."""
         t0, c0 = time.time(), time.process_time()
         r = _replayer(max_frontier)
         r.reset_counts()
@@ -186,11 +201,32 @@ def make_task(bins: list[list[tuple[str, list[str]]]], max_frontier: int) -> Any
                 server_events += st.server_events
                 keys += st.keys
                 r.maybe_reset()
-                yield from rows.take()
+                yield from out(rows.take())
         _task_summary(r, rows, events, keys, server_events, t0, c0)
-        yield from rows.take()
+        yield from out(rows.take())
 
     return task
+
+
+def _unpacked(collected: Iterable[Any]) -> Iterator[Any]:
+    """The rows of a packed task output, as sequences in ``_OUT_FIELDS`` order."""
+    decode = msgspec.msgpack.Decoder().decode
+    for t in collected:
+        yield from decode(t[1])
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic collector paused: the driver builds about ten million small objects from
+    the facts (none in a cycle), and the collector's passes over them, each more costly
+    than the last as they accumulate, would take as long as the work."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # --- The dataframe plan --------------------------------------------------------------------
@@ -536,7 +572,7 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     if plan == "files":
         bins = pack(groups, n)
         task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
-            make_task(bins, max_frontier))
+            make_task(bins, max_frontier, packed=not global_in_spark))
         if global_in_spark:
             task_out = spark.createDataFrame(task_out, _spark_type(out_schema()))
     else:
@@ -556,45 +592,48 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
     fr: Counter[int] = Counter()
-    for row in rows:
-        rtype = row["rtype"]
-        if rtype == "commit":
-            g.commit_run(row["tablet"], row["a"], row["b"], row["c"], row["node"], row["file"],
-                         row["line"])
-        elif rtype == "leader":
-            g.leader(row["tablet"], row["a"], row["node"], row["file"], row["line"])
-        elif rtype == "format":
-            g.server_format(row["node"], row["file"], row["line"])
-        elif rtype in GFACT_KINDS:
-            g.gfact(rtype, row["tablet"], row["a"], row["b"], row["c"], row["node"],
-                    row["file"], row["line"], row["d"], row["payload"])
-        elif rtype == "incarnation":
-            g.incarnation(row["node"], row["a"], row["b"], row["c"], bool(row["d"]))
-        elif rtype == "finding":
-            report.add(Violation(**_tuples(json.loads(row["payload"]))))
-        elif rtype == "leaders":
-            report.add(leader_violation(row["tablet"], row["a"], [
-                (x["node"], x["file"], x["line"]) for x in json.loads(row["payload"])]))
-        elif rtype == "commits":
-            report.add(commit_violation(row["tablet"], row["a"], [
-                (x["c"], x["node"], x["file"], x["line"]) for x in json.loads(row["payload"])]))
-        elif rtype == "formats":
-            report.add(uuid_violation(row["node"], [
-                (x["file"], x["line"]) for x in json.loads(row["payload"])]))
-        elif rtype == "coverage":
-            cov[(row["event"], row["kind"])] += row["a"]
-        elif rtype == "frontier":
-            fr[row["a"]] += row["b"]
-        elif rtype == "stats":
-            report.events += row["a"]
-            report.keys += row["b"]
-            report.server_events += row["c"]
-            tasks.append(json.loads(row["payload"]))
+    (RTYPE, KIND, _SEVERITY, FILE, LINE, _SUBJECT, NODE, TABLET, EVENT, PAYLOAD, A, B, C,
+     D) = range(len(_OUT_FIELDS))
+    gfact_kinds = frozenset(GFACT_KINDS)
+    with _no_gc():
+        for row in rows:
+            rtype = row[RTYPE]
+            if rtype in gfact_kinds:
+                g.gfact(rtype, row[TABLET], row[A], row[B], row[C], row[NODE], row[FILE],
+                        row[LINE], row[D], row[PAYLOAD])
+            elif rtype == "commit":
+                g.commit_run(row[TABLET], row[A], row[B], row[C], row[NODE], row[FILE],
+                             row[LINE])
+            elif rtype == "leader":
+                g.leader(row[TABLET], row[A], row[NODE], row[FILE], row[LINE])
+            elif rtype == "format":
+                g.server_format(row[NODE], row[FILE], row[LINE])
+            elif rtype == "incarnation":
+                g.incarnation(row[NODE], row[A], row[B], row[C], bool(row[D]))
+            elif rtype == "finding":
+                report.add(Violation(**_tuples(json.loads(row[PAYLOAD]))))
+            elif rtype == "leaders":
+                report.add(leader_violation(row[TABLET], row[A], [
+                    (x["node"], x["file"], x["line"]) for x in json.loads(row[PAYLOAD])]))
+            elif rtype == "commits":
+                report.add(commit_violation(row[TABLET], row[A], [
+                    (x["c"], x["node"], x["file"], x["line"]) for x in json.loads(row[PAYLOAD])]))
+            elif rtype == "formats":
+                report.add(uuid_violation(row[NODE], [
+                    (x["file"], x["line"]) for x in json.loads(row[PAYLOAD])]))
+            elif rtype == "coverage":
+                cov[(row[EVENT], row[KIND])] += row[A]
+            elif rtype == "frontier":
+                fr[row[A]] += row[B]
+            elif rtype == "stats":
+                report.events += row[A]
+                report.keys += row[B]
+                report.server_events += row[C]
+                tasks.append(json.loads(row[PAYLOAD]))
     for v in g.violations():
         report.add(v)
     # The driver's serial part: the tasks' facts merged and the global checks decided.
     report.timings["driver_merge_s"] = round(time.perf_counter() - t_merge, 3)
-    report.timings["fact_rows"] = len(rows)
     report.coverage = dict(cov)
     report.frontiers = dict(fr)
     if tasks:
@@ -617,10 +656,10 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
 
 
 def _collect(task_out: Any, plan: str, global_in_spark: bool, report: Report,
-             t1: float) -> list[dict[str, Any]]:
+             t1: float) -> Iterable[Any]:
     """Run the job: the tasks' rows, plus the global checks' findings when they run in
     Spark."""
-    rows: list[dict[str, Any]]
+    rows: Iterable[Any]
     if global_in_spark:
         from pyspark import StorageLevel
 
@@ -630,16 +669,22 @@ def _collect(task_out: Any, plan: str, global_in_spark: bool, report: Report,
             # aggregations read the cache instead of racing to compute it.
             facts.count()
             report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
-            rows = [r.asDict() for r in global_findings(facts).collect()]
+            rows = [_ordered(r) for r in global_findings(facts).collect()]
         finally:
             facts.unpersist()
     elif plan == "files":
-        rows = [dict(zip(_OUT_FIELDS, t, strict=True)) for t in task_out.collect()]
+        rows = _unpacked(task_out.collect())
         report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
     else:
-        rows = [r.asDict() for r in task_out.collect()]
+        rows = [_ordered(r) for r in task_out.collect()]
         report.timings["replay_s"] = round(time.perf_counter() - t1, 3)
     return rows
+
+
+def _ordered(row: Any) -> tuple[Any, ...]:
+    """A DataFrame row as a sequence in ``_OUT_FIELDS`` order."""
+    d = row.asDict()
+    return tuple(d.get(f) for f in _OUT_FIELDS)
 
 
 def global_findings(task_out: Any) -> Any:
