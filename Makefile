@@ -34,16 +34,16 @@ $(JAVA_STAMP): | $(STAMP)
 java: $(JAVA_STAMP)
 
 # mypy cannot follow the editable install's import hook, so give it a path where the
-# import names exist: .mypy-path/revivify/{spec,checker,impl} -> the real folders.
-.mypy-path/revivify:
+# import names exist: .mypy-path/revivify/{spec,contract,checker,impl} -> the real folders.
+# A file target per link, so a tree made before a package was added gains its link.
+MYPY_LINKS := $(addprefix .mypy-path/revivify/,spec contract checker impl)
+$(MYPY_LINKS):
 	mkdir -p .mypy-path/revivify
-	ln -sfn ../../spec .mypy-path/revivify/spec
-	ln -sfn ../../checker .mypy-path/revivify/checker
-	ln -sfn ../../impl .mypy-path/revivify/impl
+	ln -sfn ../../$(notdir $@) $@
 
-lint: $(STAMP) .mypy-path/revivify
-	$(BIN)/ruff check spec checker impl tests bench
-	$(BIN)/mypy -p revivify.spec -p revivify.checker -p revivify.impl
+lint: $(STAMP) $(MYPY_LINKS)
+	$(BIN)/ruff check spec contract checker impl tests bench
+	$(BIN)/mypy -p revivify.spec -p revivify.contract -p revivify.checker -p revivify.impl
 	$(BIN)/lint-imports --no-cache --no-logo
 	@echo "lint: clean"
 

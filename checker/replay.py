@@ -53,6 +53,11 @@ candidate first. Reported damage is therefore explained, and a startup that repo
 but starts READY, or reports FAILED over an intact state, breaks ``startup_guard``. Damage
 the writer hides (READY over a WAL it did not verify) cannot be seen in a trace; the spec's
 ``RunningIsIntact`` and the ``startup_ignores_damage`` mutant are where that is argued.
+An operator may also purge the quarantine of a stopped server (``revivify local-replica
+purge-quarantine``): the spec's ``purge``, logged by no process either. The next startup
+reports no quarantine, and ABSENT where the WAL was QUARANTINED; so every candidate (damaged
+or not) is also tried purged, where the spec's ``purge`` guard allows it (never a deletion
+startup must still roll forward), after the unpurged ones.
 
 Resynchronisation. After a violation the replay adopts the observed durable state (over the
 spec's volatile state) and goes on, so one bad step is reported once rather than cascading.
@@ -871,7 +876,7 @@ class Replayer:
         s = self.states[sid]
         cands = [(s, 0)] if clean else list(self._frontier(s, spec_tuple(s)))
         crash = self.actions["crash"]
-        crashed = self._damaged([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
+        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
         return self._missing_startup(s, crashed)
 
 
@@ -1409,7 +1414,7 @@ class Replayer:
             return self._startup_from([(base, 0)], obs, params, base, startup)
         s = self.states[sid]
         cands = [(s, 0)] if clean else list(self._frontier(s, obs))
-        crashed = self._damaged([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
+        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
         if event == "startup":
             return self._startup_from(crashed, obs, params, crash.effect(s), startup)
         return self._missing_startup(s, crashed)
@@ -1448,19 +1453,25 @@ class Replayer:
             f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
             (self._describe(cr),), ""), {}, "", -1, 0)
 
-    def _damaged(self, crashed: list[tuple[ServerState, int]]) -> list[
+    def _while_down(self, crashed: list[tuple[ServerState, int]]) -> list[
             tuple[ServerState, int]]:
         """Each crashed candidate, then the same with its WAL, its blocks or both damaged
-        (the spec's ``damage``; the server is down). The undamaged one comes first."""
+        (the spec's ``damage``), then each of those with its quarantine purged (the
+        spec's ``purge``): what may happen to a server that is down. The undamaged one
+        comes first, the unpurged ones before the purged."""
         damage = self.actions.get("damage")
-        if damage is None:
+        purge = self.actions.get("purge")
+        if damage is None and purge is None:
             return crashed
         out: list[tuple[ServerState, int]] = []
         for c, depth in crashed:
             variants = [c]
-            for what in _DAMAGE_KINDS:
-                variants += [canon(damage.effect(v, what=what)) for v in variants
-                             if damage.guard(v, what=what)]
+            if damage is not None:
+                for what in _DAMAGE_KINDS:
+                    variants += [canon(damage.effect(v, what=what)) for v in variants
+                                 if damage.guard(v, what=what)]
+            if purge is not None:
+                variants += [canon(purge.effect(v)) for v in variants if purge.guard(v)]
             out += [(v, depth) for v in variants]
         return out
 

@@ -452,7 +452,7 @@ _SHIPPED: set[str] = set()
 
 def package_zip() -> str:
     """A zip of the code the executors run (``spark.sparkContext.addPyFile``):
-    ``revivify/{spec,checker}`` plus a ``revivify/__init__.py``. The installed
+    ``revivify/{contract,spec,checker}`` plus a ``revivify/__init__.py``. The installed
     ``revivify`` is a namespace package (setuptools' package-dir mapping), and Python's
     zipimport cannot import a namespace package, so the wheel itself will not do as a
     ``--py-files`` archive. Named by content, written once per content."""
@@ -461,10 +461,11 @@ def package_zip() -> str:
     import zipfile
 
     import revivify.checker
+    import revivify.contract
     import revivify.spec
 
     members: list[tuple[str, bytes]] = [("revivify/__init__.py", b"")]
-    for pkg in (revivify.spec, revivify.checker):
+    for pkg in (revivify.contract, revivify.spec, revivify.checker):
         root = next(iter(pkg.__path__))
         name = pkg.__name__.replace(".", "/")
         for d, dirs, fs in os.walk(root):

@@ -5,7 +5,8 @@ one JSON Lines file per (node UUID, incarnation), a ``server_format`` when a UUI
 a ``server_start`` at each incarnation, a ``startup`` event for every tablet found on disk
 (a FAILED one with its reason), and one event per spec step with its arguments and the
 durable state after it. A crash writes nothing; a wipe gives the server a new UUID; damage
-to a down server's WAL or blocks writes nothing either (the next startup reports it).
+to a down server's WAL or blocks, and an operator's purge of its quarantine, write nothing
+either (the next startup reports them).
 Lamport clocks come from one counter across the walk: a total order is a valid Lamport
 clock, and it puts every vote after the ``start_election`` it answers. With
 ``drop_before_crash`` the last event of an incarnation is sometimes left out, as if the
@@ -160,6 +161,12 @@ class Recorder:
         reports the DAMAGED WAL or blocks, or the missing cmeta, case FAILED)."""
         self._apply(i, self.spec.action("damage"), {"what": what})
 
+    def purge(self, i: int) -> None:
+        """An operator purges server i's quarantine while it is down (``revivify
+        local-replica purge-quarantine``): nothing is written (its next startup reports no
+        quarantine, and an ABSENT WAL where it was QUARANTINED)."""
+        self._apply(i, self.spec.action("purge"), {})
+
     def drop(self, i: int) -> None:
         """The master drops the table and tells server i (a ghost: nothing is written)."""
         self._apply(i, self.spec.action("drop"), {})
@@ -304,7 +311,8 @@ def failure_reason(s: ServerState) -> str:
 
 
 
-# Walks spend up to this many disk faults (wipes and damage) unless told otherwise.
+# Walks spend up to this many faults (wipes, damage, purges, the drop) unless told
+# otherwise.
 WALK_BOUNDS = Bounds(max_wipes=2)
 
 
@@ -327,15 +335,21 @@ def random_walk(seed: int, steps: int = 80, n_servers: int = 3,
             i = rng.choice(down)
             fault = rng.random()
             if faults < bounds.max_wipes and fault < 0.3:
-                # a fault while down: a wipe (new UUID), damage found at startup, or the
-                # drop of the table (every server is told; full deletes may follow)
+                # a fault while down: a wipe (new UUID), damage found at startup, an
+                # operator's purge of the quarantine, or the drop of the table (every
+                # server is told; full deletes may follow)
                 damage = spec.action("damage")
                 kinds = [w for w in DAMAGE_KINDS if damage.guard(r.sys[i], what=w)]
+                purgeable = bool(spec.action("purge").guard(r.sys[i]))
                 if fault < 0.05:
                     for j in range(len(r.sys)):
                         if not r.sys[j].dropped:
                             r.drop(j)
-                elif fault < 0.1 or not kinds:
+                elif fault < 0.1:
+                    r.wipe(i)
+                elif purgeable and (fault < 0.2 or not kinds):
+                    r.purge(i)
+                elif not kinds:
                     r.wipe(i)
                 else:
                     r.damage(i, rng.choice(kinds))

@@ -7,26 +7,91 @@ moment therefore loses at most the event of the step in flight (the checker's cr
 frontier accounts for it) and at worst leaves a torn last line (a warning, not an error).
 Trace writes are not fsync'd: a machine crash may lose a suffix, a process crash cannot.
 
+Every line is built through the contract's typed records (``revivify.contract.events``):
+the event's args Struct (``ARGS_TYPES``) and ``DurableState``, the same types the checker
+decodes into. A caller's mistake (an unknown event or field, a wrong type, a state on a
+server event) raises ``TraceContractError`` naming the event and the field, before anything
+is written.
+
 This module never imports ``revivify.spec`` or ``revivify.checker``: the implementation and
-the spec meet only in the contract.
+the spec meet only in the contract (``revivify.contract``, which imports neither).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
-# Version 2: log_append's first_index (batched appends), step_down, config_commit, DAMAGED
-# WAL and blocks, a FAILED startup's reason. Version 3: log_append's prev_term and terms
-# (the batch's entry terms, run-length encoded), copy_begin's source, copy_abort, the
+from revivify.contract.events import ARGS_TYPES, SCHEMA_VERSION, SERVER_EVENTS, DurableState
+
+# SCHEMA_VERSION (the contract's, re-exported) is what this writer writes. Version 2:
+# log_append's first_index (batched appends), step_down, config_commit, DAMAGED WAL and
+# blocks, a FAILED startup's reason. Version 3: log_append's prev_term and terms (the
+# batch's entry terms, run-length encoded), copy_begin's source, copy_abort, the
 # full-delete steps, StartTabletCopy's STALE_TERM. See traces/README.md.
-SCHEMA_VERSION: Final = 3
+
+__all__ = ["SCHEMA_VERSION", "TraceContractError", "TraceWriter", "durable_state",
+           "startup_args", "trace_path"]
 
 _encoder = msgspec.json.Encoder()
+_NO_ARGS: dict[str, Any] = {}
+
+
+class TraceContractError(ValueError):
+    """A line the contract does not allow (raised by ``TraceWriter.event``, nothing written):
+    ``event``, ``field`` (e.g. ``args.voters[1]``, ``state.wal.location``) and the reason."""
+
+    def __init__(self, event: str, field: str, message: str) -> None:
+        super().__init__(f"trace event {event!r}: {field}: {message}")
+        self.event = event
+        self.field = field
+        self.message = message
+
+
+_AT = re.compile(r" - at `\$(?P<path>[^`]*)`")
+_UNKNOWN = re.compile(r"unknown field `(?P<name>[^`]*)`")
+
+
+def _contract_error(event: str, part: str, exc: msgspec.ValidationError) -> TraceContractError:
+    text = str(exc)
+    at = _AT.search(text)
+    field = part + (at.group("path") if at else "")
+    unknown = _UNKNOWN.search(text)
+    if unknown:
+        field += "." + unknown.group("name")
+    return TraceContractError(event, field, _AT.sub("", text))
+
+
+def _record(event: str, args: dict[str, Any] | msgspec.Struct | None,
+            state: dict[str, Any] | DurableState | None,
+            tablet: str | None) -> tuple[msgspec.Struct, DurableState | None]:
+    """The line's args and state as the contract's records (validated)."""
+    args_type = ARGS_TYPES.get(event)
+    if args_type is None:
+        raise TraceContractError(event, "event", "not an event of the contract "
+                                 f"(schema version {SCHEMA_VERSION})")
+    server = event in SERVER_EVENTS
+    if server != (tablet is None):
+        raise TraceContractError(event, "tablet", "a server event has no tablet" if server
+                                 else "a tablet event needs a tablet id")
+    if server and state is not None:
+        raise TraceContractError(event, "state", "a server event has no state")
+    try:
+        rec = args if type(args) is args_type else msgspec.convert(
+            _NO_ARGS if args is None else args, args_type)
+    except msgspec.ValidationError as exc:
+        raise _contract_error(event, "args", exc) from None
+    if state is None or type(state) is DurableState:
+        return rec, state
+    try:
+        return rec, msgspec.convert(state, DurableState)
+    except msgspec.ValidationError as exc:
+        raise _contract_error(event, "state", exc) from None
 
 
 def trace_path(directory: str, node: str, incarnation: int) -> str:
@@ -57,16 +122,24 @@ class TraceWriter:
         if remote_lamport > self._lamport:
             self._lamport = remote_lamport
 
-    def event(self, event: str, args: dict[str, Any] | None = None,
-              state: dict[str, Any] | None = None, tablet: str | None = None) -> int:
-        """Write one event; return its Lamport clock (to send with any message it causes)."""
+    def event(self, event: str, args: dict[str, Any] | msgspec.Struct | None = None,
+              state: dict[str, Any] | DurableState | None = None,
+              tablet: str | None = None) -> int:
+        """Write one event; return its Lamport clock (to send with any message it causes).
+
+        ``args``: a dict (or the record itself) of the event's args Struct (``ARGS_TYPES``),
+        none for an event without args; ``state``: a dict (``durable_state``) or a
+        ``DurableState``, none for a server event. ``TraceContractError`` if either does not
+        fit the contract (nothing is written, the clocks do not move)."""
         if self._fd is None:
             raise ValueError(f"trace writer for {self.path} is closed")
+        rec, st = _record(event, args, state, tablet)
         self._lamport += 1
+        # The envelope's fields in ENVELOPE_FIELDS order (the reader's Envelope).
         line = {
             "v": SCHEMA_VERSION, "node": self.node, "inc": self.incarnation,
             "seq": self._seq, "lamport": self._lamport, "wall_ns": self._wall_ns(),
-            "tablet": tablet, "event": event, "args": args or {}, "state": state,
+            "tablet": tablet, "event": event, "args": rec, "state": st,
         }
         data = _encoder.encode(line) + b"\n"
         written = os.write(self._fd, data)

@@ -124,6 +124,26 @@ Decisions of trace contract version 3 (each: what real Kudu does, why, what guar
    created or copied again: the tablet's life has ended cluster-wide. The claims about
    votes and commits hold for a tablet that is not dropped. Mutant
    ``full_delete_live_tablet`` (no drop needed): ``VoteOnce``.
+10. **An operator's purge of the quarantine** (``revivify local-replica purge-quarantine``
+   on a stopped server: impl/storage/offline.py, ``plan_purge``). The quarantine
+   directories go, with the blocks only they reference; the superblock (a tombstone's
+   DELETED, its last OpId, the path of the QDIR it names), the cmeta and a live WAL stay,
+   so a tombstone keeps voting. No process logs it: ``purge`` is the environment's step
+   while the server is down, like ``damage`` (the trace checker infers it at the next
+   startup: no quarantine, and ABSENT where the WAL was QUARANTINED), budgeted with the
+   faults. It is refused while a deletion startup must still roll forward (a DELETED
+   superblock whose WAL is still in ``wals/<id>``: steps 5 and 6 write into the QDIR the
+   superblock names; ``plan_purge`` skips such a tablet), so a purged tombstone starts up
+   as TOMBSTONE, never ROLL_FORWARD (which would fill a quarantine that is gone). Like
+   ``plan_purge`` it takes the quarantine whatever the superblock says: a replica copied
+   over a tombstone keeps the old quarantine directory, and so does a fully deleted
+   tablet. A purged tombstone no longer holds the evidence of its deletion, so
+   ``QuarantineHoldsEvidence`` claims it for a tombstone not purged (the ghost ``purged``,
+   cleared when a deletion creates a new quarantine directory) and for one a startup must
+   roll forward. Mutants ``purge_live_deletion`` (a purge of a deletion startup has not
+   finished: ``QuarantineHoldsEvidence``) and ``purge_forgets_opid`` (the purge rewrites the
+   tombstone without its last OpId: ``TombstoneKeepsCmetaAndOpid``,
+   ``TombstoneRetainsLastOpid``).
 
 Holes the version-3 table closes
 --------------------------------
@@ -242,6 +262,7 @@ from revivify.spec.model import (
     STC_NAMES,
     STC_OPID_MISMATCH,
     STC_STALE_TERM,
+    WAL_ABSENT,
     WAL_DAMAGED,
     WAL_IN_PLACE,
     WAL_LIVE,
@@ -267,9 +288,9 @@ class Bounds:
     what the spec allows.
 
     ``max_term`` and ``max_index`` bound elections and appends; ``max_wipes`` bounds the
-    environment's faults of a run (``FAULT_ACTIONS``: wipes, damage and the drop of the
-    table; and ``FAILURE_ACTIONS``: a copy that fails), ``max_crashes`` crashes; the spec
-    itself bounds none of them.
+    environment's faults of a run (``FAULT_ACTIONS``: wipes, damage, purges of the
+    quarantine and the drop of the table; and ``FAILURE_ACTIONS``: a copy that fails),
+    ``max_crashes`` crashes; the spec itself bounds none of them.
     ``max_ops_in_flight`` bounds the lifecycle requests the master and the leaders make:
     a DeleteTablet or a StartTabletCopy is sent to a server only while fewer than this many
     *other* servers have a lifecycle operation in flight (concurrent deletions and copies of
@@ -286,10 +307,11 @@ class Bounds:
     max_requests: int = 255
 
 
-# Events of the environment no process logs: a disk wipe, disk damage (both strike a server
-# that is down) and the drop of the table (the master's decision, a ghost here). The
-# explorer, Hypothesis and the walks count them against ``Bounds.max_wipes``.
-FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage", "drop")
+# Events of the environment no process logs: a disk wipe, disk damage, an operator's purge
+# of the quarantine (all three strike a server that is down) and the drop of the table (the
+# master's decision, a ghost here). The explorer, Hypothesis and the walks count them
+# against ``Bounds.max_wipes``.
+FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage", "purge", "drop")
 
 # Lifecycle requests of the environment (a DeleteTablet, a StartTabletCopy accepted, a full
 # delete): the explorer counts them against ``Bounds.max_requests`` (a StartTabletCopy of a
@@ -441,7 +463,9 @@ def as_reported(s: ServerState) -> ServerState:
     why its cmeta is missing: a READY replica, or a tombstone that recorded a last OpId
     without ever copying its cmeta into the quarantine, lost it to a disk fault; a
     tombstone whose cmeta the quarantine holds removed it in a full delete; a tombstone
-    with no last OpId never had one (a first-time copy that crashed)."""
+    with no last OpId never had one (a first-time copy that crashed). A tombstone without
+    a quarantine directory had it purged by an operator (``purged``; without its cmeta it
+    reads as one that lost it: the quarantine that told the two apart is gone)."""
     mine = s.sb == READY
     no_cmeta = not s.cmeta
     return attrs.evolve(
@@ -452,6 +476,7 @@ def as_reported(s: ServerState) -> ServerState:
                                           and (s.sb_last_term, s.sb_last_index) != (0, 0))),
         cmeta_removed=no_cmeta and s.sb == DELETED and bool(s.qdir and s.q_cmeta),
         dropped=no_cmeta and s.sb == DELETED and bool(s.qdir and s.q_cmeta),
+        purged=s.sb == DELETED and not s.qdir,
     )
 
 
@@ -466,7 +491,9 @@ def startup_case(s: ServerState) -> Int:
     A DELETED superblock whose WAL directory is still in place (damaged or not) rolls the
     deletion forward; COPYING becomes a tombstone; READY starts only when everything is
     there and undamaged (``intact``), else the replica stays offline, FAILED (a missing
-    cmeta, a WAL that fails verification or is gone, missing or corrupt blocks)."""
+    cmeta, a WAL that fails verification or is gone, missing or corrupt blocks). A
+    tombstone whose quarantine an operator purged is never rolled forward: the purge is
+    refused while its WAL is still in place (decision 10)."""
     return ite(
         eq(s.sb, DELETED),
         ite(wal_in_place(s), STARTUP_ROLL_FORWARD, STARTUP_TOMBSTONE),
@@ -599,8 +626,9 @@ delete_create_qdir_guard = _from_conditions(delete_create_qdir_conditions)
 
 
 def delete_create_qdir_effect(s: ServerState) -> ServerState:
-    # A new quarantine directory (an earlier deletion's stays beside it).
-    return _ev(s, qdir=True, q_sb=False, q_cmeta=False, step=2)
+    # A new quarantine directory (an earlier deletion's stays beside it): whatever an
+    # operator purged before, this deletion's evidence is kept (``purged`` cleared).
+    return _ev(s, qdir=True, q_sb=False, q_cmeta=False, step=2, purged=False)
 
 
 def delete_copy_superblock_conditions(s: ServerState) -> list[tuple[str, Bool]]:
@@ -725,7 +753,8 @@ delete_remove_superblock_guard = _from_conditions(delete_remove_superblock_condi
 
 
 def delete_remove_superblock_effect(s: ServerState) -> ServerState:
-    # The tablet no longer exists here; the quarantine stays until an operator purges it.
+    # The tablet no longer exists here; the quarantine stays until an operator purges it
+    # (``purge``).
     return _ev(s, sb=DOES_NOT_EXIST, sb_last_term=0, sb_last_index=0, sb_qdir=False,
                own_log=empty_map_sym(s.own_log, 0), ghost_last_term=0, ghost_last_index=0,
                op=OP_NONE, step=0, op_arg=0)
@@ -1148,6 +1177,29 @@ def damage_effect(s: ServerState, what: Int) -> ServerState:
 def damage_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     for what in DAMAGE_KINDS:
         yield {"what": what}
+
+
+def purge_conditions(s: ServerState) -> list[tuple[str, Bool]]:
+    """An operator purges the quarantine of a stopped server (decision 10: ``revivify
+    local-replica purge-quarantine``, whose ``plan_purge`` keeps the quarantine of a
+    deletion startup has still to roll forward)."""
+    return [
+        ("down (the server is stopped)", not_(s.up)),
+        ("no deletion left for startup to roll forward (a DELETED superblock's WAL no "
+         "longer in wals/<id>)", implies(eq(s.sb, DELETED), not_(wal_in_place(s)))),
+        ("a quarantine directory", s.qdir),
+    ]
+
+
+purge_guard = _from_conditions(purge_conditions)
+
+
+def purge_effect(s: ServerState) -> ServerState:
+    """Every quarantine directory goes, and with them a WAL moved into one (ABSENT now;
+    its last OpId was (0, 0) already, decision 8); the superblock (a tombstone's last OpId
+    and the QDIR it names), the cmeta and a WAL in ``wals/<id>`` stay."""
+    return _ev(s, qdir=False, q_sb=False, q_cmeta=False,
+               wal=ite(eq(s.wal, WAL_QUARANTINED), WAL_ABSENT, s.wal), purged=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1581,6 +1633,8 @@ ACTIONS: tuple[Action, ...] = (
            wipe_effect, _none, conditions=wipe_conditions),
     Action("damage", "a disk fault found at startup (WAL, blocks or cmeta)", ("what",),
            damage_guard, damage_effect, damage_enum, conditions=damage_conditions),
+    Action("purge", "an operator purges the quarantine of a stopped server (not logged)", (),
+           purge_guard, purge_effect, _none, conditions=purge_conditions),
     Action("drop", "the master drops the table (a ghost: ends the tablet's life)", (),
            drop_guard, drop_effect, _none, conditions=drop_conditions),
     Action("learn_term", "Raft: a higher term seen in any RPC", ("t",), learn_term_guard,

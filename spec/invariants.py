@@ -98,8 +98,9 @@ class Invariant:
     # (so it can be checked on one server's state: the trace checker's per-key replay, the
     # explorer's per-server cache). reads_ghosts: it reads state no trace carries and the
     # trace checker does not rebuild: the ghost histories (votes, member_votes, led,
-    # own_log, committed, dropped) or the log's entries. ghost_last_*, cmeta_lost and
-    # cmeta_removed follow from logged steps (and inferred damage) and do not count.
+    # own_log, committed, dropped) or the log's entries. ghost_last_*, cmeta_lost,
+    # cmeta_removed and purged follow from logged steps (and inferred damage and purges)
+    # and do not count.
     per_server: bool = False
     reads_ghosts: bool = False
     # inductive: proven (Init => I, and preserved by every action) by ``checker.prove``;
@@ -232,12 +233,17 @@ def quarantined_wal_has_no_opid(sys: SystemState, t: Int) -> Bool:
 
 def quarantine_holds_evidence(sys: SystemState, t: Int) -> Bool:
     """"Copy current SuperBlock to QDIR" (step 3), "Copy the consensus metadata file into
-    QDIR" (step 5): from step 3 on the quarantine holds the superblock's copy (a tombstone
-    always has it), and step 5 copied the cmeta whenever the replica had one."""
+    QDIR" (step 5): from step 3 on the quarantine holds the superblock's copy, and step 5
+    copied the cmeta whenever the replica had one. A tombstone has its quarantine with the
+    superblock's copy, unless an operator purged it (``purge``, decision 10 of
+    ``actions``: the evidence is then gone by the operator's choice, and ``purged`` says so
+    until a deletion creates a new quarantine). A tombstone startup must still roll forward
+    has it even then: a purge never takes the quarantine of a deletion not finished."""
     return _each(sys, lambda s: all_(
         implies(all_(_deleting(s), s.step >= 3), s.q_sb),
         implies(all_(_deleting(s), eq(s.step, 5)), eq(s.q_cmeta, s.cmeta)),
-        implies(eq(s.sb, DELETED), all_(s.qdir, s.q_sb)),
+        implies(all_(eq(s.sb, DELETED), any_(not_(s.purged), member(s.wal, WAL_IN_PLACE))),
+                all_(s.qdir, s.q_sb)),
     ))
 
 
@@ -418,8 +424,10 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
             # READY's WAL is this server's own log
             implies(eq(s.sb, READY), all_(eq(s.wal_last_term, s.ghost_last_term),
                                           eq(s.wal_last_index, s.ghost_last_index))),
-            implies(eq(s.sb, DELETED), all_(s.sb_qdir, s.qdir, s.q_sb,
-                                            eq(s.blocks, BLOCKS_ABSENT))),
+            implies(eq(s.sb, DELETED), all_(s.sb_qdir, eq(s.blocks, BLOCKS_ABSENT),
+                                            any_(all_(s.qdir, s.q_sb), s.purged))),
+            # a purged quarantine is gone until a deletion creates a new one
+            implies(s.purged, not_(s.qdir)),
             implies(eq(s.sb, COPYING), member(op, (OP_NONE, OP_COPY, OP_UNDO_COPY))),
             implies(all_(eq(s.sb, COPYING), eq(op, OP_NONE)), not_(s.up)),
             # deleting: steps 1-3 before the superblock says DELETED, 4-5 after it

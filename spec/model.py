@@ -40,7 +40,10 @@ ghost (history variables, not stored by any server; the proofs and the explorer 
   ``commit`` event: the entry it names);
 * whether the tablet's table was dropped (``dropped``: the master's drop, which this server
   has been told; elections end with it, a full delete needs it), whether this UUID lost its
-  cmeta to a disk fault (``cmeta_lost``) or removed it in a full delete (``cmeta_removed``).
+  cmeta to a disk fault (``cmeta_lost``) or removed it in a full delete (``cmeta_removed``),
+  and whether an operator purged the quarantine while the server was down and no deletion
+  has made a new one since (``purged``: a tombstone then has no quarantine, which the claims
+  about the quarantine's evidence allow for it alone).
 
 Every field is an int, a bool or a map (int -> value), so that a state can hold Python
 values (replay, exploration) or z3 terms (proofs); see ``logic``.
@@ -162,10 +165,12 @@ UNTRACED_FIELDS: Final = ("log",)
 VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "op", "step", "op_arg",
                           "op_src")
 GHOST_FIELDS: Final = ("votes", "member_votes", "led", "ghost_last_term", "ghost_last_index",
-                       "own_log", "committed", "dropped", "cmeta_lost", "cmeta_removed")
+                       "own_log", "committed", "dropped", "cmeta_lost", "cmeta_removed",
+                       "purged")
 
 BOOL_FIELDS: Final = frozenset({"sb_qdir", "cmeta", "qdir", "q_sb", "q_cmeta", "up", "running",
-                                "failed", "leader", "dropped", "cmeta_lost", "cmeta_removed"})
+                                "failed", "leader", "dropped", "cmeta_lost", "cmeta_removed",
+                                "purged"})
 # Map fields and the value they hold where nothing is stored. The logs map an index to a
 # term (0: no entry); the vote histories a term to a server (NO_VOTE); ``led`` a term to
 # whether this server led it.
@@ -223,6 +228,7 @@ class ServerState:
     dropped: Bool = False
     cmeta_lost: Bool = False
     cmeta_removed: Bool = False
+    purged: Bool = False
 
     def durable(self) -> dict[str, Any]:
         """The abstract durable state, as the trace contract carries it."""
@@ -266,7 +272,8 @@ class ServerState:
             parts.append(f"own_log={_terms(self.own_log)}")
         if len(self.committed):
             parts.append(f"committed={self.committed!r}")
-        flags = [f for f in ("dropped", "cmeta_lost", "cmeta_removed") if getattr(self, f)]
+        flags = [f for f in ("dropped", "cmeta_lost", "cmeta_removed", "purged")
+                 if getattr(self, f)]
         if flags:
             parts.append("{" + ",".join(flags) + "}")
         return " ".join(parts)

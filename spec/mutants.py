@@ -72,6 +72,8 @@ from revivify.spec.system import Spec
 ONE_TERM_FAULTS = A.Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1,
                            max_requests=3)
 ONE_TERM_LOG = A.Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1, max_requests=2)
+ONE_TERM_LOG_ONE_REQUEST = A.Bounds(max_term=1, max_index=1, max_crashes=1, max_wipes=1,
+                                    max_requests=1)
 ONE_TERM_ABORT = A.Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=1,
                           max_requests=2)
 TWO_TERMS = A.Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
@@ -493,6 +495,23 @@ def _full_delete_anytime(sys: SystemState, i: int, **_: Any) -> Bool:
     return True
 
 
+# ---------------------------------------------------------------------------------------
+# An operator's purge of the quarantine (decision 10).
+
+
+def _purge_any_deletion(s: ServerState) -> Bool:
+    """The purge does not look for a deletion startup has still to roll forward (a DELETED
+    superblock whose WAL is still in wals/<id>): it takes that quarantine too."""
+    return all_(not_(s.up), s.qdir)
+
+
+def _purge_forgets_opid(s: ServerState) -> ServerState:
+    """The purge rewrites the tombstone's superblock (to drop the QDIR it names) and loses
+    its last OpId on the way."""
+    return _ev(A.purge_effect(s), sb_last_term=ite(eq(s.sb, DELETED), 0, s.sb_last_term),
+               sb_last_index=ite(eq(s.sb, DELETED), 0, s.sb_last_index))
+
+
 _ALL = (
     Mutant("merge_adopts_remote_term",
            "the cmeta merge adopts the remote term even when it is lower",
@@ -607,6 +626,17 @@ _ALL = (
            "dropped; its tombstone then votes again from an empty cmeta",
            frozenset({"VoteOnce"}),
            _t("delete_remove_cmeta", system_guard=_full_delete_anytime)),
+    Mutant("purge_live_deletion",
+           "decision 10: the quarantine of a deletion startup has still to roll forward is "
+           "purged (its DELETED superblock's WAL still in wals/<id>): the roll-forward then "
+           "moves the WAL into a quarantine that is gone",
+           frozenset({"QuarantineHoldsEvidence"}),
+           _t("purge", guard=_purge_any_deletion, conditions=None)),
+    Mutant("purge_forgets_opid",
+           "decision 10: purging the quarantine rewrites the tombstone without its last "
+           "OpId (it then votes as if it had never logged anything)",
+           frozenset({"TombstoneKeepsCmetaAndOpid", "TombstoneRetainsLastOpid"}),
+           _t("purge", effect=_purge_forgets_opid), bounds=ONE_TERM_LOG_ONE_REQUEST),
     # -- the holes of version 2 -------------------------------------------------------------
     Mutant("vote_ignores_last_opid",
            "RequestVote without the up-to-date comparison of the candidate's last OpId",

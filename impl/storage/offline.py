@@ -18,12 +18,32 @@ purged (a block it might list cannot be proven unreferenced). A quarantine direc
 kept, with the reason, when its superblock copy does not verify (what it references is
 unknown), or when it belongs to a deletion startup has not finished yet (a DELETED
 superblock while ``wals/<tablet>`` is still live: startup moves the WAL into the directory
-the superblock names). Order, so that a crash at any point leaves a state a second purge
-finishes: unlink the blocks and fsync ``data/``; then remove each directory's tree and
-fsync ``quarantine/``. The tombstone's superblock is not rewritten (it keeps its last
-OpId and the path of the directory that was purged). The spec has no step for a purge yet:
-the next startup reports a tombstone without its QDIR and WAL, which the trace checker
-flags as a StateMismatch (tests/cli/test_local_commands.py, an xfail).
+the superblock names). The tombstone's superblock is not rewritten (it keeps its last
+OpId and the path of the directory that was purged) and its cmeta stays: it keeps voting.
+
+A purge is the spec's ``purge`` (decision 10 of spec/actions.py), one atomic step: the
+next startup reports the tablet with no quarantine and its WAL ABSENT where it was
+QUARANTINED, and the trace checker infers the purge from that. What the trace reports of
+a quarantine is read through ``ServerLayout.quarantine_dirs`` (impl/tserver/lifecycle.py:
+the newest directory's superblock and cmeta copies, and whether any directory holds a
+WAL), so a purge takes a tablet's quarantine out of that listing in renames, each to a
+trash name it does not match (``<tablet>.<n>.tmp.purge``: the temp marker keeps it out of
+this module's listings too), before deleting anything in it: a crash never leaves a
+listed directory holding part of its files. The tablet's newest directory goes last, and
+if it holds no WAL while an older one does, that WAL first moves into it: until the last
+rename the trace sees the quarantine as it was, after it none. Order, so that a crash at
+any point leaves a state a second purge finishes:
+
+    1. delete the trash an interrupted purge left (listed by ``plan_purge``); fsync
+       ``quarantine/``
+    2. unlink the blocks, fsync ``data/`` (a block is unlinked while the directory that
+       references it is still listed: trash never references a block that exists)
+    3. per tablet: the WAL into the newest directory when it has none (fsync both),
+       then each directory renamed to its trash name, the newest last; fsync
+       ``quarantine/`` (the commit point: renames in one directory persist in order)
+    4. delete the trash trees, fsync ``quarantine/``
+
+A crash after 3 leaves only trash, which no listing shows and the next purge removes.
 
 Wipe (`check_wipe`, `wipe_directory`) clears the tree so that the next start formats the
 directory with a new UUID. It keeps ``LOCK``, ``traces/`` (the old UUID's traces are the
@@ -78,6 +98,10 @@ from .values import ConsensusMeta, DataState, InstanceInfo, OpId, Superblock
 from .wal import SEGMENT_NAME, salvage_last_opid
 
 TRACES = "traces"  # the tablet server's default trace directory, <root>/traces
+# A purge renames a quarantine directory <tablet>.<n> to <tablet>.<n> + this before it
+# deletes the tree: no listing of quarantine directories matches the name (the temp
+# marker; and "<n>.tmp.purge" is no number for ServerLayout.quarantine_dirs).
+PURGE_TRASH_SUFFIX = f"{TEMP_MARKER}purge"
 
 
 @attrs.frozen
@@ -387,6 +411,8 @@ class PurgePlan:
     problems: tuple[Problem, ...]
     # Non-empty: purging is unsafe (a live superblock does not read); nothing may go.
     blocking: tuple[Problem, ...]
+    # What an interrupted purge left in quarantine/ (no listing shows it): removed first.
+    trash: tuple[str, ...] = ()
 
     @property
     def bytes_freed(self) -> int:
@@ -467,15 +493,45 @@ def plan_purge(layout: ServerLayout, tablet_id: str | None = None) -> PurgePlan:
                 absent += 1
         items.append(PurgeItem(q, tuple(present), size, len(refs & keep), absent))
     return PurgePlan(layout.root, tuple(items), tuple(skipped), tuple(problems),
-                     tuple(blocking))
+                     tuple(blocking), tuple(purge_trash(layout)))
+
+
+def purge_trash(layout: ServerLayout) -> list[str]:
+    """The trash an interrupted purge left in ``quarantine/``, sorted."""
+    disk = layout.disk
+    root = layout.quarantine_root
+    if not disk.is_dir(root):
+        return []
+    return sorted(posixpath.join(root, n) for n in disk.listdir(root)
+                  if n.endswith(PURGE_TRASH_SUFFIX))
+
+
+def _to_trash(disk: Disk, path: str) -> str:
+    """Rename a quarantine directory to its trash name (left unsynced: the caller fsyncs
+    ``quarantine/``); return the trash path."""
+    trash = path + PURGE_TRASH_SUFFIX
+    if disk.exists(trash):  # not listed by the plan (a race with nothing): unlisted anyway
+        remove_tree(disk, trash)
+    disk.rename(path, trash)
+    return trash
 
 
 def execute_purge(layout: ServerLayout, plan: PurgePlan) -> PurgePlan:
-    """Carry out `plan` (refused with StorageError if it is blocked): the blocks first
-    (fsync data/), then the directories (fsync quarantine/). Returns the plan."""
+    """Carry out `plan` (refused with StorageError if it is blocked) in the order of the
+    module docstring: leftover trash, the blocks (fsync data/), each tablet's quarantine
+    out of the listings in renames, the newest directory last (fsync quarantine/), then
+    the trash trees (fsync quarantine/). Returns the plan."""
     if plan.blocking:
         raise StorageError("; ".join(f"{p.path}: {p.error}" for p in plan.blocking))
     disk = layout.disk
+    root = layout.quarantine_root
+    # 1. What an interrupted purge left: out of every listing already.
+    leftovers = [t for t in plan.trash if disk.exists(t)]
+    for trash in leftovers:
+        remove_tree(disk, trash)
+    if leftovers:
+        disk.fsync_dir(root)
+    # 2. The blocks, while the directories that reference them are still listed.
     unlinked = False
     for item in plan.items:
         for block_id in item.blocks:
@@ -485,11 +541,30 @@ def execute_purge(layout: ServerLayout, plan: PurgePlan) -> PurgePlan:
                 unlinked = True
     if unlinked:
         disk.fsync_dir(layout.data_dir)
+    # 3. Each tablet's directories out of the listings, the newest last (the items are in
+    # (tablet, number) order).
+    by_tablet: dict[str, list[str]] = {}
     for item in plan.items:
         if disk.exists(item.qdir.path):
-            remove_tree(disk, item.qdir.path)
-    if plan.items:
-        disk.fsync_dir(layout.quarantine_root)
+            by_tablet.setdefault(item.qdir.tablet_id, []).append(item.qdir.path)
+    trashed: list[str] = []
+    for dirs in by_tablet.values():
+        *older, newest = dirs
+        newest_wal = posixpath.join(newest, QDIR_WAL)
+        holder = next((d for d in reversed(older)
+                       if disk.exists(posixpath.join(d, QDIR_WAL))), None)
+        if holder is not None and not disk.exists(newest_wal):
+            # The trace says QUARANTINED while any listed directory holds a WAL: keep one
+            # in the directory that goes last.
+            layout.move_dir_durably(posixpath.join(holder, QDIR_WAL), newest_wal)
+        trashed += [_to_trash(disk, d) for d in (*older, newest)]
+    if trashed:
+        disk.fsync_dir(root)  # the commit point
+    # 4. The trees.
+    for trash in trashed:
+        remove_tree(disk, trash)
+    if trashed:
+        disk.fsync_dir(root)
     return plan
 
 
@@ -608,6 +683,7 @@ def wipe_directory(layout: ServerLayout, check: WipeCheck) -> WipeResult:
 
 
 __all__ = [
+    "PURGE_TRASH_SUFFIX",
     "TRACES",
     "DirectoryReport",
     "Problem",
@@ -624,6 +700,7 @@ __all__ = [
     "inspect_directory",
     "parse_quarantine_name",
     "plan_purge",
+    "purge_trash",
     "quarantine_dirs",
     "read_instance",
     "remove_tree",

@@ -458,9 +458,10 @@ class TestLamport:
         async def main() -> None:
             server_trace = TraceWriter(str(tmp_path), SERVER_UUID, 1)
             client_trace = TraceWriter(str(tmp_path), CLIENT_UUID, 1)
+            # Contract events (the writer refuses others): any server event ticks the clock.
             for _ in range(7):
-                server_trace.event("tick")
-            client_trace.event("tick")  # client at 1, server at 7
+                server_trace.event("server_start")
+            client_trace.event("server_start")  # client at 1, server at 7
 
             def hooks(writer: TraceWriter) -> LamportHooks:
                 return LamportHooks(get=lambda: writer.lamport, observe=writer.observe)
@@ -470,7 +471,7 @@ class TestLamport:
                                     lamport=hooks(client_trace)) as client:
                 await client.call("Echo", Echo("x"), Echo)
             assert client_trace.lamport == 7  # merged the server's clock
-            assert client_trace.event("after") == 8  # the next event is after the reply
+            assert client_trace.event("server_stop") == 8  # the next event is after the reply
             server_trace.close()
             client_trace.close()
 

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from revivify.checker.walks import Recorder
-from revivify.spec.model import DAMAGE_WAL, DELETED, DOES_NOT_EXIST
+from revivify.spec.actions import startup_case
+from revivify.spec.model import (
+    DAMAGE_WAL,
+    DELETED,
+    DOES_NOT_EXIST,
+    STARTUP_TOMBSTONE,
+    WAL_ABSENT,
+    WAL_QUARANTINED,
+)
 from revivify.spec.system import default_spec
 
 Build = Callable[[], Recorder]
@@ -222,6 +230,31 @@ def full_delete() -> Recorder:
     r.drop(2)
     r.step(2, "delete_remove_cmeta")
     r.step(2, "delete_remove_superblock")
+    return stop_all(r)
+
+
+@case("tombstone-purged",
+      "an operator purges a stopped server's quarantine (revivify local-replica "
+      "purge-quarantine; no event): the restarted tombstone reports no quarantine and its "
+      "WAL ABSENT (it was QUARANTINED), keeps its superblock (DELETED, last OpId (1, 1), "
+      "the QDIR it names) and cmeta, and still answers RequestVote",
+      ["delete_move_wal", "server_stop", "server_start", "startup", "vote_granted"])
+def purged() -> Recorder:
+    r = new(217)
+    elect(r, 0, 1, 1, (0, 0))
+    replicate(r, 1, 1, (1, 2))
+    tombstone(r, 2)
+    assert r.sys[2].wal == WAL_QUARANTINED and r.sys[2].qdir
+    r.stop(2)
+    r.purge(2)
+    s = r.sys[2]
+    assert (s.sb, s.sb_last_term, s.sb_last_index, s.sb_qdir, s.cmeta) == (DELETED, 1, 1,
+                                                                           True, True)
+    assert (s.qdir, s.wal) == (False, WAL_ABSENT)
+    assert startup_case(s) == STARTUP_TOMBSTONE
+    r.start(2)
+    r.step(1, "start_election", me=1)
+    r.step(2, "vote_granted", candidate=1, t=2, cand_last_term=1, cand_last_index=1)
     return stop_all(r)
 
 

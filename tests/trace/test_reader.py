@@ -145,13 +145,20 @@ def test_startup_reason_only_with_failed() -> None:
 
 
 def test_schema_json_is_generated() -> None:
-    """traces/schema.json is exactly what the reader's Structs generate (regenerate with
-    ``python -m revivify.checker.walks traces``)."""
-    from revivify.checker.traces import contract_schema
+    """The committed traces/schema.json is exactly what the contract's Structs
+    (``revivify.contract``, the records the writer builds and the reader decodes into)
+    generate; regenerate with ``python -m revivify.contract.schema traces/schema.json`` (or
+    ``python -m revivify.checker.walks traces``, which rewrites the corpora too)."""
+    from revivify.checker import traces
+    from revivify.contract import events
+    from revivify.contract.schema import contract_schema
 
     path = Path(__file__).resolve().parents[2] / "traces" / "schema.json"
     assert json.loads(path.read_text()) == contract_schema()
     assert contract_schema()["properties"]["v"]["enum"] == [2, 3] and SCHEMA_VERSION == 3
+    # The reader decodes into the contract's own types (re-exported, not copies).
+    assert traces.Envelope is events.Envelope and traces.ARGS_TYPES is events.ARGS_TYPES
+    assert traces.DurableState is events.DurableState
 
 
 def test_version_2_is_read_and_other_versions_refused() -> None:

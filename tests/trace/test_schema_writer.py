@@ -1,14 +1,15 @@
 """What the writer emits validates against traces/schema.json, event kind by event kind.
 
-The writer (impl/) and the reader (checker/) never import each other, so the contract is
-not one shared typed module: schema.json is generated from the reader's Structs
-(``test_reader.test_schema_json_is_generated``), and this test holds the writer to it. It
-validates (with ``jsonschema_lite``) every line of: an in-process cluster run (the real
-tablet servers: Raft, deletion, copy, step-down, a config change, a full delete), the
-facts of a real Raft core driven by impl/testing/raft.py written through the writer, and
-lines the writer's own state builders make for what those runs do not reach (a failed
-copy, a FAILED startup). Every contract event the implementation names must be among the
-kinds validated."""
+The writer (impl/) and the reader (checker/) never import each other; both use the
+contract's typed records (``revivify.contract``): the writer builds every line through them,
+the reader decodes into them, and schema.json is generated from them
+(``test_reader.test_schema_json_is_generated``). This test holds the writer's actual lines
+to the schema, independently of msgspec. It validates (with ``jsonschema_lite``) every
+line of: an in-process cluster run (the real tablet servers: Raft, deletion, copy,
+step-down, a config change, a full delete), the facts of a real Raft core driven by
+impl/testing/raft.py written through the writer, and lines the writer's own state builders
+make for what those runs do not reach (a failed copy, a FAILED startup). Every contract
+event the implementation names must be among the kinds validated."""
 
 from __future__ import annotations
 

@@ -1,15 +1,17 @@
-"""impl/trace.py writes what checker/traces.py reads."""
+"""impl/trace.py writes what checker/traces.py reads: both through revivify.contract."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from revivify.checker.local import check_paths
 from revivify.checker.traces import SCHEMA_VERSION
+from revivify.contract.events import ARGS_TYPES, DurableState, Envelope
 from revivify.impl.trace import SCHEMA_VERSION as WRITER_VERSION
-from revivify.impl.trace import TraceWriter, durable_state, startup_args
+from revivify.impl.trace import TraceContractError, TraceWriter, durable_state, startup_args
 
 
 def test_writer_round_trip(tmp_path: Path) -> None:
@@ -93,3 +95,45 @@ def test_startup_args_helper() -> None:
         startup_args("FAILED")
     with pytest.raises(ValueError):
         startup_args("READY", "no")
+
+
+def test_writer_builds_lines_through_the_contract(tmp_path: Path) -> None:
+    """A writer bug (unknown event or field, a wrong type, a state where there is none)
+    fails at the writer, naming the event and the field, and writes nothing; what it writes
+    decodes into the contract's records."""
+    st = durable_state(data_state="READY", wal="LIVE", blocks="PRESENT",
+                       cmeta={"term": 1, "voted_for": None, "config_index": 0})
+    bad: list[tuple[str, dict[str, object] | None, dict[str, object] | None, str | None,
+                    str]] = [
+        ("no_such_event", {}, st, "t1", "event"),
+        ("commit", {"index": 1, "op_term": 1, "bogus": 2}, st, "t1", "args.bogus"),
+        ("commit", {"index": "1", "op_term": 1}, st, "t1", "args.index"),
+        ("create_tablet", {"config_index": 0, "voters": ["a", 7]}, st, "t1", "args.voters[1]"),
+        ("learn_term", {}, st, "t1", "args"),
+        ("commit", {"index": 1, "op_term": 1},
+         dict(st, wal={"location": "ELSEWHERE", "last_opid": [0, 0]}), "t1",
+         "state.wal.location"),
+        ("commit", {"index": 1, "op_term": 1}, None, None, "tablet"),
+        ("server_start", {}, None, "t1", "tablet"),
+        ("server_start", {}, st, None, "state"),
+        ("server_stop", {"reason": "x"}, None, None, "args.reason"),
+    ]
+    with TraceWriter(str(tmp_path), "n", 1) as w:
+        for event, args, state, tablet, field in bad:
+            with pytest.raises(TraceContractError) as exc:
+                w.event(event, args, state, tablet=tablet)
+            assert exc.value.event == event and exc.value.field == field, str(exc.value)
+            assert f"{event!r}" in str(exc.value) and field in str(exc.value)
+        assert w.lamport == 0 and Path(w.path).read_text() == ""
+        w.event("server_start")
+        w.event("commit", ARGS_TYPES["commit"](index=1, op_term=1),
+                msgspec.convert(st, DurableState), tablet="t1")
+        w.event("commit", {"index": 2, "op_term": 1}, st, tablet="t1")
+    lines = Path(w.path).read_bytes().splitlines()
+    envs = [msgspec.json.decode(x, type=Envelope) for x in lines]
+    assert [e.seq for e in envs] == [0, 1, 2] and bytes(envs[0].args) == b"{}"
+    assert bytes(envs[0].state) == b"null"
+    assert msgspec.json.decode(envs[1].state, type=DurableState) == msgspec.convert(
+        st, DurableState)
+    assert msgspec.json.decode(envs[2].args, type=ARGS_TYPES["commit"]) == \
+        ARGS_TYPES["commit"](index=2, op_term=1)

@@ -1,0 +1,120 @@
+"""The machine form of the trace contract: ``traces/schema.json``, generated from the
+Structs of ``revivify.contract.events`` (a test compares the committed file with it).
+
+Regenerate with ``python -m revivify.contract.schema traces/schema.json`` (or
+``python -m revivify.checker.walks traces``, which also rewrites the trace corpora).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Final
+
+import msgspec
+
+from revivify.contract.events import (
+    ARGS_TYPES,
+    ENVELOPE_FIELDS,
+    SCHEMA_VERSION,
+    SERVER_EVENTS,
+    SUPPORTED_VERSIONS,
+    TABLET_EVENTS,
+    DurableState,
+)
+
+_ENVELOPE_DOCS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
+    "v": ("schema version", {}),
+    "node": ("node UUID (a wiped server gets a new one)", {"type": "string"}),
+    "inc": ("process incarnation, 1, 2, ...", {"type": "integer", "minimum": 1}),
+    "seq": ("per-incarnation sequence number, 0, 1, 2, ... without gaps",
+            {"type": "integer", "minimum": 0}),
+    "lamport": ("Lamport clock, strictly increasing within a file",
+                {"type": "integer", "minimum": 1}),
+    "wall_ns": ("wall time, integer nanoseconds since the epoch", {"type": "integer"}),
+    "tablet": ("tablet id; null for server events", {"type": ["string", "null"]}),
+    "event": ("the spec action (spec/actions.py ACTIONS) or a server event", {}),
+    "args": ("", {"type": "object"}),
+    "state": ("abstract durable state after the step; null for server events", {}),
+}
+
+
+def contract_schema() -> dict[str, Any]:
+    """traces/schema.json: JSON Schema 2020-12 for one line, generated from the Structs
+    (``python -m revivify.checker.walks traces`` rewrites it; a test compares)."""
+    types: list[type[Any]] = [DurableState, *dict.fromkeys(ARGS_TYPES.values())]
+    _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    # A FAILED startup states its reason; no other case has one (decode_args checks it).
+    startup = defs["StartupArgs"]
+    startup["properties"]["reason"] = {"anyOf": [{"type": "string", "minLength": 1},
+                                                 {"type": "null"}]}
+    startup["if"] = {"properties": {"case": {"const": "FAILED"}}}
+    startup["then"] = {"required": ["case", "reason"],
+                       "properties": {"reason": {"type": "string"}}}
+    startup["else"] = {"properties": {"reason": {"type": "null"}}}
+    # A version-3 batch: prev_term and terms together, each run [term >= 1, count >= 1]
+    # (decode_args checks the rest: the counts cover the batch, terms never decrease).
+    append = defs["AppendArgs"]["properties"]
+    append["prev_term"] = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}],
+                           "default": None}
+    append["terms"] = {"anyOf": [{"type": "array", "minItems": 1, "items": {
+        "type": "array", "minItems": 2, "maxItems": 2, "items": False,
+        "prefixItems": [{"type": "integer", "minimum": 1},
+                        {"type": "integer", "minimum": 1}]}}, {"type": "null"}],
+        "default": None}
+    defs["AppendArgs"]["dependentRequired"] = {"prev_term": ["terms"],
+                                               "terms": ["prev_term"]}
+    props: dict[str, Any] = {}
+    for name, _ in ENVELOPE_FIELDS:
+        doc, shape = _ENVELOPE_DOCS[name]
+        prop = dict(shape)
+        if name == "v":
+            prop["enum"] = list(SUPPORTED_VERSIONS)
+        elif name == "event":
+            prop["enum"] = [*TABLET_EVENTS, *SERVER_EVENTS]
+        if doc:
+            prop["description"] = doc
+        props[name] = prop
+    rules = []
+    for event, args_type in ARGS_TYPES.items():
+        tablet = event not in SERVER_EVENTS
+        rules.append({
+            "if": {"properties": {"event": {"const": event}}},
+            "then": {"properties": {
+                "args": {"$ref": f"#/$defs/{args_type.__name__}"},
+                "state": {"$ref": "#/$defs/DurableState"} if tablet else {"type": "null"},
+                "tablet": {"type": "string" if tablet else "null"},
+            }},
+        })
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://revivify.dev/traces/schema/v{SCHEMA_VERSION}.json",
+        "title": "revivify trace event (one JSON Lines line)",
+        "description": f"Schema version {SCHEMA_VERSION} (version-2 lines are read too). "
+                       "One file per process incarnation: "
+                       "<node-uuid>.<incarnation:04d>.jsonl. See traces/README.md.",
+        "type": "object",
+        "required": [name for name, _ in ENVELOPE_FIELDS],
+        "additionalProperties": False,
+        "properties": props,
+        "allOf": rules,
+        "$defs": defs,
+    }
+
+
+def write_contract_schema(path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(contract_schema(), f, indent=2)
+        f.write("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m revivify.contract.schema [PATH]: write the schema (default
+    traces/schema.json)."""
+    args = sys.argv[1:] if argv is None else argv
+    write_contract_schema(args[0] if args else "traces/schema.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
