@@ -51,34 +51,44 @@ class Report:
     coverage: dict[tuple[str, str], int] = attrs.Factory(dict)
     frontiers: dict[int, int] = attrs.Factory(dict)
     timings: dict[str, float] = attrs.Factory(dict)
-    # where a finding is (see ``PER_FILE_KINDS``) -> the identity of the one kept there
+    # where a finding is (``_places``) -> the identity of the one kept there
     _at: dict[tuple[str, str, int | str], tuple[str, str]] = attrs.Factory(dict)
 
     def add(self, v: Violation) -> None:
         ident = v.identity()
         if ident in self.findings:
             return
-        where = self._where(v)
-        kept = self._at.get(where) if where is not None else None
-        if kept is not None and kept in self.findings:
-            self._fold(kept, v)
+        places = self._places(v)
+        kept = next((self._at[p] for p in places
+                     if p in self._at and self._at[p] in self.findings), None)
+        if kept is not None:
+            self._fold(kept, v, places)
             return
         self.counts[v.severity] += 1
         if len(self.findings) < MAX_KEPT:
             self.findings[ident] = v
-            if where is not None:
-                self._at[where] = ident
+            for p in places:
+                self._at[p] = ident
 
     @staticmethod
-    def _where(v: Violation) -> tuple[str, str, int | str] | None:
+    def _places(v: Violation) -> list[tuple[str, str, int | str]]:
+        """Where a finding is: its line (a per-file kind: its file), and for a global
+        finding the lines of its witnesses (``file:line ...``): a node's refused election
+        and the tablet's two leaders it made are one fault."""
         if not v.file or v.line <= 0:
-            return None
+            return []
         if v.kind in PER_FILE_KINDS:
-            return (v.severity, v.file, v.kind)
-        return (v.severity, v.file, v.line)
+            return [(v.severity, v.file, v.kind)]
+        out: list[tuple[str, str, int | str]] = [(v.severity, v.file, v.line)]
+        for w in v.witnesses:
+            f, _, line = w.partition(" ")[0].rpartition(":")
+            if f and line.isdigit():
+                out.append((v.severity, f, int(line)))
+        return out
 
-    def _fold(self, kept: tuple[str, str], v: Violation) -> None:
-        """Fold ``v`` into the finding kept at its place (the same fault)."""
+    def _fold(self, kept: tuple[str, str], v: Violation,
+              places: list[tuple[str, str, int | str]]) -> None:
+        """Fold ``v`` into the finding kept at one of its places (the same fault)."""
         old = self.findings[kept]
         if old.kind in PER_FILE_KINDS:
             if v.line < old.line:  # the file's first such line, whatever the read order
@@ -87,11 +97,14 @@ class Report:
         first, other = (old, v) if _rank(old) <= _rank(v) else (v, old)
         also = tuple(sorted({*old.also, *v.also, other.kind} - {first.kind}))
         merged = attrs.evolve(first, also=also)
+        ident = merged.identity()
         del self.findings[kept]
-        self.findings[merged.identity()] = merged
-        where = self._where(merged)
-        assert where is not None
-        self._at[where] = merged.identity()
+        self.findings[ident] = merged
+        for p, i in list(self._at.items()):
+            if i == kept:
+                self._at[p] = ident
+        for p in places:
+            self._at[p] = ident
 
     def sorted(self) -> list[Violation]:
         return sorted(self.findings.values(), key=lambda v: (v.file, v.line, v.kind))

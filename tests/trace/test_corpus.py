@@ -63,13 +63,12 @@ def test_bad_trace_reports_expected(case: Path) -> None:
     assert report.exit_code() == expected["exit_code"], report.text()
 
 
-# One fault, one finding (``Report.add`` folds the checks that saw the same line). These
-# cases' one fault is seen at more than one line: two swapped events are a gap, then a
-# reordering, then a commit the misordered replay refuses; a second leader is one node's
-# refused election and the tablet's two leaders; two terms committed at one index are
-# one node's commit and the tablet's disagreement.
-SEEN_AT_SEVERAL_LINES = {"events-out-of-order": 3, "two-leaders-one-term": 2,
-                         "two-terms-committed-at-one-index": 2}
+# One fault, one finding (``Report.add`` folds the checks that saw the same line, and a
+# global finding into the findings at its witnesses' lines: a node's refused election and
+# the tablet's two leaders are one fault). This case's one fault is seen at three lines:
+# two swapped events are a gap, then a reordering, then a commit the misordered replay
+# refuses.
+SEEN_AT_SEVERAL_LINES = {"events-out-of-order": 3}
 
 
 @pytest.mark.parametrize("case", BAD, ids=lambda p: p.name)
@@ -83,6 +82,15 @@ def test_one_fault_one_finding(case: Path) -> None:
         want = SEEN_AT_SEVERAL_LINES.get(case.name, 0 if expected["exit_code"] == 0 else 1)
     assert len(found) == want, report.text()
     assert report.counts["violation"] + report.counts["error"] == want
+
+
+def test_a_global_finding_folds_into_its_witness_lines_finding() -> None:
+    """Two leaders in a term, one of them elected without a vote: one finding, the tablet's
+    two leaders, naming the refused election."""
+    report = check_paths([str(TRACES / "bad" / "two-leaders-one-term")])
+    (v,) = report.findings.values()
+    assert v.kind == "TwoLeaders" and v.also == ("GuardFailed",)
+    assert report.counts["violation"] == 1
 
 
 def test_folded_findings_name_each_other(tmp_path: Path) -> None:
