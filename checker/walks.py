@@ -269,6 +269,39 @@ class Recorder:
             args["result"] = encode_cmeta(self.sys[i], uuids)
         return args
 
+    # -- scenario helpers (the hand-built corpus cases) --------------------------------
+    def elect(self, leader: int, voter: int, t: int, last: tuple[int, int]) -> None:
+        """``leader`` campaigns (its term becomes t) and wins with ``voter``'s vote, the
+        request carrying the candidate's last OpId ``last``."""
+        self.step(leader, "start_election", me=leader)
+        self.step(voter, "vote_granted", candidate=leader, t=t, cand_last_term=last[0],
+                  cand_last_index=last[1])
+        self.step(leader, "become_leader", me=leader, t=t)
+
+    def stop_all(self) -> Recorder:
+        """Every running server stops cleanly: no step can have been lost unlogged, so the
+        global checks see every vote, append and commit."""
+        for i in range(len(self.sys)):
+            if self.sys[i].up:
+                self.stop(i)
+        return self
+
+    def write_case(self, root: str, name: str, expected: dict[str, Any]) -> list[str]:
+        """Write a corpus case to ``root/<name>/``: its traces, every tablet event of tablet
+        ``tablet-<name>`` (so that cases can be checked together), and ``expected.json``.
+        Returns the trace files' paths."""
+        d = os.path.join(root, name)
+        shutil.rmtree(d, ignore_errors=True)
+        for key in self.order:
+            for line in self.files[key]:
+                if line["tablet"] is not None:
+                    line["tablet"] = f"tablet-{name}"
+        paths = self.write(d)
+        with open(os.path.join(d, "expected.json"), "w") as out:
+            json.dump(expected, out, indent=2)
+            out.write("\n")
+        return paths
+
     # -- output ----------------------------------------------------------------------
     def write(self, directory: str) -> list[str]:
         os.makedirs(directory, exist_ok=True)

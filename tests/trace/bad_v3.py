@@ -14,9 +14,7 @@ rejected at, by both engines). Each has a tablet and UUIDs of its own. Regenerat
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -54,23 +52,6 @@ def append(r: Recorder, i: int, first: int, terms: list[list[int]], prev: int,
     return line
 
 
-def elect(r: Recorder, leader: int, voter: int, t: int, last: tuple[int, int]) -> None:
-    """``leader`` campaigns (its term becomes t) and wins with ``voter``'s vote."""
-    r.step(leader, "start_election", me=leader)
-    r.step(voter, "vote_granted", candidate=leader, t=t, cand_last_term=last[0],
-           cand_last_index=last[1])
-    r.step(leader, "become_leader", me=leader, t=t)
-
-
-def stop_all(r: Recorder) -> Recorder:
-    """Every server stops cleanly: no step can have been lost unlogged, so the global
-    checks see every vote, append and commit (traces/README.md)."""
-    for i in range(len(r.sys)):
-        if r.sys[i].up:
-            r.stop(i)
-    return r
-
-
 def lines_of(r: Recorder, server: int, inc: int) -> list[Line]:
     return r.files[(r.uuid(server), inc)]
 
@@ -85,15 +66,15 @@ def renumber(lines: list[Line]) -> None:
       "follower's")
 def log_matching() -> tuple[Recorder, Line, list[str]]:
     r = new(101)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 2]], 0)
     append(r, 1, 1, [[1, 2]], 0)
     r.step(0, "step_down")
-    elect(r, 1, 2, 2, (1, 2))
+    r.elect(1, 2, 2, (1, 2))
     append(r, 1, 3, [[2, 1]], 1)
     # Server 2 (in term 2 by its vote) holds (2, 2) after (1, 1): not the leader's run.
     at = append(r, 2, 1, [[1, 1], [2, 1]], 0)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("leader-misses-committed-entry", "LeaderCompleteness",
@@ -101,7 +82,7 @@ def log_matching() -> tuple[Recorder, Line, list[str]]:
       "in term 1 (its vote request claimed a log it did not have)")
 def leader_completeness() -> tuple[Recorder, Line, list[str]]:
     r = new(103)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 2]], 0)
     append(r, 1, 1, [[1, 2]], 0)
     r.step(0, "commit", index=2, op_term=1)
@@ -111,19 +92,19 @@ def leader_completeness() -> tuple[Recorder, Line, list[str]]:
     r.step(1, "vote_granted", check=False, candidate=2, t=2, cand_last_term=1,
            cand_last_index=2)
     at = r.step(2, "become_leader", check=False, me=2, t=2)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("committed-entry-truncated", "CommittedEntryTruncated",
       "a follower cuts entry (1, 2) from its log after the leader committed it")
 def committed_truncated() -> tuple[Recorder, Line, list[str]]:
     r = new(107)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 2]], 0)
     append(r, 1, 1, [[1, 2]], 0)
     r.step(0, "commit", index=2, op_term=1)
     at = append(r, 1, 1, [[1, 1]], 0)  # rewrites 1..1 and drops the committed (1, 2)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("append-of-unelected-term", "AppendOfUnelectedTerm",
@@ -131,11 +112,11 @@ def committed_truncated() -> tuple[Recorder, Line, list[str]]:
       "server stopped cleanly)")
 def unelected() -> tuple[Recorder, Line, list[str]]:
     r = new(109)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 1]], 0)
     r.step(2, "learn_term", t=2)
     at = append(r, 2, 1, [[2, 1]], 0)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("follower-commits-beyond-leader", "CommitBeyondLeader",
@@ -143,27 +124,27 @@ def unelected() -> tuple[Recorder, Line, list[str]]:
       "index 1")
 def beyond_leader() -> tuple[Recorder, Line, list[str]]:
     r = new(113)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 3]], 0)
     append(r, 1, 1, [[1, 3]], 0)
     r.step(0, "commit", index=1, op_term=1)
     at = r.step(1, "commit", check=False, index=3, op_term=1)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("commit-not-in-log", "CommitNotInLog",
       "a follower commits index 1 naming term 2, where its log holds term 1")
 def commit_not_in_log() -> tuple[Recorder, Line, list[str]]:
     r = new(127)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 1]], 0)
     r.step(0, "step_down")
-    elect(r, 0, 1, 2, (1, 1))
+    r.elect(0, 1, 2, (1, 1))
     append(r, 0, 2, [[2, 1]], 1)
     append(r, 1, 1, [[1, 1], [2, 1]], 0)
     r.step(0, "commit", index=2, op_term=2)
     at = r.step(1, "commit", check=False, index=1, op_term=2)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("append-prev-term-mismatch", "ArgMismatch",
@@ -171,11 +152,11 @@ def commit_not_in_log() -> tuple[Recorder, Line, list[str]]:
       "log holds term 1")
 def prev_mismatch() -> tuple[Recorder, Line, list[str]]:
     r = new(131)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 2]], 0)
     append(r, 1, 1, [[1, 2]], 0)
     at = append(r, 1, 2, [[1, 1]], 0)  # first_index 2 <= its last index: a truncation
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("leader-appends-old-term", "ArgMismatch",
@@ -183,9 +164,9 @@ def prev_mismatch() -> tuple[Recorder, Line, list[str]]:
 def leader_old_term() -> tuple[Recorder, Line, list[str]]:
     r = new(137)
     r.step(0, "start_election", me=0)
-    elect(r, 0, 1, 2, (0, 0))
+    r.elect(0, 1, 2, (0, 0))
     at = append(r, 0, 1, [[1, 1], [2, 1]], 0)
-    return stop_all(r), at, []
+    return r.stop_all(), at, []
 
 
 @case("phantom-tablet", "PhantomTablet",
@@ -232,7 +213,7 @@ def startup_skipped() -> tuple[Recorder, Line, list[str]]:
       "startup")
 def two_lost() -> tuple[Recorder, Line, list[str]]:
     r = new(157)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 1]], 0)
     r.step(2, "learn_term", t=1)
     append(r, 2, 1, [[1, 1]], 0)
@@ -249,7 +230,7 @@ def two_lost() -> tuple[Recorder, Line, list[str]]:
       "term 0")
 def stale_copy() -> tuple[Recorder, Line, list[str]]:
     r = new(163)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     append(r, 0, 1, [[1, 1]], 0)
     r.step(2, "learn_term", t=1)
     append(r, 2, 1, [[1, 1]], 0)
@@ -267,7 +248,7 @@ def stale_copy() -> tuple[Recorder, Line, list[str]]:
       "a log_append whose runs hold 1 entry for a batch of 2")
 def bad_terms() -> tuple[Recorder, Line, list[str]]:
     r = new(167)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     at = append(r, 0, 1, [[1, 2]], 0)
     at["args"]["terms"] = [[1, 1]]
     return r, at, []
@@ -276,25 +257,16 @@ def bad_terms() -> tuple[Recorder, Line, list[str]]:
 def write(root: str) -> list[str]:
     """(Re)write ``root/<case>/`` for every case; return the names."""
     for name, (build, kind, what) in CASES.items():
-        d = os.path.join(root, name)
-        shutil.rmtree(d, ignore_errors=True)
         r, at, drop = build()
-        for key in r.order:
-            for line in r.files[key]:
-                if line["tablet"] is not None:
-                    line["tablet"] = f"tablet-{name}"
-        for path in r.write(d):
-            if os.path.basename(path) in drop:
-                os.remove(path)
         f = r.files[(at["node"], at["inc"])]
         expected: dict[str, Any] = {
             "kind": kind, "description": what,
             "exit_code": 2 if kind == "BadArgs" else 1,
             "at": {"file": f"{at['node']}.{at['inc']:04d}.jsonl",
                    "line": next(n for n, line in enumerate(f, 1) if line is at)}}
-        with open(os.path.join(d, "expected.json"), "w") as out:
-            json.dump(expected, out, indent=2)
-            out.write("\n")
+        for path in r.write_case(root, name, expected):
+            if os.path.basename(path) in drop:
+                os.remove(path)
     return list(CASES)
 
 

@@ -10,12 +10,8 @@ Regenerate::
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from revivify.checker.walks import Recorder
 from revivify.spec.actions import startup_case
@@ -51,13 +47,6 @@ def new(seed: int, created: bool = True) -> Recorder:
     return Recorder.new(default_spec(3), seed, created=created)
 
 
-def elect(r: Recorder, leader: int, voter: int, t: int, last: tuple[int, int]) -> None:
-    r.step(leader, "start_election", me=leader)
-    r.step(voter, "vote_granted", candidate=leader, t=t, cand_last_term=last[0],
-           cand_last_index=last[1])
-    r.step(leader, "become_leader", me=leader, t=t)
-
-
 def replicate(r: Recorder, index: int, term: int, to: tuple[int, ...]) -> None:
     """The leader (server 0) appends entry ``index`` of ``term``; ``to`` append it too."""
     for i in (0, *to):
@@ -89,13 +78,6 @@ def copy_from_leader(r: Recorder, i: int, caller_term: int, expected: int,
             r.step(i, name)
 
 
-def stop_all(r: Recorder) -> Recorder:
-    for i in range(len(r.sys)):
-        if r.sys[i].up:
-            r.stop(i)
-    return r
-
-
 @case("copy-abort-tombstones-in-place",
       "a copy into a tombstone fails after copy_begin: the replica tombstones itself at "
       "once (deletion steps 2-6, no restart), keeping the tombstone's last OpId (1, 1) and "
@@ -104,14 +86,14 @@ def stop_all(r: Recorder) -> Recorder:
        "delete_move_wal"])
 def copy_abort() -> Recorder:
     r = new(201)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     tombstone(r, 2)
     copy_from_leader(r, 2, 1, DELETED, rest=())
     r.step(2, "copy_abort")
     tombstone(r, 2, TOMBSTONE[1:])
     assert (r.sys[2].sb, r.sys[2].sb_last_term, r.sys[2].sb_last_index) == (DELETED, 1, 1)
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("failed-replica-deleted-and-copied",
@@ -120,14 +102,14 @@ def copy_abort() -> Recorder:
       ["startup", "delete_shutdown", "delete_move_wal", "stc_accept", "copy_start_replica"])
 def failed_copied() -> Recorder:
     r = new(203)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     r.stop(2)
     r.damage(2, DAMAGE_WAL)
     r.start(2)
     tombstone(r, 2)
     copy_from_leader(r, 2, 1, DELETED)
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("damaged-replica-starts-failed",
@@ -136,12 +118,12 @@ def failed_copied() -> Recorder:
       ["startup"])
 def damaged() -> Recorder:
     r = new(205)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     r.stop(2)
     r.damage(2, DAMAGE_WAL)
     r.start(2)
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("tombstone-without-cmeta-votes",
@@ -153,7 +135,7 @@ def lazy_cmeta() -> Recorder:
     r = new(207, created=False)
     for i in (0, 1):
         r.step(i, "create_tablet", config_index=0)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     r.step(2, "stc_accept", caller=0, caller_term=1, expected_state=DOES_NOT_EXIST,
            has_opid=0, opid_term=0, opid_index=0)
     r.step(2, "copy_begin")
@@ -163,7 +145,7 @@ def lazy_cmeta() -> Recorder:
     assert not r.sys[2].cmeta
     r.step(1, "start_election", me=1)
     r.step(2, "vote_granted", candidate=1, t=2, cand_last_term=0, cand_last_index=0)
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("copy-accepted-below-cmeta-term",
@@ -174,13 +156,13 @@ def lazy_cmeta() -> Recorder:
        "copy_start_replica"])
 def below_cmeta_term() -> Recorder:
     r = new(209)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     r.step(2, "learn_term", t=2)
     tombstone(r, 2)
     copy_from_leader(r, 2, 1, DELETED)
     assert r.sys[2].term == 2
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("blocks-before-wal",
@@ -189,13 +171,13 @@ def below_cmeta_term() -> Recorder:
        "copy_mark_ready"])
 def blocks_first() -> Recorder:
     r = new(211)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     tombstone(r, 2)
     copy_from_leader(r, 2, 1, DELETED, rest=(
         "copy_download_block", "copy_blocks_done", "copy_download_wal", "copy_mark_ready",
         "copy_start_replica"))
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("votes-during-deletion",
@@ -205,7 +187,7 @@ def blocks_first() -> Recorder:
       ["delete_create_qdir", "vote_granted", "delete_mark_deleted", "vote_denied"])
 def votes_while_deleting() -> Recorder:
     r = new(213)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     tombstone(r, 2, TOMBSTONE[:2])
     r.step(1, "start_election", me=1)
@@ -215,7 +197,7 @@ def votes_while_deleting() -> Recorder:
     r.step(0, "start_election", me=0)
     r.step(2, "vote_denied", candidate=0, t=2, cand_last_term=1, cand_last_index=1)
     tombstone(r, 2, TOMBSTONE[4:])
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("tombstone-fully-deleted",
@@ -224,13 +206,13 @@ def votes_while_deleting() -> Recorder:
       ["delete_move_wal", "delete_remove_cmeta", "delete_remove_superblock"])
 def full_delete() -> Recorder:
     r = new(215)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     tombstone(r, 2)
     r.drop(2)
     r.step(2, "delete_remove_cmeta")
     r.step(2, "delete_remove_superblock")
-    return stop_all(r)
+    return r.stop_all()
 
 
 @case("tombstone-purged",
@@ -241,7 +223,7 @@ def full_delete() -> Recorder:
       ["delete_move_wal", "server_stop", "server_start", "startup", "vote_granted"])
 def purged() -> Recorder:
     r = new(217)
-    elect(r, 0, 1, 1, (0, 0))
+    r.elect(0, 1, 1, (0, 0))
     replicate(r, 1, 1, (1, 2))
     tombstone(r, 2)
     assert r.sys[2].wal == WAL_QUARANTINED and r.sys[2].qdir
@@ -255,25 +237,15 @@ def purged() -> Recorder:
     r.start(2)
     r.step(1, "start_election", me=1)
     r.step(2, "vote_granted", candidate=1, t=2, cand_last_term=1, cand_last_index=1)
-    return stop_all(r)
+    return r.stop_all()
 
 
 def write(root: str) -> list[str]:
     """(Re)write ``root/<case>/`` for every case; return the names."""
     for name, (build, what, shows) in CASES.items():
-        d = os.path.join(root, name)
-        shutil.rmtree(d, ignore_errors=True)
         r = build()
-        for key in r.order:
-            for line in r.files[key]:
-                if line["tablet"] is not None:
-                    line["tablet"] = f"tablet-{name}"
-        r.write(d)
-        expected: dict[str, Any] = {"description": what, "exit_code": 0, "shows": shows,
-                                    "node": r.uuid(2)}
-        with open(os.path.join(d, "expected.json"), "w") as out:
-            json.dump(expected, out, indent=2)
-            out.write("\n")
+        r.write_case(root, name, {"description": what, "exit_code": 0, "shows": shows,
+                                  "node": r.uuid(2)})
     return list(CASES)
 
 
