@@ -33,8 +33,8 @@ from typing import Any
 
 import attrs
 
-from .codec import decode_whole, encode_value
-from .disk import atomic_replace, is_temp_name
+from .codec import FrameVerifier, decode_whole, encode_value
+from .disk import Buffer, atomic_replace, is_temp_name
 from .errors import BlockCorrupt, BlockNotFound, BlockProtocolError, CorruptionKind, CorruptRecord
 from .layout import ServerLayout, validate_name
 from .metadata import MetadataStore
@@ -56,7 +56,7 @@ def encode_block(block_id: str, rows: Sequence[Sequence[Any]]) -> bytes:
     return encode_value(BLOCK_MAGIC, FORMAT_VERSION, BlockWire(block_id, [list(r) for r in rows]))
 
 
-def decode_block(data: bytes, *, path: str, block_id: str | None = None) -> list[Row]:
+def decode_block(data: Buffer, *, path: str, block_id: str | None = None) -> list[Row]:
     """Verify and decode a block file; BlockCorrupt on any problem."""
     try:
         wire = decode_whole(data, BlockWire, path=path, magic=BLOCK_MAGIC)
@@ -96,7 +96,7 @@ class BlockManager:
     def read(self, block_id: str) -> list[Row]:
         path = self.path(block_id)
         try:
-            data = self.disk.read_file(path)
+            data = self.disk.map_file(path)  # immutable: mapped, verified, decoded, dropped
         except FileNotFoundError:
             raise BlockNotFound(block_id, path) from None
         return decode_block(data, path=path, block_id=block_id)
@@ -213,3 +213,9 @@ def finish_orphan_deletion(
     cleared = attrs.evolve(superblock, orphaned_blocks=())
     store.write_superblock(cleared)
     return cleared
+
+
+def block_verifier(path: str) -> FrameVerifier:
+    """A streaming check of a block file's frame (a block arriving in chunks): header and
+    checksum as `decode_block` verifies them, without decoding the rows."""
+    return FrameVerifier(path=path, magic=BLOCK_MAGIC, versions=frozenset({FORMAT_VERSION}))

@@ -24,6 +24,7 @@ Writing a frame once and reusing it everywhere is the point: one verified decode
 
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
 from typing import TypeVar
@@ -46,7 +47,7 @@ class Frame:
 
     magic: bytes
     version: int
-    payload: bytes
+    payload: memoryview  # a view into the buffer decoded (which it keeps alive)
     offset: int
     end: int
 
@@ -68,7 +69,7 @@ def encode_value(magic: bytes, version: int, value: object) -> bytes:
 
 
 def decode_frame(
-    data: bytes | bytearray | memoryview,
+    data: bytes | bytearray | memoryview | mmap.mmap,
     offset: int,
     *,
     path: str,
@@ -107,8 +108,10 @@ def decode_frame(
             f"truncated at {len(data) - offset} of {HEADER_SIZE + length} bytes",
             CorruptionKind.TRUNCATED,
         )
-    payload = bytes(data[offset + HEADER_SIZE : end])
-    actual = zlib.crc32(payload, zlib.crc32(bytes(data[offset : offset + 12])))
+    # A view, not a copy: a block's payload is tens of MB, decoded once and dropped.
+    view = memoryview(data)
+    payload = view[offset + HEADER_SIZE : end]
+    actual = zlib.crc32(payload, zlib.crc32(view[offset : offset + 12]))
     if actual != crc:
         raise CorruptRecord(
             path,
@@ -139,7 +142,7 @@ def decode_payload(frame: Frame, kind: type[T], *, path: str) -> T:
 
 
 def decode_whole(
-    data: bytes,
+    data: bytes | mmap.mmap,
     kind: type[T],
     *,
     path: str,
@@ -156,3 +159,67 @@ def decode_whole(
             CorruptionKind.TRAILING_DATA,
         )
     return decode_payload(frame, kind, path=path)
+
+
+class FrameVerifier:
+    """Verify a file that holds exactly one frame (a block) from its bytes in file order,
+    without holding them: what `decode_whole` checks before decoding (header, length bound,
+    version, checksum, no trailing bytes), for a file that arrives in chunks (a tablet
+    copy). The frame's own checksum was computed by the writer that made the file, so a
+    file that passes is the writer's file, whichever copies it went through."""
+
+    def __init__(self, *, path: str, magic: bytes, versions: frozenset[int] = frozenset({1})
+                 ) -> None:
+        self.path = path
+        self._magic = magic
+        self._versions = versions
+        self._head = b""
+        self._length = -1  # the payload length, once the header is in
+        self._stored = 0
+        self._crc = 0
+        self._seen = 0  # payload bytes fed so far
+        self._version = self._reserved = 0
+
+    def feed(self, data: bytes | memoryview) -> None:
+        """The next bytes of the file; CorruptRecord as soon as the header is wrong."""
+        if self._length < 0:
+            need = HEADER_SIZE - len(self._head)
+            self._head += bytes(data[:need])
+            data = data[need:]
+            if len(self._head) == HEADER_SIZE:
+                self._check_header()
+        if data:
+            self._crc = zlib.crc32(data, self._crc)
+        self._seen += len(data)
+
+    def _check_header(self) -> None:
+        magic, version, reserved, length, crc = HEADER.unpack(self._head)
+        if magic != self._magic:
+            raise CorruptRecord(self.path, 0, f"bad magic {bytes(magic)!r}, expected "
+                                f"{self._magic!r}", CorruptionKind.BAD_MAGIC)
+        if length > MAX_PAYLOAD:
+            raise CorruptRecord(self.path, 0, f"payload length {length} exceeds {MAX_PAYLOAD}",
+                                CorruptionKind.BAD_LENGTH)
+        self._length, self._stored = length, crc
+        self._version, self._reserved = version, reserved
+        self._crc = zlib.crc32(self._head[:12])
+
+    def finish(self) -> None:
+        """Every byte was fed: CorruptRecord unless they were exactly one good frame."""
+        if self._length < 0:
+            raise CorruptRecord(self.path, 0, f"truncated at {len(self._head)} of {HEADER_SIZE} "
+                                "header bytes", CorruptionKind.TRUNCATED)
+        if self._seen < self._length:
+            raise CorruptRecord(self.path, 0, f"truncated at {HEADER_SIZE + self._seen} of "
+                                f"{HEADER_SIZE + self._length} bytes", CorruptionKind.TRUNCATED)
+        if self._seen > self._length:
+            raise CorruptRecord(self.path, HEADER_SIZE + self._length,
+                                f"{self._seen - self._length} trailing bytes after the record",
+                                CorruptionKind.TRAILING_DATA)
+        if self._crc != self._stored:
+            raise CorruptRecord(self.path, 0, f"checksum mismatch (stored {self._stored:#010x},"
+                                f" computed {self._crc:#010x})", CorruptionKind.CHECKSUM)
+        if self._reserved != 0 or self._version not in self._versions:  # as decode_frame
+            raise CorruptRecord(self.path, 0, f"unknown format version {self._version} "
+                                f"(reserved {self._reserved}); known {sorted(self._versions)}",
+                                CorruptionKind.UNKNOWN_VERSION)

@@ -24,9 +24,12 @@ Paths are POSIX strings; helpers here build on the protocol and work on either d
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import posixpath
-from typing import Protocol
+from typing import Protocol, TypeAlias
+
+Buffer: TypeAlias = bytes | mmap.mmap  # what map_file returns: both read as buffers
 
 
 class DiskFile(Protocol):
@@ -60,6 +63,11 @@ class Disk(Protocol):
     def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> DiskFile: ...
 
     def read_file(self, path: str) -> bytes: ...
+
+    def map_file(self, path: str) -> Buffer:
+        """The file's bytes as a read-only buffer, without copying them where the disk can
+        (a memory map of an immutable file: blocks). Valid while referenced."""
+        ...
 
     def file_size(self, path: str) -> int: ...
 
@@ -165,6 +173,17 @@ class OsDisk:
     def read_file(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def map_file(self, path: str) -> Buffer:
+        # Mapped, not read: the page cache's pages are the buffer (no copy, no fresh
+        # allocation to fault in). The map outlives the descriptor and is unmapped when the
+        # last view of it goes; only immutable files are mapped (a file truncated under a
+        # map would fault), so this serves blocks.
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ,
+                             flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
 
     def file_size(self, path: str) -> int:
         return os.stat(path).st_size

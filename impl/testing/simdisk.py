@@ -315,6 +315,9 @@ class SimDisk:
                 raise IsADirectoryError(path)
             return bytes(self._data[inode])
 
+    def map_file(self, path: str) -> bytes:
+        return self.read_file(path)
+
     def file_size(self, path: str) -> int:
         with self._lock:
             self._alive()

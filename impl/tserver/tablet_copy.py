@@ -123,17 +123,6 @@ class RpcCopySource:
         chunk: DataChunk = await self.client.call(COPY_FETCH_DATA, request, DataChunk)
         return chunk
 
-    async def fetch_many(self, requests: list[FetchData]) -> list[DataChunk]:
-        """Several FetchData in flight on the one connection; answers in request order."""
-        out: list[DataChunk | None] = [None] * len(requests)
-
-        async def one(i: int, request: FetchData) -> None:
-            out[i] = await self.fetch(request)
-        async with trio.open_nursery() as nursery:
-            for i, request in enumerate(requests):
-                nursery.start_soon(one, i, request)
-        return [c for c in out if c is not None]
-
     async def end(self, session_id: str) -> None:
         await self.client.call(COPY_END_SESSION, EndTabletCopySession(session_id), api.Ack)
 

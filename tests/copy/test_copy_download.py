@@ -263,23 +263,31 @@ def test_persistently_corrupt_chunk_fails_cleanly(tmp_path: Path) -> None:
     trio.run(main)
 
 
-def test_lying_source_caught_by_whole_file_checks(tmp_path: Path) -> None:
-    """A chunk that matches its own checksum but not the file: the whole-file CRC (or the
-    block decoder) refuses the file before it gets its name."""
+@pytest.mark.parametrize(("position", "refusal"), [
+    (0, "bad magic"),  # the frame's header: refused at the first chunk
+    (100, "checksum mismatch"),  # the payload: refused when the block is complete
+])
+def test_lying_source_caught_by_the_blocks_own_checksum(tmp_path: Path, position: int,
+                                                        refusal: str) -> None:
+    """A chunk that matches its own checksum but not the file: the block's frame (the
+    checksum its writer computed) refuses the file before it gets its name."""
     layouts = make_layouts("sim", tmp_path)
     mgr = manager()
 
     def tamper(request: FetchData, chunk: DataChunk) -> DataChunk:
         if request.kind == "block" and request.offset == 0:
-            data = b"\0" + chunk.data[1:]
-            return DataChunk(data, chunk.offset, chunk.total_length, zlib.crc32(data))
+            data = bytearray(chunk.data)
+            data[position] ^= 0xFF
+            return DataChunk(bytes(data), chunk.offset, chunk.total_length,
+                             zlib.crc32(data))
         return chunk
 
     async def main() -> None:
         async with source_tablet(layouts) as src:
             target = RecordingTarget(layouts.dst)
-            with pytest.raises(CopyFailed, match="whole-file checksum"):
+            with pytest.raises(CopyFailed, match=refusal) as failure:
                 await run_copy(LocalSource(mgr, src, tamper=tamper), target, chunk_size=CHUNK)
+            assert failure.value.phase is CopyPhase.BLOCKS
             assert_nothing_left(layouts, target)
 
     trio.run(main)

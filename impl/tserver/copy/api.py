@@ -11,8 +11,9 @@ A destination server (the copy *client*, download.py) pulls a replica from a sou
 `CopySessionInfo` describes the snapshot: the encoded superblock (metadata.py's frame, as
 read when the session began), the encoded consensus metadata (read *after* the WAL was
 snapshotted, so its term is at least the last logged term), the WAL segments and data
-blocks with their sizes and CRC-32s (each file is served only up to that size, so the sizes
-and checksums stay true while the source keeps appending), and the last OpId in the
+blocks with their sizes (each file is served only up to that size, so the sizes stay true
+while the source keeps appending; the files carry their own checksums, written by the
+server that made them, which the destination verifies), and the last OpId in the
 snapshot's WAL (``None`` for an empty log). ``expires_in_seconds`` is how long the session
 lives without a FetchData or KeepAlive.
 
@@ -56,7 +57,6 @@ class FileInfo(msgspec.Struct, frozen=True):
 
     name: str
     size: int
-    crc32: int
 
 
 class CopySessionInfo(msgspec.Struct, frozen=True):

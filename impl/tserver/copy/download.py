@@ -22,14 +22,15 @@ methods to write a trace event after each step).
 Verification (nothing unverified is ever made visible under its real name):
 
 * every chunk: its offset and the file's total length are the ones asked for and announced,
-  its length is within bounds, and its CRC-32 matches its bytes. A bad chunk is refused and
-  asked for again, at most `max_chunk_retries` times, then the copy fails;
-* every file, before its rename: the CRC-32 of its chunks, in file order, equals the
-  session's (the source computed it over the very bytes it serves); a WAL segment also
-  decodes with `scan_segment` (header names this tablet and sequence, every frame verifies,
-  every segment but the last is closed). A block is not decoded here: the replica's store
-  decodes (and so verifies) every block when it starts, and a block that does not decode
-  fails that start (FAILED, with the reason);
+  its length is within bounds, and its CRC-32 matches its bytes (what travelled is what the
+  source read). A bad chunk is refused and asked for again, at most `max_chunk_retries`
+  times, then the copy fails;
+* every file, before its rename, by the checksums of the server that *wrote* it (end to
+  end, as Kudu relies on its CFile checksums): a block is one codec frame, whose header and
+  CRC-32 are checked as its chunks arrive (`FrameVerifier`; a wrong header fails at the
+  first chunk); a WAL segment decodes with `scan_segment` (header names this tablet and
+  sequence, every frame verifies, every segment but the last is closed). A block's rows are
+  decoded when the replica starts (its block id is checked then);
 * the downloaded WAL's last OpId is the session's, and its term is at most the merged term;
   the block list is exactly the superblock's live blocks; names are validated before any
   path is built from them.
@@ -47,18 +48,24 @@ forward, which is what the merge is for. The session is ended *before* step 5 an
 awaited after `mark_ready` returns, so nothing that can fail or be cancelled follows the
 commit point.
 
-Throughput: a source with `fetch_many` (the RPC client) gets `window` chunks asked for at
-once, which are then written with one blocking call; the next window is asked for after.
+Throughput: a producer task keeps `window` FetchData in flight, across file boundaries;
+the copy's own task takes the answers in file order and verifies and writes each chunk in
+a worker thread (zlib's CRC and the write release the GIL), so the network, the checksums
+and the disk overlap, and the fetches of the next file go on while a finished one is
+fsync'd and its durable step is traced. The durable steps stay in the seed's order; only
+temp files are written ahead. At most `window` chunks are in memory.
 
 Blocking I/O: target and sink calls run through `blocking` (e.g. the server's worker-thread
 runner) when given, else inline. The cleanup after a failure runs inline (a cancelled task
-cannot start a worker thread), so it always happens. Nothing here imports trio.
+cannot start a worker thread), so it always happens.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
+import math
 import posixpath
 import time
 import zlib
@@ -66,7 +73,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import attrs
+import trio
 
+from revivify.impl.storage.blocks import block_verifier
+from revivify.impl.storage.codec import FrameVerifier
 from revivify.impl.storage.disk import (
     Disk,
     DiskFile,
@@ -118,13 +128,6 @@ class CopySource(Protocol):
     async def fetch(self, request: FetchData) -> DataChunk: ...
 
     async def end(self, session_id: str) -> None: ...
-
-
-class PipelinedSource(CopySource, Protocol):
-    """A source that can have several FetchData in flight at once (an RPC client); the
-    chunks come back in the order asked."""
-
-    async def fetch_many(self, requests: list[FetchData]) -> list[DataChunk]: ...
 
 
 class FileSink(Protocol):
@@ -272,7 +275,7 @@ async def run_copy(
     max_chunk_retries: int = 3,
     clock: Callable[[], float] = time.monotonic,
     on_step: OnStep = _no_step,
-    window: int = 4,
+    window: int = 8,
     durable: Durable = _plain,
 ) -> CopyResult:
     """Copy the source's tablet onto `target` (module docstring: steps 1-5, verification,
@@ -322,7 +325,7 @@ class _Copy:
         self.sinks: list[FileSink] = []
         self.started = False  # begin_copying was entered: abort() is owed on failure
         self.on_step: OnStep = _no_step
-        self.window = 1  # chunks asked for at once (a PipelinedSource's fetch_many)
+        self.window = 1  # FetchData in flight at once
         self.durable: Durable = _plain
 
     def report(self, error: str | None = None) -> None:
@@ -413,12 +416,12 @@ class _Copy:
         self.report()
 
         self.phase = CopyPhase.WAL  # step 3
-        last_opid: OpId | None = None
         segments = session.wal_segments
-        for position, info in enumerate(segments):
-            sink = await self._blocking(target.create_wal_segment, info.name)
-            self.sinks.append(sink)
-            data = await self._download("wal", info, sink, keep=True)
+        wal_last: list[OpId | None] = [None]
+
+        async def segment_done(position: int, info: FileInfo, sink: FileSink | None,
+                               data: bytes) -> None:
+            assert sink is not None  # a WAL segment is never reused
             sequence = int(SEGMENT_NAME.match(info.name).group(1))  # type: ignore[union-attr]
             try:
                 scan = scan_segment(data, sink.path, tablet_id=self.tablet_id,
@@ -430,9 +433,14 @@ class _Copy:
             if scan.footer is None and position != len(segments) - 1:
                 raise self.fail(f"downloaded WAL segment {info.name} is not closed")
             if scan.entries:
-                last_opid = scan.entries[-1].opid
+                wal_last[0] = scan.entries[-1].opid
             await self._blocking(sink.commit)
-            self.files_done += 1
+
+        async def new_segment(info: FileInfo) -> FileSink | None:
+            sink: FileSink = await self._blocking(target.create_wal_segment, info.name)
+            return sink
+        await self._transfer("wal", segments, new_segment, segment_done)
+        last_opid = wal_last[0]
         expected = None if session.last_opid is None else OpId(*session.last_opid)
         if last_opid != expected:
             raise self.fail(f"the downloaded WAL ends at {last_opid}, the source said {expected}")
@@ -447,24 +455,21 @@ class _Copy:
         self.report()
 
         self.phase = CopyPhase.BLOCKS  # step 4
-        for info in session.blocks:
-            maybe_sink: FileSink | None = await self._blocking(target.create_block, info)
-            if maybe_sink is None:
-                self.bytes_done += info.size  # the identical block is already here
-            else:
-                self.sinks.append(maybe_sink)
-                # Verified by its chunks' and its whole-file CRC-32 against the source's
-                # (which wrote and verified it); the store decodes it when the replica
-                # starts, and a block that does not decode fails that start, loudly.
-                await self._download("block", info, maybe_sink, keep=False)
-                await self._blocking(maybe_sink.commit)
-            self.files_done += 1
 
-            async def block_done(name: str = info.name) -> None:
-                await self._blocking(target.block_downloaded, name)
-                await self.on_step("copy_download_block", {"block": name})
-            await self.durable(block_done)
-            self.report()
+        async def new_block(info: FileInfo) -> FileSink | None:
+            sink: FileSink | None = await self._blocking(target.create_block, info)
+            return sink  # None: the identical block is already here
+
+        async def block_done(position: int, info: FileInfo, sink: FileSink | None,
+                             data: bytes) -> None:
+            if sink is not None:
+                await self._blocking(sink.commit)
+
+            async def step() -> None:
+                await self._blocking(target.block_downloaded, info.name)
+                await self.on_step("copy_download_block", {"block": info.name})
+            await self.durable(step)
+        await self._transfer("block", session.blocks, new_block, block_done)
 
         async def all_blocks() -> None:
             await self._blocking(target.blocks_done)
@@ -526,39 +531,132 @@ class _Copy:
             raise self.fail("the session lists a block twice")
         return superblock, cmeta
 
-    async def _download(self, kind: FileKind, info: FileInfo, sink: FileSink, *,
-                        keep: bool) -> bytes:
-        """Fetch `info` into `sink`, `window` chunks at a time when the source pipelines;
-        verify every chunk and the whole file's CRC-32 (computed in file order as the
-        chunks are written). Returns the file's bytes if `keep`, else b""."""
+    async def _transfer(
+        self,
+        kind: FileKind,
+        files: list[FileInfo],
+        open_sink: Callable[[FileInfo], Awaitable[FileSink | None]],
+        file_done: Callable[[int, FileInfo, FileSink | None, bytes], Awaitable[None]],
+    ) -> None:
+        """Download `files` in order: a producer opens each file's sink (`open_sink`; None:
+        the file is already here) and keeps up to `window` FetchData in flight, across file
+        boundaries; this task takes the answers in file order, verifies and writes each
+        chunk (in a worker thread, so the next chunks arrive meanwhile), and calls
+        `file_done(position, info, sink, data)` once a file is complete (`data`: the file's
+        bytes for the WAL, which is scanned; b"" for a block, whose frame was verified as
+        it arrived). Memory: at most `window` chunks are held at once."""
         assert self.session is not None
-        self.current = info.name
-        crc = 0
-        kept: list[bytes] = []
-        offsets = list(range(0, info.size, self.chunk_size))
-        many = getattr(self.source, "fetch_many", None)
-        step = self.window if many is not None else 1
-        for first in range(0, len(offsets), step):
-            batch = offsets[first:first + step]
-            requests = [self._request(kind, info, o) for o in batch]
-            chunks: list[DataChunk] = (await many(requests)) if many is not None and \
-                len(requests) > 1 else [await self.source.fetch(requests[0])]
-            good: list[DataChunk] = []
-            for offset, request, chunk in zip(batch, requests, chunks, strict=True):
-                if _chunk_problem(chunk, info, offset, request.max_length):
-                    chunk = await self._fetch_chunk(kind, info, offset, first_try=chunk)
-                good.append(chunk)
-            await self._blocking(_write_chunks, sink, good)
-            for chunk in good:
-                crc = zlib.crc32(chunk.data, crc)
-                self.bytes_done += len(chunk.data)
-                if keep:
-                    kept.append(chunk.data)
-            self.report()
-        if crc != info.crc32:
-            raise self.fail(f"{kind} file {info.name}: the whole-file checksum does not match "
-                            f"the source's")
-        return b"".join(kept)
+        send, receive = trio.open_memory_channel[_Item](math.inf)
+        slots = trio.Semaphore(self.window)
+        try:
+            await self._consume(kind, files, open_sink, file_done, send, receive, slots)
+        except BaseExceptionGroup as group:
+            # Only this task raises (the producer and the fetches hand their errors over
+            # in file order): give its exception back as itself, not wrapped by trio.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def _consume(
+        self,
+        kind: FileKind,
+        files: list[FileInfo],
+        open_sink: Callable[[FileInfo], Awaitable[FileSink | None]],
+        file_done: Callable[[int, FileInfo, FileSink | None, bytes], Awaitable[None]],
+        send: trio.MemorySendChannel[_Item],
+        receive: trio.MemoryReceiveChannel[_Item],
+        slots: trio.Semaphore,
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._produce, kind, files, open_sink, send, slots, nursery)
+            file: _FileDownload | None = None
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, Exception):
+                        raise item
+                    if isinstance(item, _FileDownload):
+                        file = item
+                        self.current = file.info.name
+                        if file.sink is None:
+                            self.bytes_done += file.info.size
+                    elif isinstance(item, _Fetch):
+                        assert file is not None and file.sink is not None
+                        await self._take(kind, file, item)
+                        slots.release()
+                        self.report()
+                    else:
+                        assert file is not None and file.info is item.info
+                        if file.verifier is not None:
+                            try:
+                                file.verifier.finish()
+                            except StorageError as exc:
+                                raise self.fail(f"downloaded {kind} file {file.info.name}: "
+                                                f"{exc}") from exc
+                        await file_done(item.position, file.info, file.sink,
+                                        b"".join(file.kept))
+                        self.files_done += 1
+                        self.report()
+                        file = None
+
+    async def _produce(self, kind: FileKind, files: list[FileInfo],
+                       open_sink: Callable[[FileInfo], Awaitable[FileSink | None]],
+                       send: trio.MemorySendChannel[_Item], slots: trio.Semaphore,
+                       nursery: trio.Nursery) -> None:
+        # BrokenResourceError: the consumer stopped (it failed, or was cancelled): its
+        # error is the news.
+        with contextlib.suppress(trio.BrokenResourceError):
+            await self._produce_files(kind, files, open_sink, send, slots, nursery)
+
+    async def _produce_files(self, kind: FileKind, files: list[FileInfo],
+                             open_sink: Callable[[FileInfo], Awaitable[FileSink | None]],
+                             send: trio.MemorySendChannel[_Item], slots: trio.Semaphore,
+                             nursery: trio.Nursery) -> None:
+        async with send:
+            for position, info in enumerate(files):
+                try:
+                    sink = await open_sink(info)
+                except Exception as exc:  # raised by the consumer, in file order
+                    await send.send(exc)
+                    return
+                if sink is not None:
+                    self.sinks.append(sink)  # discarded on failure from now on
+                verifier = block_verifier(sink.path) if sink is not None and \
+                    kind == "block" else None
+                await send.send(_FileDownload(info, position, sink, verifier))
+                if sink is not None:
+                    for offset in range(0, info.size, self.chunk_size):
+                        await slots.acquire()
+                        fetch = _Fetch(self._request(kind, info, offset))
+                        nursery.start_soon(self._fetch_into, fetch)
+                        await send.send(fetch)
+                await send.send(_FileEnd(info, position))
+
+    async def _fetch_into(self, fetch: _Fetch) -> None:
+        try:
+            fetch.chunk = await self.source.fetch(fetch.request)
+        except Exception as exc:  # raised in file order by the consumer (_take)
+            fetch.error = exc
+        finally:
+            fetch.done.set()
+
+    async def _take(self, kind: FileKind, file: _FileDownload, fetch: _Fetch) -> None:
+        """Verify and write one answer (asking again while it is refused)."""
+        await fetch.done.wait()
+        if fetch.error is not None:
+            raise fetch.error
+        assert fetch.chunk is not None and file.sink is not None
+        request, chunk = fetch.request, fetch.chunk
+        try:
+            problem: str = await self._blocking(_verify_and_write, file, chunk, request)
+            if problem:
+                chunk = await self._fetch_chunk(kind, file.info, request.offset,
+                                                first_try=chunk, problem=problem)
+                await self._blocking(_verify_and_write, file, chunk, request)
+        except StorageError as exc:  # the frame's header is wrong: the file is bad
+            raise self.fail(f"downloaded {kind} file {file.info.name}: {exc}") from exc
+        if kind == "wal":
+            file.kept.append(chunk.data)
+        self.bytes_done += len(chunk.data)
 
     def _request(self, kind: FileKind, info: FileInfo, offset: int) -> FetchData:
         assert self.session is not None
@@ -566,18 +664,15 @@ class _Copy:
                          min(self.chunk_size, info.size - offset))
 
     async def _fetch_chunk(self, kind: FileKind, info: FileInfo, offset: int, *,
-                           first_try: DataChunk | None = None) -> DataChunk:
-        """One chunk, verified, asked for again (at most max_chunk_retries times) while the
-        answer is refused; `first_try` is an answer already received."""
+                           first_try: DataChunk, problem: str) -> DataChunk:
+        """Ask again (at most max_chunk_retries times) for a chunk whose answer `first_try`
+        was refused for `problem`; the verified answer."""
         request = self._request(kind, info, offset)
-        problem = ""
-        for attempt in range(self.max_chunk_retries + 1):
-            if attempt:
-                self.retries += 1
-                logger.warning("tablet copy of %s: refused chunk of %s at %d (%s); retrying",
-                               self.tablet_id, info.name, offset, problem)
-            chunk = first_try if attempt == 0 and first_try is not None else \
-                await self.source.fetch(request)
+        for _ in range(self.max_chunk_retries):
+            self.retries += 1
+            logger.warning("tablet copy of %s: refused chunk of %s at %d (%s); retrying",
+                           self.tablet_id, info.name, offset, problem)
+            chunk = await self.source.fetch(request)
             problem = _chunk_problem(chunk, info, offset, request.max_length)
             if not problem:
                 return chunk
@@ -585,9 +680,48 @@ class _Copy:
                         f"({self.max_chunk_retries + 1} attempts)")
 
 
-def _write_chunks(sink: FileSink, chunks: list[DataChunk]) -> None:
-    for chunk in chunks:
-        sink.write(chunk.offset, chunk.data)
+@attrs.define
+class _FileDownload:
+    """A file the consumer is writing: its sink (None: reused), the streaming check of a
+    block's frame, and the bytes kept of a WAL segment."""
+
+    info: FileInfo
+    position: int
+    sink: FileSink | None
+    verifier: FrameVerifier | None
+    kept: list[bytes] = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class _Fetch:
+    """One FetchData in flight; `done` is set once `chunk` or `error` is there."""
+
+    request: FetchData
+    chunk: DataChunk | None = None
+    error: Exception | None = None
+    done: trio.Event = attrs.Factory(trio.Event)
+
+
+@attrs.frozen
+class _FileEnd:
+    info: FileInfo
+    position: int
+
+
+_Item = _FileDownload | _Fetch | _FileEnd | Exception  # Exception: the producer failed
+
+
+def _verify_and_write(file: _FileDownload, chunk: DataChunk, request: FetchData) -> str:
+    """(A worker thread.) Check the chunk; if it is good write it and feed the block's
+    frame check. Returns the problem ("" when written). zlib's CRC releases the GIL."""
+    problem = _chunk_problem(chunk, file.info, request.offset, request.max_length)
+    if problem:
+        return problem
+    assert file.sink is not None
+    file.sink.write(chunk.offset, chunk.data)
+    if file.verifier is not None:
+        file.verifier.feed(chunk.data)
+    return ""
 
 
 def _chunk_problem(chunk: DataChunk, info: FileInfo, offset: int, asked: int) -> str:
@@ -742,10 +876,19 @@ class LocalCopyTarget:
     def create_block(self, info: FileInfo) -> FileSink | None:
         path = posixpath.join(self.layout.data_dir, validate_name(info.name))
         if self.disk.exists(path):
+            # A block id names one immutable block (128 random bits, never reused): a file
+            # under it of the same size whose frame verifies is that block (a copy retried
+            # after a crash), kept rather than fetched again.
             data = self.disk.read_file(path)
-            if len(data) == info.size and zlib.crc32(data) == info.crc32:
-                return None
-            raise CopyTargetError(f"block file {path} exists with other contents")
+            verifier = block_verifier(path)
+            verifier.feed(data)
+            try:
+                verifier.finish()
+            except StorageError:
+                raise CopyTargetError(f"block file {path} exists and is damaged") from None
+            if len(data) != info.size:
+                raise CopyTargetError(f"block file {path} exists with other contents")
+            return None
         return LocalFileSink(self.disk, path)
 
     def block_downloaded(self, block_id: str) -> None:

@@ -25,7 +25,11 @@ Snapshot order (`CopySessionManager.begin`), each step justified by the one befo
 4. Read the consensus metadata *after* the WAL snapshot: the replica makes a term durable
    in its cmeta before it logs an entry of that term, so the cmeta's term is >= the last
    logged term (checked), as the destination's Raft requires.
-5. Checksum every pinned file up to its snapshot length (one sequential read each).
+
+No checksum pass: a session serves the files' own bytes, and each file carries the
+checksums its writer computed (a block's frame, every WAL batch's frame), which the
+destination verifies; each chunk carries the CRC-32 of the bytes read for it. So the first
+chunk can go out as soon as the files are pinned.
 
 Consistency and lifetime invariants:
 
@@ -45,7 +49,7 @@ Threads: the session table and each session are lock-protected, so `fetch`, `kee
 `end` and `expire_idle` may run in worker threads. `begin` calls `Log.anchor` and
 `Log.segments`, which are not thread-safe against the Log's own task: call it in the thread
 that runs the Log (the trio thread), or while nothing else uses the Log. Its I/O is opening
-files and reading each pinned file once for the checksums. Nothing here imports trio.
+files and reading the active WAL segment. Nothing here imports trio.
 """
 
 from __future__ import annotations
@@ -76,8 +80,6 @@ from .api import (
     NoSuchSession,
 )
 
-READ_CHUNK = 1 << 20  # checksum pass: read pinned files in pieces of this size
-
 
 class Anchor(Protocol):
     """What a session needs of a LogAnchor (wal.py)."""
@@ -97,15 +99,14 @@ class SourceLog(Protocol):
 
 @attrs.define
 class PinnedFile:
-    """A file of the snapshot: an open handle, and the length and checksum served."""
+    """A file of the snapshot: an open handle, and the length served."""
 
     name: str
     handle: DiskFile
     size: int
-    crc32: int = 0
 
     def info(self) -> FileInfo:
-        return FileInfo(self.name, self.size, self.crc32)
+        return FileInfo(self.name, self.size)
 
 
 class CopySession:
@@ -336,8 +337,6 @@ class CopySessionManager:
                     f"{last_opid.term}",
                 )
             anchor.update(first_index or 0)
-            for pinned in files.values():  # step 5
-                pinned.crc32 = _checksum(pinned.handle, pinned.size)
         except BaseException as exc:
             _release(anchor, files.values())
             if isinstance(exc, StorageError | OSError):
@@ -392,6 +391,7 @@ def _pin_wal(
     pinned: list[PinnedFile] = []
     first_index: int | None = None
     last_opid: OpId | None = None
+    scanned: dict[str, OpId] = {}  # the active segment's last OpId, from its one scan
     try:
         for info in log.segments():
             name = posixpath.basename(info.path)
@@ -418,8 +418,13 @@ def _pin_wal(
             pinned[-1].size = len(data) if scan.footer is not None else scan.data_end
             if first_index is None and scan.entries:
                 first_index = min(e.index for e in scan.entries)
+            if scan.entries:
+                scanned[name] = scan.entries[-1].opid
         # The snapshot's last OpId: the last entry of the last segment holding any.
         for segment in reversed(pinned):
+            if segment.name in scanned:
+                last_opid = scanned[segment.name]
+                break
             data = segment.handle.pread(0, segment.size)
             scan = scan_segment(data, segment.handle.path, tablet_id=tablet_id)
             if scan.entries:
@@ -429,17 +434,6 @@ def _pin_wal(
         _release(None, pinned)
         raise
     return pinned, last_opid, first_index
-
-
-def _checksum(handle: DiskFile, size: int) -> int:
-    crc = 0
-    for offset in range(0, size, READ_CHUNK):
-        length = min(READ_CHUNK, size - offset)
-        data = handle.pread(offset, length)
-        if len(data) != length:
-            raise OSError(f"{handle.path}: short read at {offset} ({len(data)} of {length})")
-        crc = zlib.crc32(data, crc)
-    return crc
 
 
 def _release_all(sessions: Iterable[CopySession]) -> None:
