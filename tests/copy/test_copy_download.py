@@ -468,3 +468,71 @@ def test_identical_block_already_present_is_reused(tmp_path: Path) -> None:
             assert result.superblock.live_blocks == tuple(b.name for b in info.blocks)
 
     trio.run(main)
+
+
+@pytest.mark.parametrize(("contents", "refusal"), [
+    (b"not a block", "exists with other contents"),
+    (b"x", "is not block .*bad magic"),  # damaged: as many x as block 2 has bytes
+    (None, "is not block .*holds block"),  # another block's (valid) bytes under this name
+])
+def test_a_block_file_in_the_way_fails_the_copy_cleanly(tmp_path: Path, contents: bytes | None,
+                                                        refusal: str) -> None:
+    """A file under a block's name that is not that block (damaged, or of another size) is
+    never reused nor overwritten: the copy fails in BLOCKS naming it, and leaves it alone.
+    (The refusal comes from the task that opens files ahead of the downloads.)"""
+    layouts = make_layouts("sim", tmp_path)
+    mgr = manager()
+
+    async def main() -> None:
+        async with source_tablet(layouts) as src:
+            info = src.begin(mgr, "probe")
+            expected = snapshot_bytes(src, info)
+            mgr.end(info.session_id)
+            second = info.blocks[1].name
+            other = expected[("block", info.blocks[0].name)] if contents is None \
+                else b"x" * info.blocks[1].size if contents == b"x" else contents
+            if contents != b"not a block":
+                assert len(other) == info.blocks[1].size  # so only the contents differ
+            path = posixpath.join(layouts.dst.data_dir, second)
+            atomic_replace(layouts.disk, path, other)
+            target = RecordingTarget(layouts.dst)
+            with pytest.raises(CopyFailed, match=refusal) as failure:
+                await run_copy(LocalSource(mgr, src), target, chunk_size=CHUNK)
+            assert failure.value.phase is CopyPhase.BLOCKS
+            assert real_files(layouts.disk, layouts.dst.data_dir) == [second]
+            assert layouts.disk.read_file(path) == other
+            assert released(mgr, layouts, src)
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_fetches_are_pipelined_within_the_window(tmp_path: Path, window: int) -> None:
+    """Up to `window` FetchData are in flight at once (more than one when the window
+    allows: the next chunks travel while one is written), never more (the memory bound),
+    across file boundaries; the durable steps still come in the seed's order."""
+    layouts = make_layouts("sim", tmp_path)
+    mgr = manager()
+    in_flight = [0, 0]  # now, most
+
+    class Slow(LocalSource):
+        async def fetch(self, request: FetchData) -> DataChunk:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            try:
+                await trio.sleep(0.002)
+                return await super().fetch(request)
+            finally:
+                in_flight[0] -= 1
+
+    async def main() -> None:
+        async with source_tablet(layouts) as src:
+            target = RecordingTarget(layouts.dst)
+            result = await run_copy(Slow(mgr, src), target, chunk_size=CHUNK, window=window)
+            assert in_flight[1] == window
+            assert target.steps == [
+                "begin_copying", "merge_cmeta", f"wal_downloaded {result.last_opid}",
+                "block_downloaded", "block_downloaded", "blocks_done", "mark_ready"]
+            assert released(mgr, layouts, src)
+
+    trio.run(main)

@@ -75,7 +75,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 import trio
 
-from revivify.impl.storage.blocks import block_verifier
+from revivify.impl.storage.blocks import block_verifier, decode_block
 from revivify.impl.storage.codec import FrameVerifier
 from revivify.impl.storage.disk import (
     Disk,
@@ -877,17 +877,18 @@ class LocalCopyTarget:
         path = posixpath.join(self.layout.data_dir, validate_name(info.name))
         if self.disk.exists(path):
             # A block id names one immutable block (128 random bits, never reused): a file
-            # under it of the same size whose frame verifies is that block (a copy retried
-            # after a crash), kept rather than fetched again.
+            # under it of the same size that verifies and holds that id is that block (a
+            # copy retried after a crash), kept rather than fetched again. Anything else is
+            # refused, never overwritten.
             data = self.disk.read_file(path)
-            verifier = block_verifier(path)
-            verifier.feed(data)
-            try:
-                verifier.finish()
-            except StorageError:
-                raise CopyTargetError(f"block file {path} exists and is damaged") from None
             if len(data) != info.size:
-                raise CopyTargetError(f"block file {path} exists with other contents")
+                raise CopyTargetError(f"block file {path} exists with other contents "
+                                      f"({len(data)} bytes, the source's has {info.size})")
+            try:
+                decode_block(data, path=path, block_id=info.name)
+            except StorageError as exc:
+                raise CopyTargetError(f"block file {path} exists and is not block "
+                                      f"{info.name}: {exc}") from None
             return None
         return LocalFileSink(self.disk, path)
 
