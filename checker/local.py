@@ -7,13 +7,20 @@ memory holds the keys of one node plus the global-check tables (which grow with 
 terms), never the events. Files whose first line cannot be decoded are still read (their
 errors are reported), each on its own, after the others.
 
+Each file's events reach the replay in ``seq`` order, the writer's order, not the file's
+(``_in_seq_order``, ``traces.FileOrder``): a line up to ``traces.REORDER_WINDOW`` lines late
+is put back in its place, so two swapped lines are one ``OutOfOrder`` finding rather than a
+gap, a reordering and whatever the replay makes of the misordered steps. Memory grows by
+at most that many envelopes per file.
+
 The local engine (``LocalChecker``) runs every group in one process; the Spark engine
 (``checker.spark``) gives each task a set of groups and runs the same ``stream_node``.
 
 The hot loop
 ------------
 Per line, ``stream_node`` does only what a memo hit needs: the per-file order check on
-integers (``FileOrder`` runs only when the fast comparison fails), the key lookup, the memo
+integers (in ``_in_seq_order``, a generator: ``FileOrder`` runs only when the fast
+comparison fails; the generator costs about 2% of the per-event time), the key lookup, the memo
 lookup on ``(state id, event, raw args, raw state)``, the term check, the rebuilt log (an
 append that extends the log's last run, a commit inside it, inline; any other append or
 commit through ``Replayer.log_append_step`` / ``commit_step``) and the context window.
@@ -30,9 +37,9 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Final
+from typing import Any
 
 import attrs
 import msgspec
@@ -119,20 +126,6 @@ def group_files(files: list[str], errors: list[InputError] | None = None,
     return groups + [("", [f]) for f in orphans]
 
 
-# The inlined order state after a dropped line: ``FileOrder`` is up to date, and the next
-# event (no seq matches it) goes through it.
-_SYNCED: Final = -2
-
-
-def _dropped(order: FileOrder, fnode: str | None, nseq: int, lamport: float) -> None:
-    """A line of the file gave no event: bring ``FileOrder`` up to date from the inlined
-    order state and count the line."""
-    if fnode is not None and nseq != _SYNCED:
-        order.seq = nseq - 1
-        order.lamport = int(lamport)
-    order.dropped += 1
-
-
 def _input_error(e: InputError) -> Violation:
     return from_input_error(e, violation=e.kind in ORDER_KINDS and e.kind != "MixedFile")
 
@@ -142,20 +135,93 @@ def _input_error(e: InputError) -> Violation:
 Opener = Callable[[str], AbstractContextManager[Iterable[bytes]]]
 
 
+def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
+                  add: Callable[[Violation], None],
+                  begin: Callable[[int, Envelope], None]) -> Iterator[tuple[int, Any]]:
+    """A file's events, ``(line, Envelope)``, in seq order (``traces.FileReader``, inlined):
+    the order findings and the lines that give no event go to ``add``; ``begin(line, ev)``
+    hears the first event released, before it is yielded. At the end, ``order`` holds the
+    file's node, incarnation, first and last clocks in seq order.
+
+    The fast path: while lines arrive in order (``FileOrder.fast_state``), the next seq
+    and the last clock are locals, and a line whose seq is the next, whose clock is above
+    and whose node and incarnation are the file's skips ``FileOrder``: it would only
+    release it and move both on. Any other line writes them back (``resync``) and goes
+    through ``FileOrder``. Out of the fast path ``lamport`` is ``_NO_LAMPORT``: no clock is
+    above it, so the fast comparison fails whatever the seq (seqs are untrusted input)."""
+    decode = ENVELOPE_DECODE
+    decode_error = msgspec.MsgspecError
+    server_events = SERVER_EVENTS
+    nseq = -1
+    lamport: float = _NO_LAMPORT
+    fnode: str | None = None
+    finc: int | None = None
+    begun = False
+    ev: Any
+    i = 0
+    for raw in fh:
+        i += 1
+        try:
+            ev = decode(raw)
+        except decode_error:
+            ev = refused_line(raw, f, i)
+            if ev is None:
+                continue
+            if not isinstance(ev, Envelope):
+                add(_input_error(ev))
+                if lamport != _NO_LAMPORT:
+                    order.resync(nseq, int(lamport))
+                    lamport = _NO_LAMPORT
+                order.dropped += 1
+                continue
+        if (ev.tablet is None) is not (ev.event in server_events):
+            add(_input_error(tablet_error(ev, f, i)))
+            if lamport != _NO_LAMPORT:
+                order.resync(nseq, int(lamport))
+                lamport = _NO_LAMPORT
+            order.dropped += 1
+            continue
+        if ev.seq == nseq and ev.lamport > lamport and ev.node == fnode and ev.inc == finc:
+            nseq += 1
+            lamport = ev.lamport
+            yield i, ev
+            continue
+        if lamport != _NO_LAMPORT:
+            order.resync(nseq, int(lamport))
+        problems, released = order.see(i, ev)
+        for problem in problems:
+            add(_input_error(problem))
+        fnode, finc = order.node, order.inc
+        fast = order.fast_state()
+        nseq, lamport = (-1, _NO_LAMPORT) if fast is None else fast
+        if released:
+            if not begun:
+                begun = True
+                begin(*released[0])
+            yield from released
+    if lamport != _NO_LAMPORT:
+        order.resync(nseq, int(lamport))
+    problems, released = order.finish()
+    for problem in problems:
+        add(_input_error(problem))
+    if released:
+        if not begun:
+            begin(*released[0])
+        yield from released
+
+
 def stream_node(r: Replayer, files: list[str], sink: FactSink,
                 add: Callable[[Violation], None], opener: Opener = open_trace) -> NodeStats:
     """Replay one node's files (in incarnation order) through ``r``; findings go to
     ``add``, global facts to ``sink``. ``opener(file)`` gives the file's lines, each
-    with its newline (a line without one is the file's torn last line)."""
+    with its newline (a line without one is the file's torn last line). Each file's
+    events are replayed in seq order (``_in_seq_order``)."""
     stats = NodeStats()
     keys: dict[str, KeyState] = {}
     clean: set[tuple[str, int]] = set()
     ns = NodeState("")
     feed_raw = r.feed_raw
     memo_get = r.memo.get  # the memo is only replaced by maybe_reset, between nodes
-    server_events = SERVER_EVENTS
-    decode = ENVELOPE_DECODE
-    decode_error = msgspec.MsgspecError
     fast_plain = FAST_PLAIN
     fast_log = FAST_LOG
     log_step = r.log_append_step
@@ -164,61 +230,20 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     before = r.events
     ev: Any
     for f in files:
-        empty = True
         order = FileOrder(f)
-        # The order state as locals: the next expected seq, the last lamport, the file's
-        # node and incarnation (FileOrder is the reference; it runs when these disagree).
-        nseq = -1
-        lamport: float = _NO_LAMPORT
-        fnode: str | None = None
-        finc: int | None = None
-        first_lam: int | None = None
         stop_line = 0
+
+        def begin(line: int, first: Envelope, f: str = f) -> None:
+            """The node's next incarnation begins (``Replayer.begin_file``)."""
+            ns.node = ns.node or first.node
+            for v in r.begin_file(ns, keys, f, line, first.inc) or ():
+                add(v)
+
         try:
             with opener(f) as fh:
-                i = 0
-                for raw in fh:
-                    i += 1
-                    try:
-                        ev = decode(raw)
-                    except decode_error:
-                        ev = refused_line(raw, f, i)
-                        if ev is None:
-                            continue
-                        empty = False
-                        if not isinstance(ev, Envelope):
-                            add(_input_error(ev))
-                            _dropped(order, fnode, nseq, lamport)
-                            nseq = _SYNCED  # the next event goes through FileOrder
-                            continue
-                    empty = False
+                for i, ev in _in_seq_order(f, fh, order, add, begin):
                     tablet = ev.tablet
                     event = ev.event
-                    if (tablet is None) is not (event in server_events):
-                        add(_input_error(tablet_error(ev, f, i)))
-                        _dropped(order, fnode, nseq, lamport)
-                        nseq = _SYNCED
-                        continue
-                    if ev.seq == nseq and ev.lamport > lamport and ev.node == fnode and \
-                            ev.inc == finc:
-                        nseq += 1
-                        lamport = ev.lamport
-                    else:
-                        new_file = first_lam is None
-                        if new_file:
-                            first_lam = ev.lamport
-                        if fnode is not None and nseq != _SYNCED:  # update FileOrder
-                            order.seq = nseq - 1
-                            order.lamport = int(lamport)
-                        for problem in order.see(i, ev):
-                            add(_input_error(problem))
-                        fnode, finc = order.node, order.inc
-                        nseq = -1 if order.seq is None else order.seq + 1
-                        lamport = _NO_LAMPORT if order.lamport is None else order.lamport
-                        if new_file:  # the node's next incarnation (Replayer.begin_file)
-                            ns.node = ns.node or ev.node
-                            for v in r.begin_file(ns, keys, f, i, ev.inc) or ():
-                                add(v)
                     if tablet is None:
                         stats.server_events += 1
                         if event == "server_stop":
@@ -299,23 +324,26 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                     if found:
                         for v in found:
                             add(v)
-            if finc is not None and stop_line:  # a clean end: every startup was logged
-                for v in r.end_file(ns, keys, f, stop_line, finc, clean) or ():
+            if order.inc is not None and stop_line:  # a clean end: every startup logged
+                for v in r.end_file(ns, keys, f, stop_line, order.inc, clean) or ():
                     add(v)
         except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
             add(from_input_error(InputError("UnreadableFile", f, 0, "path", str(exc))))
             continue
         finally:
             drain_facts(r, sink)
-        if fnode is not None and finc is not None and first_lam is not None:
-            sink.incarnation(fnode, finc, first_lam, int(lamport), (fnode, finc) in clean)
+        fnode, finc = order.node, order.inc
+        if fnode is not None and finc is not None and order.first_lamport is not None and \
+                order.lamport is not None:
+            sink.incarnation(fnode, finc, order.first_lamport, order.lamport,
+                             (fnode, finc) in clean)
         elif ns.node:  # a file with no line to read: its incarnation is not lost
             named = name_incarnation(f)
             if named is not None and named[0] == ns.node:
                 # It died before its first event (server_start), so before any step.
                 ns.inc = max(ns.inc, named[1])
                 sink.incarnation(ns.node, named[1], 0, 0, True)
-        if empty:
+        if order.empty:
             add(from_input_error(InputError(
                 "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
                 "nothing before it died?)", warning=True)))

@@ -28,6 +28,7 @@ schema version is an error that names the version. The same reader runs inside S
 from __future__ import annotations
 
 import gzip
+import heapq
 import io
 import os
 import re
@@ -479,15 +480,17 @@ def refused_line(raw: bytes, file: str, lineno: int) -> Envelope | InputError | 
 
 @attrs.define
 class FileReader:
-    """Reads one trace file line by line: ``(line number, Envelope | InputError)`` with
-    every check applied, the order findings (``ORDER_KINDS``; all but ``MixedFile`` are
-    violations: the writer promised not to lose or reorder events) before the event they
-    concern. Blank lines count but yield nothing. Streams: memory does not grow with the
-    file.
+    """Reads one trace file: ``(line number, Envelope | InputError)``, the events in
+    ``seq`` order (``FileOrder``: a line that arrives up to ``REORDER_WINDOW`` lines late is
+    put back in its place), every check applied, each order finding (``ORDER_KINDS``; all
+    but ``MixedFile`` are violations: the writer promised not to lose or reorder events)
+    before the events it concerns. Blank lines count but yield nothing. Streams: memory
+    holds at most ``REORDER_WINDOW`` events, whatever the file's length.
 
-    The drivers (``local.stream_node``) inline this loop: ``ENVELOPE_DECODE`` per line
-    (msgspec checks the schema version and the event name), ``refused_line`` for a line
-    it refuses, then ``tablet_error`` and ``FileOrder``."""
+    This is the reference; the drivers (``local.stream_node``) inline the loop:
+    ``ENVELOPE_DECODE`` per line (msgspec checks the schema version and the event name),
+    ``refused_line`` for a line it refuses, then ``tablet_error`` and ``FileOrder``, with a
+    shortcut for the next line in order."""
 
     file: str
 
@@ -505,36 +508,88 @@ class FileReader:
                 continue
             if not isinstance(item, Envelope):
                 order.dropped += 1
-            else:
-                if (item.event in SERVER_EVENTS) != (item.tablet is None):
-                    order.dropped += 1
-                    yield i, tablet_error(item, self.file, i)
-                    continue
-                for problem in order.see(i, item):
-                    yield i, problem
-            yield i, item
+                yield i, item
+                continue
+            if (item.event in SERVER_EVENTS) != (item.tablet is None):
+                order.dropped += 1
+                yield i, tablet_error(item, self.file, i)
+                continue
+            yield from _order_items(*order.see(i, item))
+        yield from _order_items(*order.finish())
+
+
+def _order_items(problems: list[InputError], released: list[tuple[int, Envelope]],
+                 ) -> Iterator[tuple[int, Envelope | InputError]]:
+    for p in problems:
+        yield p.line, p
+    yield from released
 
 
 ORDER_KINDS: Final = frozenset({"SequenceGap", "OutOfOrder", "LamportNotIncreasing",
                                 "MixedFile"})
 
+# How late a line may arrive and still be put back in its place: while the file's next
+# seq is missing, up to this many later events are held; one more, and the missing seqs
+# are judged lost (``SequenceGap``), the held events released in seq order, and a missing
+# line that turns up after that is ``OutOfOrder`` where it stands (checked in file order,
+# so it may also fail the replay). The writer (one per process, ``impl/trace.py``) takes
+# each seq and writes its line in one step, so any reordering is a fault of the writer or
+# of what copied the file; a window of 32 puts back any swap of neighbours and any local
+# shuffle (a copier's buffer of a few dozen lines) while holding at most 32 envelopes.
+# A real gap costs nothing but the delay: the events after it are replayed 32 lines later.
+REORDER_WINDOW: Final = 32
+
 
 @attrs.define
 class FileOrder:
-    """Per-file order checks, shared by the local and the Spark reader."""
+    """Per-file order checks, shared by the local and the Spark reader (``stream_node``
+    and ``FileReader``): it sees each line's event in file order and releases the events
+    in seq order, the writer's order, which is what ``seq`` means.
+
+    Theory. The writer numbers a file's events 0, 1, 2, ... and its Lamport clock
+    increases with them; the replay must see them in that order. A line whose seq is not
+    the next one is held (a heap on (seq, line), at most ``REORDER_WINDOW`` of them) until
+    the seqs before it arrive, or the window overflows, or the file ends; then the missing
+    seqs are judged: lost lines (torn, malformed, ...) read before the held event, since the
+    last event released in order, may have been them (each already has its own finding),
+    and explain that many; any more are a ``SequenceGap`` at the held event's line. So one
+    fault is one finding: two swapped lines are one ``OutOfOrder`` (at the one that arrived
+    late, naming the seq it came after), and neither a gap nor a replay cascade. A line
+    whose seq is not above every seq before it is ``OutOfOrder``: put back in its place if
+    its seq is still to come, else (a duplicate, or a line later than the window) replayed
+    where it stands without the order and clock checks, which have nothing to compare it
+    with. ``LamportNotIncreasing`` is judged in seq order.
+
+    Invariants (between calls): ``seq`` is the last seq released in order (None: none
+    yet) and ``lamport`` the highest clock released in order; every held seq is above
+    ``seq + 1``, and at most ``REORDER_WINDOW`` are held; ``top`` (the highest seq of any
+    line) equals ``seq`` (or -1) whenever nothing is held. ``local.stream_node`` keeps
+    ``seq`` and ``lamport`` in locals while lines arrive in order (``fast_state``) and
+    writes them back (``resync``) before its next call."""
 
     file: str
     node: str | None = None
     inc: int | None = None
     seq: int | None = None
     lamport: int | None = None
-    # Lines dropped since the last event (torn, malformed, unknown event, other version):
-    # each already has its own finding, and may have been the event a gap misses (one
-    # fault, one finding).
+    # Lines dropped since the last event released in order (torn, malformed, unknown
+    # event, other version): each already has its own finding, and may have been an event
+    # a gap misses (one fault, one finding).
     dropped: int = 0
+    top: int = -1
+    first_lamport: int | None = None  # the clock of the first event released in order
+    # (seq, line, the lines dropped before it since the last release in order, event):
+    # a heap; (seq, line) is unique, so the event is never compared.
+    held: list[tuple[int, int, int, Envelope]] = attrs.Factory(list)
+    # Seq ranges judged lost (to name a line that turns up later than the window).
+    skipped: list[tuple[int, int, int]] = attrs.Factory(list)
 
-    def see(self, lineno: int, ev: Envelope) -> list[InputError]:
+    def see(self, lineno: int, ev: Envelope) -> tuple[list[InputError],
+                                                      list[tuple[int, Envelope]]]:
+        """The findings of a line, and the events it releases in seq order (line, event):
+        none while it or the seqs before it are held, several when it fills a gap."""
         out: list[InputError] = []
+        released: list[tuple[int, Envelope]] = []
         if self.node is None:
             self.node, self.inc = ev.node, ev.inc
         elif ev.node != self.node or ev.inc != self.inc:
@@ -542,25 +597,103 @@ class FileOrder:
                                   self.node else "inc",
                                   f"file holds ({self.node}, inc {self.inc}) but this line "
                                   f"is ({ev.node}, inc {ev.inc})"))
-            return out
-        if self.seq is not None:
-            if ev.seq <= self.seq:
-                out.append(InputError("OutOfOrder", self.file, lineno, "seq",
-                                      f"seq {ev.seq} after seq {self.seq}"))
-            elif ev.seq - self.seq - 1 > self.dropped:
-                out.append(InputError("SequenceGap", self.file, lineno, "seq",
-                                      f"seq {ev.seq} after seq {self.seq}: "
-                                      f"{ev.seq - self.seq - 1} event(s) missing"))
-        elif ev.seq > self.dropped:
-            out.append(InputError("SequenceGap", self.file, lineno, "seq",
-                                  f"first seq is {ev.seq}, not 0"))
-        self.dropped = 0
-        if self.lamport is not None and ev.lamport <= self.lamport:
-            out.append(InputError("LamportNotIncreasing", self.file, lineno, "lamport",
-                                  f"lamport {ev.lamport} after {self.lamport}"))
-        self.seq = ev.seq if self.seq is None else max(self.seq, ev.seq)
-        self.lamport = ev.lamport if self.lamport is None else max(self.lamport, ev.lamport)
-        return out
+            released.append((lineno, ev))  # another file's event: no place in this order
+            return out, released
+        s = ev.seq
+        nxt = 0 if self.seq is None else self.seq + 1
+        late = s <= self.top
+        if late:
+            out.append(self._out_of_order(lineno, s, nxt))
+            if s < nxt:  # its place is behind us: checked where it stands
+                released.append((lineno, ev))
+                return out, released
+        else:
+            self.top = s
+        heapq.heappush(self.held, (s, lineno, self.dropped, ev))
+        self._drain(REORDER_WINDOW, out, released)
+        return out, released
+
+    def finish(self) -> tuple[list[InputError], list[tuple[int, Envelope]]]:
+        """At the end of the file: whatever is held is released, its gaps judged."""
+        out: list[InputError] = []
+        released: list[tuple[int, Envelope]] = []
+        self._drain(0, out, released)
+        return out, released
+
+    def _drain(self, window: int, out: list[InputError],
+               released: list[tuple[int, Envelope]]) -> None:
+        """Release the held events that are next in seq order; while more than ``window``
+        wait, judge the seqs before the first of them lost."""
+        held = self.held
+        while held:
+            s, line, dropped, ev = held[0]
+            nxt = 0 if self.seq is None else self.seq + 1
+            if s > nxt:
+                if len(held) <= window:
+                    return
+                if s - nxt > dropped:
+                    out.append(InputError(
+                        "SequenceGap", self.file, line, "seq",
+                        f"first seq is {s}, not 0" if self.seq is None else
+                        f"seq {s} after seq {self.seq}: {s - nxt} event(s) missing"))
+                self.skipped.append((nxt, s - 1, line))
+            heapq.heappop(held)
+            if s >= nxt:  # in order (else a duplicate of one released just before)
+                if self.lamport is not None and ev.lamport <= self.lamport:
+                    out.append(InputError("LamportNotIncreasing", self.file, line,
+                                          "lamport",
+                                          f"lamport {ev.lamport} after {self.lamport}"))
+                    ev_lamport = self.lamport
+                else:
+                    ev_lamport = ev.lamport
+                if self.first_lamport is None:
+                    self.first_lamport = ev.lamport
+                self.seq = s
+                self.lamport = ev_lamport
+                self.dropped = 0
+            released.append((line, ev))
+
+    def _out_of_order(self, lineno: int, s: int, nxt: int) -> InputError:
+        top = self.top
+        if s >= nxt:
+            twin = next((h[1] for h in self.held if h[0] == s), None)
+            if twin is not None:
+                why = f"seq {s} again (line {twin} has it): a duplicate; checked after it"
+            else:
+                at = min(h[1] for h in self.held if h[0] == top)  # its first line
+                why = (f"seq {s} after seq {top} (line {at}): the lines are out of seq "
+                       "order; checked in seq order")
+        else:
+            lost = next((h[2] for h in reversed(self.skipped) if h[0] <= s <= h[1]), None)
+            if lost is not None:
+                why = (f"seq {s} after seq {top}: more than {REORDER_WINDOW} lines late "
+                       f"(judged missing at line {lost}); checked where it stands")
+            elif s >= 0:
+                why = (f"seq {s} again (the file is at seq {top}): a duplicate; checked "
+                       "where it stands")
+            else:
+                why = f"seq {s} is below 0 (seqs run 0, 1, 2, ...); checked where it stands"
+        return InputError("OutOfOrder", self.file, lineno, "seq", why)
+
+    def fast_state(self) -> tuple[int, int] | None:
+        """(next seq, last clock) while the next line in order may skip this object (it
+        would only be released and move both on): nothing held, no dropped line to
+        account for. None otherwise."""
+        if self.held or self.dropped or self.seq is None or self.lamport is None:
+            return None
+        return self.seq + 1, self.lamport
+
+    def resync(self, next_seq: int, lamport: int) -> None:
+        """The lines a driver let skip ``see`` (``fast_state``) moved the order on to
+        ``next_seq`` and ``lamport``."""
+        self.seq = self.top = next_seq - 1
+        self.lamport = lamport
+
+    @property
+    def empty(self) -> bool:
+        """Whether no line but blank ones was read: every other line is seen (which names
+        the file's node) or counts as dropped (a count only a release in order resets)."""
+        return self.node is None and self.dropped == 0
 
 
 def discover(paths: Iterable[str]) -> tuple[list[str], list[InputError]]:
