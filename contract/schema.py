@@ -7,6 +7,7 @@ Regenerate with ``python -m revivify.contract.schema traces/schema.json`` (or
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any, Final
@@ -111,8 +112,14 @@ def write_contract_schema(path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """python -m revivify.contract.schema [PATH]: write the schema (default
     traces/schema.json)."""
-    args = sys.argv[1:] if argv is None else argv
-    write_contract_schema(args[0] if args else "traces/schema.json")
+    parser = argparse.ArgumentParser(
+        prog="python -m revivify.contract.schema",
+        description="Write the trace contract's JSON Schema, generated from the typed event "
+                    "records.")
+    parser.add_argument("path", nargs="?", default="traces/schema.json",
+                        help="where to write it (default: traces/schema.json)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    write_contract_schema(args.path)
     return 0
 
 
