@@ -107,12 +107,14 @@ from revivify.checker.traces import (
 )
 from revivify.spec.actions import (
     FAULT_ACTIONS,
+    NO_PENDING_CONFIG,
     SPEC_ONLY_PARAMS,
     TRACE_FILLS,
     UNTRACED_MAPS,
     Action,
     as_reported,
     last_logged,
+    pending_config_held,
     startup_case,
     stc_failures,
 )
@@ -368,6 +370,17 @@ def canon(s: ServerState) -> ServerState:
 
 
 _EMPTY_MAPS = {f: empty_map(MAP_FIELDS[f]) for f in UNTRACED_MAPS}
+
+
+def resync(obs: tuple[Any, ...], base: ServerState) -> ServerState:
+    """``base`` (the spec's state) with the durable state a trace reports in place of its
+    own, after a violation: the replay goes on from what the server says it has. A
+    pending config change whose entry that WAL cannot hold (a truncation or a move the
+    spec did not expect) is dropped with it: no later config_commit is refused for it."""
+    s = state_from_tuple(obs, base)
+    if not pending_config_held(s):
+        s = attrs.evolve(s, **NO_PENDING_CONFIG)
+    return canon(s)
 
 
 def _forced(action: Action, s: ServerState, params: dict[str, Any]) -> ServerState:
@@ -1175,8 +1188,7 @@ class Replayer:
             # One fault, one finding: the replay goes on as if the step had been allowed
             # (its effect moves the volatile state: a replica marked READY may start, a
             # leader may commit), then from the durable state the trace reports.
-            return Outcome(self.intern(canon(state_from_tuple(obs, _forced(action, s,
-                                                                          params)))), _Problem(
+            return Outcome(self.intern(resync(obs, _forced(action, s, params))), _Problem(
                 "GuardFailed", "violation", self._failed(action, s, params),
                 f"{event}{self._fmt(params)} is not allowed here: "
                 + self._explain(action, s, params),
@@ -1188,7 +1200,7 @@ class Replayer:
             self._arg_checks(a, s, post) or self._leader_batch(event, a, s) or \
             self._invariants(s, post)
         if problem is not None and problem.kind == "StateMismatch":
-            post = canon(state_from_tuple(obs, post))
+            post = resync(obs, post)
         out = Outcome(self.intern(post), problem, params, branch, obs_term, -1)
         if event == "commit":
             out.lead = bool(s.leader) and s.term == params["op_term"]
@@ -1291,12 +1303,22 @@ class Replayer:
                         f"{field} is {fmt(got)}, the spec has {fmt(want)}", (fmt(want),),
                         fmt(got))
 
-    def _invariants(self, pre: ServerState, post: ServerState) -> _Problem | None:
-        # The state invariants are a function of the post state alone: evaluated once per
+    def _broken(self, s: ServerState) -> list[str]:
+        # The state invariants are a function of the state alone: evaluated once per
         # distinct state (many steps lead to the same one).
-        inv = self.state_bad.get(post)
+        inv = self.state_bad.get(s)
         if inv is None:
-            inv = self.state_bad[post] = check_state(self.invariants, (post,))
+            inv = self.state_bad[s] = check_state(self.invariants, (s,))
+        return inv
+
+    def _invariants(self, pre: ServerState, post: ServerState) -> _Problem | None:
+        # One fault, one finding: a state invariant the step starts from broken (the
+        # forced effect of a refused step, e.g. a config change accepted with a stale CAS
+        # and pending from then on) was the refused step's fault, already reported.
+        inv = self._broken(post)
+        if inv:
+            before = self._broken(pre)
+            inv = [name for name in inv if name not in before]
         bad = check_step(self.step_props, pre, post) + inv
         if not bad:
             return None
@@ -1498,7 +1520,7 @@ class Replayer:
                     (self._describe(c),), describe_tuple(obs, self.interner)),
                     params, "guard-failed", obs_term, 0)
         expected = tuple(sorted({self._describe(c) for c, _ in crashed}))[:8]
-        base = state_from_tuple(obs, fallback)
+        base = resync(obs, fallback)
         post = canon(startup.effect(base, case=startup_case(base)))
         return Outcome(self.intern(post), _Problem(
             "StateMismatch", "violation", "crash frontier",

@@ -906,6 +906,22 @@ def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
     cases["append-before-leader"] = (
         append_before_leader, "CausalityViolation",
         "a follower appends an entry of term 1 before the term's leader was elected")
+
+    def config_change_stale_cas() -> tuple[Recorder, str | None]:
+        r = scenario_batches(59)
+        # Server 0 leads term 1, has committed 1..3 (an entry of its term: ready) and the
+        # config at index 2; it then accepts a change planned on config index 0, below its
+        # committed one (DeleteTablet's <= would refuse it too; the CAS is exact), and
+        # appends its entry at 4.
+        _TARGETS["config-change-stale-cas"] = r.step(0, "config_change", check=False,
+                                                     cas_index=0, config_index=4)
+        r.step(0, "log_append", first_index=4, op_term=1, op_index=4)
+        return stop_all(r), None
+
+    cases["config-change-stale-cas"] = (
+        config_change_stale_cas, "GuardFailed",
+        "a leader accepts a config change whose CAS (index 0) is below its committed config "
+        "index (2)")
     return cases
 
 

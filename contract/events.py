@@ -55,7 +55,7 @@ TABLET_EVENTS: Final = (
     "copy_download_wal", "copy_download_block", "copy_blocks_done", "copy_mark_ready",
     "copy_start_replica", "copy_abort", "startup", "learn_term", "vote_granted",
     "vote_denied", "start_election", "become_leader", "step_down", "log_append", "commit",
-    "config_commit",
+    "config_commit", "config_change",
 )
 # Spec actions no process logs.
 UNLOGGED_ACTIONS: Final = ("crash", "wipe", "damage", "drop", "purge")
@@ -88,7 +88,7 @@ EventName = Literal[
     "copy_download_wal", "copy_download_block", "copy_blocks_done", "copy_mark_ready",
     "copy_start_replica", "copy_abort", "startup", "learn_term", "vote_granted",
     "vote_denied", "start_election", "become_leader", "step_down", "log_append", "commit",
-    "config_commit", "server_format", "server_start", "server_stop",
+    "config_commit", "config_change", "server_format", "server_start", "server_stop",
 ]
 
 
@@ -265,6 +265,19 @@ class ConfigCommitArgs(_Args):
     voters: list[str]
 
 
+class ConfigChangeArgs(_Args):
+    """A leader accepted a ChangeConfig, logged before the ``log_append`` of its config
+    entry: ``cas_index`` is the committed config index the caller named (its
+    compare-and-set, which must equal the leader's: the state's ``cmeta.config_index``),
+    ``config_index`` the index the config entry takes (the leader's last index + 1).
+    ``voters`` (an extra fact, not checked): the UUIDs of the new config's VOTER
+    members."""
+
+    cas_index: int
+    config_index: int
+    voters: list[str] | None = None
+
+
 class FormatArgs(_Args):
     pass
 
@@ -290,5 +303,6 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "vote_granted": VoteArgs, "vote_denied": VoteArgs, "start_election": ElectionArgs,
     "become_leader": LeaderArgs, "step_down": StepDownArgs, "log_append": AppendArgs,
     "commit": CommitArgs, "config_commit": ConfigCommitArgs,
+    "config_change": ConfigChangeArgs,
     "server_format": FormatArgs, "server_start": StartArgs, "server_stop": StopArgs,
 }

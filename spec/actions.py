@@ -49,7 +49,8 @@ denied by READY, COPYING and DELETED replicas (a tombstone votes from its retain
 last OpId); starting an election; becoming leader with a majority of votes of *members*
 (servers still on their original UUID); stepping down; appending batches to the log (the log
 is a map index -> term, so that log matching, commitment and leader completeness can be
-stated); committing; committing a config change into the cmeta.
+stated); committing; a leader accepting a config change (its exact CAS); committing a config
+change into the cmeta.
 
 Departures from the seed for a real Raft server (trace contract version 2)
 ---------------------------------------------------------------------------
@@ -168,8 +169,38 @@ Holes the version-3 table closes
 * **The CAS of DeleteTablet** (``cas_config_index``): a deletion is refused when the
   replica's committed config index is above the caller's (Kudu's
   ``cas_config_opid_index_less_or_equal``). Claim ``DeleteCasHeld``; mutant
-  ``delete_ignores_cas``. (The exact CAS of a config change is not modelled: the spec's
-  config is fixed and a config change entry is not distinguished in the log.)
+  ``delete_ignores_cas``.
+* **The exact CAS of a config change** (``config_change``, traced with its ``cas_index``):
+  a leader accepts a ChangeConfig only when the caller's ``cas_index`` *equals* its
+  committed config index (``<=`` is DeleteTablet's: a deletion planned on an older config
+  is still a deletion, but a change is computed from one config and must be applied to
+  that one), while no config change of its own is uncommitted (CHANGE_PENDING), and once
+  it committed an entry of its own term (LEADER_NOT_READY, ``leader_ready``: set by such
+  a ``commit``, cleared whenever leadership ends); the change's entry is the leader's next
+  one (``config_index`` = last index + 1), appended by the ``log_append`` that follows.
+  ``pending_config`` (durable: the entry is in the WAL, or is the next one appended) is
+  the change's index until a ``config_commit`` at or above it commits it, a follower's
+  batch starting at or below it cuts it, the WAL leaves ``wals/<id>`` (deletion step 6),
+  or a crash comes before the entry was appended; a crash after it keeps it (Kudu reloads
+  the pending config from the log), and so do a step-down and a higher term (the entry
+  stays in the log until a later leader commits or cuts it). While it is pending, no
+  config below it commits (``config_commit_guard``: it was the only uncommitted config
+  entry in the leader's log, and its log below it stays). Claims ``ConfigChangeCasHeld``
+  (while a change is pending, the committed config is the one it was planned on; ghost
+  ``config_planned_on``) and ``OneConfigChangePending`` (at most one open change; ghost
+  ``open_config_changes``); mutants ``config_change_ignores_cas`` and
+  ``config_change_while_pending``. Simplifications, each for a reason: the spec's config
+  stays its fixed set of members (a change moves only the committed config index; what
+  a change adds or removes, and the overlap of successive majorities it keeps, are the
+  global checks' business, traces/README.md "Membership changes"), so a config change
+  entry is known only where the leader that accepted it holds it: ``pending_config`` is
+  the change *this* replica accepted, and a follower's log keeps no mark of config
+  entries (``config_commit`` never needs a ``config_change`` before it; CHANGE_PENDING
+  after readiness only ever sees the leader's own entries, since readiness commits every
+  entry of an earlier term). The explorer counts an accepted change as a request
+  (``REQUEST_ACTIONS``) and lets its entry take the index one past ``max_index``: at the
+  default bounds a leader is ready only once it committed the last index, so its change
+  is explored up to its acceptance, and its append and commit need ``--max-index 2``.
 * **One operation at a time** (ALREADY_IN_PROGRESS as a rule): claim
   ``OperationNeverReplaced``; mutant ``stc_replaces_operation``.
 * **StartTabletCopy carries the caller's idea of the last OpId** (``has_opid``): the
@@ -296,8 +327,9 @@ class Bounds:
     *other* servers have a lifecycle operation in flight (concurrent deletions and copies of
     several replicas of one tablet multiply the states without a new kind of step; the
     server's own ALREADY_IN_PROGRESS is its guard's business, not this bound's).
-    ``max_requests`` bounds how many accepted lifecycle requests (``REQUEST_ACTIONS``) a run
-    makes in all (the explorer counts them like crashes)."""
+    ``max_requests`` bounds how many accepted requests of the environment
+    (``REQUEST_ACTIONS``: lifecycle requests and config changes) a run makes in all (the
+    explorer counts them like crashes)."""
 
     max_term: int = 3
     max_index: int = 2
@@ -313,10 +345,12 @@ class Bounds:
 # against ``Bounds.max_wipes``.
 FAULT_ACTIONS: tuple[str, ...] = ("wipe", "damage", "purge", "drop")
 
-# Lifecycle requests of the environment (a DeleteTablet, a StartTabletCopy accepted, a full
-# delete): the explorer counts them against ``Bounds.max_requests`` (a StartTabletCopy of a
-# READY replica counts twice: its own deletion starts with ``delete_shutdown``).
-REQUEST_ACTIONS: tuple[str, ...] = ("delete_shutdown", "stc_accept", "delete_remove_cmeta")
+# Requests of the environment the explorer counts against ``Bounds.max_requests``: the
+# lifecycle requests (a DeleteTablet, a StartTabletCopy accepted, a full delete; a
+# StartTabletCopy of a READY replica counts twice: its own deletion starts with
+# ``delete_shutdown``) and a ChangeConfig a leader accepted (``config_change``).
+REQUEST_ACTIONS: tuple[str, ...] = ("delete_shutdown", "stc_accept", "delete_remove_cmeta",
+                                    "config_change")
 # Failures a process logs (a copy that fails or is cancelled): the explorer counts them with
 # the environment's faults (``Bounds.max_wipes``).
 FAILURE_ACTIONS: tuple[str, ...] = ("copy_abort",)
@@ -440,6 +474,14 @@ def wal_in_place(s: ServerState) -> Bool:
     return member(s.wal, WAL_IN_PLACE)
 
 
+def pending_config_held(s: ServerState) -> Bool:
+    """The WAL can hold the pending config change's entry: none is pending, or its index
+    is at most one past the last index of a WAL in ``wals/<id>`` (one past: accepted, not
+    yet appended)."""
+    return any_(eq(s.pending_config, 0),
+                all_(wal_in_place(s), s.pending_config <= s.wal_last_index + 1))
+
+
 def intact(s: ServerState) -> Bool:
     """Everything a replica starts from is there and undamaged: the cmeta, a live WAL that
     verifies, and every data block the superblock lists."""
@@ -520,6 +562,17 @@ def empty_log(s: ServerState) -> Any:
 
 def _ev(s: ServerState, **changes: Any) -> ServerState:
     return attrs.evolve(s, **changes)
+
+
+# What a replica keeps of a pending config change once its entry is committed, cut from its
+# log or moved out of ``wals/<id>``: nothing (the ghosts about it go with it).
+NO_PENDING_CONFIG: dict[str, int] = {"pending_config": 0, "config_planned_on": 0,
+                                     "open_config_changes": 0}
+
+
+def _pending_config_unless(s: ServerState, gone: Bool) -> dict[str, Any]:
+    """The pending config change's fields, cleared where ``gone`` holds."""
+    return {f: ite(gone, 0, getattr(s, f)) for f in NO_PENDING_CONFIG}
 
 
 def _none(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -604,7 +657,7 @@ delete_shutdown_guard = _from_conditions(delete_shutdown_conditions)
 
 def delete_shutdown_effect(s: ServerState, cas_config_index: Int) -> ServerState:
     master = eq(s.op, OP_NONE)
-    return _ev(s, running=False, leader=False, failed=False,
+    return _ev(s, running=False, leader=False, leader_ready=False, failed=False,
                op=ite(master, OP_DELETE, s.op), step=1,
                op_arg=ite(master, cas_config_index, s.op_arg))
 
@@ -714,6 +767,7 @@ def delete_move_wal_effect(s: ServerState) -> ServerState:
         step=0,
         op_arg=ite(copy_next, s.op_arg, 0),
         op_src=ite(copy_next, s.op_src, NO_SERVER),
+        **NO_PENDING_CONFIG,
     )
 
 
@@ -737,8 +791,8 @@ delete_remove_cmeta_guard = _from_conditions(delete_remove_cmeta_conditions)
 def delete_remove_cmeta_effect(s: ServerState, cas_config_index: Int) -> ServerState:
     # The vote history stays (it happened); the server has forgotten it (cmeta_removed).
     return _ev(s, cmeta=False, term=0, voted_for=NO_VOTE, config_index=0, leader=False,
-               op=OP_FULL_DELETE, step=FULL_DELETE_CMETA_GONE, op_arg=cas_config_index,
-               cmeta_removed=True)
+               leader_ready=False, op=OP_FULL_DELETE, step=FULL_DELETE_CMETA_GONE,
+               op_arg=cas_config_index, cmeta_removed=True)
 
 
 def delete_remove_superblock_conditions(s: ServerState) -> list[tuple[str, Bool]]:
@@ -1088,8 +1142,12 @@ crash_guard = _from_conditions(crash_conditions)
 
 
 def crash_effect(s: ServerState) -> ServerState:
-    return _ev(s, up=False, running=False, failed=False, leader=False, op=OP_NONE, step=0,
-               op_arg=0, op_src=NO_SERVER)
+    # A pending config change whose entry is in the WAL outlives the crash (Kudu reloads its
+    # pending config from the log); one whose entry was never appended is lost with the
+    # process.
+    return _ev(s, up=False, running=False, failed=False, leader=False, leader_ready=False,
+               op=OP_NONE, step=0, op_arg=0, op_src=NO_SERVER,
+               **_pending_config_unless(s, s.pending_config > s.wal_last_index))
 
 
 def startup_conditions(s: ServerState, case: Int) -> list[tuple[str, Bool]]:
@@ -1113,6 +1171,7 @@ def startup_effect(s: ServerState, case: Int) -> ServerState:
         running=eq(case, STARTUP_READY),
         failed=eq(case, STARTUP_FAILED),
         leader=False,
+        leader_ready=False,
         op=ite(rf, OP_ROLL_FORWARD, ite(copying, OP_UNDO_COPY, OP_NONE)),
         step=ite(rf, 4, ite(copying, 1, 0)),
         op_arg=0,
@@ -1218,7 +1277,7 @@ learn_term_guard = _from_conditions(learn_term_conditions)
 
 
 def learn_term_effect(s: ServerState, t: Int) -> ServerState:
-    return _ev(s, cmeta=True, term=t, voted_for=NO_VOTE, leader=False)
+    return _ev(s, cmeta=True, term=t, voted_for=NO_VOTE, leader=False, leader_ready=False)
 
 
 def learn_term_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
@@ -1268,7 +1327,8 @@ def vote_granted_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: 
     return _ev(s, cmeta=True, term=t, voted_for=candidate, votes=put(s.votes, t, candidate),
                member_votes=put_if(all_(eq(dest, 0), not_(s.dropped)), s.member_votes, t,
                                    candidate),
-               leader=ite(t > s.term, False, s.leader))
+               leader=ite(t > s.term, False, s.leader),
+               leader_ready=ite(t > s.term, False, s.leader_ready))
 
 
 def vote_denied_conditions(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
@@ -1290,7 +1350,8 @@ def vote_denied_effect(s: ServerState, candidate: Int, t: Int, cand_last_term: I
                        cand_last_index: Int, dest: Int) -> ServerState:
     rises = t > s.term
     return _ev(s, cmeta=True, term=ite(rises, t, s.term),
-               voted_for=ite(rises, NO_VOTE, s.voted_for), leader=ite(rises, False, s.leader))
+               voted_for=ite(rises, NO_VOTE, s.voted_for), leader=ite(rises, False, s.leader),
+               leader_ready=ite(rises, False, s.leader_ready))
 
 
 def not_self(sys: SystemState, i: int, candidate: Int, **_: Any) -> Bool:
@@ -1364,7 +1425,8 @@ become_leader_guard = _from_conditions(become_leader_conditions)
 
 
 def become_leader_effect(s: ServerState, me: Int, t: Int) -> ServerState:
-    return _ev(s, leader=True, led=put(s.led, t, True))
+    # Not ready until it commits an entry of its term (its no-op, in a real server).
+    return _ev(s, leader=True, leader_ready=False, led=put(s.led, t, True))
 
 
 def has_majority(sys: SystemState, i: int, me: Int, t: Int) -> Bool:
@@ -1389,8 +1451,9 @@ step_down_guard = _from_conditions(step_down_conditions)
 
 
 def step_down_effect(s: ServerState) -> ServerState:
-    # Term and vote stay: the vote belongs to the term, whoever leads it.
-    return _ev(s, leader=False)
+    # Term and vote stay: the vote belongs to the term, whoever leads it. A pending config
+    # change stays too: its entry is in the log, which a later leader commits or cuts.
+    return _ev(s, leader=False, leader_ready=False)
 
 
 def log_append_conditions(s: ServerState, first_index: Int, op_term: Int, op_index: Int,
@@ -1432,8 +1495,14 @@ log_append_guard = _from_conditions(log_append_conditions)
 def log_append_effect(s: ServerState, first_index: Int, op_term: Int, op_index: Int,
                       prev_term: Int, entries: Any, dest: Int) -> ServerState:
     log = overwrite_range(s.log, first_index, op_index, entries)
+    # A leader's own batch at the pending config change's index is that change's entry (it
+    # appends at last index + 1, where the change was planned). A follower's batch that
+    # starts at or below it replaces it (or takes its place, never appended): a later
+    # leader's entry is no change of this replica's.
+    cut = all_(ne(s.pending_config, 0), first_index <= s.pending_config, not_(s.leader))
     return _ev(s, wal_last_term=op_term, wal_last_index=op_index, log=log, own_log=log,
-               ghost_last_term=op_term, ghost_last_index=op_index)
+               ghost_last_term=op_term, ghost_last_index=op_index,
+               **_pending_config_unless(s, cut))
 
 
 def entries_from_leader(sys: SystemState, i: int, first_index: Int, op_term: Int,
@@ -1515,7 +1584,10 @@ commit_guard = _from_conditions(commit_conditions)
 
 
 def commit_effect(s: ServerState, index: Int, op_term: Int) -> ServerState:
-    return _ev(s, committed=put(s.committed, index, op_term))
+    # A leader that commits an entry of its own term has committed everything before it:
+    # its log's earlier config entries are committed, and it may accept a config change.
+    return _ev(s, committed=put(s.committed, index, op_term),
+               leader_ready=any_(s.leader_ready, all_(s.leader, eq(op_term, s.term))))
 
 
 def leader_commit(sys: SystemState, i: int, index: Int, op_term: Int) -> Bool:
@@ -1541,12 +1613,21 @@ def commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
 
 def config_commit_conditions(s: ServerState, config_index: Int) -> list[tuple[str, Bool]]:
     """A committed config change entry is written into the cmeta: a running replica's
-    committed config only moves forward, and only to an entry its own WAL holds."""
+    committed config only moves forward, and only to an entry its own WAL holds. While a
+    config change this replica accepted as leader is pending, no config entry below it
+    commits: it accepted the change only with no other config entry uncommitted in its
+    log (CHANGE_PENDING, after LEADER_NOT_READY had every earlier entry committed), and its
+    log below the change's entry stays as it was (a batch that cuts below it cuts the
+    change too). A follower, which accepted no change, commits whatever config its leader
+    committed: ``config_commit`` never needs a ``config_change`` before it."""
     return [
         ("a running READY replica with cmeta",
          all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta)),
         ("config_index above the committed config's", config_index > s.config_index),
         ("config_index <= the WAL's last index", config_index <= s.wal_last_index),
+        ("no config below this replica's own pending config change (the only config entry "
+         "it left uncommitted)",
+         implies(ne(s.pending_config, 0), config_index >= s.pending_config)),
     ]
 
 
@@ -1554,12 +1635,62 @@ config_commit_guard = _from_conditions(config_commit_conditions)
 
 
 def config_commit_effect(s: ServerState, config_index: Int) -> ServerState:
-    return _ev(s, config_index=config_index)
+    # Committing the config at config_index commits every entry up to it: the pending
+    # change's own entry when it is at or below.
+    return _ev(s, config_index=config_index,
+               **_pending_config_unless(s, all_(ne(s.pending_config, 0),
+                                                config_index >= s.pending_config)))
 
 
 def config_commit_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
     for index in range(1, b.max_index + 1):
         yield {"config_index": index}
+
+
+def config_change_conditions(s: ServerState, cas_index: Int,
+                             config_index: Int) -> list[tuple[str, Bool]]:
+    """A leader accepts a ChangeConfig (the server's ``propose_config_change``, Kudu's
+    ``RaftConsensus::ChangeConfig``) and logs it before it appends the config entry (the
+    ``log_append`` that follows, at ``config_index``). Each check is one of the server's
+    refusals, none of which is logged: the exact CAS on the committed config index (a
+    DeleteTablet takes ``<=``, a config change ``==``: it is computed from the committed
+    config, and applied to another it could remove a voter twice or add one to a config
+    that already dropped it), no config entry of its own uncommitted (after readiness its
+    log holds no other uncommitted one), and a leader that committed an entry of its term
+    (every config entry of an earlier term is then committed: a new leader cannot stack a
+    change on one an old leader left uncommitted)."""
+    return [
+        ("a running READY leader with cmeta and no operation in flight",
+         all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta, s.leader)),
+        ("the CAS: cas_index is the committed config index (else CAS_MISMATCH)",
+         eq(cas_index, s.config_index)),
+        ("no config change of its own pending (else CHANGE_PENDING)",
+         eq(s.pending_config, 0)),
+        ("the leader has committed an entry of its term (else LEADER_NOT_READY)",
+         s.leader_ready),
+        ("config_index the last index + 1 (where the config entry is appended)",
+         eq(config_index, s.wal_last_index + 1)),
+    ]
+
+
+config_change_guard = _from_conditions(config_change_conditions)
+
+
+def config_change_effect(s: ServerState, cas_index: Int, config_index: Int) -> ServerState:
+    # Nothing durable yet: the log_append of the config entry follows. The ghosts record
+    # the committed config the change was planned on and that one more change is open.
+    return _ev(s, pending_config=config_index, config_planned_on=cas_index,
+               open_config_changes=s.open_config_changes + 1)
+
+
+def config_change_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:
+    # An operator's or the master's ChangeConfig, planned on the committed config index it
+    # saw: any replica's (a stale one, or one this leader has not committed yet, included).
+    # The entry may take any index up to one past the bound on appends: a change there is
+    # explored up to its acceptance (its CAS), its append is beyond the bound.
+    for cas in sorted({k.config_index for k in sys}):
+        for index in range(1, b.max_index + 2):
+            yield {"cas_index": cas, "config_index": index}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1665,6 +1796,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("config_commit", "Raft: a committed config change written into the cmeta",
            ("config_index",), config_commit_guard, config_commit_effect, config_commit_enum,
            conditions=config_commit_conditions),
+    Action("config_change", "Raft: a leader accepts a config change (exact CAS), before its "
+           "entry is appended", ("cas_index", "config_index"), config_change_guard,
+           config_change_effect, config_change_enum, volatile_only=True,
+           conditions=config_change_conditions),
 )
 
 ACTIONS_BY_NAME: dict[str, Action] = {a.name: a for a in ACTIONS}
@@ -1679,10 +1814,10 @@ def replace_action(table: tuple[Action, ...], name: str, **changes: Any) -> tupl
 
 __all__ = [
     "ACTIONS", "ACTIONS_BY_NAME", "FAILURE_ACTIONS", "FAULT_ACTIONS", "MAP_PARAMS",
-    "REQUEST_ACTIONS",
+    "NO_PENDING_CONFIG", "REQUEST_ACTIONS",
     "SPEC_ONLY_PARAMS",
     "TRACE_FILLS", "UNTRACED_MAPS", "Action", "Bounds", "Params", "addressed",
     "as_reported", "in_consensus", "intact",
-    "is_member", "last_logged", "replace_action", "startup_case", "stc_failures",
-    "votes_lazily", "wal_in_place",
+    "is_member", "last_logged", "pending_config_held", "replace_action", "startup_case",
+    "stc_failures", "votes_lazily", "wal_in_place",
 ]

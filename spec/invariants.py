@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from revivify.spec.actions import last_logged
+from revivify.spec.actions import last_logged, pending_config_held
 from revivify.spec.logic import (
     Bool,
     FMap,
@@ -222,6 +222,25 @@ def delete_cas_held(sys: SystemState, t: Int) -> Bool:
     return _each(sys, lambda s: implies(eq(s.op, OP_DELETE), s.config_index <= s.op_arg))
 
 
+def config_change_cas_held(sys: SystemState, t: Int) -> Bool:
+    """A config change's compare-and-set is exact: while a change this replica accepted as
+    leader is pending (its entry not committed, nor cut from the log), the committed
+    config is the one the change was planned on (the CAS it was accepted with). A change
+    is computed from the committed config; applied to another one (planned on a config
+    the leader has not committed, or one a later config replaced), it could remove a
+    voter twice or bring back one a newer config removed. (A replica whose cmeta a disk
+    fault removed has no committed config: FAILED, it never leads again.)"""
+    return _each(sys, lambda s: implies(
+        all_(ne(s.pending_config, 0), s.cmeta), eq(s.config_index, s.config_planned_on)))
+
+
+def one_config_change_pending(sys: SystemState, t: Int) -> Bool:
+    """One membership change at a time (Raft's single-server changes are safe only so): a
+    replica never accepts a config change while one it accepted is still pending (not
+    committed, nor cut from its log): at most one is open."""
+    return _each(sys, lambda s: s.open_config_changes <= 1)
+
+
 def quarantined_wal_has_no_opid(sys: SystemState, t: Int) -> Bool:
     """The contract's WAL OpId (decision 8): ``wal.last_opid`` is that of the WAL in
     ``wals/<id>``; once the directory is in the quarantine (or absent) it is (0, 0), and
@@ -366,6 +385,18 @@ def votes_name_servers(sys: SystemState, t: Int) -> Bool:
                                      s.op_src >= NO_SERVER, s.op_src < n))
 
 
+def pending_config_in_log(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: a pending config change's entry is in the WAL in ``wals/<id>``, at
+    most one past its last index (the entry not appended yet); the ghosts about it are
+    zero when none is pending."""
+    return _each(sys, lambda s: all_(
+        s.pending_config >= 0, s.open_config_changes >= 0,
+        implies(eq(s.pending_config, 0),
+                all_(eq(s.open_config_changes, 0), eq(s.config_planned_on, 0))),
+        pending_config_held(s),
+    ))
+
+
 def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
     """Strengthening: what each (operation, step) pair implies about the durable state."""
 
@@ -390,6 +421,8 @@ def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
             s.ghost_last_index >= 0,
             # volatile state exists only while up, and only with an operation
             implies(not_(s.up), all_(eq(op, OP_NONE), not_(s.running), not_(s.failed))),
+            # a leader's readiness (it committed an entry of its term) ends with leading
+            implies(s.leader_ready, s.leader),
             implies(eq(op, OP_NONE), all_(eq(step, 0), eq(s.op_arg, 0))),
             eq(copying_op, s.op_src >= 0),
             implies(copying_op, s.op_arg >= 0),
@@ -567,6 +600,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     _inv(no_copying_when_quiescent, "NoCopyingWhenQuiescent", per_server=True),
     _inv(stale_caller_cannot_destroy, "StaleCallerCannotDestroy", per_server=True),
     _inv(delete_cas_held, "DeleteCasHeld", per_server=True),
+    _inv(config_change_cas_held, "ConfigChangeCasHeld", per_server=True),
+    _inv(one_config_change_pending, "OneConfigChangePending", per_server=True),
     _inv(quarantined_wal_has_no_opid, "QuarantinedWalHasNoOpid", per_server=True),
     _inv(quarantine_holds_evidence, "QuarantineHoldsEvidence", per_server=True),
     _inv(one_vote_per_term_recorded, "VotesMatchCmeta", per_server=True, reads_ghosts=True,
@@ -586,6 +621,7 @@ INVARIANTS: tuple[Invariant, ...] = (
          per_server=True, reads_ghosts=True),
     _inv(votes_name_servers, "VotesNameServers", strengthening=True, per_server=True,
          reads_ghosts=True, uses_term=True),
+    _inv(pending_config_in_log, "PendingConfigInLog", strengthening=True, per_server=True),
     _inv(lifecycle_shape, "LifecycleShape", strengthening=True, per_server=True),
     _inv(log_matching, "LogMatching", strengthening=True, reads_ghosts=True,
          inductive=False),

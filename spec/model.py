@@ -17,6 +17,11 @@ atomic and durable, so "a crash between two steps" is "a crash after some step")
   last OpId: the trace checker never reads them);
 * the data blocks the superblock lists (absent / partially downloaded / present / damaged:
   missing or corrupt blocks found at startup);
+* the index of this replica's own config change entry not yet committed (``pending_config``,
+  0 when none): the entry is in its WAL (or is the next one it appends), so it outlives a
+  crash as Kudu's pending config does (Kudu reloads it from the log); no trace carries it,
+  the trace checker rebuilds it from ``config_change``, ``log_append`` and
+  ``config_commit``;
 * the quarantine directory: exists, holds the superblock copy, holds the cmeta copy;
 * the server's UUID generation: 0 is the UUID in the tablet's Raft config; a disk loss
   wipes the server and gives it a new UUID (generation + 1), which is never a member.
@@ -25,7 +30,8 @@ volatile (lost on a crash): process up, replica running, startup failed, leader,
 lifecycle operation in flight with its last completed step, the argument that authorised
 it (``op_arg``: the caller's term of a StartTabletCopy, the committed config index a
 DeleteTablet's compare-and-set named) and the copy's source (``op_src``: the server that
-asked for the copy, which Kudu copies from).
+asked for the copy, which Kudu copies from); whether a leader has committed an entry of its
+own term (``leader_ready``: Kudu refuses a config change before, LEADER_NOT_READY).
 
 ghost (history variables, not stored by any server; the proofs and the explorer need them):
 
@@ -43,7 +49,11 @@ ghost (history variables, not stored by any server; the proofs and the explorer 
   cmeta to a disk fault (``cmeta_lost``) or removed it in a full delete (``cmeta_removed``),
   and whether an operator purged the quarantine while the server was down and no deletion
   has made a new one since (``purged``: a tombstone then has no quarantine, which the claims
-  about the quarantine's evidence allow for it alone).
+  about the quarantine's evidence allow for it alone);
+* for the pending config change: the committed config index it was planned on (the CAS
+  the leader accepted it with: ``config_planned_on``) and how many config changes this
+  server accepted since it last had none pending (``open_config_changes``). Both follow
+  from logged steps (``config_change`` carries its CAS): the trace checker rebuilds them.
 
 Every field is an int, a bool or a map (int -> value), so that a state can hold Python
 values (replay, exploration) or z3 terms (proofs); see ``logic``.
@@ -160,17 +170,19 @@ DURABLE_FIELDS: Final = (
     "wal", "wal_last_term", "wal_last_index", "blocks",
     "qdir", "q_sb", "q_cmeta",
 )
-# Durable, but no trace carries it (only its last OpId): the trace checker never reads it.
-UNTRACED_FIELDS: Final = ("log",)
-VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "op", "step", "op_arg",
-                          "op_src")
+# Durable, but no trace carries it: the log's entries (only its last OpId; the trace
+# checker never reads them) and the index of the pending config change's entry (the trace
+# checker rebuilds it from ``config_change``, ``log_append`` and ``config_commit``).
+UNTRACED_FIELDS: Final = ("log", "pending_config")
+VOLATILE_FIELDS: Final = ("up", "running", "failed", "leader", "leader_ready", "op", "step",
+                          "op_arg", "op_src")
 GHOST_FIELDS: Final = ("votes", "member_votes", "led", "ghost_last_term", "ghost_last_index",
                        "own_log", "committed", "dropped", "cmeta_lost", "cmeta_removed",
-                       "purged")
+                       "purged", "config_planned_on", "open_config_changes")
 
 BOOL_FIELDS: Final = frozenset({"sb_qdir", "cmeta", "qdir", "q_sb", "q_cmeta", "up", "running",
-                                "failed", "leader", "dropped", "cmeta_lost", "cmeta_removed",
-                                "purged"})
+                                "failed", "leader", "leader_ready", "dropped", "cmeta_lost",
+                                "cmeta_removed", "purged"})
 # Map fields and the value they hold where nothing is stored. The logs map an index to a
 # term (0: no entry); the vote histories a term to a server (NO_VOTE); ``led`` a term to
 # whether this server led it.
@@ -203,6 +215,8 @@ class ServerState:
     wal_last_term: Int = 0
     wal_last_index: Int = 0
     log: Map = attrs.field(factory=lambda: empty_map(0))
+    # the index of this replica's own config change entry not yet committed (0: none)
+    pending_config: Int = 0
     blocks: Int = BLOCKS_ABSENT
     # durable: quarantine directory contents
     qdir: Bool = False
@@ -213,6 +227,7 @@ class ServerState:
     running: Bool = False
     failed: Bool = False
     leader: Bool = False
+    leader_ready: Bool = False
     op: Int = OP_NONE
     step: Int = 0
     op_arg: Int = 0
@@ -229,6 +244,8 @@ class ServerState:
     cmeta_lost: Bool = False
     cmeta_removed: Bool = False
     purged: Bool = False
+    config_planned_on: Int = 0
+    open_config_changes: Int = 0
 
     def durable(self) -> dict[str, Any]:
         """The abstract durable state, as the trace contract carries it."""
@@ -251,6 +268,10 @@ class ServerState:
         parts.append(f"wal={wal}({self.wal_last_term},{self.wal_last_index})")
         if len(self.log):
             parts.append(f"log={_terms(self.log)}")
+        if self.pending_config:
+            parts.append(f"pending_config={self.pending_config}"
+                         f"(planned_on={self.config_planned_on},"
+                         f"open={self.open_config_changes})")
         parts.append(f"blocks={BLOCKS_NAMES.get(self.blocks, self.blocks)}")
         if self.qdir:
             parts.append(f"qdir(sb={int(self.q_sb)},cmeta={int(self.q_cmeta)})")
@@ -258,7 +279,7 @@ class ServerState:
         if self.running:
             vol += ",running"
         if self.leader:
-            vol += ",leader"
+            vol += ",leader" + ("(ready)" if self.leader_ready else "")
         if self.failed:
             vol += ",failed"
         if self.op != OP_NONE:

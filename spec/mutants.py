@@ -80,6 +80,11 @@ TWO_TERMS = A.Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0, max_re
 TWO_TERMS_LOG = A.Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0, max_requests=2)
 TWO_TERMS_LOG_ONE_REQUEST = A.Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0,
                                      max_requests=1)
+# A config change needs a leader that committed an entry of its term: one term, one entry,
+# no fault, two requests (config changes count as requests; the change is planned at index
+# 2, one past the bound).
+ONE_TERM_CONFIG = A.Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=0,
+                           max_requests=2)
 
 
 @attrs.frozen
@@ -414,7 +419,7 @@ def _leader_any_term_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
 
 def _step_down_forgets_vote(s: ServerState) -> ServerState:
     """Stepping down clears the current term's vote."""
-    return _ev(s, leader=False, voted_for=NO_VOTE)
+    return _ev(A.step_down_effect(s), voted_for=NO_VOTE)
 
 
 def _no_dest(name: str) -> tuple[str, dict[str, Any]]:
@@ -458,8 +463,8 @@ def _leader_truncates_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
 
 def _config_commit_beyond_log(s: ServerState, config_index: Int) -> Bool:
     """A config change is committed into the cmeta beyond the WAL's last index."""
-    return all_(s.up, s.running, eq(s.op, OP_NONE), eq(s.sb, READY), s.cmeta,
-                config_index > s.config_index)
+    return _guard_without(A.config_commit_conditions,
+                          "config_index <= the WAL's last index")(s, config_index=config_index)
 
 
 def _config_commit_beyond_log_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
@@ -472,6 +477,34 @@ def _commit_with_one(sys: SystemState, i: int, index: Int, op_term: Int) -> Bool
     """A leader commits an entry only its own log holds."""
     s = sys[i]
     return all_(s.leader, eq(op_term, s.term), eq(get(s.log, index), op_term))
+
+
+def _guard_without(conditions: A.Conditions, dropped: str,
+                   instead: Callable[..., Bool] | None = None) -> Callable[..., Bool]:
+    """The guard of ``conditions`` without the one named ``dropped`` (and with ``instead``
+    in its place): a mutant that breaks exactly one named check."""
+
+    def guard(s: ServerState, **p: Any) -> Bool:
+        conds = conditions(s, **p)
+        kept = [c for name, c in conds if name != dropped]
+        if len(kept) != len(conds) - 1:
+            raise KeyError(f"no condition {dropped!r}")
+        return all_(*kept, *([instead(s, **p)] if instead is not None else []))
+
+    return guard
+
+
+# ---------------------------------------------------------------------------------------
+# Config changes.
+
+
+def _le_cas(s: ServerState, cas_index: Int, config_index: Int) -> Bool:
+    """DeleteTablet's CAS: the committed config index at most the caller's."""
+    return s.config_index <= cas_index
+
+
+_CAS = "the CAS: cas_index is the committed config index (else CAS_MISMATCH)"
+_PENDING = "no config change of its own pending (else CHANGE_PENDING)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -665,6 +698,19 @@ _ALL = (
            _chain(_no_dest("create_tablet"), _no_dest("vote_granted"),
                   _no_dest("vote_denied"), _no_dest("stc_accept"),
                   _no_dest("stc_reject"), _no_dest("log_append"))),
+    Mutant("config_change_ignores_cas",
+           "a config change takes DeleteTablet's CAS (the committed config index at most "
+           "the caller's) instead of the exact one: a change planned on a config the leader "
+           "has not committed is accepted",
+           frozenset({"ConfigChangeCasHeld"}),
+           _t("config_change", guard=_guard_without(A.config_change_conditions, _CAS, _le_cas),
+              conditions=None), bounds=ONE_TERM_CONFIG),
+    Mutant("config_change_while_pending",
+           "a config change accepted while one the leader accepted is still uncommitted "
+           "(config_change_guard without CHANGE_PENDING)",
+           frozenset({"OneConfigChangePending"}),
+           _t("config_change", guard=_guard_without(A.config_change_conditions, _PENDING),
+              conditions=None), bounds=ONE_TERM_CONFIG),
     Mutant("delete_ignores_cas",
            "DeleteTablet without its compare-and-set on the committed config index",
            frozenset({"DeleteCasHeld"}),

@@ -29,11 +29,11 @@ requests (a server may crash forever, a master may delete and copy replicas fore
 explorer counts them: the explored state is (system state, faults used, crashes used,
 requests used), and the ``crash`` action, the faults (``FAULT_ACTIONS``: ``wipe``,
 ``damage`` and the ghost ``drop`` of the table, and ``FAILURE_ACTIONS``: ``copy_abort``,
-which share the one "wipes" budget, ``--wipes``) and the lifecycle requests
+which share the one "wipes" budget, ``--wipes``) and the environment's requests
 (``REQUEST_ACTIONS``: ``delete_shutdown``, ``stc_accept``, ``delete_remove_cmeta``,
-``--requests``) are not fired once their budget is spent (``moves``: the budget kinds and
-their packed counters). Terms, log indexes and the lifecycle requests in flight are
-bounded by the spec's own enumerators (``Bounds.max_term``, ``Bounds.max_index``,
+``config_change``, ``--requests``) are not fired once their budget is spent (``moves``:
+the budget kinds and their packed counters). Terms, log indexes and the lifecycle requests
+in flight are bounded by the spec's own enumerators (``Bounds.max_term``, ``Bounds.max_index``,
 ``Bounds.max_ops_in_flight``): bounds on what the environment sends, never on what a guard
 allows.
 

@@ -46,7 +46,8 @@ WIPE_ACTION: Final = "wipe"
 # the blocks or the cmeta, the drop of the table) and the failures processes log (a copy
 # that fails).
 FAULTS: Final = frozenset(FAULT_ACTIONS + FAILURE_ACTIONS)
-# The actions the request budget counts: the environment's lifecycle requests.
+# The actions the request budget counts: the environment's requests (lifecycle requests and
+# the config changes a leader accepts).
 REQUESTS: Final = frozenset(REQUEST_ACTIONS)
 
 

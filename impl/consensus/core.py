@@ -49,7 +49,9 @@ Raft as Kudu runs it (seed 003 "Configs and roles", and the Raft thesis)
   timeout steps down (it may be partitioned away, and reads must not be served from it).
 * Membership: one server at a time; a change names the committed config's opid_index as a
   compare-and-set, and is refused while another change is uncommitted or before the
-  leader committed an entry of its own term. A configuration takes effect when appended.
+  leader committed an entry of its own term. An accepted change is traced (``config_change``:
+  the CAS it was accepted with, the index its entry takes) right before the entry's append.
+  A configuration takes effect when appended.
   NON_VOTER members get the log but no vote; with ``promote`` the leader makes them VOTER
   once they have caught up to the commit index.
 * Reads: ReadIndex. The leader notes its commit index, confirms it is still leader with a
@@ -387,6 +389,12 @@ class RaftCore:
         new_peers = _apply_change(self.active_config, change, self.me, committed)
         index = self.log.last_index + 1
         config = Config(index, new_peers)
+        # The acceptance is a step of its own (no durable change), before the entry's
+        # append: the trace says which committed config the change was planned on (the
+        # spec's config_change: its exact CAS), and the append that follows starts at the
+        # config entry (a step in between ends the group commit of earlier proposals).
+        self._emit(Step(self._fact("config_change", cas_index=cas_index, config_index=index,
+                                   voters=sorted(config.voters()))))
         return self._append_own(ENTRY_CONFIG, encode_config(config))
 
     def read_index(self, request_id: int) -> None:
@@ -1085,8 +1093,9 @@ TRANSITIONS[(Role.LEADER, "tick")] = Transition(RaftCore._on_tick_leader, ("step
 TRANSITIONS[(Role.LEADER, "VoteRequest")] = Transition(RaftCore._on_vote_request,
                                                        ("vote_granted", "vote_denied"))
 TRANSITIONS[(Role.LEADER, "VoteResponse")] = Transition(RaftCore._on_vote_response)
+# A caught-up NON_VOTER's promotion is a config change the leader proposes itself.
 TRANSITIONS[(Role.LEADER, "AppendResponse")] = Transition(
-    RaftCore._on_append_response, ("commit", "config_commit", "log_append"))
+    RaftCore._on_append_response, ("commit", "config_commit", "config_change", "log_append"))
 TRANSITIONS[(Role.LEADER, "TimeoutNow")] = Transition(RaftCore._on_drop)
 TRANSITIONS[(Role.LEADER, "AppendRequest")] = Transition(RaftCore._on_second_leader)
 # A tombstone votes (from its retained cmeta and last OpId) and does nothing else.

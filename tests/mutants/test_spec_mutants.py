@@ -23,7 +23,7 @@ from revivify.spec.system import Spec
 ALL = sorted(MUTANTS.values(), key=lambda m: m.name)
 STRENGTHENING = {"LifecycleShape", "LeaderHadMajority", "MemberHistoryIsVotes",
                  "VotesNameServers", "LeaderLedItsTerm", "LedOncePerTerm",
-                 "FullDeleteAfterDrop", "LogMatching", "LogShape"}
+                 "FullDeleteAfterDrop", "LogMatching", "LogShape", "PendingConfigInLog"}
 
 
 def claims_only(spec: Spec) -> Spec:

@@ -240,6 +240,38 @@ def purged() -> Recorder:
     return r.stop_all()
 
 
+@case("config-change-pending-across-crash",
+      "a leader that committed an entry of its term accepts a config change planned on its "
+      "committed config (config_change: the exact CAS, then the log_append of the config "
+      "entry); it crashes with the entry uncommitted in its WAL, restarts as a follower, "
+      "and commits the config when the next leader commits past it (config_commit: no "
+      "config_change of its own needed after its restart)",
+      ["config_change", "log_append", "server_start", "startup", "learn_term",
+       "config_commit"])
+def config_change_across_crash() -> Recorder:
+    r = new(219)
+    r.elect(2, 1, 1, (0, 0))
+    for i in (2, 1):
+        r.step(i, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(2, "commit", index=1, op_term=1)
+    r.step(2, "config_change", cas_index=0, config_index=2)
+    for i in (2, 1):
+        r.step(i, "log_append", first_index=2, op_term=1, op_index=2)
+    r.crash(2)
+    r.start(2)
+    assert r.sys[2].pending_config == 2  # the entry is in its WAL: still pending
+    r.elect(1, 0, 2, (1, 2))
+    r.step(1, "log_append", first_index=3, op_term=2, op_index=3)
+    r.step(2, "learn_term", t=2)
+    r.step(2, "log_append", first_index=3, op_term=2, op_index=3)
+    r.step(1, "commit", index=3, op_term=2)
+    r.step(1, "config_commit", config_index=2)
+    r.step(2, "commit", index=3, op_term=2, check=False)  # a follower learns it
+    r.step(2, "config_commit", config_index=2)
+    assert r.sys[2].pending_config == 0
+    return r.stop_all()
+
+
 def write(root: str) -> list[str]:
     """(Re)write ``root/<case>/`` for every case; return the names."""
     for name, (build, what, shows) in CASES.items():
