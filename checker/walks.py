@@ -27,7 +27,7 @@ import os
 import random
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -303,16 +303,37 @@ class Recorder:
         return paths
 
     # -- output ----------------------------------------------------------------------
-    def write(self, directory: str) -> list[str]:
+    def write(self, directory: str, *, version: int | None = None) -> list[str]:
+        """Write one file per incarnation; ``version=2``: as a version-2 writer would
+        (``as_version_2``), for the cases kept at that version."""
         os.makedirs(directory, exist_ok=True)
         paths = []
         for node, inc in self.order:
             path = os.path.join(directory, f"{node}.{inc:04d}.jsonl")
             with open(path, "w") as f:
                 for line in self.files[(node, inc)]:
+                    if version == 2:
+                        line = as_version_2(line)
                     f.write(json.dumps(line, separators=(",", ":")) + "\n")
             paths.append(path)
         return paths
+
+
+# What version 3 added to the lines (traces/README.md, "Version 3"): a version-2 writer
+# wrote none of it.
+V3_ONLY_ARGS: dict[str, tuple[str, ...]] = {"log_append": ("prev_term", "terms"),
+                                            "copy_begin": ("source",)}
+
+
+def as_version_2(line: dict[str, Any]) -> dict[str, Any]:
+    """The line as the version-2 writer wrote it: without version 3's args, and ``v`` 2
+    unless a case gave it another version on purpose (1, 99)."""
+    drop = V3_ONLY_ARGS.get(line.get("event", ""), ())
+    args = line.get("args")
+    if isinstance(args, dict) and drop:
+        args = {k: v for k, v in args.items() if k not in drop}
+    return {**line, "v": 2 if line.get("v") == SCHEMA_VERSION else line.get("v"),
+            "args": args}
 
     def lines(self, node_server: int, inc: int) -> list[dict[str, Any]]:
         return self.files[(self.uuid(node_server), inc)]
@@ -925,6 +946,12 @@ def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
     return cases
 
 
+# The cases here were written at contract version 2 and stay there (``as_version_2``):
+# they keep the reader's version-2 path exercised, fault by fault. Cases added since are
+# written at version 3 (tests/trace/bad_v3.py writes the rest of version 3's).
+V3_BAD_CASES: frozenset[str] = frozenset({"config-change-stale-cas"})
+
+
 def write_bad_corpus(root: str) -> list[str]:
     """(Re)write ``traces/bad/<case>/`` with the traces and ``expected.json``."""
     names = []
@@ -938,7 +965,7 @@ def write_bad_corpus(root: str) -> list[str]:
             for line in r.files[key]:
                 if line["tablet"] is not None:
                     line["tablet"] = f"tablet-{name}"
-        paths = r.write(d)
+        paths = r.write(d, version=3 if name in V3_BAD_CASES else 2)
         if tear == "gzip-copy":
             # mtime=0: the archive's bytes are the same on every regeneration.
             with open(paths[0], "rb") as src, gzip.GzipFile(paths[0] + ".gz", "wb",
@@ -1005,16 +1032,27 @@ def write_walk_corpus(root: str, seeds: range, steps: int = 80) -> tuple[list[in
     return kept, rejected
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m revivify.checker.walks TRACES_DIR: regenerate schema.json, spec-walks/ and
-    bad/."""
-    import sys
+WALK_SEEDS: Final = range(40)
+WALK_STEPS: Final = 160
 
-    args = sys.argv[1:] if argv is None else argv
-    root = args[0] if args else "traces"
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m revivify.checker.walks [TRACES_DIR]: regenerate schema.json, spec-walks/
+    and this module's cases in bad/ (the committed corpus is exactly this output: a test
+    regenerates it and compares the bytes)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m revivify.checker.walks",
+        description="Regenerate the trace corpus written from the spec: schema.json, the clean "
+                    "spec walks (spec-walks/) and the known-bad traces of contract version 2 "
+                    "(bad/; tests/trace/bad_v3.py writes version 3's).")
+    parser.add_argument("traces_dir", nargs="?", default="traces",
+                        help="the corpus directory (default: traces)")
+    root = parser.parse_args(argv).traces_dir
     write_contract_schema(os.path.join(root, "schema.json"))
-    kept, rejected = write_walk_corpus(os.path.join(root, "spec-walks"), range(40),
-                                       steps=160)
+    kept, rejected = write_walk_corpus(os.path.join(root, "spec-walks"), WALK_SEEDS,
+                                       steps=WALK_STEPS)
     print(f"spec walks: kept {len(kept)}, rejected {len(rejected)} {rejected}")
     names = write_bad_corpus(os.path.join(root, "bad"))
     print(f"bad traces: {len(names)}")

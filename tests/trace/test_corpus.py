@@ -168,3 +168,41 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert f["file"].endswith(".jsonl") and f["line"] > 0
     assert f["expected"] and f["observed"] and f["context"] and f["last_matched"]
     assert "voted_for" in f["message"]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_the_corpus_is_its_generators_output(tmp_path: Path) -> None:
+    """`python -m revivify.checker.walks traces` rewrites schema.json, spec-walks/ and its
+    version-2 bad cases byte for byte: the committed corpus is what the generator writes
+    (the version-2 cases through ``as_version_2``), so regenerating it changes nothing
+    unless the spec or the contract did."""
+    from revivify.checker import walks
+
+    assert walks.main([str(tmp_path)]) == 0
+    assert (tmp_path / "schema.json").read_bytes() == (TRACES / "schema.json").read_bytes()
+    assert _tree(tmp_path / "spec-walks") == _tree(TRACES / "spec-walks")
+    written = sorted(p.name for p in (tmp_path / "bad").iterdir())
+    for name in written:
+        assert _tree(tmp_path / "bad" / name) == _tree(TRACES / "bad" / name), name
+    versions = {name: json.loads((tmp_path / "bad" / name).glob("*.jsonl").__next__()
+                                 .read_text().splitlines()[0])["v"] for name in written}
+    assert {n for n, v in versions.items() if v == 3} == walks.V3_BAD_CASES
+
+
+def test_every_bad_case_is_written_by_one_generator(tmp_path: Path) -> None:
+    """traces/bad/ is exactly the cases of the two generators (checker/walks.py at version
+    2, tests/trace/bad_v3.py at version 3), each byte for byte what it writes."""
+    from revivify.checker import walks
+
+    from .bad_v3 import write
+
+    v3 = set(write(str(tmp_path / "v3")))
+    v2 = set(walks.write_bad_corpus(str(tmp_path / "v2")))
+    assert not v2 & v3
+    assert v2 | v3 == {p.name for p in BAD}
+    for name in v3:
+        assert _tree(tmp_path / "v3" / name) == _tree(TRACES / "bad" / name), name
