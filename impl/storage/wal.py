@@ -796,6 +796,15 @@ class Log:
         return await self._run(fn, *args)
 
     async def _appender(self) -> None:
+        # Shielded: the appender outlives the cancellation of a stop, and only close()
+        # (which open_log runs, shielded, before its nursery exits) ends it. A batch reserved
+        # just before the stop (a replica's durable step, itself shielded so that what is
+        # made durable is traced) must still be written: cancelled here, its waiter would
+        # wait forever and the server would never finish stopping.
+        with trio.CancelScope(shield=True):
+            await self._append_until_closed()
+
+    async def _append_until_closed(self) -> None:
         try:
             while True:
                 await self._work.wait()

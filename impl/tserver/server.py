@@ -76,6 +76,7 @@ from .replica import (
     fact_state,
     new_core,
 )
+from .stuck import watch_stop
 from .tablet_copy import TabletCopies
 
 logger = logging.getLogger(__name__)
@@ -639,6 +640,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     """Run a tablet server until the block exits (then stop it cleanly: server_stop)."""
     server = TabletServer(options, disk or OsDisk(), network)
     await server.blocking(server.open_directory)
+    watch: trio.CancelScope | None = None
     try:
         async with trio.open_nursery() as nursery:
             server._nursery = nursery
@@ -653,9 +655,12 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                 yield server
             finally:
                 nursery.cancel_scope.cancel()
+                watch = watch_stop()  # logs what the stop waits for, if it is slow
         server.copies.sessions.close_all()
         server.tracer.event("server_stop")
     finally:
+        if watch is not None:
+            watch.cancel()
         if server.trace is not None:
             server.trace.writer.close()
         server.layout.release_lock()  # the directory is free the moment the server stops
