@@ -135,10 +135,13 @@ def lifecycle(cluster: object, tablet: str, acked: dict[bytes, bytes]) -> None:
     cluster.start(victim.index)
     print(f"tablet server {victim.index} restarted empty with a new uuid {victim.uuid} "
           f"(was {old})")
+    # The config without the lost server commits once every remaining voter holds it: a
+    # follower that fell behind during the faults must catch up first (seconds), so the
+    # changes get a longer deadline than the default.
     capture(["tablet", "change-config", "--tservers", servers, "--tablet", tablet,
-             "remove", old])
+             "--deadline", "60", "remove", old])
     capture(["tablet", "change-config", "--tservers", servers, "--tablet", tablet,
-             "add", victim.uuid, victim.address])
+             "--deadline", "60", "add", victim.uuid, victim.address])
     print("the leader finds the new member has no replica and copies the tablet to it:")
     watch_copy(cluster, victim.index, tablet, list_copies)
     capture(["replica", "list", "--tserver", victim.address])
