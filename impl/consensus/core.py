@@ -130,6 +130,10 @@ class Options:
     pre_vote: bool = True
     check_quorum: bool = True
     max_append_entries: int = 256  # entries per AppendRequest
+    # Bytes of entry data per AppendRequest (Kudu's consensus_max_batch_size_bytes): a
+    # follower far behind gets its entries in batches that stay well under the RPC frame
+    # limit, whatever the entries' size. A single larger entry is still sent, alone.
+    max_append_bytes: int = 1 << 20
     # Flow control: at most this many entries sent to a peer beyond what it acknowledged.
     max_inflight_entries: int = 8192
 
@@ -900,8 +904,7 @@ class RaftCore:
         entries: tuple[Entry, ...] = ()
         if pr.next <= self.log.last_index \
                 and pr.inflight() < self.options.max_inflight_entries:
-            entries = tuple(self.log.slice(pr.next,
-                                           pr.next + self.options.max_append_entries - 1))
+            entries = self._batch(pr.next)
         if entries:
             pr.next = entries[-1].index + 1  # optimistic: pipeline the next batch
         if read_ctx == 0 and self._read_rounds:
@@ -909,6 +912,18 @@ class RaftCore:
         self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
                                  prev_index=prev, entries=entries,
                                  commit_index=self.commit_index, read_ctx=read_ctx))
+
+    def _batch(self, start: int) -> tuple[Entry, ...]:
+        """The entries from ``start`` for one AppendRequest: at least one, at most
+        ``max_append_entries``, and no more data than ``max_append_bytes`` beyond the first."""
+        entries = self.log.slice(start, start + self.options.max_append_entries - 1)
+        size, count = 0, 0
+        for e in entries:
+            size += len(e.data)
+            if count and size > self.options.max_append_bytes:
+                break
+            count += 1
+        return tuple(entries[:count])
 
     def _maybe_commit(self) -> None:
         match = {u: p.match for u, p in self.progress.items()}

@@ -45,6 +45,7 @@ from revivify.impl.consensus.messages import Config, Message
 from revivify.impl.rpc import (
     CallContext,
     ConnectionClosed,
+    FrameTooLarge,
     LamportHooks,
     RpcError,
     RpcServer,
@@ -123,6 +124,28 @@ def next_incarnation(trace_dir: str, node: str) -> int:
     return best + 1
 
 
+# Entry data per RaftMessage call. A peer's queued messages for a tablet (several
+# pipelined AppendRequests, each up to the core's max_append_bytes) are split into calls
+# of at most this much, well under the RPC frame limit (16 MiB).
+RAFT_CALL_BYTES: int = 4 << 20
+
+
+def split_for_calls(messages: list[Message], limit: int) -> list[list[Message]]:
+    """``messages`` in order, cut into runs of at most ``limit`` bytes of entry data
+    (a run holds at least one message, however large)."""
+    parts: list[list[Message]] = []
+    size = 0
+    for m in messages:
+        n = sum(len(e.data) for e in getattr(m, "entries", ()))
+        if parts and size + n <= limit:
+            parts[-1].append(m)
+            size += n
+        else:
+            parts.append([m])
+            size = n
+    return parts
+
+
 class PeerSender:
     """Delivers Raft messages to one peer server, in order, batched, best effort."""
 
@@ -158,16 +181,22 @@ class PeerSender:
                         for tablet_id, m in batch:
                             grouped.setdefault(tablet_id, []).append(m)
                         for tablet_id, messages in grouped.items():
-                            try:
-                                await client.call(api.RAFT_MESSAGE,
-                                                  api.RaftMessages(tablet_id, messages),
-                                                  api.Ack)
-                            except api.TabletNotFound:
-                                self.server.peer_missing(tablet_id, self.dest)
-                            except api.TabletNotRunning:
-                                pass  # deleting, copying, failed: nothing to tell Raft
+                            for part in split_for_calls(messages, RAFT_CALL_BYTES):
+                                try:
+                                    await client.call(api.RAFT_MESSAGE,
+                                                      api.RaftMessages(tablet_id, part),
+                                                      api.Ack)
+                                except api.TabletNotFound:
+                                    self.server.peer_missing(tablet_id, self.dest)
+                                except api.TabletNotRunning:
+                                    pass  # deleting, copying, failed: nothing to tell Raft
             except (RpcError, OSError) as exc:
-                if not isinstance(exc, ConnectionClosed):
+                if isinstance(exc, FrameTooLarge):
+                    # Not the network: a message this server built is over the frame
+                    # limit. Raft re-sends, so say it loudly rather than loop in silence.
+                    logger.error("to %s at %s: a Raft message is too large to send: %s",
+                                 self.dest, self.address, exc)
+                elif not isinstance(exc, ConnectionClosed):
                     logger.debug("to %s at %s: %s", self.dest, self.address, exc)
                 self.queue.clear()  # stale by the time we reconnect
                 await trio.sleep(backoff)

@@ -9,7 +9,8 @@ file instead, so that a change in behaviour is reviewed as a diff of the scripts
 Commands (nodes are named by their uuids, 1, 2, ...):
 
     add-nodes N [join] [seed=S] [election=E] [heartbeat=H] [prevote=B] [checkquorum=B]
-              [max-append=K]         N nodes: the first ones share a bootstrap config
+              [max-append=K] [max-append-bytes=B]
+                                     N nodes: the first ones share a bootstrap config
     campaign N                       start an election (pre-vote first, when enabled)
     tick N [count] / tick-all [count]
     propose N DATA
@@ -135,7 +136,8 @@ class ScriptRunner:
                 heartbeat_ticks=int(kw.get("heartbeat", 2)),
                 pre_vote=_bool(kw.get("prevote", "true")),
                 check_quorum=_bool(kw.get("checkquorum", "true")),
-                max_append_entries=int(kw.get("max-append", 256)))
+                max_append_entries=int(kw.get("max-append", 256)),
+                max_append_bytes=int(kw.get("max-append-bytes", 1 << 20)))
             c.add_nodes(int(pos[0]), join=True if "join" in pos[1:] else None, options=opts)
             return []
         if name == "campaign":
