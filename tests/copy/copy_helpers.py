@@ -255,6 +255,15 @@ def snapshot_bytes(src: SourceTablet, info: CopySessionInfo) -> dict[tuple[str, 
     return out
 
 
+def probe_snapshot(src: SourceTablet, mgr: CopySessionManager
+                   ) -> tuple[CopySessionInfo, dict[tuple[str, str], bytes]]:
+    """What a session on ``src`` offers and its bytes, through a session opened and ended."""
+    info = src.begin(mgr, "probe")
+    expected = snapshot_bytes(src, info)
+    mgr.end(info.session_id)
+    return info, expected
+
+
 # --------------------------------------------------------------------------- the destination
 
 

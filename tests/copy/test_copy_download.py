@@ -20,6 +20,7 @@ from copy_helpers import (
     make_layouts,
     non_temp,
     open_destination,
+    probe_snapshot,
     real_files,
     snapshot_bytes,
     source_tablet,
@@ -448,9 +449,7 @@ def test_identical_block_already_present_is_reused(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with source_tablet(layouts) as src:
-            info = src.begin(mgr, "probe")
-            expected = snapshot_bytes(src, info)
-            mgr.end(info.session_id)
+            info, expected = probe_snapshot(src, mgr)
             first = info.blocks[0].name
             atomic_replace(layouts.disk, posixpath.join(layouts.dst.data_dir, first),
                            expected[("block", first)])
@@ -485,9 +484,7 @@ def test_a_block_file_in_the_way_fails_the_copy_cleanly(tmp_path: Path, contents
 
     async def main() -> None:
         async with source_tablet(layouts) as src:
-            info = src.begin(mgr, "probe")
-            expected = snapshot_bytes(src, info)
-            mgr.end(info.session_id)
+            info, expected = probe_snapshot(src, mgr)
             second = info.blocks[1].name
             other = expected[("block", info.blocks[0].name)] if contents is None \
                 else b"x" * info.blocks[1].size if contents == b"x" else contents
