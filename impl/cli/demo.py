@@ -1,6 +1,6 @@
 """``make demo``: the whole checking pipeline, end to end, on an embedded default.
 
-Until the tablet servers and masters exist (later issues), the demo shows what checks them:
+The demo shows what checks the system, then runs the real thing (masters come later):
 
 1. ``revivify prove``: z3 proves the spec's invariants inductive for every term;
 2. ``revivify prove --mutant stc_seed_order``: the seed's StartTabletCopy order (delete
