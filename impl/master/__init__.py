@@ -1,1 +1,18 @@
-"""Master: catalog, heartbeats, background tasks, placement policies."""
+"""Master: the sans-I/O core of the catalog, heartbeats and placement (the shell comes later).
+
+    catalog      table and tablet records, their catalog-tablet rows, the Catalog snapshot,
+                 the state transition tables, the one CatalogWrite of an operation
+    operations   CreateTable, DeleteTable, AlterTable, replacement of timed-out tablets as
+                 pure planners returning a Plan (one write; calls only after commit) or a
+                 typed refusal; creation nudges and the creation watch
+    reports      tablet-report processing (seed 004 appendix B with its fixes) as a Plan
+    placement    replica placement over the live tablet servers
+    tserver_map  registration, liveness and full-report bookkeeping from heartbeats
+    queries      ListTables, GetTableLocations over a committed snapshot
+    calls        the calls to tablet servers, as values
+    messages     the heartbeat and tablet-report wire structs
+    errors       the typed refusals (values) and CatalogCorrupt / NotCommitted
+
+None of these modules imports trio (an import-linter contract): inputs are method calls and
+values, time is a ``now`` argument, randomness an injected ``random.Random``.
+"""

@@ -1,0 +1,98 @@
+"""What a tablet server tells a master in a heartbeat, and what the master answers.
+
+Wire values (msgspec structs, msgpack in an RPC body), written once here for both sides:
+the tablet server's heartbeater builds them, the master's shell hands them to the pure core
+(tserver_map.py decides what to do with a heartbeat, reports.py what a report means).
+
+    Master.Heartbeat   Heartbeat(server_uuid, incarnation, registration?, report?)
+                       -> HeartbeatResponse(master_uuid, leader, term,
+                                            needs_register, needs_full_report)
+
+Seed 004, "Heartbeat to all masters": a tablet server heartbeats EVERY master, one
+heartbeater each, with its own report sequence per master. Every master refreshes the
+server's liveness (KUDU-1358); only the leader processes reports. A report is incremental
+(the tablets that changed since the last report that master acknowledged: edge-triggered) or
+full (every tablet the server holds, tombstones included). It is full at registration, when
+the master asks (``needs_full_report``), and whenever the server sees a master newly become
+leader (``leader`` false -> true, or a new ``term``): KUDU-1374, so that whatever a dead
+leader decided and never sent is decided again by the new one.
+
+``incarnation`` distinguishes two runs of one server (a restart): a master that knows the
+server under another incarnation asks it to register again. A wiped server has a new UUID
+and is simply a new server (seed 001 "Failure of a disk with consensus metadata").
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+from revivify.impl.consensus.messages import Config
+
+MASTER_HEARTBEAT: Final = "Master.Heartbeat"
+
+# A replica as its server's tablet manager sees it. TOMBSTONED: deleted, cmeta and last
+# OpId kept (it votes on); DELETING: a deletion is in progress; FAILED: startup or the
+# store failed, the evidence is kept.
+ReplicaState = Literal["STARTING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED", "DELETING",
+                       "STOPPED"]
+REPLICA_STATES: Final[tuple[ReplicaState, ...]] = (
+    "STARTING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED", "DELETING", "STOPPED")
+
+
+class ReportedConsensus(msgspec.Struct, frozen=True):
+    """The replica's durable consensus facts: its current term, the leader it knows in that
+    term (None if none), and its *committed* config (opid_index orders configs)."""
+
+    term: int
+    leader: str | None
+    config: Config
+
+
+class ReportedReplica(msgspec.Struct, frozen=True):
+    tablet_id: str
+    state: ReplicaState
+    consensus: ReportedConsensus | None = None  # None: no committed consensus state known
+    schema_version: int | None = None  # the schema version the replica has applied
+    error: str = ""  # why FAILED
+
+
+class TabletReport(msgspec.Struct, frozen=True):
+    """``seq`` counts the reports sent to this master in this incarnation, from 0."""
+
+    full: bool
+    seq: int
+    replicas: list[ReportedReplica]
+
+
+class Registration(msgspec.Struct, frozen=True):
+    address: str  # host:port of the server's RPC endpoint
+
+
+class Heartbeat(msgspec.Struct, frozen=True):
+    server_uuid: str
+    incarnation: int
+    registration: Registration | None = None
+    report: TabletReport | None = None
+
+
+class HeartbeatResponse(msgspec.Struct, frozen=True):
+    master_uuid: str
+    leader: bool  # this master is the ready leader (the server watches for a change)
+    term: int
+    needs_register: bool = False
+    needs_full_report: bool = False
+
+
+__all__ = [
+    "MASTER_HEARTBEAT",
+    "REPLICA_STATES",
+    "Heartbeat",
+    "HeartbeatResponse",
+    "Registration",
+    "ReplicaState",
+    "ReportedConsensus",
+    "ReportedReplica",
+    "TabletReport",
+]
