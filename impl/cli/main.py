@@ -5,6 +5,7 @@ Subcommands:
   explore                 exhaustive bounded exploration of the spec (revivify.checker.explore)
   trace check PATH...     replay traces against the spec, single process
   trace validate PATH...  the same on Spark (--engine spark)
+  history check FILE      is a client history linearizable? (revivify.impl.cli.history)
   tserver status | run    a tablet server's state; run one (revivify.impl.tserver.main)
   tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
   local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
@@ -29,6 +30,7 @@ commands:
   explore     enumerate every reachable spec state within bounds and check invariants
   trace       check traces against the spec: 'trace check PATH...' or
               'trace validate PATH... --engine spark'
+  history     'history check FILE --model register|kv': is a client history linearizable?
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
               or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
@@ -57,6 +59,12 @@ def _trace(argv: list[str]) -> int:
     from revivify.checker.cli import trace_main
 
     return trace_main(argv)
+
+
+def _history(argv: list[str]) -> int:
+    from revivify.impl.cli.history import history_main
+
+    return history_main(argv)
 
 
 def _tserver(argv: list[str]) -> int:
@@ -99,6 +107,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "prove": _prove,
     "explore": _explore,
     "trace": _trace,
+    "history": _history,
     "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.tserver.main:run_main
     "tablet": _tablet,
     "row": _row,
