@@ -221,6 +221,17 @@ class AlterTable:
 # ---------------------------------------------------------------------------- CreateTable
 
 
+def _unused_id(catalog: Catalog, rng: random.Random, taken: set[str]) -> str:
+    """A fresh id: never one of a record (of any kind, deleted ones included) nor one this
+    plan already took. 128 random bits make a repeat unlikely, a seeded test makes it sure."""
+    while True:
+        candidate = new_id(rng)
+        if candidate not in catalog.tables and candidate not in catalog.tablets \
+                and candidate not in taken:
+            taken.add(candidate)
+            return candidate
+
+
 def _check_counts(num_tablets: int, num_replicas: int) -> str | None:
     if not 1 <= num_tablets <= MAX_TABLETS:
         return f"{num_tablets} tablets, must be 1..{MAX_TABLETS}"
@@ -257,13 +268,15 @@ def plan_create_table(catalog: Catalog, request: CreateTable, *,
     if isinstance(placement, NotEnoughServers):
         return placement
 
-    table_id = new_id(rng)
+    taken: set[str] = set()
+    table_id = _unused_id(catalog, rng, taken)
     table = TableRecord(
         table_id=table_id, name=request.name, schema=tuple(request.schema), schema_version=0,
         num_replicas=request.num_replicas, num_tablets=request.num_tablets,
         state=next_table_state(None, "create"), version=1, create_request=request.request_id)
     tablets = tuple(
-        TabletRecord(tablet_id=new_id(rng), table_id=table_id, partition=bucket,
+        TabletRecord(tablet_id=_unused_id(catalog, rng, taken), table_id=table_id,
+                     partition=bucket,
                      state=next_tablet_state(None, "create"),
                      consensus=initial_consensus(peers), version=1,
                      reported_schema_version=table.schema_version)
@@ -394,6 +407,7 @@ def plan_replace_tablets(catalog: Catalog, tablet_ids: Iterable[str], *,
     if not old_tablets:
         return InvalidArgument("no tablet to replace")
     load = catalog.replica_counts()
+    taken: set[str] = set()
     replaced: list[TabletRecord] = []
     created: list[TabletRecord] = []
     for old in old_tablets:
@@ -404,7 +418,7 @@ def plan_replace_tablets(catalog: Catalog, tablet_ids: Iterable[str], *,
         peers: tuple[Peer, ...] = placement[0]
         for peer in peers:
             load[peer.uuid] = load.get(peer.uuid, 0) + 1
-        new = TabletRecord(tablet_id=new_id(rng), table_id=old.table_id,
+        new = TabletRecord(tablet_id=_unused_id(catalog, rng, taken), table_id=old.table_id,
                            partition=old.partition, state=next_tablet_state(None, "create"),
                            consensus=initial_consensus(peers), version=1,
                            reported_schema_version=table.schema_version,
