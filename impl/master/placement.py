@@ -66,6 +66,9 @@ def place_tablets(candidates: Sequence[Candidate], load: Mapping[str, int], num_
     placed here count as they are placed, so a table's tablets spread over the servers.
     """
     assert num_tablets >= 0 and num_replicas >= 1
+    available = len(_ordered(candidates, ()))
+    if available < num_replicas:  # P3, even for no tablet at all
+        return NotEnoughServers(needed=num_replicas, live=available)
     running = dict(load)
     placed: list[tuple[Peer, ...]] = []
     for _ in range(num_tablets):

@@ -220,6 +220,9 @@ class TabletServerMap:
             row = self._row(role, state, "heartbeat")
             inputs.append("heartbeat")
             needs_register |= row.needs_register
+            if entry is not None and row.next is not RegState.UNKNOWN:
+                entry = attrs.evolve(entry, state=row.next)
+            state = row.next
         if entry is not None and state is not RegState.UNKNOWN:
             self._servers[hb.server_uuid] = attrs.evolve(entry, last_heartbeat=now)
         assert not (needs_register and report_to_process is not None)
