@@ -14,12 +14,16 @@ Rules of this file
        or one WAL append of a batch of entries) or none, and ONE trace fact describing it.
        The shell makes the change durable (fsync), then writes the fact, then the next.
        So a process killed at any moment loses at most the fact of the step in flight.
-    2. ``messages``: sent only after every step of the batch is durable, so no vote is
-       granted and no entry acknowledged before it is on disk. ``early_messages`` (the
-       leader's AppendRequests) may be sent before the steps, so that followers write to
-       their disks while the leader writes to its own (Raft thesis 10.2.1): a leader counts
-       itself toward a commit only once ``advance`` says its own append is durable, and
-       the term the requests carry was made durable before the election that won it.
+    2. ``messages``, each with ``after_steps``: how many of the batch's steps the core
+       had emitted when it sent it. A message leaves only once those steps are durable
+       AND traced (no vote granted, no entry acknowledged before it is on disk, and no
+       message whose receiver traces a consequence before the sender traced the cause,
+       e.g. a new leader's first append before its become_leader). One exception: an
+       AppendRequest may overtake the leader's own WAL appends of the entries it carries,
+       so that followers write to their disks while the leader writes to its own (Raft
+       thesis 10.2.1): a leader counts itself toward a commit only once ``advance`` says
+       its own append is durable. ``plan.plan(ready)`` spells this out as one flat list
+       of effects, which every shell walks in order.
     3. ``committed``: entries to apply, in order (durable on this node and committed).
     4. ``read_states``: ReadIndex requests confirmed: (request_id, index); answer once the
        state machine has applied ``index``.
@@ -66,6 +70,7 @@ no two replicas apply different entries at one index; term and vote never go bac
 from __future__ import annotations
 
 import enum
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any, Final
@@ -96,6 +101,7 @@ from .messages import (
     VOTER,
     AppendRequest,
     AppendResponse,
+    AppendStatus,
     Config,
     ConfigChange,
     Entry,
@@ -107,6 +113,7 @@ from .messages import (
     decode_config,
     encode_config,
 )
+from .progress import CopyExpected, Inflights, Progress, ProgressState
 
 
 class Role(enum.Enum):
@@ -134,12 +141,19 @@ class Options:
     # follower far behind gets its entries in batches that stay well under the RPC frame
     # limit, whatever the entries' size. A single larger entry is still sent, alone.
     max_append_bytes: int = 1 << 20
-    # Flow control: at most this many entries sent to a peer beyond what it acknowledged.
-    max_inflight_entries: int = 8192
+    # Flow control (progress.py): per peer in REPLICATE, at most this many AppendRequests
+    # with entries sent and not yet acknowledged, and (soft cap: one batch may cross it)
+    # this many bytes of entry data in them. etcd's MaxInflightMsgs / MaxInflightBytes.
+    max_inflight_appends: int = 64
+    max_inflight_bytes: int = 16 << 20
 
     def __attrs_post_init__(self) -> None:
         if self.heartbeat_ticks < 1 or self.election_ticks <= self.heartbeat_ticks:
             raise ValueError("need 1 <= heartbeat_ticks < election_ticks")
+        if self.max_inflight_appends < 1 or self.max_inflight_bytes < 1:
+            raise ValueError("need at least one append in flight")
+        if self.max_append_entries < 1 or self.max_append_bytes < 1:
+            raise ValueError("need at least one entry per append")
 
 
 @attrs.frozen
@@ -182,43 +196,29 @@ class ReadState:
 
 @attrs.frozen
 class Ready:
+    """One batch of output (see rule 1-4 of the module docstring; plan.py orders it)."""
+
     steps: tuple[Step, ...]
     messages: tuple[Message, ...]
     committed: tuple[Entry, ...]
     read_states: tuple[ReadState, ...]
     read_failures: tuple[int, ...]  # ReadIndex requests dropped (leadership lost)
+    # after_steps[i]: how many of ``steps`` the core had emitted when it sent messages[i]
+    # (what the message may depend on). Non-decreasing, at most len(steps).
+    after_steps: tuple[int, ...] = ()
 
-    @property
-    def early_messages(self) -> tuple[Message, ...]:
-        """Messages that need none of the batch's steps to be durable (see rule 2)."""
-        return tuple(m for m in self.messages if isinstance(m, AppendRequest))
-
-    @property
-    def late_messages(self) -> tuple[Message, ...]:
-        """Messages to send only once every step of the batch is durable."""
-        return tuple(m for m in self.messages if not isinstance(m, AppendRequest))
+    def __attrs_post_init__(self) -> None:
+        if not self.after_steps and self.messages:
+            # A Ready built by hand (tests): every message after every step.
+            object.__setattr__(self, "after_steps", (len(self.steps),) * len(self.messages))
+        assert len(self.after_steps) == len(self.messages), "one position per message"
+        bounds = (0, *self.after_steps, len(self.steps))
+        assert all(a <= b for a, b in itertools.pairwise(bounds)), \
+            f"positions {self.after_steps} of {len(self.steps)} steps"
 
     def is_empty(self) -> bool:
         return not (self.steps or self.messages or self.committed or self.read_states
                     or self.read_failures)
-
-
-@attrs.define
-class Progress:
-    """The leader's view of one peer."""
-
-    match: int = 0
-    next: int = 1
-    recent_active: bool = False
-
-    def inflight(self) -> int:
-        """Entries sent (optimistically, pipelined) and not yet acknowledged."""
-        return self.next - 1 - self.match
-    needs_copy: bool = False  # only a tablet copy can help this peer
-    # What the peer's replica is, as far as the leader knows, while it needs a copy: READY
-    # (it needs entries compacted here), DELETED (it answered TOMBSTONED), DOES_NOT_EXIST
-    # (its server does not host the tablet). StartTabletCopy names it as expected_state.
-    copy_expected: str = ""
 
 
 @attrs.frozen
@@ -227,8 +227,13 @@ class PeerStatus:
     member_type: str
     match: int
     next: int
-    needs_copy: bool
-    copy_expected: str = ""
+    state: ProgressState
+    copy_expected: CopyExpected | None = None  # set in NEEDS_COPY
+
+    @property
+    def needs_copy(self) -> bool:
+        """Only a tablet copy can help this peer (``copy_expected`` says what it is)."""
+        return self.state is ProgressState.NEEDS_COPY
 
 
 @attrs.frozen
@@ -306,6 +311,7 @@ class RaftCore:
         # output being collected for the next ready()
         self._steps: list[Step] = []
         self._messages: list[Message] = []
+        self._after_steps: list[int] = []  # per message: len(self._steps) when it was sent
         self._read_states: list[ReadState] = []
         self._read_failures: list[int] = []
         # ReadIndex bookkeeping (leader only)
@@ -336,7 +342,7 @@ class RaftCore:
         if self.role is Role.LEADER:
             peers = tuple(
                 PeerStatus(p.uuid, p.member_type, self.progress[p.uuid].match,
-                           self.progress[p.uuid].next, self.progress[p.uuid].needs_copy,
+                           self.progress[p.uuid].next, self.progress[p.uuid].state,
                            self.progress[p.uuid].copy_expected)
                 for p in self.active_config.peers if p.uuid in self.progress)
         return Status(self.me, self.role, self.term, self.voted_for, self.leader,
@@ -418,15 +424,19 @@ class RaftCore:
         if pr.match == self.log.last_index:
             self._send(TimeoutNow(self.me, target, self.term))
         else:
-            self._send_append(target)
+            # Catch it up first (its acknowledgement of our last entry sends TimeoutNow):
+            # an append now even if its flow is paused, as a heartbeat would (an empty one
+            # probes where its log ends), then whatever its window allows.
+            self._send_append(target, heartbeat=True)
+            self._replicate_to(target)
 
     def peer_missing(self, uuid: str) -> None:
         """The peer's server says it does not host this tablet at all (it was never
         created there, fully deleted, or the server was wiped): only a tablet copy can
         help. A leader marks it; anyone else ignores it."""
         pr = self.progress.get(uuid) if self.role is Role.LEADER else None
-        if pr is not None:
-            pr.needs_copy, pr.copy_expected = True, "DOES_NOT_EXIST"
+        if pr is not None and uuid != self.me:
+            pr.become_needs_copy("DOES_NOT_EXIST")
 
     def step_down(self) -> None:
         """Stop leading (an operator's request); stays in the term, votes stay as they are."""
@@ -436,6 +446,8 @@ class RaftCore:
     # ------------------------------------------------------------------ output
 
     def _flush_output(self) -> None:
+        """What is collected lazily, once per batch: the proposals' broadcast, and the
+        ReadIndex rounds of the reads queued since the last batch."""
         if self._replicate_pending:
             self._replicate_pending = False
             if self.role is Role.LEADER:
@@ -443,32 +455,53 @@ class RaftCore:
         self._start_read_rounds()
 
     def has_ready(self) -> bool:
-        self._flush_output()
-        return bool(self._steps or self._messages or self._read_states or self._read_failures
-                    or self.commit_index > self.applied_index)
+        """Whether ``ready()`` would return a non-empty batch. Pure: it changes nothing, so
+        a shell may ask any number of times (the driver asks before every wait) without
+        moving the core; what ``_flush_output`` would add is predicted, not done."""
+        if self._steps or self._messages or self._read_states or self._read_failures \
+                or self.commit_index > self.applied_index:
+            return True
+        if self.role is not Role.LEADER:
+            return False
+        if self._replicate_pending and any(
+                self._append_wanted(pr) for u, pr in self.progress.items() if u != self.me):
+            return True
+        # A queued read starts a round: heartbeats out, or a release (a single voter).
+        return bool(self._read_queue) and self.committed_in_term()
 
     def ready(self) -> Ready:
         self._flush_output()
         committed: tuple[Entry, ...] = ()
         if self.commit_index > self.applied_index:
             committed = tuple(self.log.slice(self.applied_index + 1, self.commit_index))
+            # Only what is in the log can be applied; the log is never compacted past
+            # applied_index (compact() bounds it), so the slice is whole.
+            assert len(committed) == self.commit_index - self.applied_index
+        assert len(self._after_steps) == len(self._messages)
         rd = Ready(tuple(self._steps), tuple(self._messages), committed,
-                   tuple(self._read_states), tuple(self._read_failures))
+                   tuple(self._read_states), tuple(self._read_failures),
+                   tuple(self._after_steps))
         self._steps.clear()
         self._messages.clear()
+        self._after_steps.clear()
         self._read_states.clear()
         self._read_failures.clear()
         return rd
 
     def advance(self, rd: Ready) -> None:
         """The shell executed ``rd``: its steps are durable and its entries applied."""
+        # The contract: nothing reached the core between ready() and advance().
+        assert not self._steps and not self._messages, "input between ready() and advance()"
         appended = [s.entries[-1].index for s in rd.steps if s.entries]
         if appended:
             # Later steps of the same batch may have truncated below an earlier append.
             self.durable_index = min(appended[-1], self.log.last_index)
         if rd.committed:
+            assert rd.committed[0].index == self.applied_index + 1, "applies in index order"
             self.applied_index = rd.committed[-1].index
         if self.role is Role.LEADER and appended:
+            # Only now does the leader count itself toward a commit: its appends may have
+            # left before its own fsync (plan.py), never its vote for its own entries.
             self.progress[self.me].match = self.durable_index
             self.progress[self.me].next = self.durable_index + 1
             self._maybe_commit()
@@ -507,9 +540,10 @@ class RaftCore:
         if m.term < self.term:
             if isinstance(m, AppendRequest):
                 # Tell a deposed leader about the new term so that it steps down.
-                self._send(AppendResponse(self.me, m.src, self.term, False,
+                self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.STALE_TERM,
+                                          prev_index=m.prev_index,
                                           last_index=self.log.last_index,
-                                          reason=f"stale term {m.term} < {self.term}"))
+                                          detail=f"stale term {m.term} < {self.term}"))
                 return False
             if isinstance(m, VoteRequest):
                 if not m.pre_vote:
@@ -613,25 +647,30 @@ class RaftCore:
             entries = m.entries[skip:]
             prev_index, prev_term = log.base_index, log.base_term
             if len(m.entries) < skip:
-                self._send(AppendResponse(self.me, m.src, self.term, True,
-                                          match_index=log.base_index,
+                self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.OK,
+                                          prev_index=m.prev_index, match_index=log.base_index,
                                           last_index=log.last_index, read_ctx=m.read_ctx))
                 return
         else:
             entries, prev_index, prev_term = m.entries, m.prev_index, m.prev_term
         local_prev = log.term_at(prev_index)
         if local_prev is None:  # our log is shorter than prev_index
-            self._send(AppendResponse(self.me, m.src, self.term, False,
-                                      last_index=log.last_index,
+            assert prev_index > log.last_index
+            self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.LOG_MISMATCH,
+                                      prev_index=m.prev_index, last_index=log.last_index,
                                       conflict_index=log.last_index + 1, read_ctx=m.read_ctx,
-                                      reason=f"no entry at {prev_index}"))
+                                      detail=f"no entry at {prev_index}"))
             return
         if local_prev != prev_term:
+            # Entries at or below the commit index match every leader's (log matching and
+            # leader completeness): a conflict can only be above it.
+            assert prev_index > self.commit_index, f"conflict at committed {prev_index}"
             first = log.first_index_of_term(local_prev, prev_index)
-            self._send(AppendResponse(self.me, m.src, self.term, False,
-                                      last_index=log.last_index, conflict_term=local_prev,
-                                      conflict_index=first, read_ctx=m.read_ctx,
-                                      reason=f"term at {prev_index} is {local_prev}, "
+            self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.LOG_MISMATCH,
+                                      prev_index=m.prev_index, last_index=log.last_index,
+                                      conflict_term=local_prev, conflict_index=first,
+                                      read_ctx=m.read_ctx,
+                                      detail=f"term at {prev_index} is {local_prev}, "
                                              f"not {prev_term}"))
             return
         # Skip the entries we already hold; truncate at the first conflict; append the rest.
@@ -657,46 +696,86 @@ class RaftCore:
                     self._log_configs.append(_config_at(e))
             self._emit_append(tuple(new))
         match = prev_index + len(entries)
+        assert log.last_index >= match and log.term_at(match) is not None
         self._advance_commit(min(m.commit_index, match))
-        self._send(AppendResponse(self.me, m.src, self.term, True, match_index=match,
+        # Sent after the append step above: plan.py holds it until that step is durable
+        # and traced (an acknowledgement promises the entries survive a crash).
+        self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.OK,
+                                  prev_index=m.prev_index, match_index=match,
                                   last_index=log.last_index, read_ctx=m.read_ctx))
 
     def _on_append_response(self, m: Message | None) -> None:
+        """A peer answered an append: move its Progress (progress.py has the table), then
+        send it what it now needs, within its window."""
         assert isinstance(m, AppendResponse)
         pr = self.progress.get(m.src)
-        if pr is None:
+        if pr is None or m.src == self.me:
             self._drop(f"append response from {m.src}, not a member")
             return
         pr.recent_active = True
         if m.read_ctx:
             self._ack_reads(m.src, m.read_ctx)
-        if m.success:
-            # Its log matches ours at prev_index: whatever it needed, it has it now.
-            pr.needs_copy, pr.copy_expected = False, ""
-            if m.match_index > pr.match:
-                pr.match = m.match_index
-            pr.next = max(pr.next, pr.match + 1)
-            self._maybe_commit()
-            self._maybe_promote(m.src)
-            if self.transferee == m.src and pr.match == self.log.last_index:
-                self._send(TimeoutNow(self.me, m.src, self.term))
-        elif m.reason == "TOMBSTONED":
+        if m.status is AppendStatus.OK:
+            self._on_append_ok(m, pr)
+        elif m.status is AppendStatus.STALE_TERM:
+            # It answered a request of an earlier term of ours (a response of a higher term
+            # never gets here: the term gate made us a follower): nothing to learn.
+            self._drop(f"{m.src}: late STALE_TERM answer to an old term's append")
+            return
+        elif pr.tombstoned_is_stale(m.prev_index) if m.status is AppendStatus.TOMBSTONED \
+                else pr.refusal_is_stale(m.prev_index):
+            # Overtaken by later messages: acting on it would move `next` back again.
+            self._drop(f"{m.src}: stale {m.status.value} for {m.prev_index} "
+                       f"({pr.state.name} match={pr.match} next={pr.next})")
+            return
+        elif m.status is AppendStatus.TOMBSTONED:
             # The peer's replica was deleted: no entry can help it, only a tablet copy.
-            pr.needs_copy, pr.copy_expected = True, "DELETED"
-            pr.next = self.log.last_index + 1
+            pr.become_needs_copy("DELETED")
             return
         else:
-            # Fast backtracking: skip the follower's whole conflicting term.
-            nxt = m.conflict_index or m.last_index + 1
-            if m.conflict_term:
-                last_of_term = self.log.last_index_of_term(m.conflict_term)
-                if last_of_term is not None:
-                    nxt = last_of_term + 1
-            pr.next = max(pr.match + 1, min(nxt, self.log.last_index + 1))
-            if self.log.term_at(pr.next - 1) is not None:
-                pr.needs_copy, pr.copy_expected = False, ""  # e.g. a copy replaced its log
-        if pr.next <= self.log.last_index:
-            self._send_append(m.src)
+            assert m.status is AppendStatus.LOG_MISMATCH
+            self._on_append_mismatch(m, pr)
+        self._replicate_to(m.src)
+
+    def _on_append_ok(self, m: AppendResponse, pr: Progress) -> None:
+        assert m.match_index <= self.log.last_index, "a peer acknowledged beyond our log"
+        pr.acknowledged(m.match_index)
+        if pr.state is ProgressState.PROBE:
+            pr.become_replicate()
+        elif pr.state is ProgressState.NEEDS_COPY and \
+                self.log.term_at(pr.match) is not None:
+            # Its log now continues from a position this log holds (a copy gave it ours).
+            pr.become_replicate()
+        self._maybe_commit()
+        self._maybe_promote(m.src)
+        if self.transferee == m.src and pr.match == self.log.last_index:
+            self._send(TimeoutNow(self.me, m.src, self.term))
+
+    def _on_append_mismatch(self, m: AppendResponse, pr: Progress) -> None:
+        """Fast backtracking: skip the peer's whole conflicting term per round trip."""
+        nxt = m.conflict_index or m.last_index + 1
+        if m.conflict_term:
+            last_of_term = self.log.last_index_of_term(m.conflict_term)
+            if last_of_term is not None:
+                nxt = last_of_term + 1
+        # Never at or past the refused position (it does not match there), never past our
+        # log's end; become_probe keeps it above match.
+        nxt = min(nxt, m.prev_index, self.log.last_index + 1)
+        if pr.state is ProgressState.NEEDS_COPY \
+                and self.log.term_at(max(nxt, pr.match + 1) - 1) is None:
+            return  # it still needs what was compacted here
+        # (In NEEDS_COPY: a copy replaced its log; probe from where it ends.)
+        pr.become_probe(nxt)
+        self._check_compacted(m.src, pr)
+
+    def _check_compacted(self, uuid: str, pr: Progress) -> bool:
+        """If the entries ``uuid`` needs next were compacted here, only a copy can help."""
+        if pr.state is ProgressState.NEEDS_COPY or self.log.term_at(pr.next - 1) is not None:
+            return False
+        self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
+                   f"{self.log.base_index}: needs a tablet copy")
+        pr.become_needs_copy("READY")
+        return True
 
     def _on_timeout_now(self, m: Message | None) -> None:
         assert isinstance(m, TimeoutNow)
@@ -750,10 +829,13 @@ class RaftCore:
         self.transferee = None
         self.heartbeat_elapsed = 0
         self.election_elapsed = 0
+        # Every peer starts in PROBE at our log's end (where its log ends is not known):
+        # the no-op below is the first probe, and refusals walk `next` back from there.
         self.progress = {}
         for p in self.active_config.peers:
-            self.progress[p.uuid] = Progress(match=0, next=self.log.last_index + 1)
-        self.progress.setdefault(self.me, Progress())
+            self.progress[p.uuid] = self._new_progress(next_index=self.log.last_index + 1)
+        if self.me not in self.progress:  # (a leader always is a voter; see promotable)
+            self.progress[self.me] = self._new_progress(next_index=self.log.last_index + 1)
         self.progress[self.me].match = self.durable_index
         self._emit(Step(self._fact("become_leader", me=self.me, t=self.term)))
         self._append_own(ENTRY_NOOP, b"")
@@ -780,9 +862,9 @@ class RaftCore:
         # request (it stops sending entries and needs a tablet copy to restore us).
         assert isinstance(m, AppendRequest)
         self.leader = m.src
-        self._send(AppendResponse(self.me, m.src, self.term, False,
-                                  last_index=self.log.last_index, read_ctx=m.read_ctx,
-                                  reason="TOMBSTONED"))
+        self._send(AppendResponse(self.me, m.src, self.term, AppendStatus.TOMBSTONED,
+                                  prev_index=m.prev_index, last_index=self.log.last_index,
+                                  read_ctx=m.read_ctx, detail="replica deleted"))
 
     def _become_follower_same_term(self, why: str) -> None:
         was_leader = self.role is Role.LEADER
@@ -839,7 +921,8 @@ class RaftCore:
         if kind == ENTRY_CONFIG:
             self._log_configs.append(_config_at(entry))
             for p in self.active_config.peers:
-                self.progress.setdefault(p.uuid, Progress(next=entry.index))
+                if p.uuid not in self.progress:  # a new member: probe from its entry
+                    self.progress[p.uuid] = self._new_progress(next_index=entry.index)
             for gone in set(self.progress) - set(self.active_config.uuids()) - {self.me}:
                 del self.progress[gone]
         self._emit_append((entry,))
@@ -872,43 +955,59 @@ class RaftCore:
                         entries=entries))
 
     def _broadcast_append(self, *, heartbeat: bool) -> None:
+        """To every peer: what its window allows (and, for a heartbeat, at least an empty
+        append, which also probes and carries the commit index)."""
         for uuid in self.active_config.uuids():
             if uuid == self.me:
                 continue
-            pr = self.progress[uuid]
-            if heartbeat or (pr.next <= self.log.last_index
-                             and pr.inflight() < self.options.max_inflight_entries):
-                self._send_append(uuid, heartbeat=heartbeat)
+            if heartbeat:
+                self._send_append(uuid, heartbeat=True)
+            self._replicate_to(uuid)
+
+    def _append_wanted(self, pr: Progress) -> bool:
+        """Entries are waiting for this peer and its flow allows sending them now."""
+        return (pr.next <= self.log.last_index and not pr.is_paused()
+                and self.log.term_at(pr.next - 1) is not None)
+
+    def _replicate_to(self, uuid: str) -> None:
+        """Send ``uuid`` appends while entries wait and its window has room (PROBE: one)."""
+        pr = self.progress[uuid]
+        self._check_compacted(uuid, pr)
+        # Each append fills a slot of the window (REPLICATE) or pauses the probe (PROBE),
+        # so this ends within the window's size.
+        for _ in range(self.options.max_inflight_appends + 1):
+            if not self._append_wanted(pr):
+                return
+            self._send_append(uuid)
+        raise AssertionError(f"the window of {uuid} did not bound its appends")
 
     def _send_append(self, uuid: str, *, heartbeat: bool = False, read_ctx: int = 0) -> None:
+        """One AppendRequest to ``uuid``: entries from its ``next`` if its flow allows, else
+        none (a heartbeat; only sent as one when ``heartbeat``)."""
         pr = self.progress[uuid]
-        prev = pr.next - 1
-        prev_term = self.log.term_at(prev)
-        if prev_term is None:
-            # The entries this peer needs were compacted: only a tablet copy can help. Keep
-            # probing at the end of the log (no entries): once a copy has replaced the
-            # peer's log, its answer moves `next` back into what this log still holds.
-            if not pr.needs_copy:
-                self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
-                           f"{self.log.base_index}: needs a tablet copy")
-            pr.needs_copy, pr.copy_expected = True, "READY"
-            if not heartbeat:
-                return
-            prev = self.log.last_index
-            prev_term = self.log.term_at(prev)
-            assert prev_term is not None
-            self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
-                                     prev_index=prev, entries=(),
-                                     commit_index=self.commit_index, read_ctx=read_ctx))
-            return
-        entries: tuple[Entry, ...] = ()
-        if pr.next <= self.log.last_index \
-                and pr.inflight() < self.options.max_inflight_entries:
-            entries = self._batch(pr.next)
-        if entries:
-            pr.next = entries[-1].index + 1  # optimistic: pipeline the next batch
+        assert uuid != self.me and self.role is Role.LEADER
         if read_ctx == 0 and self._read_rounds:
             read_ctx = self._read_rounds[-1].ctx
+        if self._check_compacted(uuid, pr) or pr.state is ProgressState.NEEDS_COPY:
+            # Keep probing at the end of the log (no entries): once a copy has replaced
+            # the peer's log, its answer moves it out of NEEDS_COPY.
+            if heartbeat:
+                prev = self.log.last_index
+                prev_term = self.log.term_at(prev)
+                assert prev_term is not None
+                self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
+                                         prev_index=prev, entries=(),
+                                         commit_index=self.commit_index, read_ctx=read_ctx))
+            return
+        prev = pr.next - 1
+        prev_term = self.log.term_at(prev)
+        assert prev_term is not None, "compaction was checked above"
+        entries: tuple[Entry, ...] = ()
+        if pr.next <= self.log.last_index and not pr.is_paused():
+            entries = self._batch(pr.next)
+            pr.sent_entries(entries[-1].index, sum(len(e.data) for e in entries))
+        elif not heartbeat:
+            return
         self._send(AppendRequest(self.me, uuid, self.term, prev_term=prev_term,
                                  prev_index=prev, entries=entries,
                                  commit_index=self.commit_index, read_ctx=read_ctx))
@@ -917,6 +1016,7 @@ class RaftCore:
         """The entries from ``start`` for one AppendRequest: at least one, at most
         ``max_append_entries``, and no more data than ``max_append_bytes`` beyond the first."""
         entries = self.log.slice(start, start + self.options.max_append_entries - 1)
+        assert entries and entries[0].index == start, f"no entry at {start} to send"
         size, count = 0, 0
         for e in entries:
             size += len(e.data)
@@ -1008,6 +1108,10 @@ class RaftCore:
 
     # ------------------------------------------------------------------ helpers
 
+    def _new_progress(self, *, next_index: int) -> Progress:
+        return Progress(Inflights(self.options.max_inflight_appends,
+                                  self.options.max_inflight_bytes), match=0, next=next_index)
+
     def _cmeta(self) -> Cmeta:
         return Cmeta(self.term, self.voted_for, self.committed_config)
 
@@ -1024,7 +1128,10 @@ class RaftCore:
         self._steps.append(step)
 
     def _send(self, m: Message) -> None:
+        # Record what the message may depend on: every step emitted so far (plan.py).
+        assert m.src == self.me and m.dest != self.me
         self._messages.append(m)
+        self._after_steps.append(len(self._steps))
 
     def _drop(self, why: str) -> None:
         if len(self.dropped) >= 64:

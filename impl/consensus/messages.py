@@ -13,7 +13,10 @@ so a message that outlived a wiped server's identity never counts) and the sende
     VoteResponse  voter -> candidate
     AppendRequest leader -> peer          entries may be empty (a heartbeat); read_ctx tags a
                                           ReadIndex confirmation round
-    AppendResponse peer -> leader         on refusal, conflict_term/conflict_index let the
+    AppendResponse peer -> leader         status says what happened (AppendStatus: OK, or
+                                          why not); prev_index names the request answered,
+                                          so a late refusal is told from a current one; on
+                                          LOG_MISMATCH conflict_term/conflict_index let the
                                           leader skip a whole term at a time (fast backtrack)
     TimeoutNow    leader -> transferee    "campaign now, ignoring my lease" (leadership
                                           transfer)
@@ -21,6 +24,7 @@ so a message that outlived a wiped server's identity never counts) and the sende
 
 from __future__ import annotations
 
+import enum
 from typing import Final, Literal
 
 import msgspec
@@ -141,17 +145,41 @@ class AppendRequest(msgspec.Struct, frozen=True, tag="append"):
     read_ctx: int = 0
 
 
+class AppendStatus(enum.Enum):
+    """What an AppendResponse says. The leader's control flow reads this, never ``detail``
+    (free text for people: logs and the scenario scripts)."""
+
+    OK = "OK"  # the log matches the leader's through match_index
+    # The consistency check failed at the request's prev_index: the responder has no entry
+    # there (conflict_term 0) or one of another term (conflict_term, first index of it).
+    LOG_MISMATCH = "LOG_MISMATCH"
+    # The request's term is below the responder's: the sender is a deposed leader (it
+    # learns the new term from the response's ``term`` and steps down).
+    STALE_TERM = "STALE_TERM"
+    # The responder's replica was deleted (a tombstone): no entry can help it, only a
+    # tablet copy.
+    TOMBSTONED = "TOMBSTONED"
+
+
 class AppendResponse(msgspec.Struct, frozen=True, tag="append_resp"):
     src: str
     dest: str
     term: int
-    success: bool
-    match_index: int = 0  # success: the last index known to match the leader's log
+    status: AppendStatus
+    # The prev_index of the request this answers: a refusal names the position it refuses,
+    # so that the leader ignores a late one for a position it has already moved past
+    # (etcd's rejected index), instead of moving ``next`` back a second time.
+    prev_index: int = 0
+    match_index: int = 0  # OK: the last index known to match the leader's log
     last_index: int = 0  # the responder's last log index
-    conflict_term: int = 0  # refusal: the term at prev_index in the responder's log (0: none)
-    conflict_index: int = 0  # refusal: where the leader should retry from
+    conflict_term: int = 0  # LOG_MISMATCH: the term at prev_index here (0: no entry)
+    conflict_index: int = 0  # LOG_MISMATCH: where the leader should retry from
     read_ctx: int = 0
-    reason: str = ""
+    detail: str = ""  # why, for people (never parsed)
+
+    @property
+    def success(self) -> bool:
+        return self.status is AppendStatus.OK
 
 
 class TimeoutNow(msgspec.Struct, frozen=True, tag="timeout_now"):
@@ -170,6 +198,7 @@ __all__ = [
     "VOTER",
     "AppendRequest",
     "AppendResponse",
+    "AppendStatus",
     "ChangeKind",
     "Config",
     "ConfigChange",

@@ -19,13 +19,15 @@ Model
   written (term, vote, committed config) and the WAL, a list of entries with the WAL's
   suffix-overwrite rule (an append whose first index is at or below the last one replaces
   the tail from there), plus the index up to which the state machine's effects were flushed.
-* The shell loop of one node is ``process_ready(uuid)``: take ``core.ready()``; execute its
-  steps in order (write the cmeta, or append the batch to the WAL; record the step's fact);
-  check that the durable state now equals the core's view (a term, vote, config or entry
-  the core holds but did not hand over as a step would be lost by a crash); queue its
-  messages on the network; apply its committed entries to the node's state machine (a list
-  of entries); record its read states; ``core.advance(ready)``. Nothing else is given to the
-  core between ``ready()`` and ``advance()``, which is the core's contract.
+* The shell loop of one node is ``process_ready(uuid)``: take ``core.ready()`` and walk
+  ``plan(ready)`` (impl/consensus/plan.py: the same list of effects the tablet server
+  walks) in order: Persist (write the cmeta, or append the batch to the WAL), Trace (record
+  the step's fact), Send (queue the messages on the network), Apply (the committed entries,
+  to the node's state machine: a list of entries), Release (the read states); then check
+  that the durable state equals the core's view (a term, vote, config or entry the core
+  holds but did not hand over as a step would be lost by a crash) and
+  ``core.advance(ready)``. Nothing else is given to the core between ``ready()`` and
+  ``advance()``, which is the core's contract.
 * The network is one FIFO of messages in flight (``RaftCluster.queue``). ``deliver`` hands
   messages to their destinations' ``step``; a message whose destination is down, unknown or
   on the other side of a partition is dropped at delivery (so healing a partition lets the
@@ -34,9 +36,11 @@ Model
   aside (a slow link) and release them later, after everything sent meanwhile.
 * ``crash(uuid)`` throws away the core and everything volatile: pending output not yet taken
   by ``ready()``, and the state machine above the flushed index. ``crash(uuid,
-  after_steps=k)`` (or ``process_ready(uuid, crash_after=k)``) crashes *inside* a Ready:
-  the first k steps are durable, the rest are lost, and so are all of its messages, applies
-  and read states (the shell sends nothing before every step of the batch is on disk).
+  after_effects=k)`` (or ``process_ready(uuid, crash_after=k)``) crashes *inside* a Ready:
+  the first k effects of its plan happened (writes are durable, facts recorded, messages
+  in flight), the rest did not. ``crash_after`` may also be a function of the plan that
+  picks the point, e.g. ``after_appends_left``: a leader whose AppendRequests left before
+  its own WAL append was durable.
   ``restart(uuid)`` builds a fresh core from the durable state: term, vote and committed
   config from the cmeta, the RaftLog from the WAL, the applied index at the flushed point
   (``flush(uuid)`` records the current applied index as flushed) or 0.
@@ -76,11 +80,11 @@ API (all on ``RaftCluster``)
     inputs        tick(uuid, n); tick_all(n); campaign; propose(uuid, data) -> Entry;
                   change_config(uuid, kind, target, cas=, member_type=, promote=) -> Entry;
                   transfer(uuid, target); step_down; read_index(uuid, request_id)
-    shell         process_ready(uuid, crash_after=None); process_all()
+    shell         process_ready(uuid, crash_after=None | k | f(plan)); process_all()
     network       deliver(count=None, src=, dest=); deliver_at(i); drop(i);
                   drop_matching(src=, dest=); duplicate(i); swap(i, j); hold(src=, dest=);
                   release(); partition(*groups); heal(); connected(a, b)
-    faults        crash(uuid, after_steps=None); restart(uuid, applied="flushed"|"zero");
+    faults        crash(uuid, after_effects=None); restart(uuid, applied="flushed"|"zero");
                   flush(uuid)
     loops         round(); stabilize(max_rounds=None)
     observation   check(); logs(); status_line(uuid); log_line(uuid); take_output();
@@ -103,14 +107,15 @@ verbatim:
       commit index=1 op_term=1                           a fact with no durable change
       apply 1.1:noop                                     the state machine
       read r1 at 3 / read r2 failed                      ReadIndex answers
-    1 crashed after 1 of 2 steps; lost 1 steps, 2 messages, 0 applies
+    1 crashed after 3 of 5 effects; lost 1 writes, 1 facts, 2 messages, 0 applies
     1->2 App t=1 prev=0.0 commit=0 [1.1:noop] ctx=1   a message delivered
     1->3 Vote t=1 last=0.0 DROPPED (partition)  a message lost (partition, down, lost)
 
 Messages: ``PreVote``/``Vote t= last=term.index [transfer]``; ``PreVoteResp``/``VoteResp
 t= granted|rejected (why)``; ``App t= prev=term.index commit= [entries] ctx=`` (ctx tags a
-ReadIndex round); ``AppResp t= ok match= last=`` or ``reject last= hint=term@index (why)``
-(the fast-backtracking hint: the conflicting term and its first index); ``TimeoutNow t=``.
+ReadIndex round); ``AppResp t= ok match= last=`` or ``STATUS prev= last= hint=term@index
+(why)`` for a refusal (its AppendStatus, the position it refuses, and the fast-backtracking
+hint: the conflicting term and its first index); ``TimeoutNow t=``.
 Entries print as ``term.index:payload``: ``noop``, the write's bytes, or ``cfg{...}`` for a
 configuration (a member is its uuid; ``~`` marks a NON_VOTER and ``~+`` one to promote).
 """
@@ -123,7 +128,7 @@ from typing import Literal
 
 import attrs
 
-from revivify.impl.consensus.core import Cmeta, Fact, Options, RaftCore, Ready, Role, Step
+from revivify.impl.consensus.core import Cmeta, Fact, Options, RaftCore, ReadState, Role, Step
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import (
     ENTRY_CONFIG,
@@ -143,6 +148,7 @@ from revivify.impl.consensus.messages import (
     VoteResponse,
     decode_config,
 )
+from revivify.impl.consensus.plan import Apply, Effect, Persist, Release, Send, Trace, plan
 
 
 class HarnessError(Exception):
@@ -216,13 +222,13 @@ def format_message(m: Message) -> str:
         if m.success:
             s += f" ok match={m.match_index} last={m.last_index}"
         else:
-            s += f" reject last={m.last_index}"
+            s += f" {m.status.value} prev={m.prev_index} last={m.last_index}"
             if m.conflict_term or m.conflict_index:
                 s += f" hint={m.conflict_term}@{m.conflict_index}"
         if m.read_ctx:
             s += f" ctx={m.read_ctx}"
-        if not m.success and m.reason:
-            s += f" ({m.reason})"
+        if not m.success and m.detail:
+            s += f" ({m.detail})"
         return s
     assert isinstance(m, TimeoutNow)
     return f"{head} TimeoutNow t={m.term}"
@@ -649,39 +655,34 @@ class RaftCluster:
 
     # ------------------------------------------------------------------ the shell
 
-    def process_ready(self, uuid: str, *, crash_after: int | None = None) -> bool:
-        """Execute one Ready of ``uuid`` (see the module docstring). With ``crash_after=k``
-        the node crashes after the first k steps: later steps, every message, apply and read
-        state of the Ready are lost. Returns whether there was a Ready."""
+    def process_ready(self, uuid: str, *, crash_after: int | CrashPoint | None = None
+                      ) -> bool:
+        """Execute one Ready of ``uuid``: walk its plan (see the module docstring). With
+        ``crash_after=k`` the node crashes after the first k effects of the plan; with a
+        function, after the effect it picks (None: no crash). Returns whether there was a
+        Ready."""
         node = self.node(uuid)
         core = self.core(uuid)
         if not core.has_ready():
-            if crash_after is not None:
+            if crash_after is not None and not callable(crash_after):
                 self.crash(uuid)
             return False
         rd = core.ready()
+        effects = plan(rd)
+        stop = crash_after(effects) if callable(crash_after) else crash_after
         if rd.steps or rd.committed or rd.read_states or rd.read_failures \
-                or crash_after is not None:
+                or stop is not None:
             self._out(f"> {uuid} ready")  # (a Ready of messages only: see them delivered)
-        for k, step in enumerate(rd.steps):
-            if crash_after is not None and k >= crash_after:
-                break
-            self._execute(node, step)
-        if crash_after is not None:
-            kept = min(crash_after, len(rd.steps))
-            lost = (f"{len(rd.steps) - kept} steps, {len(rd.messages)} messages, "
-                    f"{len(rd.committed)} applies")
-            self._crash(node, f"after {kept} of {len(rd.steps)} steps; lost {lost}")
+        for k, effect in enumerate(effects):
+            if stop is not None and k >= stop:
+                self._crash(node, f"after {k} of {len(effects)} effects; lost "
+                                  f"{_lost(effects[k:])}")
+                return True
+            self._run(node, effect)
+        if stop is not None:
+            self._crash(node, f"after {len(effects)} of {len(effects)} effects")
             return True
         self._check_durable(node, core)
-        self.queue.extend(rd.messages)
-        for e in rd.committed:
-            if self.checker is not None:
-                self.checker.on_apply(node, e)
-            node.applied.append(e)
-            node.apply_log.append((node.incarnation, e))
-            self._out(f"  apply {format_entry(e)}")
-        self._answer_reads(node, rd)
         try:
             core.advance(rd)
         except AssertionError as exc:
@@ -690,7 +691,29 @@ class RaftCluster:
         self._observe(node)
         return True
 
-    def _execute(self, node: RaftNode, step: Step) -> None:
+    def _run(self, node: RaftNode, effect: Effect) -> None:
+        """One effect of a plan, as the tablet server's shell does it, in memory."""
+        if isinstance(effect, Persist):
+            self._persist(node, effect.step)
+        elif isinstance(effect, Trace):
+            step = effect.step
+            node.facts.append(step.fact)
+            if step.cmeta is None and not step.entries:  # (a durable step printed at Persist)
+                self._out("  " + format_step(step))
+        elif isinstance(effect, Send):
+            self.queue.extend(effect.messages)
+        elif isinstance(effect, Apply):
+            for e in effect.entries:
+                if self.checker is not None:
+                    self.checker.on_apply(node, e)
+                node.applied.append(e)
+                node.apply_log.append((node.incarnation, e))
+                self._out(f"  apply {format_entry(e)}")
+        else:
+            assert isinstance(effect, Release)
+            self._answer_reads(node, effect.read_states, effect.read_failures)
+
+    def _persist(self, node: RaftNode, step: Step) -> None:
         overwrites: int | None = None
         if step.cmeta is not None:
             if self.checker is not None:
@@ -701,7 +724,6 @@ class RaftCluster:
             if overwrites is not None and overwrites <= node.durable.flushed_index:
                 raise InvariantViolation(f"{node.uuid}: WAL overwrite from {overwrites} "
                                          f"below the flushed index {node.durable.flushed_index}")
-        node.facts.append(step.fact)
         self._out("  " + format_step(step, overwrites))
 
     def _check_durable(self, node: RaftNode, core: RaftCore) -> None:
@@ -716,13 +738,14 @@ class RaftCluster:
             raise InvariantViolation(f"{node.uuid}: WAL [{format_entries(d.wal)}] differs "
                                      f"from the core's log [{format_entries(log)}]")
 
-    def _answer_reads(self, node: RaftNode, rd: Ready) -> None:
-        for rs in rd.read_states:
+    def _answer_reads(self, node: RaftNode, read_states: Sequence[ReadState],
+                      read_failures: Sequence[int]) -> None:
+        for rs in read_states:
             if self.checker is not None:
                 self.checker.on_read(node.uuid, rs.request_id, rs.index)
             self.reads.append(ReadResult(node.uuid, rs.request_id, rs.index))
             self._out(f"  read r{rs.request_id} at {rs.index}")
-        for rid in rd.read_failures:
+        for rid in read_failures:
             if self.checker is not None:
                 self.checker.read_floor.pop((node.uuid, rid), None)
             self.reads.append(ReadResult(node.uuid, rid, None))
@@ -852,14 +875,14 @@ class RaftCluster:
 
     # ------------------------------------------------------------------ faults
 
-    def crash(self, uuid: str, *, after_steps: int | None = None) -> None:
-        """Crash ``uuid``. With ``after_steps=k`` and output pending, crash inside that
-        Ready after its first k steps (``process_ready(uuid, crash_after=k)``)."""
+    def crash(self, uuid: str, *, after_effects: int | None = None) -> None:
+        """Crash ``uuid``. With ``after_effects=k`` and output pending, crash inside that
+        Ready after the first k effects of its plan (``process_ready(uuid, crash_after=k)``)."""
         node = self.node(uuid)
         if node.core is None:
             raise NodeDown(f"{uuid} is already down")
-        if after_steps is not None and node.core.has_ready():
-            self.process_ready(uuid, crash_after=after_steps)
+        if after_effects is not None and node.core.has_ready():
+            self.process_ready(uuid, crash_after=after_effects)
             return
         self._crash(node, "")
 
@@ -961,11 +984,36 @@ def peer(uuid: str, member_type: MemberType = VOTER, promote: bool = False) -> P
     return Peer(uuid, f"ts-{uuid}", member_type, promote)
 
 
+CrashPoint = Callable[[Sequence[Effect]], "int | None"]
+
+
+def after_appends_left(effects: Sequence[Effect]) -> int | None:
+    """The crash point "the leader's AppendRequests left, its own WAL append of their
+    entries is not durable yet" (plan.py rule 3): just after the first Send of entries that
+    a Persist of a WAL append follows. None if the plan has no such point."""
+    for k, e in enumerate(effects):
+        if isinstance(e, Send) \
+                and any(isinstance(m, AppendRequest) and m.entries for m in e.messages) \
+                and any(isinstance(later, Persist) and later.step.entries
+                        for later in effects[k + 1:]):
+            return k + 1
+    return None
+
+
+def _lost(effects: Sequence[Effect]) -> str:
+    writes = sum(isinstance(e, Persist) for e in effects)
+    facts = sum(isinstance(e, Trace) for e in effects)
+    messages = sum(len(e.messages) for e in effects if isinstance(e, Send))
+    applies = sum(len(e.entries) for e in effects if isinstance(e, Apply))
+    return f"{writes} writes, {facts} facts, {messages} messages, {applies} applies"
+
+
 def _opid(wal: Sequence[Entry]) -> str:
     return f"{wal[-1].term}.{wal[-1].index}" if wal else "0.0"
 
 
 __all__ = [
+    "CrashPoint",
     "DurableState",
     "HarnessError",
     "InvariantViolation",
@@ -977,6 +1025,7 @@ __all__ = [
     "ReadResult",
     "RestartFrom",
     "SafetyChecker",
+    "after_appends_left",
     "format_config",
     "format_entries",
     "format_entry",

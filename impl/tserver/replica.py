@@ -335,32 +335,50 @@ class Replica:
             self._send(dest, self.tablet_id, batch)
 
     async def _execute(self, rd: raft.Ready) -> None:
-        # The leader's appends go out first: followers fsync while the leader does.
-        self._send_all(rd.early_messages)
-        for step in rd.steps:
-            # A step made durable is traced, even when the replica is being stopped: a clean
-            # stop (server_stop) promises the trace lost nothing.
-            with trio.CancelScope(shield=True):
-                if step.cmeta is not None:
-                    cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
-                                          config_to_storage(step.cmeta.committed_config))
-                    await self._blocking(self.metadata.write_cmeta, cmeta)
-                if step.entries:
-                    await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
-                                           for e in step.entries])
-                self.trace.event(step.fact.event, step.fact.args,
-                                 fact_state(step.fact, self.quarantine), tablet=self.tablet_id)
-        self._send_all(rd.late_messages)
-        for e in rd.committed:
-            self._apply(e)
-        for rs in rd.read_states:
-            w = self._reads.pop(rs.request_id, None)
-            if w is not None:
-                w.set(rs.index)
-        for rid in rd.read_failures:
-            w = self._reads.pop(rid, None)
-            if w is not None:
-                w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
+        """Walk the batch's plan in order (impl/consensus/plan.py decides the order and
+        says why: persist then trace each step; a message leaves once the steps it depends
+        on are durable and traced, a leader's appends overtaking only its own WAL append
+        of their entries; then apply, then answer reads)."""
+        # (Imported here so that this method is the only part of the file the plan touches.)
+        from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
+
+        for effect in plan(rd):
+            if isinstance(effect, Persist):
+                step = effect.step
+                # A step made durable is traced, even when the replica is being stopped: a
+                # clean stop (server_stop) promises the trace lost nothing. The shield covers
+                # the write; its Trace is the next effect and runs with no checkpoint in
+                # between, so a cancellation cannot separate them either.
+                with trio.CancelScope(shield=True):
+                    if step.cmeta is not None:
+                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
+                                              step.cmeta.voted_for,
+                                              config_to_storage(step.cmeta.committed_config))
+                        await self._blocking(self.metadata.write_cmeta, cmeta)
+                    if step.entries:
+                        await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
+                                               for e in step.entries])
+            elif isinstance(effect, Trace):
+                fact = effect.step.fact
+                self.trace.event(fact.event, fact.args, fact_state(fact, self.quarantine),
+                                 tablet=self.tablet_id)
+            elif isinstance(effect, Send):
+                # Handed to the per-peer senders, which stamp each call with the Lamport
+                # clock when it leaves: every fact this message depends on is traced by now.
+                self._send_all(effect.messages)
+            elif isinstance(effect, Apply):
+                for e in effect.entries:
+                    self._apply(e)
+            else:
+                assert isinstance(effect, Release)
+                for rs in effect.read_states:
+                    w = self._reads.pop(rs.request_id, None)
+                    if w is not None:
+                        w.set(rs.index)
+                for rid in effect.read_failures:
+                    w = self._reads.pop(rid, None)
+                    if w is not None:
+                        w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
 
     def _apply(self, e: Entry) -> None:
         result = self.store.apply_entry(e.index, e.term, e.kind, e.data)

@@ -4,11 +4,13 @@ in any order, with Raft's safety properties checked after every step.
 The machine is the adversary Raft is designed against: it delivers messages in any order
 (any message of the queue, not only the first), loses them, duplicates them, holds what
 one node sent and releases it late (after everything sent meanwhile), cuts the network into
-two sides (or isolates the leader) and heals it, crashes nodes between and *inside* Readies (after k
-durable steps; the rest and every message are lost), restarts them from their durable state
-with their state machine at 0 or at the last flush, and meanwhile asks whatever node it
-likes to propose, change the configuration (with the right compare-and-set index or a stale
-one), transfer leadership, step down, serve a read, campaign, or just let time pass.
+two sides (or isolates the leader) and heals it, crashes nodes between and *inside*
+Readies (after k effects of the Ready's plan: durable writes, trace facts, messages sent;
+the rest is lost; and, on purpose, a leader whose appends left before its own append of
+them was durable), restarts them from their durable state with their state machine at 0
+or at the last flush, and meanwhile asks whatever node it likes to propose, change the
+configuration (with the right compare-and-set index or a stale one), transfer
+leadership, step down, serve a read, campaign, or just let time pass.
 
 What is checked (impl/testing/raft.py, SafetyChecker, after every input to any core):
 at most one leader per term over all time; log matching, incrementally (one entry and one
@@ -46,7 +48,7 @@ from hypothesis.stateful import (
 from revivify.impl.consensus.core import TRANSITIONS, Options, RaftCore, Role, Transition
 from revivify.impl.consensus.errors import ConsensusError
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, Message
-from revivify.impl.testing.raft import NodeDown, RaftCluster
+from revivify.impl.testing.raft import NodeDown, RaftCluster, after_appends_left
 
 OPTIONS = Options(election_ticks=4, heartbeat_ticks=1)
 # who: an index into the node list (half the time), or a negative number for "a leader, if
@@ -58,7 +60,7 @@ who = st.one_of(st.integers(-2, -1), st.integers(0, 5))
 # cluster until quiet (progress)
 settle = st.sampled_from(["keep", "send", "send", "settle"])
 positions = st.integers(0, 1 << 16)
-crash_points = st.one_of(st.none(), st.integers(0, 3))
+crash_points = st.one_of(st.none(), st.integers(0, 6))  # effects of the plan
 # weighted action lists (an action listed twice is twice as likely)
 CLIENT_ACTIONS = ("propose", "propose", "propose", "propose", "propose", "read", "read",
                   "read", "config", "config", "transfer", "step_down", "campaign")
@@ -222,7 +224,26 @@ class RaftMachine(RuleBasedStateMachine):
             assert action == "crash"
             u = self.live(k)
             if u is not None and len(c.up()) > 1:
-                c.crash(u, after_steps=after)  # after=k: inside its pending Ready
+                c.crash(u, after_effects=after)  # after=k: inside its pending Ready
+
+    # How often crash_mid_append reached its state, over all instances (a test reads it).
+    mid_append_crashes = 0
+
+    @rule(data=st.binary(min_size=1, max_size=3))
+    def crash_mid_append(self, data: bytes) -> None:
+        """The leader writes, its AppendRequests leave, and it crashes before its own WAL
+        append of the same entries is durable (plan.py rule 3): the followers may hold
+        entries their leader lost, an ordinary uncommitted suffix that safety must
+        survive."""
+        c = self.c
+        leader = c.leader()
+        if leader is None or len(c.up()) < 2:
+            return
+        with contextlib.suppress(ConsensusError):
+            c.propose(leader, data)
+        self.writes += 1
+        if c.process_ready(leader, crash_after=after_appends_left) and not c.node(leader).up:
+            RaftMachine.mid_append_crashes += 1
 
     @rule(k=who)
     def process_ready(self, k: int) -> None:

@@ -26,7 +26,8 @@ Commands (nodes are named by their uuids, 1, 2, ...):
     stabilize [rounds=K]             process and deliver until quiet (at most K rounds)
     rounds K                         K rounds: every node's Ready, then every message
     partition 1 2 / 3 / heal
-    crash N [after=K]                crash; after=K: inside its pending Ready, after K steps
+    crash N [after=K]                crash; after=K: inside its pending Ready, after the
+                                     first K effects of its plan (impl/consensus/plan.py)
     restart N [applied=zero]         boot from the durable state (state machine at the
                                      flushed index, or at 0)
     flush N                          the state machine's effects up to applied are durable
@@ -204,7 +205,7 @@ class ScriptRunner:
             c.heal()
             return []
         if name == "crash":
-            c.crash(pos[0], after_steps=int(kw["after"]) if "after" in kw else None)
+            c.crash(pos[0], after_effects=int(kw["after"]) if "after" in kw else None)
             return []
         if name == "restart":
             c.restart(pos[0], applied="zero" if kw.get("applied") == "zero" else "flushed")

@@ -31,6 +31,7 @@ from revivify.impl.consensus.messages import (
     ENTRY_WRITE,
     AppendRequest,
     AppendResponse,
+    AppendStatus,
     ConfigChange,
     Entry,
     Message,
@@ -100,8 +101,8 @@ def plausible(name: str, core: RaftCore) -> Message:
     if name == "AppendRequest":
         return AppendRequest("2", "1", t, log.last_term, log.last_index, (), core.commit_index)
     if name == "AppendResponse":
-        return AppendResponse("2", "1", t, True, match_index=log.last_index,
-                              last_index=log.last_index)
+        return AppendResponse("2", "1", t, AppendStatus.OK, prev_index=log.last_index,
+                              match_index=log.last_index, last_index=log.last_index)
     assert name == "TimeoutNow"
     return TimeoutNow("2", "1", t)
 
@@ -143,8 +144,10 @@ def append_request(draw: st.DrawFn, core: RaftCore) -> AppendRequest:
     term = draw(st.sampled_from([core.term] * 3 + [max(0, core.term - 1), core.term + 1]))
     prev = draw(st.integers(log.base_index, log.last_index))
     prev_term = log.term_at(prev) or 0
-    if draw(st.integers(0, 4)) == 0:
-        prev_term = draw(st.integers(0, term))  # maybe wrong: a refusal
+    if draw(st.integers(0, 4)) == 0 and prev > core.commit_index:
+        # maybe wrong: a refusal (only above the commit index: at or below it every leader
+        # holds the same entries as this core, and the core asserts so)
+        prev_term = draw(st.integers(0, term))
     entries: list[Entry] = []
     last_term = prev_term
     for index in range(prev + 1, prev + 1 + draw(st.integers(0, 3))):
@@ -183,8 +186,10 @@ def message(draw: st.DrawFn, core: RaftCore) -> Message:
     if kind == "AppendRequest":
         return draw(append_request(core))
     if kind == "AppendResponse":
-        ok = draw(st.booleans())
-        return AppendResponse(src, "1", term, ok, match_index=draw(st.integers(0, last)),
+        status = draw(st.sampled_from(list(AppendStatus)))
+        ok = status is AppendStatus.OK
+        return AppendResponse(src, "1", term, status, prev_index=draw(st.integers(0, last)),
+                              match_index=draw(st.integers(0, last)),
                               last_index=draw(st.integers(0, last + 2)),
                               conflict_term=0 if ok else draw(st.integers(0, term)),
                               conflict_index=0 if ok else draw(st.integers(0, last + 1)),

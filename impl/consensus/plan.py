@@ -1,0 +1,162 @@
+"""The one order in which a shell executes a Ready: ``plan(ready) -> (Effect, ...)``.
+
+Rules of this file
+------------------
+* Pure: a Ready in, a flat tuple of effects out; no I/O. Every shell walks the same list
+  in order (the tablet server's replica driver, impl/tserver/replica.py, and the test
+  harness, impl/testing/raft.py), so the order is decided once, here, and tested here.
+* A crash may stop a shell after any prefix of the list, so each rule below is also a
+  statement about what a crash can leave behind (the harness crashes at every position).
+
+The effects
+-----------
+    Persist(step)   make the step's one durable change: a cmeta write (atomic replace) or
+                    a WAL append, fsync'd. Only steps that change something durable.
+    Trace(step)     write the step's fact, right after its Persist (or alone, for a fact
+                    with no durable change: become_leader, commit, step_down, ...).
+    Send(messages)  hand messages to the network.
+    Apply(entries)  apply committed entries to the state machine, in index order.
+    Release(...)    answer ReadIndex requests (confirmed, or failed: leadership lost).
+
+The order, and why
+------------------
+1. Steps keep the core's order, each Persist immediately followed by its Trace. Durable
+   order is trace order, and a crash loses at most the fact of the step in flight (a
+   Persist without its Trace), which the trace checker's crash frontier allows.
+2. A message leaves only once every step the core had emitted before sending it
+   (``Ready.after_steps``) is durable AND traced. Durable: no vote is granted and no entry
+   acknowledged before it survives a crash. Traced: the receiver's trace must never show
+   a consequence before the sender's trace shows its cause; the Lamport clock a message
+   carries is read when it leaves, so a new leader's first AppendRequest sent before its
+   become_leader fact was written gives the follower's log_append a lower clock than
+   that become_leader (the checker's CausalityViolation AppendAfterLeader: this was a
+   real bug of the shell, which sent every AppendRequest before executing any step).
+3. The one exception: an AppendRequest may leave before the WAL append steps that carry
+   (some of) its own entries, so followers write to their disks while the leader writes
+   to its own (Raft thesis 10.2.1). It is safe because the leader counts itself toward a
+   commit only after ``advance`` (its own append durable), and what a crash of the leader
+   at that point leaves (followers holding entries the leader lost) is an ordinary
+   uncommitted suffix. It may overtake nothing else: not a fact-only step (become_leader,
+   commit), not a cmeta write (the term it carries), not an append of other entries.
+4. Messages to one destination leave in the order the core sent them (a link is FIFO in
+   production; reordering would only cause spurious refusals).
+5. Then Apply (the committed entries are durable here: every step is done), then Release
+   (a read is answered at an index; the shell waits until it has applied it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from .core import ReadState, Ready, Step
+from .messages import AppendRequest, Entry, Message
+
+
+@attrs.frozen
+class Persist:
+    """Make ``step``'s durable change (cmeta write or WAL append), fsync'd."""
+
+    step: Step
+
+    def __attrs_post_init__(self) -> None:
+        assert self.step.cmeta is not None or self.step.entries, "nothing to persist"
+
+
+@attrs.frozen
+class Trace:
+    """Write ``step``'s fact (after its Persist, if it has one)."""
+
+    step: Step
+
+
+@attrs.frozen
+class Send:
+    messages: tuple[Message, ...]
+
+
+@attrs.frozen
+class Apply:
+    entries: tuple[Entry, ...]
+
+
+@attrs.frozen
+class Release:
+    read_states: tuple[ReadState, ...]
+    read_failures: tuple[int, ...]
+
+
+Effect = Persist | Trace | Send | Apply | Release
+
+
+def may_overtake(message: Message, step: Step) -> bool:
+    """Rule 3: an AppendRequest may leave before a WAL append of its own entries."""
+    if not isinstance(message, AppendRequest) or not message.entries or not step.entries:
+        return False
+    if step.cmeta is not None:
+        return False
+    carried = {(e.term, e.index) for e in message.entries}
+    return any((e.term, e.index) in carried for e in step.entries)
+
+
+def send_points(rd: Ready) -> tuple[int, ...]:
+    """For each message of ``rd``, the number of steps that must be durable and traced
+    before it leaves (rules 2-4)."""
+    points: list[int] = []
+    last_to: dict[str, int] = {}  # destination -> send point of its latest message
+    for m, after in zip(rd.messages, rd.after_steps, strict=True):
+        q = after
+        while q > 0 and may_overtake(m, rd.steps[q - 1]):
+            q -= 1
+        q = max(q, last_to.get(m.dest, 0))  # rule 4: FIFO per destination
+        assert 0 <= q <= after <= len(rd.steps)
+        last_to[m.dest] = q
+        points.append(q)
+    return tuple(points)
+
+
+def plan(rd: Ready) -> tuple[Effect, ...]:
+    """The effects of ``rd`` in the one order a shell executes them (module docstring)."""
+    sends: list[list[Message]] = [[] for _ in range(len(rd.steps) + 1)]
+    for m, q in zip(rd.messages, send_points(rd), strict=True):
+        sends[q].append(m)
+    effects: list[Effect] = []
+    for k, step in enumerate(rd.steps):
+        if sends[k]:
+            effects.append(Send(tuple(sends[k])))
+        if step.cmeta is not None or step.entries:
+            effects.append(Persist(step))
+        effects.append(Trace(step))
+    if sends[-1]:
+        effects.append(Send(tuple(sends[-1])))
+    if rd.committed:
+        effects.append(Apply(rd.committed))
+    if rd.read_states or rd.read_failures:
+        effects.append(Release(rd.read_states, rd.read_failures))
+    assert sum(len(e.messages) for e in effects if isinstance(e, Send)) == len(rd.messages)
+    assert sum(isinstance(e, Trace) for e in effects) == len(rd.steps)
+    return tuple(effects)
+
+
+def describe(effects: Sequence[Effect]) -> list[str]:
+    """One short line per effect (diagnostics and the scenario scripts)."""
+    out: list[str] = []
+    for e in effects:
+        if isinstance(e, Persist):
+            what = "cmeta" if e.step.cmeta is not None else \
+                f"wal {e.step.entries[0].index}..{e.step.entries[-1].index}"
+            out.append(f"persist {e.step.fact.event} ({what})")
+        elif isinstance(e, Trace):
+            out.append(f"trace {e.step.fact.event}")
+        elif isinstance(e, Send):
+            out.append("send " + " ".join(f"{type(m).__name__}->{m.dest}" for m in e.messages))
+        elif isinstance(e, Apply):
+            out.append(f"apply {e.entries[0].index}..{e.entries[-1].index}")
+        else:
+            out.append(f"release {len(e.read_states)} reads, {len(e.read_failures)} failed")
+    return out
+
+
+__all__ = ["Apply", "Effect", "Persist", "Release", "Send", "Trace", "describe",
+           "may_overtake", "plan", "send_points"]
