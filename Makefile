@@ -1,5 +1,7 @@
 # revivify: every target creates .venv and installs what it needs (a Java 17+ runtime for
-# PySpark included), so a fresh clone needs nothing but python3, make and apt-get.
+# PySpark included), so a fresh clone needs nothing but python3, make and apt-get. The venv
+# gets every optional extra (pyproject.toml: check = z3 + Hypothesis, spark = PySpark +
+# pyarrow + pandas, dev = the tools): a server alone needs none of them.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -15,7 +17,7 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,check,spark]'
 	touch $(STAMP)
 
 venv: $(STAMP)

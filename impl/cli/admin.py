@@ -30,181 +30,48 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
-
-import attrs
-import trio
+from collections.abc import Awaitable, Callable
 
 from revivify.impl.client import (
     ChangeRefused,
     ClientError,
-    ClientOptions,
-    InvalidAddress,
-    Rejected,
     change_config,
     create_tablet,
     open_tablet_client,
-    parse_address,
     server_status,
     step_down,
     tablet_status,
 )
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
-from revivify.impl.rpc import AppError
 
 from . import render
+from .common import (
+    Outcome,
+    Parser,
+    UsageError,
+    address_arg,
+    addresses_arg,
+    client_options,
+    common_flags,
+    execute,
+    fail,
+    non_negative_int,
+    one_line,
+    parse_args,
+    positive_int,
+)
 
-DEFAULT_DEADLINE = 10.0
-BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
 TSERVER_MAIN = "revivify.impl.tserver.main"
 
 
-# ---------------------------------------------------------------------------- plumbing
-
-
-class UsageError(Exception):
-    """Bad arguments: the message is the whole line printed (exit 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
-@attrs.frozen
-class Outcome:
-    """What a command found: its exit code, JSON document, text, and stderr line if any."""
-
-    code: int
-    document: Any
-    text: str
-    complaint: str | None = None
-
-
-def _address(text: str) -> str:
-    try:
-        parse_address(text)
-    except InvalidAddress as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
-    return text
-
-
-def _addresses(text: str) -> list[str]:
-    items = [item.strip() for item in text.split(",")]
-    if not any(items):
-        raise argparse.ArgumentTypeError("no address given; expected HOST:PORT,...")
-    return [_address(item) for item in items if item]
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _common() -> _Parser:
-    p = _Parser(add_help=False)
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document on stdout instead of text")
-    p.add_argument("--deadline", type=_positive_float, default=DEFAULT_DEADLINE,
-                   metavar="SECONDS",
-                   help=f"give up after this long, retries included (default "
-                        f"{DEFAULT_DEADLINE:g})")
-    return p
-
-
-def _cluster() -> _Parser:
-    p = _Parser(add_help=False)
-    p.add_argument("--tservers", type=_addresses, required=True, metavar="HOST:PORT,...",
+def _cluster() -> Parser:
+    """``--tservers HOST:PORT,... --tablet ID``: the flags of the tablet and row commands."""
+    p = Parser(add_help=False)
+    p.add_argument("--tservers", type=addresses_arg, required=True, metavar="HOST:PORT,...",
                    help="tablet servers to ask, comma-separated (any that host the tablet; "
                         "the leader is found among them)")
     p.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
     return p
-
-
-def _options(args: argparse.Namespace) -> ClientOptions:
-    return ClientOptions(deadline=args.deadline)
-
-
-def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]
-           ) -> argparse.Namespace | int:
-    """The parsed arguments, or the exit code when there is nothing to run (help, error)."""
-    try:
-        return parser.parse_args(list(argv))
-    except UsageError as exc:
-        print(_one_line(str(exc)), file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help printed its text
-        return 0 if exc.code in (0, None) else 2
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _execute(prog: str, args: argparse.Namespace,
-             work: Callable[[], Awaitable[Outcome]]) -> int:
-    """Run `work` under the deadline; print its outcome; map errors to exit codes.
-
-    The client library gives up at the same deadline (ClientOptions.deadline) and says
-    why (its last error); this scope, a little later, is the backstop for the calls that
-    are not retried (server status, create, status), should a server never answer.
-    """
-    deadline: float = args.deadline
-
-    async def bounded() -> Outcome | None:
-        with trio.move_on_after(deadline + BACKSTOP_SLACK):
-            return await work()
-        return None
-
-    try:
-        outcome = trio.run(bounded)
-    except ChangeRefused as exc:
-        return _fail(prog, exc.message, 1)
-    except Rejected as exc:
-        return _fail(prog, exc.message, 1 if isinstance(exc.error, AppError) else 2)
-    except ClientError as exc:
-        return _fail(prog, exc.message, 2)
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # the last line of defence: a message, not a traceback
-        return _fail(prog, f"internal error: {type(exc).__name__}: {exc}", 2)
-    if outcome is None:
-        return _fail(prog, f"no answer within the deadline of {deadline:g}s", 2)
-    if args.json:
-        print(render.dumps(outcome.document))
-    elif outcome.text:
-        print(outcome.text)
-    if outcome.complaint is not None:
-        print(f"{prog}: {_one_line(outcome.complaint)}", file=sys.stderr)
-    return outcome.code
-
-
-def _fail(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: {_one_line(message)}", file=sys.stderr)
-    return code
 
 
 # ---------------------------------------------------------------------------- tserver
@@ -218,20 +85,20 @@ def tserver_main(argv: list[str]) -> int:
         from .local import tserver_wipe_main
 
         return tserver_wipe_main(argv[1:])
-    parser = _Parser(prog="revivify tserver", description="tablet server commands")
+    parser = Parser(prog="revivify tserver", description="tablet server commands")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{status,run,wipe}")
-    status = sub.add_parser("status", parents=[_common()],
+    status = sub.add_parser("status", parents=[common_flags()],
                             help="a server's UUID, address and replicas",
                             description="Print a tablet server's UUID, address and "
                                         "replicas (role, term, last and committed OpId).")
-    status.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+    status.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                         help="the server to ask")
     sub.add_parser("run", add_help=False,
                    help="run a tablet server ('revivify tserver run --help' for its flags)")
     sub.add_parser("wipe", add_help=False,
                    help="clear a stopped server's directory: its next start formats a new "
                         "UUID ('revivify tserver wipe --help')")
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
 
@@ -239,7 +106,7 @@ def tserver_main(argv: list[str]) -> int:
         reply = await server_status(args.tserver)
         return Outcome(0, render.server_status_doc(reply), render.server_status_text(reply))
 
-    return _execute("revivify tserver status", args, work)
+    return execute("revivify tserver status", args, work)
 
 
 def _tserver_run(argv: list[str]) -> int:
@@ -248,12 +115,12 @@ def _tserver_run(argv: list[str]) -> int:
         module = importlib.import_module(TSERVER_MAIN)
     except ModuleNotFoundError as exc:
         if exc.name != TSERVER_MAIN:
-            return _fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
-                         f"{type(exc).__name__}: {exc}", 2)
+            return fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
+                        f"{type(exc).__name__}: {exc}", 2)
         module = None
     except Exception as exc:  # a broken server module: a message, not a traceback
-        return _fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
-                     f"{type(exc).__name__}: {exc}", 2)
+        return fail("revivify tserver run", f"cannot load {TSERVER_MAIN}: "
+                    f"{type(exc).__name__}: {exc}", 2)
     run_main: Callable[[list[str]], int] | None = getattr(module, "run_main", None)
     if run_main is None:
         print(f"revivify tserver run: not available in this build ({TSERVER_MAIN}.run_main "
@@ -287,27 +154,27 @@ def _change(args: argparse.Namespace) -> ConfigChange:
 
 def tablet_main(argv: list[str]) -> int:
     """``revivify tablet create | status | change-config | step-down``."""
-    parser = _Parser(prog="revivify tablet", description="tablet administration")
+    parser = Parser(prog="revivify tablet", description="tablet administration")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     create = sub.add_parser(
-        "create", parents=[_common()], help="create a tablet",
+        "create", parents=[common_flags()], help="create a tablet",
         description="Create a tablet replicated on the first N of the given servers (every "
                     "replica a voter) and print its id.")
-    create.add_argument("--tservers", type=_addresses, required=True,
+    create.add_argument("--tservers", type=addresses_arg, required=True,
                         metavar="HOST:PORT,...", help="tablet servers, comma-separated")
-    create.add_argument("--replicas", type=_positive_int, default=3, metavar="N",
+    create.add_argument("--replicas", type=positive_int, default=3, metavar="N",
                         help="replicas: the first N servers (default 3)")
     create.add_argument("--tablet-id", default=None, metavar="ID",
                         help="the new tablet's id (default: a random uuid4 hex)")
 
     sub.add_parser(
-        "status", parents=[_cluster(), _common()], help="every replica's state",
+        "status", parents=[_cluster(), common_flags()], help="every replica's state",
         description="Show each replica's role, term, last and committed OpId, and the "
                     "leader. A server that cannot be reached is shown as such.")
 
     changing = sub.add_parser(
-        "change-config", parents=[_cluster(), _common()],
+        "change-config", parents=[_cluster(), common_flags()],
         help="add, remove or promote one member",
         description="One membership change, at the leader, compare-and-set on the "
                     "committed config's index. Forms: 'add UUID HOST:PORT [--non-voter "
@@ -316,36 +183,36 @@ def tablet_main(argv: list[str]) -> int:
     changing.add_argument("action", choices=("add", "remove", "promote"),
                         help="what to do to the member")
     changing.add_argument("uuid", metavar="UUID", help="the member's server UUID")
-    changing.add_argument("address", nargs="?", type=_address, default=None,
+    changing.add_argument("address", nargs="?", type=address_arg, default=None,
                         metavar="HOST:PORT", help="add only: where the new member listens")
     changing.add_argument("--non-voter", action="store_true",
                         help="add only: add as a NON_VOTER (receives the log, no vote)")
     changing.add_argument("--promote", action="store_true",
                         help="with --non-voter: the leader promotes it to VOTER once it has "
                              "caught up")
-    changing.add_argument("--cas-config-index", type=_non_negative_int, default=None,
+    changing.add_argument("--cas-config-index", type=non_negative_int, default=None,
                         metavar="N",
                         help="apply only if the committed config is at index N (default: "
                              "the leader's current committed config index, read first)")
 
     down = sub.add_parser(
-        "step-down", parents=[_cluster(), _common()], help="ask the leader to step down",
+        "step-down", parents=[_cluster(), common_flags()], help="ask the leader to step down",
         description="Ask the tablet's leader to step down, optionally handing leadership "
                     "to a given voter.")
     down.add_argument("--new-leader", default=None, metavar="UUID",
                       help="transfer leadership to this voter")
 
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     prog = f"revivify tablet {args.cmd}"
-    options = _options(args)
+    options = client_options(args)
     change: ConfigChange | None = None
     if args.cmd == "change-config":
         try:
             change = _change(args)
         except UsageError as exc:
-            print(_one_line(str(exc)), file=sys.stderr)
+            print(one_line(str(exc)), file=sys.stderr)
             return 2
 
     async def create_work() -> Outcome:
@@ -391,7 +258,7 @@ def tablet_main(argv: list[str]) -> int:
         "create": create_work, "status": status_work, "change-config": change_work,
         "step-down": step_down_work,
     }
-    return _execute(prog, args, works[args.cmd])
+    return execute(prog, args, works[args.cmd])
 
 
 class _NoServer(ClientError):
@@ -412,13 +279,13 @@ def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:
 
 def row_main(argv: list[str]) -> int:
     """``revivify row put | get | delete | scan``."""
-    parser = _Parser(prog="revivify row", description="read and write rows of a tablet")
+    parser = Parser(prog="revivify row", description="read and write rows of a tablet")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    data = _Parser(add_help=False)
+    data = Parser(add_help=False)
     data.add_argument("--hex", action="store_true",
                       help="keys and values are given and printed as hex (default: UTF-8 "
                            "text)")
-    parents = [_cluster(), data, _common()]
+    parents = [_cluster(), data, common_flags()]
     put = sub.add_parser("put", parents=parents, help="write a row",
                          description="Write VALUE at KEY (exactly once, at the leader).")
     put.add_argument("key", metavar="KEY")
@@ -437,10 +304,10 @@ def row_main(argv: list[str]) -> int:
                       help="first key (inclusive; default: the first)")
     scan.add_argument("--end", default=None, metavar="KEY",
                       help="end key (exclusive; default: no end)")
-    scan.add_argument("--limit", type=_non_negative_int, default=None, metavar="N",
+    scan.add_argument("--limit", type=non_negative_int, default=None, metavar="N",
                       help="at most N rows (default: all)")
 
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     prog = f"revivify row {args.cmd}"
@@ -453,9 +320,9 @@ def row_main(argv: list[str]) -> int:
         end = (None if args.cmd != "scan" or args.end is None
                else _data(args.end, hex_mode, "--end", prog))
     except UsageError as exc:
-        print(_one_line(str(exc)), file=sys.stderr)
+        print(one_line(str(exc)), file=sys.stderr)
         return 2
-    options = _options(args)
+    options = client_options(args)
 
     def show(data: bytes) -> str:
         return render.show_bytes(data, hex_mode)
@@ -485,7 +352,7 @@ def row_main(argv: list[str]) -> int:
             doc = {"rows": [{"key": show(k), "value": show(v)} for k, v in rows]}
             return Outcome(0, doc, "\n".join(f"{show(k)}\t{show(v)}" for k, v in rows))
 
-    return _execute(prog, args, work)
+    return execute(prog, args, work)
 
 
-__all__ = ["Outcome", "UsageError", "row_main", "tablet_main", "tserver_main"]
+__all__ = ["row_main", "tablet_main", "tserver_main"]

@@ -64,7 +64,7 @@ from revivify.impl.storage.offline import (
 from revivify.impl.storage.values import MemberType
 
 from . import render
-from .admin import Outcome, _one_line, _parse, _Parser
+from .common import Outcome, Parser, fail, json_flag, parse_args, print_outcome
 
 WIPE_PROG = "revivify tserver wipe"
 LIST_PROG = "revivify local-replica list"
@@ -80,13 +80,6 @@ class _Refused(Exception):
         self.code = code
 
 
-def _json_flag() -> _Parser:
-    p = _Parser(add_help=False)
-    p.add_argument("--json", action="store_true",
-                   help="print one JSON document on stdout instead of text")
-    return p
-
-
 def _fs_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fs-root", required=True, metavar="DIR",
                    help="the tablet server's directory (its --fs-root)")
@@ -97,25 +90,14 @@ def _run(prog: str, args: argparse.Namespace, work: Callable[[], Outcome]) -> in
     try:
         outcome = work()
     except _Refused as exc:
-        return _fail(prog, exc.message, exc.code)
+        return fail(prog, exc.message, exc.code)
     except KeyboardInterrupt:
         raise
     except OSError as exc:
-        return _fail(prog, f"I/O error: {_os_error(exc)}", 1)
+        return fail(prog, f"I/O error: {_os_error(exc)}", 1)
     except Exception as exc:  # the last line of defence: a message, not a traceback
-        return _fail(prog, f"internal error: {type(exc).__name__}: {exc}", 2)
-    if args.json:
-        print(render.dumps(outcome.document))
-    elif outcome.text:
-        print(outcome.text)
-    if outcome.complaint is not None:
-        print(f"{prog}: {_one_line(outcome.complaint)}", file=sys.stderr)
-    return outcome.code
-
-
-def _fail(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: {_one_line(message)}", file=sys.stderr)
-    return code
+        return fail(prog, f"internal error: {type(exc).__name__}: {exc}", 2)
+    return print_outcome(prog, args, outcome)
 
 
 def _os_error(exc: OSError) -> str:
@@ -189,7 +171,7 @@ def _wipe_text(result: WipeResult) -> str:
 
 def tserver_wipe_main(argv: list[str]) -> int:
     """``revivify tserver wipe --fs-root DIR [--yes] [--json]``."""
-    parser = _Parser(prog=WIPE_PROG, parents=[_json_flag()],
+    parser = Parser(prog=WIPE_PROG, parents=[json_flag()],
                      description="Clear a stopped tablet server's directory (instance file, "
                                  "superblocks, cmeta, WALs, data blocks, quarantine) so that "
                                  "its next start formats it with a new UUID. Keeps DIR/LOCK "
@@ -199,7 +181,7 @@ def tserver_wipe_main(argv: list[str]) -> int:
     _fs_root(parser)
     parser.add_argument("--yes", action="store_true",
                         help="do not ask for confirmation (required without a terminal)")
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
 
@@ -418,18 +400,18 @@ def _purge_locked(layout: ServerLayout, args: argparse.Namespace) -> Outcome:
 
 def local_replica_main(argv: list[str]) -> int:
     """``revivify local-replica list | purge-quarantine``."""
-    parser = _Parser(prog="revivify local-replica",
+    parser = Parser(prog="revivify local-replica",
                      description="a server's replicas as its directory holds them")
     sub = parser.add_subparsers(dest="cmd", required=True,
                                 metavar="{list,purge-quarantine}")
     listing = sub.add_parser(
-        "list", parents=[_json_flag()], help="every tablet on disk",
+        "list", parents=[json_flag()], help="every tablet on disk",
         description="Every tablet in the directory: data state (superblock), tombstone's "
                     "last OpId, term and vote (cmeta), WAL (segments, last OpId), blocks, "
                     "quarantine directories. Read-only; the server may be running.")
     _fs_root(listing)
     purge = sub.add_parser(
-        "purge-quarantine", parents=[_json_flag()],
+        "purge-quarantine", parents=[json_flag()],
         help="remove quarantine directories and the blocks only they reference",
         description="Remove the quarantine directories of deleted tablets (all, or one "
                     "tablet's) and the data blocks only they reference (never a block a "
@@ -439,7 +421,7 @@ def local_replica_main(argv: list[str]) -> int:
                        help="only this tablet's quarantine directories")
     purge.add_argument("--dry-run", action="store_true",
                        help="print what would be removed; remove nothing")
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     if args.cmd == "list":

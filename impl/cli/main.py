@@ -14,14 +14,25 @@ Subcommands:
 
 The CLI is the one part of impl/ that may call the checker (DESIGN.md): the servers never do.
 
+Optional extras: a tablet server and the client install without the checker's heavy
+dependencies (pyproject.toml: base dependencies only). ``prove``, ``explore`` and ``trace``
+need the ``check`` extra (z3-solver, hypothesis: the spec evaluates its guards with z3), and
+``trace validate --engine spark`` needs the ``spark`` extra too (pyspark, pyarrow, pandas).
+Every import of the checker, z3, Hypothesis or Spark is made here lazily, inside the
+command that needs it, so ``revivify --help``, ``tserver``, ``tablet``, ``row``, ``replica``,
+``copy`` and ``local-replica`` never load them; a command whose extra is missing exits 2
+with one line naming it: ``pip install 'revivify[check]'``.
+
 Exit codes: 0 success, 1 a check failed (a violation, a failed proof), 2 unusable input or
 bad arguments. Errors are one line naming what was wrong, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 USAGE = """usage: revivify COMMAND [ARGS...]
 
@@ -43,21 +54,76 @@ commands:
 """
 
 
-def _prove(argv: list[str]) -> int:
-    from revivify.checker.prove import prove_main
+# The import name of each module an optional extra provides -> that extra's name
+# (pyproject.toml [project.optional-dependencies]).
+EXTRA_OF_MODULE: dict[str, str] = {
+    "z3": "check",
+    "hypothesis": "check",
+    "pyspark": "spark",
+    "pyarrow": "spark",
+    "pandas": "spark",
+}
 
+
+class MissingExtra(Exception):
+    """A command needs `module`, which the optional extra `extra` installs."""
+
+    def __init__(self, command: str, module: str, extra: str) -> None:
+        super().__init__(f"revivify {command}: needs the '{extra}' extra ({module} is not "
+                         f"installed): pip install 'revivify[{extra}]'")
+        self.command = command
+        self.module = module
+        self.extra = extra
+
+
+@contextlib.contextmanager
+def _extras(command: str, *needs: str) -> Iterator[None]:
+    """Around a command's lazy imports: MissingExtra when one of the modules in `needs` is
+    not installed (checked first, importing none), or when an import inside the block fails
+    for want of an extra's module."""
+    for module in needs:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra(command, module, EXTRA_OF_MODULE[module])
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        root = (exc.name or "").split(".")[0]
+        if root not in EXTRA_OF_MODULE:
+            raise
+        raise MissingExtra(command, root, EXTRA_OF_MODULE[root]) from None
+
+
+def _prove(argv: list[str]) -> int:
+    with _extras("prove", "z3"):
+        from revivify.checker.prove import prove_main
     return prove_main(argv)
 
 
 def _explore(argv: list[str]) -> int:
-    from revivify.checker.explore import explore_main
-
+    with _extras("explore", "z3"):
+        from revivify.checker.explore import explore_main
     return explore_main(argv)
 
 
-def _trace(argv: list[str]) -> int:
-    from revivify.checker.cli import trace_main
+def _wants_spark(argv: list[str]) -> bool:
+    """Whether ``trace validate`` is asked for the Spark engine (--engine spark, or
+    --engine=spark, or an abbreviation argparse would accept)."""
+    if not argv or argv[0] != "validate":
+        return False
+    for i, token in enumerate(argv):
+        flag, eq, value = token.partition("=")
+        if len(flag) >= 3 and "--engine".startswith(flag):
+            if eq:
+                return value == "spark"
+            return i + 1 < len(argv) and argv[i + 1] == "spark"
+    return False
 
+
+def _trace(argv: list[str]) -> int:
+    # The spec, which every trace check replays through, evaluates its guards with z3.
+    needs = ["z3"] + (["pyspark", "pyarrow", "pandas"] if _wants_spark(argv) else [])
+    with _extras("trace", *needs):
+        from revivify.checker.cli import trace_main
     return trace_main(argv)
 
 
@@ -128,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return command(args[1:])
+    except MissingExtra as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("revivify: interrupted", file=sys.stderr)
         return 130

@@ -17,7 +17,7 @@ the destination copy the tablet from the source now (StartTabletCopy on an opera
 behalf; a READY replica there is tombstoned first); with ``--wait`` it shows the copy's
 progress until it ends. ``copy list`` shows each copy running on a server with its phase,
 bytes done, total and rate; ``copy cancel`` stops one (the replica becomes a tombstone).
-Exit codes and errors as every admin command (impl/cli/admin.py).
+Exit codes and errors as every admin command (impl/cli/common.py).
 """
 
 from __future__ import annotations
@@ -36,43 +36,51 @@ from revivify.impl.client import (
 )
 from revivify.impl.tserver.api import CopyInfo
 
-from .admin import Outcome, _address, _common, _execute, _non_negative_int, _parse, _Parser
+from .common import (
+    Outcome,
+    Parser,
+    address_arg,
+    common_flags,
+    execute,
+    non_negative_int,
+    parse_args,
+)
 
 
 def replica_main(argv: list[str]) -> int:
-    parser = _Parser(prog="revivify replica", description="one tablet server's replicas")
+    parser = Parser(prog="revivify replica", description="one tablet server's replicas")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,delete,copy}")
-    listing = sub.add_parser("list", parents=[_common()], help="list a server's replicas",
+    listing = sub.add_parser("list", parents=[common_flags()], help="list a server's replicas",
                              description="Every replica on the server: state (RUNNING, "
                                          "FAILED with its reason, TOMBSTONED), last OpId, "
                                          "term and vote.")
-    listing.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+    listing.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                          help="the server to ask")
-    delete = sub.add_parser("delete", parents=[_common()], help="delete (tombstone) a replica",
+    delete = sub.add_parser("delete", parents=[common_flags()], help="delete (tombstone) a replica",
                             description="Tombstone the replica: its data and WAL move to "
                                         "the quarantine; its cmeta and last OpId stay, and it "
                                         "keeps voting.")
-    delete.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+    delete.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                         help="the server holding the replica")
     delete.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
     delete.add_argument("--mode", choices=("tombstone", "deleted"), default="tombstone",
                         help="tombstone (default) keeps the cmeta and votes on; deleted also "
                              "drops the cmeta (the table was dropped)")
-    delete.add_argument("--cas-config-index", type=_non_negative_int, default=None,
+    delete.add_argument("--cas-config-index", type=non_negative_int, default=None,
                         metavar="N", help="refuse if the replica's committed config index "
                                           "is above N")
-    copy = sub.add_parser("copy", parents=[_common()], help="copy a replica between servers",
+    copy = sub.add_parser("copy", parents=[common_flags()], help="copy a replica between servers",
                           description="Have the destination copy the tablet from the source "
                                       "now (a READY replica there is tombstoned first).")
-    copy.add_argument("--from", dest="source", type=_address, required=True,
+    copy.add_argument("--from", dest="source", type=address_arg, required=True,
                       metavar="HOST:PORT", help="the server to copy from (READY replica)")
-    copy.add_argument("--to", dest="destination", type=_address, required=True,
+    copy.add_argument("--to", dest="destination", type=address_arg, required=True,
                       metavar="HOST:PORT", help="the server to copy to")
     copy.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
     copy.add_argument("--wait", action="store_true",
                       help="show progress until the copy ends (exit 1 if it failed); "
                            "without --deadline it waits as long as the copy takes")
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
 
@@ -104,7 +112,7 @@ def replica_main(argv: list[str]) -> int:
                                             "bytes": last.bytes_done if last else 0},
                            f"tablet {args.tablet} on {args.destination}: {state}"
                            + ("" if ok else " (the copy failed: see the server's log)"))
-        return _execute("revivify replica copy", args, copy_work)
+        return execute("revivify replica copy", args, copy_work)
 
     if args.cmd == "list":
         async def list_work() -> Outcome:
@@ -120,14 +128,14 @@ def replica_main(argv: list[str]) -> int:
                 + (f"  ({r['reason']})" if r["reason"] else "") for r in rows) \
                 or "no replicas"
             return Outcome(0, {"replicas": rows}, text)
-        return _execute("revivify replica list", args, list_work)
+        return execute("revivify replica list", args, list_work)
 
     async def delete_work() -> Outcome:
         await delete_replica(args.tserver, args.tablet, args.mode.upper(),
                              args.cas_config_index)
         return Outcome(0, {"tablet_id": args.tablet, "state": "TOMBSTONED"},
                        f"tablet {args.tablet} tombstoned on {args.tserver}")
-    return _execute("revivify replica delete", args, delete_work)
+    return execute("revivify replica delete", args, delete_work)
 
 
 def _progress_line(c: CopyInfo) -> str:
@@ -140,20 +148,20 @@ def _progress_line(c: CopyInfo) -> str:
 
 
 def copy_main(argv: list[str]) -> int:
-    parser = _Parser(prog="revivify copy", description="tablet copies running on a server")
+    parser = Parser(prog="revivify copy", description="tablet copies running on a server")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,cancel}")
-    listing = sub.add_parser("list", parents=[_common()], help="list running copies",
+    listing = sub.add_parser("list", parents=[common_flags()], help="list running copies",
                              description="Each copy running on the server (the destination) "
                                          "with its phase, bytes done, total and rate.")
-    listing.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+    listing.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                          help="the server to ask")
-    cancel = sub.add_parser("cancel", parents=[_common()], help="cancel a copy",
+    cancel = sub.add_parser("cancel", parents=[common_flags()], help="cancel a copy",
                             description="Cancel the copy: the replica becomes a tombstone "
                                         "with its previous last OpId and cmeta.")
-    cancel.add_argument("--tserver", type=_address, required=True, metavar="HOST:PORT",
+    cancel.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                         help="the server running the copy")
     cancel.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
-    args = _parse(parser, argv)
+    args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     if args.cmd == "list":
@@ -169,13 +177,13 @@ def copy_main(argv: list[str]) -> int:
             text = "\n".join(_progress_line(c) for c in reply.copies) or \
                 f"no copies running (at most {reply.max_concurrent} at once)"
             return Outcome(0, {"copies": rows, "max_concurrent": reply.max_concurrent}, text)
-        return _execute("revivify copy list", args, list_work)
+        return execute("revivify copy list", args, list_work)
 
     async def cancel_work() -> Outcome:
         await cancel_copy(args.tserver, args.tablet)
         return Outcome(0, {"tablet_id": args.tablet, "cancelled": True},
                        f"copy of {args.tablet} on {args.tserver} cancelled")
-    return _execute("revivify copy cancel", args, cancel_work)
+    return execute("revivify copy cancel", args, cancel_work)
 
 
 

@@ -5,7 +5,8 @@ the tablet server's interface (revivify.impl.tserver.api); trio throughout, no t
 parameters anywhere (callers bound calls with trio cancel scopes; the retry policy's own
 bounds are ClientOptions).
 
-    options      "HOST:PORT" parsing; ClientOptions: attempts, deadline, backoff with jitter
+    options      "HOST:PORT" parsing (revivify.impl.rpc's parser, raising InvalidAddress);
+                 ClientOptions: attempts, deadline, backoff (revivify.impl.rpc.Backoff)
     connections  ServerConnections: one RPC connection per server, reopened after it breaks;
                  the UUID handshake (a call to UUID "" is refused with the server's UUID)
     tablet       TabletClient / open_tablet_client: leader discovery (ConsensusState of each

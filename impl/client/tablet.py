@@ -332,7 +332,7 @@ class TabletClient:
                 if attempts >= options.max_attempts:
                     raise RetriesExhausted(operation, attempts, last,
                                            outcome_unknown=maybe_ran) from None
-                delay = options.backoff(attempts, self._rng)
+                delay = options.backoff.delay(attempts, self._rng)
                 if trio.current_time() + delay >= deadline:
                     break
                 in_flight = False

@@ -18,6 +18,10 @@ shape):
     server    serve_rpc: accept, read frames, a task per call, write responses     trio
     client    open_rpc_client: one connection, calls multiplexed by call_id        trio
 
+Beside them, two small helpers every caller of RPC shares: `address` (the one "HOST:PORT"
+parser, BadAddress naming what is wrong) and `backoff` (the one retry delay schedule,
+capped exponential with jitter from an injected random.Random). Neither imports trio.
+
 Both shells take ``network=``: None means real TCP; ``net.host("ts-1")`` of a
 MemoryNetwork(random.Random(seed)) (revivify.impl.testing) runs the same code without
 sockets, under trio.testing.MockClock, with faults the test injects (see
@@ -77,6 +81,8 @@ clock=trio.testing.MockClock(autojump_threshold=0))``, with a partition::
         nursery.cancel_scope.cancel()
 """
 
+from .address import BadAddress, format_address, parse_address
+from .backoff import Backoff
 from .client import RpcClient, open_rpc_client
 from .codec import NO_LAMPORT, LamportHooks, Request, Response
 from .errors import (
@@ -105,6 +111,8 @@ __all__ = [
     "TCP",
     "Address",
     "AppError",
+    "Backoff",
+    "BadAddress",
     "CallContext",
     "ConnectFailed",
     "ConnectionClosed",
@@ -129,6 +137,8 @@ __all__ = [
     "UnknownMethod",
     "WrongServerUuid",
     "encode_frame",
+    "format_address",
     "open_rpc_client",
+    "parse_address",
     "serve_rpc",
 ]

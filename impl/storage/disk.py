@@ -237,6 +237,14 @@ def is_temp_name(name: str) -> bool:
     return TEMP_MARKER in name
 
 
+def read_optional(disk: Disk, path: str) -> bytes | None:
+    """The file's bytes, or None when there is no file at `path` (other errors propagate)."""
+    try:
+        return disk.read_file(path)
+    except FileNotFoundError:
+        return None
+
+
 def write_new_file(disk: Disk, path: str, data: bytes) -> None:
     """Create (or overwrite) `path` with `data` and fsync its contents (not its name)."""
     f = disk.open(path, create=True)

@@ -40,9 +40,10 @@ from .disk import (
     makedirs_durably,
     mkdir_durably,
     parent_of,
+    read_optional,
 )
 from .errors import AlreadyFormatted, InvalidName, NotFormatted, WipeInterrupted
-from .metadata import decode_instance, encode_instance, read_optional
+from .metafile import decode_instance, encode_instance
 from .values import InstanceInfo
 
 INSTANCE = "instance"

@@ -1,7 +1,7 @@
 """Superblock and consensus metadata: versioned, checksummed, replaced atomically.
 
-File format: exactly one codec frame (magic b"RVSB" superblock, b"RVCM" cmeta, b"RVIN"
-instance; version 1) whose payload is the msgpack of the value in values.py.
+File format (metafile.py): exactly one codec frame (magic b"RVSB" superblock, b"RVCM"
+cmeta, b"RVIN" instance; version 1) whose payload is the msgpack of the value in values.py.
 
 Write path (`atomic_replace`): temp file in the same directory, fsync, rename over the
 target, fsync the directory. Invariant: after any crash the target holds a complete old or
@@ -18,60 +18,25 @@ by `ServerLayout.remove_stale_temps` at startup; they never shadow a real file.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from .disk import atomic_replace, read_optional
+from .errors import CorruptionKind, MetadataCorrupt
+from .layout import ServerLayout
 
-from .codec import decode_whole, encode_value
-from .disk import Disk, atomic_replace
-from .errors import CorruptionKind, CorruptRecord, MetadataCorrupt
-from .values import ConsensusMeta, InstanceInfo, Superblock
-
-if TYPE_CHECKING:
-    from .layout import ServerLayout
-
-SUPERBLOCK_MAGIC = b"RVSB"
-CMETA_MAGIC = b"RVCM"
-INSTANCE_MAGIC = b"RVIN"
-FORMAT_VERSION = 1
-
-T = TypeVar("T")
-
-
-def _decode(data: bytes, kind: type[T], *, path: str, magic: bytes) -> T:
-    try:
-        return decode_whole(data, kind, path=path, magic=magic)
-    except CorruptRecord as exc:
-        raise MetadataCorrupt(path, exc.offset, exc.reason, exc.kind) from None
-
-
-def encode_superblock(superblock: Superblock) -> bytes:
-    return encode_value(SUPERBLOCK_MAGIC, FORMAT_VERSION, superblock)
-
-
-def decode_superblock(data: bytes, *, path: str) -> Superblock:
-    return _decode(data, Superblock, path=path, magic=SUPERBLOCK_MAGIC)
-
-
-def encode_cmeta(cmeta: ConsensusMeta) -> bytes:
-    return encode_value(CMETA_MAGIC, FORMAT_VERSION, cmeta)
-
-
-def decode_cmeta(data: bytes, *, path: str) -> ConsensusMeta:
-    return _decode(data, ConsensusMeta, path=path, magic=CMETA_MAGIC)
-
-
-def encode_instance(info: InstanceInfo) -> bytes:
-    return encode_value(INSTANCE_MAGIC, FORMAT_VERSION, info)
-
-
-def decode_instance(data: bytes, *, path: str) -> InstanceInfo:
-    return _decode(data, InstanceInfo, path=path, magic=INSTANCE_MAGIC)
-
-
-def read_optional(disk: Disk, path: str) -> bytes | None:
-    try:
-        return disk.read_file(path)
-    except FileNotFoundError:
-        return None
+# The formats live in metafile.py (the layout needs the instance format, and this module
+# needs the layout); they are re-exported here, where callers have always found them.
+from .metafile import (
+    CMETA_MAGIC,
+    FORMAT_VERSION,
+    INSTANCE_MAGIC,
+    SUPERBLOCK_MAGIC,
+    decode_cmeta,
+    decode_instance,
+    decode_superblock,
+    encode_cmeta,
+    encode_instance,
+    encode_superblock,
+)
+from .values import ConsensusMeta, Superblock
 
 
 class MetadataStore:
@@ -118,3 +83,19 @@ def _check_tablet_id(path: str, expected: str, found: str) -> None:
             f"file names tablet {expected!r} but holds tablet {found!r}",
             CorruptionKind.INCONSISTENT,
         )
+
+
+__all__ = [
+    "CMETA_MAGIC",
+    "FORMAT_VERSION",
+    "INSTANCE_MAGIC",
+    "SUPERBLOCK_MAGIC",
+    "MetadataStore",
+    "decode_cmeta",
+    "decode_instance",
+    "decode_superblock",
+    "encode_cmeta",
+    "encode_instance",
+    "encode_superblock",
+    "read_optional",
+]

@@ -76,7 +76,7 @@ import posixpath
 import attrs
 
 from .dirlock import LOCK
-from .disk import TEMP_MARKER, Disk, OsDisk, is_temp_name, mkdir_durably
+from .disk import TEMP_MARKER, Disk, OsDisk, is_temp_name, mkdir_durably, read_optional
 from .errors import StorageError
 from .layout import (
     CONSENSUS_META,
@@ -93,7 +93,7 @@ from .layout import (
     ServerLayout,
     validate_name,
 )
-from .metadata import decode_cmeta, decode_instance, decode_superblock, read_optional
+from .metafile import decode_cmeta, decode_instance, decode_superblock
 from .values import ConsensusMeta, DataState, InstanceInfo, OpId, Superblock
 from .wal import SEGMENT_NAME, salvage_last_opid
 

@@ -39,13 +39,13 @@ from revivify.impl.client import (
     tablet_status,
 )
 from revivify.impl.consensus.messages import ConfigChange, Peer
-from revivify.impl.rpc import ConnectFailed, WrongServerUuid
+from revivify.impl.rpc import Backoff, ConnectFailed, WrongServerUuid
 from revivify.impl.testing import LinkFaults, MemoryNetwork
 from revivify.impl.tserver import api
 
 CLIENT = "client"
 TABLET = "tablet-a"
-FAST = ClientOptions(max_attempts=8, deadline=30.0, initial_backoff=0.1, max_backoff=0.4)
+FAST = ClientOptions(max_attempts=8, deadline=30.0, backoff=Backoff(initial=0.1, max=0.4))
 
 
 def run_mock(test: Callable[[], Awaitable[None]], deadline: float = 600.0) -> None:
@@ -88,13 +88,19 @@ def test_parse_address_refuses(address: str, needle: str) -> None:
 
 
 def test_backoff_within_half_base_and_base_and_capped() -> None:
-    options = ClientOptions(initial_backoff=0.1, max_backoff=0.4, multiplier=2.0)
+    backoff = ClientOptions(backoff=Backoff(initial=0.1, max=0.4, multiplier=2.0)).backoff
     rng = random.Random(7)
-    assert [options.backoff_base(n) for n in range(1, 6)] == [0.1, 0.2, 0.4, 0.4, 0.4]
+    assert [backoff.base(n) for n in range(1, 6)] == [0.1, 0.2, 0.4, 0.4, 0.4]
     for attempt in range(1, 200):
-        base = options.backoff_base(attempt)
-        assert base / 2 <= options.backoff(attempt, rng) <= base
-    assert options.backoff_base(10_000) == 0.4  # no overflow for absurd attempt counts
+        base = backoff.base(attempt)
+        assert base / 2 <= backoff.delay(attempt, rng) <= base
+    assert backoff.base(10_000) == 0.4  # no overflow for absurd attempt counts
+
+
+def test_default_backoff_is_equal_jitter_from_50ms_to_1s() -> None:
+    backoff = ClientOptions().backoff
+    assert (backoff.initial, backoff.max, backoff.multiplier, backoff.jitter) == (
+        0.05, 1.0, 2.0, 0.5)
 
 
 def test_options_refuse_nonsense() -> None:
@@ -383,7 +389,7 @@ def test_backoff_bounded_and_attempts_bounded() -> None:
             cluster.add_tablet(TABLET)
             cluster.server("uuid-1").fail_next[api.DATA_WRITE] = [
                 api.TabletNotRunning(TABLET, "BOOTSTRAPPING", "")] * 100
-            options = ClientOptions(max_attempts=5, initial_backoff=0.1, max_backoff=0.4)
+            options = ClientOptions(max_attempts=5, backoff=Backoff(initial=0.1, max=0.4))
             async with open_tablet_client(cluster.addresses, TABLET, client_id="c1",
                                           network=net.host(CLIENT), options=options,
                                           rng=random.Random(3)) as tablet:
@@ -410,7 +416,7 @@ def test_deadline_stops_retrying() -> None:
         net = network()
         async with memory_cluster(net) as cluster:
             cluster.add_tablet(TABLET, leader=None)
-            options = ClientOptions(max_attempts=10_000, deadline=2.0, max_backoff=0.5)
+            options = ClientOptions(max_attempts=10_000, deadline=2.0, backoff=Backoff(max=0.5))
             async with open_tablet_client(cluster.addresses, TABLET, network=net.host(CLIENT),
                                           options=options) as tablet:
                 with pytest.raises(DeadlineExceeded) as caught:

@@ -1,0 +1,219 @@
+"""What every ``revivify`` command shares: parsing, argument types, running, printing.
+
+The commands (admin.py: tserver, tablet, row; replica.py: replica, copy; local.py:
+local-replica, tserver wipe) each build an argparse tree from the pieces here and end in
+`execute` (a command that talks to servers, under a trio deadline) or `print_outcome` (an
+offline one). This module imports none of them, so they never import each other for their
+plumbing (an import-linter contract forbids cycles between the CLI's modules).
+
+The conventions it holds in one place (DESIGN.md, STYLE.md habit 15):
+
+* ``--json`` prints one JSON document on stdout instead of text;
+* exit 0 yes / 1 no / 2 bad usage or unusable input, `Outcome.code` otherwise;
+* every error is one line on stderr, ``"<prog>: <what was wrong>"``, never a traceback
+  (`one_line` folds a multi-line message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NoReturn
+
+import attrs
+import trio
+
+from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Rejected
+from revivify.impl.rpc import AppError
+from revivify.impl.rpc.address import BadAddress, parse_address
+
+from . import render
+
+DEFAULT_DEADLINE = 10.0
+BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+class UsageError(Exception):
+    """Bad arguments: the message is the whole line printed (exit 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise UsageError instead of printing and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+@attrs.frozen
+class Outcome:
+    """What a command found: its exit code, JSON document, text, and stderr line if any."""
+
+    code: int
+    document: Any
+    text: str
+    complaint: str | None = None
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
+               ) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code when there is nothing to run (help, error)."""
+    try:
+        return parser.parse_args(list(argv))
+    except UsageError as exc:
+        print(one_line(str(exc)), file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help printed its text
+        return 0 if exc.code in (0, None) else 2
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------- argument types
+
+
+def address_arg(text: str) -> str:
+    """A HOST:PORT argument, checked by the one parser (revivify.impl.rpc.address)."""
+    try:
+        parse_address(text)
+    except BadAddress as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def addresses_arg(text: str) -> list[str]:
+    """HOST:PORT,... (empty items between commas are skipped; at least one is needed)."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise argparse.ArgumentTypeError("no address given; expected HOST:PORT,...")
+    return [address_arg(item) for item in items if item]
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def json_flag() -> Parser:
+    """``--json``, for a parent parser."""
+    p = Parser(add_help=False)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout instead of text")
+    return p
+
+
+def common_flags() -> Parser:
+    """``--json`` and ``--deadline SECONDS``: the flags of every command that calls servers."""
+    p = Parser(add_help=False, parents=[json_flag()])
+    p.add_argument("--deadline", type=positive_float, default=DEFAULT_DEADLINE,
+                   metavar="SECONDS",
+                   help=f"give up after this long, retries included (default "
+                        f"{DEFAULT_DEADLINE:g})")
+    return p
+
+
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """The client library's retry policy for a command: its --deadline."""
+    return ClientOptions(deadline=args.deadline)
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def execute(prog: str, args: argparse.Namespace,
+            work: Callable[[], Awaitable[Outcome]]) -> int:
+    """Run `work` under the deadline; print its outcome; map errors to exit codes.
+
+    The client library gives up at the same deadline (ClientOptions.deadline) and says
+    why (its last error); this scope, a little later, is the backstop for the calls that
+    are not retried (server status, create, status), should a server never answer.
+    """
+    deadline: float = args.deadline
+
+    async def bounded() -> Outcome | None:
+        with trio.move_on_after(deadline + BACKSTOP_SLACK):
+            return await work()
+        return None
+
+    try:
+        outcome = trio.run(bounded)
+    except ChangeRefused as exc:
+        return fail(prog, exc.message, 1)
+    except Rejected as exc:
+        return fail(prog, exc.message, 1 if isinstance(exc.error, AppError) else 2)
+    except ClientError as exc:
+        return fail(prog, exc.message, 2)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the last line of defence: a message, not a traceback
+        return fail(prog, f"internal error: {type(exc).__name__}: {exc}", 2)
+    if outcome is None:
+        return fail(prog, f"no answer within the deadline of {deadline:g}s", 2)
+    return print_outcome(prog, args, outcome)
+
+
+def print_outcome(prog: str, args: argparse.Namespace, outcome: Outcome) -> int:
+    """Print `outcome` (its JSON document with --json, else its text; then its complaint on
+    stderr) and return its exit code."""
+    if args.json:
+        print(render.dumps(outcome.document))
+    elif outcome.text:
+        print(outcome.text)
+    if outcome.complaint is not None:
+        print(f"{prog}: {one_line(outcome.complaint)}", file=sys.stderr)
+    return outcome.code
+
+
+def fail(prog: str, message: str, code: int) -> int:
+    """Print the one-line error ``"<prog>: <message>"`` and return `code`."""
+    print(f"{prog}: {one_line(message)}", file=sys.stderr)
+    return code
+
+
+__all__ = [
+    "BACKSTOP_SLACK",
+    "DEFAULT_DEADLINE",
+    "Outcome",
+    "Parser",
+    "UsageError",
+    "address_arg",
+    "addresses_arg",
+    "client_options",
+    "common_flags",
+    "execute",
+    "fail",
+    "json_flag",
+    "non_negative_int",
+    "one_line",
+    "parse_args",
+    "positive_float",
+    "positive_int",
+    "print_outcome",
+]
