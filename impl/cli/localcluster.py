@@ -27,7 +27,9 @@ from types import TracebackType
 
 import attrs
 
-_LISTENING = re.compile(r"revivify tserver ([0-9a-f]+) listening on (\S+):(\d+)")
+from revivify.impl.rpc.address import BadAddress, parse_address
+
+_LISTENING = re.compile(r"revivify tserver ([0-9a-f]+) listening on (\S+)")
 
 
 class ProcessError(Exception):
@@ -108,7 +110,11 @@ class ProcessCluster:
         m = _LISTENING.search(line)
         if m is None:
             raise ProcessError(f"server {i}: unexpected first line {line!r}")
-        uuid, port = m.group(1), int(m.group(3))
+        try:
+            _, port = parse_address(m.group(2))
+        except BadAddress as exc:
+            raise ProcessError(f"server {i}: {exc} in its first line {line!r}") from None
+        uuid = m.group(1)
         if s.uuid and s.uuid != uuid:
             s.uuid = uuid  # a wiped directory came back with a new identity
         s.uuid, s.port = uuid, port

@@ -16,6 +16,7 @@ fresh interpreter (``-c``) so that what the test process already imported does n
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -170,3 +171,19 @@ def test_pyproject_keeps_heavy_packages_in_extras() -> None:
     assert "pytest" in names(extras["dev"])
     makefile = (ROOT / "Makefile").read_text()
     assert "pip install -q -e '.[dev,check,spark]'" in makefile
+
+
+def test_the_demo_names_every_missing_extra_before_it_starts(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['pyspark'] = None; sys.modules['z3'] = None\n"
+        "from revivify.impl.cli.demo import main\n"
+        "raise SystemExit(main())\n"
+    )
+    out = tmp_path / "demo-out"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "REVIVIFY_DEMO_OUT": str(out)})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("demo: needs the 'check' and 'spark' extras: pip install "
+                           "'revivify[check,spark]'\n")
+    assert not out.exists()  # refused before doing anything
