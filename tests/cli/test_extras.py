@@ -187,3 +187,18 @@ def test_the_demo_names_every_missing_extra_before_it_starts(tmp_path: Path) -> 
     assert done.stderr == ("demo: needs the 'check' and 'spark' extras: pip install "
                            "'revivify[check,spark]'\n")
     assert not out.exists()  # refused before doing anything
+
+
+def test_every_package_folder_is_installed() -> None:
+    """pyproject.toml lists the packages by hand (a package-dir mapping puts revivify.impl
+    in impl/, which automatic discovery cannot express): every folder with an __init__.py
+    must be there, or a wheel lacks it while an editable install hides the gap."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    on_disk = set()
+    for import_name, folder in setuptools["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            on_disk.add(".".join((import_name, *parts)))
+    assert sorted(on_disk - listed) == [], "add these to [tool.setuptools] packages"
+    assert sorted(listed - on_disk) == [], "listed packages without an __init__.py"
