@@ -30,8 +30,11 @@ C4  `version` counts the writes of a row: a planner writes ``old.version + 1`` (
     row). A write planned on a snapshot is *fresh* while the catalog still holds each of its
     rows at version - 1 (`CatalogWrite.stale_rows`): the shell checks this under the locks
     before proposing, so two writes planned on one snapshot cannot both commit (no lost
-    update), and a plan's write is *held* by a catalog that has each row at its version or
-    later (`Catalog.holds`), which is how a plan proves its write committed.
+    update). A plan's write is *held* by a catalog whose rows are exactly the write's
+    (`Catalog.holds`): that is how a plan proves its write committed. Exactly, not "at that
+    version or later": a write that failed must never be taken for another one that
+    committed the same rows at the same versions later (the shell resolves a plan at the
+    apply of its own entry, before the next entry changes those rows).
 C5  State changes follow TABLE_TRANSITIONS and TABLET_TRANSITIONS, nothing else; a pair
     missing from a table is refused (REFUSED_*), and both tables are total (tested).
 
@@ -472,13 +475,9 @@ class Catalog:
         return Catalog(tables, tablets)
 
     def holds(self, write: CatalogWrite) -> bool:
-        """Whether this snapshot has every row of ``write`` at its version or later (C4):
-        the write committed here (later writes of the same rows may have followed)."""
-        for record in write.records():
-            current = self.record(record_key(record))
-            if current is None or current.version < record.version:
-                return False
-        return True
+        """Whether this snapshot has every row of ``write`` exactly (C4): the write is
+        the last one applied to each of its rows. An empty write is held by any snapshot."""
+        return all(self.record(record_key(r)) == r for r in write.records())
 
     # -- reads
 

@@ -154,8 +154,9 @@ class Plan(Generic[R]):
     def commit(self, committed: Catalog) -> Committed[R]:
         """The reply and the calls, given a snapshot that holds this plan's write.
 
-        Call it at the apply of the plan's entry. Raises NotCommitted for any other
-        snapshot: the calls of a plan whose write did not commit are never sent."""
+        Call it at the apply of the plan's entry, before the next entry is applied.
+        Raises NotCommitted for any other snapshot: the calls of a plan whose write did
+        not commit are never sent."""
         if not committed.holds(self.write):
             raise NotCommitted(f"{self.op}: the catalog does not hold the plan's write")
         return Committed(self._reply, self._calls)
@@ -376,10 +377,12 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
         altered = evolve(table, state=next_table_state(table.state, "rename"),
                                      name=name)
         calls = []
+    # The leaders the alters go to were read from the tablet rows: they count as reads.
+    reads = {tablet_key(t.tablet_id): t.version for t in catalog.live_tablets_of(table.table_id)}
+    reads[table_key(table.table_id)] = table.version
     return make_plan("alter_table", CatalogWrite(tables=(altered,)),
                  TableAltered(table.table_id, altered.schema_version), calls,
-                 tables=(table.table_id,), tablets=(),
-                 reads={table_key(table.table_id): table.version}, reserve=reserve)
+                 tables=(table.table_id,), tablets=(), reads=reads, reserve=reserve)
 
 
 # ---------------------------------------------------------------------------- replacement

@@ -59,9 +59,17 @@ recorded leader gets an idempotent AlterSchema. A table ALTERING becomes RUNNING
 same write once every live tablet has reported the table's version (tablet rows first).
 
 Full and incremental reports are processed alike: every rule looks only at the replica
-and the committed records, so processing a report twice, or a new leader processing the
-full report its predecessor already saw, decides the same calls again (KUDU-1374) and
-writes nothing new (idempotent: tested).
+and the committed records, so processing a report again, or a new leader processing the
+full report its predecessor already saw, writes nothing new and decides the same calls
+again (KUDU-1374; tested by the state machine). One decision is edge-triggered: the peers a
+newer config dropped are tombstoned when that config is first recorded. If that call is
+lost with its master, the dropped peer's own report (in full, to the new leader) finds it
+outside the recorded config with an older one, and rule EVICT sends the same tombstone with
+the same CAS.
+
+The plan reads (for freshness, operations.py) every tablet and table record it consulted,
+not only those it writes: a report planned before another write changed one of them is
+planned again, so every call it releases matches the committed records.
 """
 
 from __future__ import annotations
@@ -223,8 +231,17 @@ def process_report(catalog: Catalog, server_uuid: str,
     tables = _finished_alters(catalog, updated)
     write = CatalogWrite(tablets=tuple(updated[t] for t in sorted(updated)),
                          tables=tuple(tables[t] for t in sorted(tables)))
-    reads = {record_key(catalog.tablets[t]): catalog.tablets[t].version for t in updated}
-    reads.update({record_key(catalog.tables[t]): catalog.tables[t].version for t in tables})
+    # Every record a decision rested on, written or not: a plan proposed after one of them
+    # changed is re-planned, so the calls it releases always match the committed records
+    # (a stale EVICT would only be refused by its CAS, but it is not even sent).
+    reads: dict[bytes, int] = {}
+    for replica in report.replicas:
+        record = catalog.tablets.get(replica.tablet_id)
+        if record is not None:
+            reads[record_key(record)] = record.version
+            table = catalog.tables.get(record.table_id)
+            if table is not None:
+                reads[record_key(table)] = table.version
     return make_plan("tablet_report", write, ReportProcessed(server_uuid, tuple(verdicts)), calls,
                  tables=tables, tablets=updated, reads=reads)
 

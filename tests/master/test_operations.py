@@ -257,13 +257,22 @@ class TestPlanContract:
         assert not alter.is_fresh(catalog)
         assert alter.write.stale_rows(catalog) == (table_key(delete.write.tables[0].table_id),)
 
-    def test_commit_accepts_later_writes_of_the_same_rows(self) -> None:
+    def test_commit_needs_exactly_the_plans_rows(self) -> None:
+        """A plan resolves at the apply of its own entry; a snapshot where a later write
+        changed its rows, or where an equal-versioned other write landed, is refused."""
         catalog, _, _ = create(Catalog())
         alter = ok(plan_alter_table(catalog, AlterTable("t", add_columns=(Column("c"),)),
                                     reserved=()))
+        other = ok(plan_alter_table(catalog, AlterTable("t", add_columns=(Column("d"),)),
+                                    reserved=()))
+        after, _, _ = run(catalog, other)  # same row, same version, another decision
+        with pytest.raises(NotCommitted):
+            alter.commit(after)
         after, _, _ = run(catalog, alter)
-        after, _, _ = run(after, ok(plan_delete_table(after, "t")))
         assert alter.commit(after).reply.schema_version == 1
+        after, _, _ = run(after, ok(plan_delete_table(after, "t")))
+        with pytest.raises(NotCommitted):
+            alter.commit(after)
 
     def test_a_plan_locks_and_reads_every_row_it_writes(self) -> None:
         catalog, created, _ = create(Catalog())
