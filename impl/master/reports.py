@@ -235,13 +235,13 @@ def process_report(catalog: Catalog, server_uuid: str,
     # changed is re-planned, so the calls it releases always match the committed records
     # (a stale EVICT would only be refused by its CAS, but it is not even sent).
     reads: dict[bytes, int] = {}
-    for replica in report.replicas:
-        record = catalog.tablets.get(replica.tablet_id)
-        if record is not None:
-            reads[record_key(record)] = record.version
-            table = catalog.tables.get(record.table_id)
-            if table is not None:
-                reads[record_key(table)] = table.version
+    for consulted in report.replicas:
+        tablet = catalog.tablets.get(consulted.tablet_id)
+        if tablet is not None:
+            reads[record_key(tablet)] = tablet.version
+            owner = catalog.tables.get(tablet.table_id)
+            if owner is not None:
+                reads[record_key(owner)] = owner.version
     return make_plan("tablet_report", write, ReportProcessed(server_uuid, tuple(verdicts)), calls,
                  tables=tables, tablets=updated, reads=reads)
 
