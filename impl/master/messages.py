@@ -32,13 +32,15 @@ from revivify.impl.consensus.messages import Config
 
 MASTER_HEARTBEAT: Final = "Master.Heartbeat"
 
-# A replica as its server's tablet manager sees it. TOMBSTONED: deleted, cmeta and last
-# OpId kept (it votes on); DELETING: a deletion is in progress; FAILED: startup or the
-# store failed, the evidence is kept.
-ReplicaState = Literal["STARTING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED", "DELETING",
-                       "STOPPED"]
+# A replica as its server's tablet manager sees it: the states of its slot
+# (impl/tserver/manager/core.py) but ABSENT, which is not reported. TOMBSTONED: deleted,
+# cmeta and last OpId kept (it votes on); DELETING: a deletion is in progress; FAILED:
+# startup or the store failed, the evidence is kept; CREATING: a CreateTablet is being
+# carried out; STARTING: found on disk, being opened; COPYING: a tablet copy is running.
+ReplicaState = Literal["STARTING", "CREATING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED",
+                       "DELETING"]
 REPLICA_STATES: Final[tuple[ReplicaState, ...]] = (
-    "STARTING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED", "DELETING", "STOPPED")
+    "STARTING", "CREATING", "RUNNING", "FAILED", "COPYING", "TOMBSTONED", "DELETING")
 
 
 class ReportedConsensus(msgspec.Struct, frozen=True):

@@ -68,8 +68,8 @@ class TestFencing:
         assert calls == () and after == catalog
 
     @pytest.mark.parametrize("deleted_how", ["table", "replaced"])
-    @pytest.mark.parametrize("state", ["RUNNING", "STARTING", "COPYING", "TOMBSTONED",
-                                       "STOPPED"])
+    @pytest.mark.parametrize("state", ["RUNNING", "STARTING", "CREATING", "COPYING",
+                                       "TOMBSTONED"])
     def test_a_replica_of_a_deleted_tablet_is_deleted(self, deleted_how: str,
                                                       state: ReplicaState) -> None:
         catalog = fresh()
