@@ -6,6 +6,7 @@
                  pure planners returning a Plan (one write; calls only after commit) or a
                  typed refusal; creation nudges and the creation watch
     reports      tablet-report processing (seed 004 appendix B with its fixes) as a Plan
+    replication  AddReplica, RemoveReplica and the 3-4-3 re-replication policy (seed 001)
     placement    replica placement over the live tablet servers
     tserver_map  registration, liveness and full-report bookkeeping from heartbeats
     queries      ListTables, GetTableLocations over a committed snapshot

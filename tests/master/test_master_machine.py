@@ -51,6 +51,11 @@ from revivify.impl.master.operations import (
     plan_delete_table,
     plan_replace_tablets,
 )
+from revivify.impl.master.replication import (
+    plan_add_replica,
+    plan_remove_replica,
+    rereplication_calls,
+)
 from revivify.impl.master.reports import process_report
 
 NAMES = ("a", "b", "c")
@@ -73,6 +78,10 @@ def check_call(catalog: Catalog, call: TabletServerCall) -> None:
     elif call.method == "Admin.CreateTablet":
         assert tablet.state is TabletState.CREATING and table.live, call
         assert tablet.is_member(call.dest), call
+    elif call.method == "Admin.ChangeConfig":  # seed 001: to the leader, CAS on the index
+        assert tablet.state is TabletState.RUNNING and table.live, call
+        assert call.dest == tablet.consensus.leader, call
+        assert body.cas_config_index == tablet.consensus.config.opid_index, call
     elif call.method == "Admin.AlterSchema":
         assert call.dest == tablet.consensus.leader, call
         assert body.schema_version == table.schema_version, call
@@ -232,6 +241,28 @@ class MasterMachine(RuleBasedStateMachine):
         return ReportedReplica(tablet_id, state,
                                ReportedConsensus(term, leader, cfg) if has_consensus else None,
                                schema)
+
+    @rule(data=st.data(), add=st.booleans())
+    def change_replicas(self, data: st.DataObject, add: bool) -> None:
+        ids = sorted(self.catalog.tablets)
+        if not ids:
+            return
+        tablet_id = data.draw(st.sampled_from(ids))
+        uuid = data.draw(st.sampled_from(UUIDS))
+        if add:
+            self.propose(plan_add_replica(self.catalog, tablet_id,
+                                          SERVERS[UUIDS.index(uuid)]))
+        else:
+            self.propose(plan_remove_replica(self.catalog, tablet_id, uuid))
+
+    @rule(dead=st.sets(st.sampled_from(UUIDS), max_size=2))
+    def rereplicate(self, dead: set[str]) -> None:
+        live = [s for s in SERVERS if s.uuid not in dead]
+        for call in rereplication_calls(self.catalog, live=lambda u: u not in dead,
+                                        candidates=live, rng=self.rng):
+            check_call(self.catalog, call)
+            assert call.body.change.peer.uuid not in dead or \
+                call.body.change.kind == "REMOVE"  # type: ignore[union-attr]
 
     # -- invariants
 
