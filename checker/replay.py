@@ -86,6 +86,14 @@ from typing import Any, Final, NamedTuple, Protocol
 
 import attrs
 
+from revivify.checker.compiled import (
+    CompiledAction,
+    cached_action,
+    from_scalars,
+    invariants_hold,
+    steps_hold,
+    to_scalars,
+)
 from revivify.checker.traces import (
     SB_CODES,
     STARTUP_CODES,
@@ -352,6 +360,37 @@ class NodeState:
     inc: int = 0
 
 
+class StateTable:
+    """The interned states of a replay: each canonical state (every map empty) as its
+    ``Scalars`` tuple (what the compiled spec reads and the memo keys on, by id), its
+    ``ServerState`` made on demand (for the interpreted spec: refused steps, boundaries,
+    explanations)."""
+
+    __slots__ = ("ids", "objs", "tuples")
+
+    def __init__(self) -> None:
+        self.tuples: list[Any] = []
+        self.ids: dict[Any, int] = {}
+        self.objs: list[ServerState | None] = []
+
+    def __len__(self) -> int:
+        return len(self.tuples)
+
+    def __getitem__(self, sid: int) -> ServerState:
+        obj = self.objs[sid]
+        if obj is None:
+            obj = self.objs[sid] = from_scalars(self.tuples[sid])
+        return obj
+
+    def intern(self, t: Any, obj: ServerState | None = None) -> int:
+        got = self.ids.get(t)
+        if got is None:
+            got = self.ids[t] = len(self.tuples)
+            self.tuples.append(t)
+            self.objs.append(obj)
+        return got
+
+
 class _Sized:
     """Stands in for the system tuple where a guard only asks how many servers exist."""
 
@@ -433,6 +472,14 @@ class Replayer:
         self.invariants = tuple(i for i in self.spec.invariants if i.name in LOCAL_INVARIANTS)
         self.step_props = tuple(p for p in self.spec.step_properties
                                 if p.name in LOCAL_STEP_PROPERTIES)
+        # The spec's guards, effects and local checks compiled to plain Python
+        # (``checker.compiled``: the same functions, as z3 sees them, printed as Python);
+        # None where a function does not compile (the interpreted one is used).
+        # Over the interned states' ``Scalars`` tuples (``StateTable``); each action is
+        # compiled at its first event (``_compiled``).
+        self.compiled: dict[str, CompiledAction | None] = {}
+        self._inv_ok = invariants_hold(self.invariants, scalars=True)
+        self._step_ok = steps_hold(self.step_props, scalars=True)
         # Events whose per-key checks read their parameters: votes (one per term),
         # identities (the spec's is_self / not_self system guards), leader facts.
         self._param_events = frozenset(
@@ -456,8 +503,7 @@ class Replayer:
 
     def _reset_tables(self) -> None:
         self._fold_hits()
-        self.states: list[ServerState] = []
-        self.state_ids: dict[ServerState, int] = {}
+        self.states = StateTable()
         self.memo: dict[tuple[Any, ...], Outcome] = {}
         self.state_bad: dict[ServerState, list[str]] = {}
         self.fresh = self.intern(ServerState(up=True))
@@ -489,11 +535,8 @@ class Replayer:
             self._reset_tables()
 
     def intern(self, s: ServerState) -> int:
-        got = self.state_ids.get(s)
-        if got is None:
-            got = self.state_ids[s] = len(self.states)
-            self.states.append(s)
-        return got
+        """The id of a canonical state (every map empty: ``canon``)."""
+        return self.states.intern(to_scalars(s), s)
 
     def new_key(self, node: str, tablet: str, born: bool = False) -> KeyState:
         return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node),
@@ -568,7 +611,7 @@ class Replayer:
             k.appends[term] = (lamport, file, line)
 
     def _hold(self, k: KeyState, sid: int) -> None:
-        s = self.states[sid]
+        s = self.states.tuples[sid]
         if s.wal_last_term > k.h_term or (s.wal_last_term == k.h_term
                                           and s.wal_last_index > k.h_index):
             k.h_term = s.wal_last_term
@@ -616,7 +659,7 @@ class Replayer:
                 return term
         return None
 
-    def log_sync(self, k: KeyState, s: ServerState) -> None:
+    def log_sync(self, k: KeyState, s: Any) -> None:
         """Follow a step that moved the WAL without saying its entries: keep the rebuilt
         log when it still ends at the state's last OpId, else know only that OpId. A WAL
         that left (deletion) ends the log's lifetime (its commits with it)."""
@@ -881,7 +924,7 @@ class Replayer:
             k.tap_term = -1
             k.inc = inc
             k.state = out.post
-            self.log_sync(k, self.states[k.state])
+            self.log_sync(k, self.states.tuples[k.state])
         return found
 
     def _nostart(self, sid: int, clean: bool) -> Outcome:
@@ -965,7 +1008,7 @@ class Replayer:
                 found = [self._violation(k, file, line, event, args_b, out.problem,
                                          out.frontier)]
             k.state = out.post
-            self.log_sync(k, self.states[k.state])
+            self.log_sync(k, self.states.tuples[k.state])
             if event == "startup":
                 return self._after(k, file, line, event, args_b, out, found)
         key = (k.state, event, args_b, st_b)
@@ -993,7 +1036,7 @@ class Replayer:
                 k.max_term = out.obs_term
                 k.max_term_at = f"{file}:{line}"
         p = out.params
-        post = self.states[k.state]
+        post = self.states.tuples[k.state]
         if post.wal_last_index or post.wal_last_term:
             self.wal_seen(k, post.wal_last_term, post.wal_last_index, out.obs_term, file,
                           line, k.lam, event == "log_append" and bool(p))
@@ -1179,29 +1222,48 @@ class Replayer:
             return Outcome(sid, decoded, {}, "bad-input", -1, -1)
         a, params, obs = decoded
         action = self.actions[event]
-        s = self.states[sid]
+        # The compiled spec reads the state's Scalars tuple (``s``); the interpreted one
+        # (a refused step, an action that does not compile) its ServerState.
+        fast = self._compiled(event)
+        s: Any = self.states.tuples[sid] if fast is not None else self.states[sid]
         for name in action.params:  # spec parameters a trace does not carry
             if name not in params:
                 params[name] = TRACE_FILLS[name](s, params)
         obs_term = obs[5] if obs[4] else -1
-        if not action.guard(s, **params):
+        if fast is not None:
+            args = [params[name] for name in action.params]
+            allowed = fast.guard(s, *args)
+        else:
+            allowed = action.guard(s, **params)
+        if not allowed:
             # One fault, one finding: the replay goes on as if the step had been allowed
             # (its effect moves the volatile state: a replica marked READY may start, a
             # leader may commit), then from the durable state the trace reports.
+            s = self.states[sid]
             return Outcome(self.intern(resync(obs, _forced(action, s, params))), _Problem(
                 "GuardFailed", "violation", self._failed(action, s, params),
                 f"{event}{self._fmt(params)} is not allowed here: "
                 + self._explain(action, s, params),
                 (self._describe(s),), describe_tuple(obs, self.interner)),
                 params, "guard-failed", obs_term, -1)
-        post = canon(action.effect(s, **params))
+        # The compiled effect leaves every map empty (it is canon(effect)) and gives the
+        # post-state's Scalars tuple.
+        post: Any = fast.effect(s, *args) if fast is not None else \
+            canon(action.effect(s, **params))
         branch = self._branch(event, s, post, params)
         problem = self._stale_copy(event, s, params) or self._compare(post, obs) or \
             self._arg_checks(a, s, post) or self._leader_batch(event, a, s) or \
-            self._invariants(s, post)
-        if problem is not None and problem.kind == "StateMismatch":
-            post = resync(obs, post)
-        out = Outcome(self.intern(post), problem, params, branch, obs_term, -1)
+            self._invariants(sid, post, fast is not None)
+        if fast is not None:
+            if problem is not None and problem.kind == "StateMismatch":
+                post_id = self.intern(resync(obs, from_scalars(post)))
+            else:
+                post_id = self.states.intern(post)
+        else:
+            if problem is not None and problem.kind == "StateMismatch":
+                post = resync(obs, post)
+            post_id = self.intern(post)
+        out = Outcome(post_id, problem, params, branch, obs_term, -1)
         if event == "commit":
             out.lead = bool(s.leader) and s.term == params["op_term"]
         elif event == "log_append":
@@ -1303,6 +1365,11 @@ class Replayer:
                         f"{field} is {fmt(got)}, the spec has {fmt(want)}", (fmt(want),),
                         fmt(got))
 
+    def _compiled(self, event: str) -> CompiledAction | None:
+        if event not in self.compiled:
+            self.compiled[event] = cached_action(self.actions[event], scalars=True)
+        return self.compiled[event]
+
     def _broken(self, s: ServerState) -> list[str]:
         # The state invariants are a function of the state alone: evaluated once per
         # distinct state (many steps lead to the same one).
@@ -1311,20 +1378,33 @@ class Replayer:
             inv = self.state_bad[s] = check_state(self.invariants, (s,))
         return inv
 
-    def _invariants(self, pre: ServerState, post: ServerState) -> _Problem | None:
+    def _invariants(self, pre_id: int, post: Any, scalars: bool) -> _Problem | None:
+        """The local state invariants the step breaks and the step properties it fails.
+        ``post``: the post-state's Scalars tuple (``scalars``) or its ServerState. The
+        compiled conjunctions decide the common case (everything holds) in one call each;
+        the interpreted spec names what fails."""
+        pre_t = self.states.tuples[pre_id]
+        post_t = post if scalars else to_scalars(post)
+        inv_ok = self._inv_ok is not None and self._inv_ok(post_t)
+        step_ok = self._step_ok is not None and self._step_ok(pre_t, post_t)
+        if inv_ok and step_ok:
+            return None
+        pre = self.states[pre_id]
+        post_s = from_scalars(post_t) if scalars else post
         # One fault, one finding: a state invariant the step starts from broken (the
         # forced effect of a refused step, e.g. a config change accepted with a stale CAS
         # and pending from then on) was the refused step's fault, already reported.
-        inv = self._broken(post)
+        inv = [] if inv_ok else self._broken(post_s)
         if inv:
             before = self._broken(pre)
             inv = [name for name in inv if name not in before]
-        bad = check_step(self.step_props, pre, post) + inv
+        steps = [] if step_ok else check_step(self.step_props, pre, post_s)
+        bad = steps + inv
         if not bad:
             return None
         return _Problem("InvariantViolated", "violation", ",".join(bad),
                         "the spec step breaks " + ", ".join(bad) + " (a spec bug?)",
-                        (self._describe(post),), "")
+                        (self._describe(post_s),), "")
 
     def _describe(self, s: ServerState) -> str:
         return describe_tuple(spec_tuple(s), self.interner) + self._volatile(s)
