@@ -2,8 +2,21 @@
 
     python bench/checker.py [--events 10000000] [--dir /tmp/revivify-bench] [--no-spark]
                             [--rounds 3] [--no-dataframe]
+    python bench/checker.py --real [--events 1000000] [--writes 3000] ...
 
-Generates a corpus of valid version-3 traces (3-replica tablets on a pool of nodes:
+``--real``: real server traces. An in-process cluster (impl/testing/cluster.py: three
+tablet servers on SimDisk, MemoryNetwork and trio's MockClock, the servers' own code)
+hosts three tablets; concurrent clients write to all three while one server is crashed and
+restarted and a leader steps down; every server stops cleanly (``generate_real``). The
+cluster is slow to run (every step goes through the real RPC, Raft, WAL and trace writer),
+so a run of ``--writes`` writes is made once and then replicated until the corpus reaches
+``--events``: copy c renames every node UUID (file names, envelopes, args, states) and every
+tablet id, so the copies are distinct (node, tablet) keys of distinct tablets (nothing the
+checker memoised for one copy matches another: states and args name other UUIDs). Then
+raw parse vs ``trace check`` (compiled spec, and the interpreter alone: ``--before``) vs
+Spark ``local[2]``, side by side in rounds, as for the synthetic corpus.
+
+Without ``--real``: a corpus of valid version-3 traces (3-replica tablets on a pool of nodes:
 create, an election, then L entries appended, with their terms, and committed on every
 replica), then prints, in one run:
 the raw parse rate of the same files (msgspec, lines/s), ``trace check`` events/s (target:
@@ -100,6 +113,97 @@ def generate(root: str, events: int, entries: int) -> tuple[int, int]:
     return total, tablets * 3
 
 
+REAL_TABLETS = ("t-a", "t-b", "t-c")
+
+
+def generate_real(root: str, writes: int, seed: int = 7) -> int:
+    """One in-process cluster run (see the module doc); returns the events written."""
+    import trio
+    import trio.testing
+
+    from revivify.impl.rpc import RpcError
+    from revivify.impl.tablet.ops import RowOp
+    from revivify.impl.testing.cluster import Cluster, open_cluster
+    from revivify.impl.tserver import api
+
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    clients_per_tablet = 4
+    per_client = max(1, writes // (clients_per_tablet * len(REAL_TABLETS)))
+    retry = (api.NotLeader, api.OperationAborted, api.TabletNotRunning, RpcError)
+
+    async def client(cluster: Cluster, tablet: str, cid: str) -> None:
+        lead = 0
+        for seq in range(per_client):
+            req = api.Write(tablet, cid, seq, [RowOp("put", b"k%d" % (seq % 4), b"v")])
+            for _ in range(2000):
+                if cluster.servers[lead].server is not None:
+                    try:
+                        with trio.move_on_after(2):
+                            await cluster.call(lead, api.DATA_WRITE, req, api.Written)
+                            break
+                    except retry:
+                        pass
+                lead = (lead + 1) % 3
+                await trio.sleep(0.02)
+
+    async def faults(cluster: Cluster) -> None:
+        await trio.sleep(1.0)
+        await cluster.crash(2)  # a machine crash: unsynced writes gone, no server_stop
+        await trio.sleep(1.0)
+        await cluster.start(2)
+        await trio.sleep(1.0)
+        lead = await cluster.wait_for_leader(REAL_TABLETS[0])
+        await cluster.call(lead, api.ADMIN_STEP_DOWN, api.StepDown(REAL_TABLETS[0]), api.Ack)
+
+    async def main() -> None:
+        async with open_cluster(root, 3, seed=seed) as cluster:
+            await cluster.start_all()
+            for t in REAL_TABLETS:
+                await cluster.create_tablet(t)
+                await cluster.wait_for_leader(t)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(faults, cluster)
+                for t in REAL_TABLETS:
+                    for c in range(clients_per_tablet):
+                        nursery.start_soon(client, cluster, t, f"{t}-c{c}")
+            await trio.sleep(1.0)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    return sum(_count_lines(os.path.join(root, n)) for n in os.listdir(root))
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def replicate(base: str, root: str, events: int) -> tuple[int, int]:
+    """Copies of the run in ``base`` under fresh node UUIDs and tablet ids until ``root``
+    holds at least ``events`` events; returns (events, copies)."""
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    files = {}
+    for name in sorted(os.listdir(base)):
+        with open(os.path.join(base, name), "rb") as f:
+            files[name] = f.read()
+    uuids = sorted({name.split(".")[0] for name in files})
+    per_copy = sum(data.count(b"\n") for data in files.values())
+    copies = max(1, -(-events // per_copy))
+    for c in range(copies):
+        renames = [(u.encode(), f"{c:06x}{u[6:]}".encode()) for u in uuids]
+        tablets = [(f'"tablet":"{t}"'.encode(), f'"tablet":"{t}.{c:05d}"'.encode())
+                   for t in REAL_TABLETS]
+        for name, data in files.items():
+            for old, new in renames + tablets:
+                data = data.replace(old, new)
+            node = name.split(".")[0]
+            out = f"{c:06x}{node[6:]}" + name[len(node):]
+            with open(os.path.join(root, out), "wb") as f:
+                f.write(data)
+    return per_copy * copies, copies
+
+
 def raw_parse_rate(root: str) -> float:
     dec = msgspec.json.Decoder()
     n = 0
@@ -115,6 +219,13 @@ def raw_parse_rate(root: str) -> float:
 _CHILD = """
 import json, resource, sys, time
 from revivify.checker.local import check_paths
+if sys.argv[2:] == ["before"]:
+    # The interpreted spec alone: nothing compiled (what every memo miss ran before
+    # checker/compiled.py).
+    import revivify.checker.replay as replay
+    replay.cached_action = lambda *a, **k: None
+    replay.invariants_hold = lambda *a, **k: None
+    replay.steps_hold = lambda *a, **k: None
 t = time.perf_counter()
 c = time.process_time()
 r = check_paths([sys.argv[1]])
@@ -126,9 +237,9 @@ print(json.dumps({"events": r.events + r.server_events, "keys": r.keys, "seconds
 """
 
 
-def local_check(root: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _CHILD, root], check=True,
-                         capture_output=True, text=True).stdout
+def local_check(root: str, before: bool = False) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, root, *(["before"] if before else [])],
+                         check=True, capture_output=True, text=True).stdout
     return json.loads(out)  # type: ignore[no-any-return]
 
 
@@ -205,9 +316,63 @@ def _load(avg: tuple[float, float, float]) -> str:
     return "/".join(f"{x:.1f}" for x in avg)
 
 
+def real_main(a: argparse.Namespace) -> int:
+    """Real server traces (``--real``): see the module doc."""
+    load0 = os.getloadavg()
+    base = os.path.join(a.dir, "real-run")
+    t = time.perf_counter()
+    n_base = generate_real(base, a.writes)
+    print(f"cluster run: {n_base:,} events, {a.writes:,} writes to {len(REAL_TABLETS)} "
+          f"tablets on 3 servers, a crash and restart, a step-down "
+          f"(generated in {time.perf_counter() - t:.1f}s)")
+    big = os.path.join(a.dir, "real")
+    n_events, copies = replicate(base, big, a.events)
+    print(f"corpus: {n_events:,} events = {copies} relabelled copies of the run "
+          f"({copies * 3 * len(REAL_TABLETS)} keys on {copies * 3} nodes)")
+    small = os.path.join(a.dir, "real-fifth")
+    replicate(base, small, max(1, a.events // 5))
+    # The interpreter alone is about ten times slower: measured on a fifth of the corpus.
+    print("| round | raw parse lines/s | trace check events/s | ratio to raw | "
+          "interpreted spec events/s (a fifth) | compiled / interpreted |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    ratios: list[float] = []
+    loc: dict[str, float] = {}
+    for i in range(a.rounds):
+        raw = raw_parse_rate(big)
+        loc = local_check(big)
+        rate = loc["events"] / loc["seconds"]
+        if i == 0 or a.before_every_round:
+            bef = local_check(small, before=True)
+            brate = bef["events"] / bef["seconds"]
+        ratios.append(rate / raw)
+        print(f"| {i + 1} | {raw:,.0f} | {rate:,.0f} | {rate / raw:.3f}x | {brate:,.0f} | "
+              f"{rate / brate:.1f}x |", flush=True)
+    med = statistics.median(ratios)
+    print(f"trace check on real traces: median {med:.3f}x raw parse over {a.rounds} rounds "
+          f"(target 0.4x: {'met' if med >= 0.4 else 'NOT met'}); findings={loc['findings']:.0f}")
+    loc2 = local_check(small)
+    print("| corpus | events | keys | peak RSS MB |")
+    print("|---|---:|---:|---:|")
+    print(f"| all | {loc['events']:,.0f} | {loc['keys']:,.0f} | {loc['peak_rss_mb']:.0f} |")
+    print(f"| a fifth | {loc2['events']:,.0f} | {loc2['keys']:,.0f} | "
+          f"{loc2['peak_rss_mb']:.0f} |")
+    if not a.no_spark:
+        spark_rounds(big, loc, a.rounds, False)
+    print(f"load average (others' work on this machine): {_load(load0)} -> "
+          f"{_load(os.getloadavg())}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--real", action="store_true",
+                    help="real server traces from the in-process cluster (module doc)")
+    ap.add_argument("--writes", type=int, default=3000,
+                    help="--real: client writes in the cluster run that is replicated")
+    ap.add_argument("--before-every-round", action="store_true",
+                    help="--real: run the interpreted spec in every round, not the first")
+    ap.add_argument("--events", type=int, default=None,
+                    help="events in the corpus (default 10,000,000; --real 1,000,000)")
     ap.add_argument("--entries", type=int, default=50)
     ap.add_argument("--dir", default="/tmp/revivify-bench")
     ap.add_argument("--no-spark", action="store_true")
@@ -216,6 +381,10 @@ def main() -> int:
     ap.add_argument("--no-dataframe", action="store_true",
                     help="skip the dataframe plan (Spark shuffles every line: slow here)")
     a = ap.parse_args()
+    if a.real:
+        a.events = a.events or 1_000_000
+        return real_main(a)
+    a.events = a.events or 10_000_000
     load0 = os.getloadavg()
     big = os.path.join(a.dir, "big")
     t = time.perf_counter()

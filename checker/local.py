@@ -49,6 +49,7 @@ from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
     FAST_LOG,
     FAST_PLAIN,
+    RESET_EVERY,
     FactSink,
     KeyState,
     NodeState,
@@ -221,7 +222,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     clean: set[tuple[str, int]] = set()
     ns = NodeState("")
     feed_raw = r.feed_raw
-    memo_get = r.memo.get  # the memo is only replaced by maybe_reset, between nodes
+    memo_get = r.memo.get  # the memo is only replaced by maybe_reset (bound again then)
+    since_reset = 0
     fast_plain = FAST_PLAIN
     fast_log = FAST_LOG
     log_step = r.log_append_step
@@ -254,6 +256,11 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                             if ev.inc == 1:  # the node's trace starts at its format
                                 ns.born = True
                         continue
+                    since_reset += 1
+                    if since_reset >= RESET_EVERY:
+                        since_reset = 0
+                        if r.maybe_reset(keys.values()):
+                            memo_get = r.memo.get
                     k = keys.get(tablet)
                     if k is None or k.node != ev.node:
                         if k is not None:

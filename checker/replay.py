@@ -29,8 +29,10 @@ guard, an effect and a comparison (and the state invariants, once per distinct s
 outcome records what the per-key, history-dependent checks need (``Outcome.fast``), so a
 driver can replay a clean memo hit inline without a call (``local.stream_node``); coverage
 is counted on the outcomes (``Outcome.hits``). The tables are bounded (``max_memo``): drivers call
-``maybe_reset`` between nodes, when no key is in flight, so memory grows with the number of
-live keys and distinct patterns, never with the number of events.
+``maybe_reset`` between nodes, and within a node every ``RESET_EVERY`` lines with the node's
+live keys (their states are carried into the new tables), so memory grows with the number
+of live keys, never with the number of events (real servers' traces are mostly memo misses:
+each append and commit moves the WAL's last OpId, so each step is a new pattern).
 
 Crash frontier. A crash is not an event. When a key's next event belongs to a later
 incarnation, the previous one ended either cleanly (it logged ``server_stop``) or in a
@@ -149,6 +151,8 @@ from revivify.spec.system import Spec, default_spec
 # step per key at a crash.
 DEFAULT_MAX_FRONTIER: Final = 1
 WINDOW: Final = 6
+# Lines between a driver's checks of the memo tables' size within a node (``maybe_reset``).
+RESET_EVERY: Final = 1 << 14
 
 # The invariants and step properties a per-key replay can check, chosen by the spec's own
 # flags: those over one server's state (``per_server``) that read no ghost history
@@ -463,7 +467,7 @@ class Replayer:
     """The core, with its memo tables. One per process (or per Spark task)."""
 
     def __init__(self, spec: Spec | None = None, max_frontier: int = DEFAULT_MAX_FRONTIER,
-                 interner: Interner | None = None, max_memo: int = 1_000_000) -> None:
+                 interner: Interner | None = None, max_memo: int = 200_000) -> None:
         self.spec = spec or default_spec()
         self.actions: dict[str, Action] = {a.name: a for a in self.spec.actions}
         self.max_frontier = max_frontier
@@ -529,10 +533,18 @@ class Replayer:
         self.events = 0
         self.facts.clear()
 
-    def maybe_reset(self) -> None:
-        """Drop the memo tables if they are large. Only call when no key is in flight."""
-        if len(self.memo) + len(self.states) + len(self.state_bad) > self.max_memo:
-            self._reset_tables()
+    def maybe_reset(self, live: Iterable[KeyState] = ()) -> bool:
+        """Drop the memo tables if they are large; ``live``: every key in flight (their
+        states are interned afresh). True when the tables were dropped (a driver that
+        bound ``memo.get`` binds it again)."""
+        if len(self.memo) + len(self.states) + len(self.state_bad) <= self.max_memo:
+            return False
+        old = self.states
+        self._reset_tables()
+        for k in live:
+            if k.state >= 0:
+                k.state = self.states.intern(old.tuples[k.state], old.objs[k.state])
+        return True
 
     def intern(self, s: ServerState) -> int:
         """The id of a canonical state (every map empty: ``canon``)."""

@@ -173,3 +173,24 @@ def test_commit_runs_match_single_commits() -> None:
     truth = {(tablet, index) for tablet, index, _, _ in events
              if len({te for ta, i, te, _ in events if (ta, i) == (tablet, index)}) > 1}
     assert set(runs.bad_commits) == truth
+
+
+@pytest.mark.parametrize("sub", ["spec-walks", "bad", "legal"])
+def test_memo_resets_within_a_node_change_nothing(sub: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory follows the live keys: with tables of 64 entries dropped every 16 lines in
+    the middle of a node (the live keys' states carried over), every finding, count,
+    coverage and frontier is as with the default tables."""
+    import functools
+
+    import revivify.checker.local as local
+
+    want = check_paths([str(TRACES / sub)])
+    monkeypatch.setattr(local, "RESET_EVERY", 16)
+    monkeypatch.setattr(local, "Replayer", functools.partial(Replayer, max_memo=64))
+    got = check_paths([str(TRACES / sub)])
+    assert got.identities() == want.identities()
+    assert got.counts == want.counts
+    assert (got.events, got.keys) == (want.events, want.keys)
+    assert got.coverage == want.coverage
+    assert got.frontiers == want.frontiers
