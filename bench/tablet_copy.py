@@ -68,12 +68,12 @@ from revivify.impl.client import admin
 from revivify.impl.client.errors import ClientError
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.rpc import ConnectionClosed, RpcClient, RpcError, open_rpc_client
+from revivify.impl.rpc.address import parse_address
 from revivify.impl.storage.disk import OsDisk, is_temp_name
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.tserver import api
-from revivify.impl.tserver.server import split_address
 
 MB = 1 << 20
 TABLET = "bench-copy"
@@ -162,7 +162,7 @@ class Conn:
             raise
 
     async def _hold(self, task_status: trio.TaskStatus[RpcClient]) -> None:
-        host, port = split_address(self.server.address)
+        host, port = parse_address(self.server.address)
         async with open_rpc_client(host, port, self.server.uuid, self.name,
                                    app_errors=api.APP_ERRORS) as client:
             with trio.CancelScope() as self._scope:
@@ -176,7 +176,7 @@ class Conn:
 
 async def call(server: ServerProcess, method: str, body: msgspec.Struct,
                response: type[T]) -> T:
-    host, port = split_address(server.address)
+    host, port = parse_address(server.address)
     async with open_rpc_client(host, port, server.uuid, CLIENT,
                                app_errors=api.APP_ERRORS) as client:
         return await client.call(method, body, response)
@@ -204,7 +204,7 @@ async def fill(server: ServerProcess, tablet: str, total: int, value_bytes: int)
     start = time.monotonic()
 
     async def writer(w: int) -> None:
-        host, port = split_address(server.address)
+        host, port = parse_address(server.address)
         rng = random.Random(w)
         async with open_rpc_client(host, port, server.uuid, f"{CLIENT}-w{w}",
                                    app_errors=api.APP_ERRORS) as client:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import attrs
@@ -77,7 +77,10 @@ class Cluster:
         for i in range(len(self.servers)):
             await self.start(i)
 
-    async def start(self, i: int) -> TabletServer:
+    async def start(self, i: int, *,
+                    startup_gate: Callable[[str], Awaitable[None]] | None = None) -> TabletServer:
+        """Start (or restart, from its disk) server ``i``; ``startup_gate(tablet_id)`` is
+        awaited before each tablet's startup (the server already serves meanwhile)."""
         s = self.servers[i]
         if s.server is not None:
             raise RuntimeError(f"server {i} is already running")
@@ -92,8 +95,8 @@ class Cluster:
             assert s.scope is not None and s.done is not None
             try:
                 with s.scope:
-                    async with open_tserver(opts, disk=s.disk,
-                                            network=self.net.host(s.host)) as server:
+                    async with open_tserver(opts, disk=s.disk, network=self.net.host(s.host),
+                                            startup_gate=startup_gate) as server:
                         s.server = server
                         self.uuids[i] = server.uuid
                         started.set()

@@ -20,10 +20,11 @@ import sys
 
 import trio
 
+from revivify.impl.rpc.address import parse_address
 from revivify.impl.storage.errors import StorageError
 
-from .lifecycle import FAULT_POINTS
-from .server import ServerOptions, open_tserver, split_address
+from .manager.shell import FAULT_POINTS
+from .server import ServerOptions, open_tserver
 
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
 
@@ -86,7 +87,7 @@ class UsageError(Exception):
 def parse(argv: list[str]) -> ServerOptions:
     args = build_parser().parse_args(argv)  # SystemExit: 0 for --help, 2 for bad usage
     try:
-        host, port = split_address(args.rpc_bind, allow_any_port=True)
+        host, port = parse_address(args.rpc_bind, allow_any_port=True)
     except ValueError as exc:
         raise UsageError(f"--rpc-bind: {exc}") from None
     if args.tick_ms < 1:

@@ -31,8 +31,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import msgspec
 import trio
 
+from revivify.contract.events import DurableState
 from revivify.impl.consensus import core as raft
 from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefused
 from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
@@ -46,6 +48,7 @@ from revivify.impl.tablet.store import ApplyResult, TabletStore
 from revivify.impl.trace import TraceWriter, durable_state
 
 from . import api
+from .durable import Durable, running
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +71,9 @@ class Tracer:
     def observe(self, remote: int) -> None:
         self.writer.observe(remote)
 
-    def event(self, event: str, args: dict[str, Any] | None = None,
-              state: dict[str, Any] | None = None, tablet: str | None = None) -> int:
+    def event(self, event: str, args: dict[str, Any] | msgspec.Struct | None = None,
+              state: dict[str, Any] | DurableState | None = None,
+              tablet: str | None = None) -> int:
         if self.silenced:
             return self.writer.lamport
         return self.writer.event(event, args, state, tablet)
@@ -79,6 +83,8 @@ class Tracer:
 
 RUNNING = "RUNNING"
 FAILED = "FAILED"
+# Raft messages waiting in one replica's inbox at most (beyond: dropped, Raft re-sends).
+MAX_QUEUED_MESSAGES = 4096
 STOPPED = "STOPPED"
 
 
@@ -164,6 +170,9 @@ class Replica:
         self._read_ids = 0
         self._index_waiters: list[tuple[int, _Waiter]] = []
         self._flushing = False
+        self._queued_messages = 0  # Raft messages in the inbox (bounded)
+        self._ticks_pending = 0
+        self.dropped_messages = 0
 
     # ------------------------------------------------------------------ inputs
 
@@ -172,11 +181,33 @@ class Replica:
         self._wake.set()
 
     def deliver(self, messages: list[Message]) -> None:
+        """Raft messages from peers. Bounded: while the driver is busy (an fsync), at most
+        MAX_QUEUED_MESSAGES wait; beyond that they are dropped, as a lossy network would
+        (Raft re-sends: heartbeats, appends, elections), so a flood costs no memory."""
+        if self._queued_messages + len(messages) > MAX_QUEUED_MESSAGES:
+            self.dropped_messages += len(messages)
+            return
+        self._queued_messages += len(messages)
         for m in messages:
-            self._submit(lambda m=m: self.core.step(m))  # type: ignore[misc]
+            self._submit(lambda m=m: self._step(m))  # type: ignore[misc]
+
+    def _step(self, m: Message) -> None:
+        self._queued_messages -= 1
+        assert self._queued_messages >= 0
+        self.core.step(m)
 
     def tick(self) -> None:
-        self._submit(self.core.tick)
+        """A tick. Ticks that arrive while the driver is busy are counted, not queued one
+        by one (time still passes for the core: they are all stepped in at once)."""
+        self._ticks_pending += 1
+        if self._ticks_pending == 1:
+            self._submit(self._tick)
+
+    def _tick(self) -> None:
+        n, self._ticks_pending = self._ticks_pending, 0
+        assert n >= 1
+        for _ in range(n):
+            self.core.tick()
 
     def _check_running(self) -> None:
         if self.state != RUNNING:
@@ -282,6 +313,14 @@ class Replica:
                                     st.committed_config.opid_index, st.last_term,
                                     st.last_index), self.quarantine)
 
+    def durable(self) -> Durable:
+        """The replica's durable state as the lifecycle core sees it (READY, its WAL LIVE
+        with the core's last OpId, its blocks PRESENT)."""
+        st = self.core.status()
+        cmeta = ConsensusMeta(self.tablet_id, st.term, st.voted_for,
+                              config_to_storage(st.committed_config))
+        return running(cmeta, (st.last_term, st.last_index), self.quarantine)
+
     def info(self) -> api.ReplicaInfo:
         st = self.core.status()
         me = st.active_config.peer(self.me)
@@ -323,9 +362,14 @@ class Replica:
             w.fail(error)
         for w in self._reads.values():
             w.fail(error)
+        # Reads whose ReadIndex was confirmed wait for the store to apply it: a failed
+        # replica never will, so they fail too (they used to hang).
+        for _, w in self._index_waiters:
+            w.fail(error)
         self._writes.clear()
         self._changes.clear()
         self._reads.clear()
+        self._index_waiters.clear()
 
     def _send_all(self, messages: tuple[Message, ...]) -> None:
         by_dest: dict[str, list[Message]] = {}

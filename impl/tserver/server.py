@@ -7,12 +7,16 @@ Start (``serve_tserver``):
    ``server_format``. The incarnation number is one more than the highest this UUID's trace
    files show, so every process incarnation has its own trace file.
 2. Trace ``server_start``.
-3. Startup: for every tablet with a superblock, open its data store, its cmeta and its WAL
-   (recovery cuts a torn tail; a corrupt WAL or a missing block fails verification), and
-   trace ``startup``: READY (the replica runs) or FAILED with the reason (the replica stays
-   offline and is listed FAILED; the server serves its other tablets).
-4. Serve RPC; tick every replica's core every ``tick`` seconds; flush memory stores that
-   grew past the threshold.
+3. Register every tablet with a superblock in the tablet manager (state STARTING), BEFORE
+   serving: a tablet call for one of them gets the retryable TabletNotRunning(STARTING),
+   never "not hosted" (which would make a leader ask for a copy of a tablet that is only
+   starting: the startup race this order closes).
+4. Serve RPC; then startup proper (impl/tserver/manager): open each tablet's data store,
+   cmeta and WAL (recovery cuts a torn tail; a corrupt WAL or a missing block fails
+   verification) and trace ``startup``: READY (the replica runs), FAILED with the reason
+   (offline, listed FAILED; the server serves its other tablets), or a deleted or
+   half-copied tablet's case. Tick every replica's core every ``tick`` seconds; flush
+   memory stores that grew past the threshold.
 Stop (SIGTERM, SIGINT, or the caller's cancel): stop serving, close every WAL (drains
 pending appends), trace ``server_stop``. A kill -9 instead loses nothing acknowledged: an
 acknowledged write was committed, so a majority fsync'd it.
@@ -33,11 +37,11 @@ import re
 import secrets
 import time
 import uuid as uuidlib
-import zlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
 
 import attrs
+import msgspec
 import trio
 
 from revivify.impl.consensus import core as raft
@@ -53,32 +57,26 @@ from revivify.impl.rpc import (
     open_rpc_client,
     serve_rpc,
 )
+from revivify.impl.rpc.address import format_address, parse_address
+from revivify.impl.rpc.backoff import Backoff
 from revivify.impl.rpc.transport import Network
 from revivify.impl.storage.blocks import BlockManager
 from revivify.impl.storage.disk import Disk, OsDisk
-from revivify.impl.storage.errors import NotFormatted, StorageError
+from revivify.impl.storage.errors import NotFormatted
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
-from revivify.impl.storage.values import ConsensusMeta, DataState, Superblock
-from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
-from revivify.impl.tablet.errors import TabletError, WriteError
+from revivify.impl.storage.values import ConsensusMeta
+from revivify.impl.storage.wal import LogOptions
+from revivify.impl.tablet.errors import WriteError
 from revivify.impl.tablet.ops import WriteBatch, validate_write
 from revivify.impl.tablet.store import TabletStore
 from revivify.impl.trace import TraceWriter
 
 from . import api
-from .lifecycle import DiskView, Lifecycle
-from .replica import (
-    Replica,
-    Tracer,
-    config_from_storage,
-    config_to_storage,
-    entry_from_wal,
-    fact_state,
-    new_core,
-)
+from .copy.service import TabletCopies
+from .manager.shell import TabletManager
+from .replica import Replica, Tracer, config_to_storage
 from .stuck import watch_stop
-from .tablet_copy import TabletCopies
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +144,11 @@ def split_for_calls(messages: list[Message], limit: int) -> list[list[Message]]:
     return parts
 
 
+# Between reconnections to a peer: 50 ms doubling to 1 s (no jitter: one sender per peer,
+# and Raft's own timers already differ per server).
+PEER_RECONNECT: Final = Backoff(initial=0.05, max=1.0, multiplier=2.0, jitter=0)
+
+
 class PeerSender:
     """Delivers Raft messages to one peer server, in order, batched, best effort."""
 
@@ -163,15 +166,15 @@ class PeerSender:
         self.wake.set()
 
     async def run(self) -> None:
-        host, port = split_address(self.address)
-        backoff = 0.05
+        host, port = parse_address(self.address)
+        failures = 0  # reconnection attempts that failed in a row
         while True:
             try:
                 async with open_rpc_client(host, port, self.dest, self.server.uuid,
                                            lamport=self.server.lamport_hooks,
                                            app_errors=api.APP_ERRORS,
                                            network=self.server.network) as client:
-                    backoff = 0.05
+                    failures = 0
                     while True:
                         while not self.queue:
                             await self.wake.wait()
@@ -199,29 +202,8 @@ class PeerSender:
                 elif not isinstance(exc, ConnectionClosed):
                     logger.debug("to %s at %s: %s", self.dest, self.address, exc)
                 self.queue.clear()  # stale by the time we reconnect
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-
-
-def _offline_info(tablet_id: str, state: str, reason: str, view: DiskView) -> api.ReplicaInfo:
-    """A replica that does not run (a tombstone, a copy in progress), from its durable state
-    (a voter's votes move its cmeta on)."""
-    cm = view.cmeta
-    return api.ReplicaInfo(
-        tablet_id, state, reason, "", cm.current_term if cm else 0,
-        cm.voted_for if cm else None, None, view.last_logged(), 0, 0,
-        (cm.committed_config.opid_index or 0) if cm else 0,
-        list(config_from_storage(cm.committed_config).peers) if cm else [], "NONE")
-
-
-def split_address(address: str, *, allow_any_port: bool = False) -> tuple[str, int]:
-    """HOST:PORT -> (host, port); ValueError naming the problem. Port 0 ("any free port")
-    only where ``allow_any_port`` (a bind address, never a peer's address)."""
-    host, sep, port = address.rpartition(":")
-    low = 0 if allow_any_port else 1
-    if not sep or not host or not port.isdigit() or not low <= int(port) < 65536:
-        raise ValueError(f"bad address {address!r}: expected HOST:PORT")
-    return host, int(port)
+                failures += 1
+                await trio.sleep(PEER_RECONNECT.delay(failures))
 
 
 class TabletServer:
@@ -237,19 +219,16 @@ class TabletServer:
         self.uuid = ""
         self.address = ""
         self.trace: Tracer | None = None
-        self.replicas: dict[str, Replica] = {}
-        self.failed: dict[str, str] = {}  # tablet id -> reason (offline replicas)
-        self.failed_views: dict[str, DiskView] = {}  # their durable state (for deletion)
-        self.hosts: dict[str, tuple[trio.CancelScope, trio.Event]] = {}
-        self.lifecycle = Lifecycle(self, options.fault_crash_after)
+        # Every tablet of this server, each in exactly one lifecycle state.
+        self.tablets = TabletManager(self, max_concurrent_copies=options.max_concurrent_copies,
+                                     fault_crash_after=options.fault_crash_after)
         self.copies = TabletCopies(self, max_concurrent=options.max_concurrent_copies,
                                    session_idle=options.copy_session_idle_seconds,
                                    request_interval=options.copy_request_seconds,
                                    chunk_size=options.copy_chunk_bytes)
+        self.tablets.run_copy = self.copies.run_copy
         self.peers: dict[str, PeerSender] = {}
         self._nursery: trio.Nursery | None = None
-        self._create_lock = trio.Lock()
-        self._creating: set[str] = set()
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,
                                          heartbeat_ticks=options.heartbeat_ticks)
@@ -301,142 +280,11 @@ class TabletServer:
         self.trace.event("server_start")
         return formatted
 
-    async def start_tablets(self) -> None:
-        for tablet_id in self.layout.tablet_ids():
-            await self._start_tablet(tablet_id)
+    def replica_seed(self, tablet_id: str) -> int:
+        return self._rng_seed
 
-    async def _start_tablet(self, tablet_id: str) -> None:
-        """Seed 001 "Tablet startup" for a READY tablet (the lifecycle cases come later)."""
-        sb = self.metadata.load_superblock(tablet_id)
-        if sb is not None and sb.data_state is DataState.DELETED:
-            await self.lifecycle.start_deleted(tablet_id, sb)
-            return
-        if sb is not None and sb.data_state is DataState.COPYING:
-            await self.lifecycle.start_copying(tablet_id, sb)
-            return
-        if sb is None:
-            return  # a superblock removed meanwhile (a full delete): nothing here
-        cmeta = self.metadata.load_cmeta(tablet_id)
-        if cmeta is None:
-            self._startup_failed(tablet_id, None, "LIVE", "PRESENT",
-                                 f"consensus metadata {self.layout.cmeta_path(tablet_id)} "
-                                 "is missing")
-            return
-        try:
-            store = await self.blocking(
-                TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
-        except (TabletError, StorageError) as exc:
-            self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
-            return
-        assert self._nursery is not None
-        await self._nursery.start(self._host, tablet_id, cmeta, store, "startup")
-
-    async def start_copied(self, tablet_id: str, view: DiskView) -> None:
-        """Copy step 6: start the replica a tablet copy has just made READY."""
-        cmeta = self.metadata.load_cmeta(tablet_id)
-        assert cmeta is not None, "a copy merges the cmeta before it marks the replica READY"
-        try:
-            store = await self.blocking(
-                TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
-        except (TabletError, StorageError) as exc:
-            self._startup_failed(tablet_id, cmeta, "LIVE", "DAMAGED", f"data blocks: {exc}")
-            return
-        assert self._nursery is not None
-        await self._nursery.start(self._host, tablet_id, cmeta, store, "copy")
-
-    def _startup_failed(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: str,
-                        blocks: str, reason: str) -> None:
-        """Startup case FAILED: the replica stays offline, listed with its reason. The
-        trace reports the WAL's last OpId as the segments that still verify record it."""
-        last = salvage_last_opid(self.disk, self.layout.wal_dir(tablet_id)) \
-            if self.disk.is_dir(self.layout.wal_dir(tablet_id)) else None
-        wal_last = (last.term, last.index) if last else (0, 0)
-        logger.error("tablet %s failed to start: %s", tablet_id, reason)
-        _, quarantine = self.lifecycle.quarantine_view(tablet_id)
-        view = DiskView("READY", cmeta=cmeta, wal=wal, wal_last=wal_last, blocks=blocks,
-                        quarantine=quarantine)
-        self.failed[tablet_id] = reason
-        self.failed_views[tablet_id] = view
-        self.tracer.event("startup", {"case": "FAILED", "reason": reason}, view.state(),
-                          tablet=tablet_id)
-
-    async def _host(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
-                    how: str, *, task_status: trio.TaskStatus[None]) -> None:
-        """The task that owns one replica: its WAL (open_log's tasks live here) and its
-        driver. Started (``task_status``) once the replica runs or has failed to start;
-        ``stop_replica`` cancels it (deletion step 1)."""
-        scope, done = trio.CancelScope(), trio.Event()
-        self.hosts[tablet_id] = (scope, done)
-        try:
-            with scope:
-                await self._run_hosted(tablet_id, cmeta, store, how, task_status)
-        except StorageError as exc:
-            if how == "create":
-                raise
-            self._startup_failed(tablet_id, cmeta, "DAMAGED", "PRESENT", f"WAL: {exc}")
-            task_status.started()
-        finally:
-            self.replicas.pop(tablet_id, None)
-            self.hosts.pop(tablet_id, None)
-            done.set()
-
-    async def _run_hosted(self, tablet_id: str, cmeta: ConsensusMeta, store: Any,
-                          how: str, task_status: trio.TaskStatus[None]) -> None:
-        """``how``: "create" (CreateTablet), "startup", or "copy" (copy step 6)."""
-        create = how == "create"
-        async with open_log(self.disk, self.layout.wal_dir(tablet_id), tablet_id,
-                            self.log_options(), create_if_missing=create) as log:
-            if create:
-                # CreateTablet: cmeta and WAL exist; the superblock is the commit point.
-                await self.blocking(self.metadata.write_superblock,
-                                    Superblock(tablet_id, DataState.READY))
-                store = await self.blocking(
-                    TabletStore.open, self.layout, self.metadata, self.blocks, tablet_id)
-            base = store.flushed_opid
-            base_term, base_index = (base.term, base.index) if base else (0, 0)
-            entries = [entry_from_wal(e) for e in await log.read_entries(base_index + 1)]
-            core = new_core(me=self.uuid, cmeta=cmeta, entries=entries,
-                            base_term=base_term, base_index=base_index,
-                            applied_index=store.applied_index,
-                            seed=self._rng_seed ^ zlib.crc32(tablet_id.encode()),
-                            options=self.raft_options)
-            replica = self._make_replica(tablet_id, core, log, store)
-            _, replica.quarantine = self.lifecycle.quarantine_view(tablet_id)
-            st = core.status()
-            state = fact_state(raft.Fact("", {}, st.term, st.voted_for,
-                                         st.committed_config.opid_index, st.last_term,
-                                         st.last_index), replica.quarantine)
-            if create:
-                self.tracer.event("create_tablet", {
-                    "config_index": 0,
-                    "voters": sorted(core.committed_config.voters())}, state, tablet=tablet_id)
-            elif how == "copy":
-                self.replicas[tablet_id] = replica
-                self.tracer.event("copy_start_replica", {}, state, tablet=tablet_id)
-                if self.lifecycle.fault_crash_after == "copy_start_replica":
-                    os._exit(75)
-            else:
-                self.tracer.event("startup", {"case": "READY"}, state, tablet=tablet_id)
-            self.replicas[tablet_id] = replica
-            task_status.started()
-            await replica.run()
-            # run() returns only when the replica failed: keep it listed, stay idle
-            # until it is deleted or the server stops.
-            await trio.sleep_forever()
-
-    async def stop_replica(self, tablet_id: str) -> tuple[int, int]:
-        """Stop a running replica (its driver and WAL) and return the WAL's last durable
-        OpId. Callers waiting on it get TabletNotRunning."""
-        replica = self.replicas[tablet_id]
-        scope, done = self.hosts[tablet_id]
-        replica.fail("the replica is being deleted")
-        scope.cancel()
-        await done.wait()
-        last = replica.log.last_opid
-        return (last.term, last.index) if last else (0, 0)
-
-    def _make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
-                      store: TabletStore) -> Replica:
+    def make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
+                     store: TabletStore) -> Replica:
         return Replica(tablet_id=tablet_id, me=self.uuid, core=core, log=log, store=store,
                        metadata=self.metadata, trace=self.tracer, blocking=self.blocking,
                        send=self.send,
@@ -445,14 +293,14 @@ class TabletServer:
                        retain_entries=self.options.log_retain_entries)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
-        holder = self.replicas.get(tablet_id) or self.lifecycle.voters.get(tablet_id)
+        holder: Any = self.tablets.replica(tablet_id) or self.tablets.voters.get(tablet_id)
         if holder is None:
             return None
         peer = holder.core.active_config.peer(uuid)
         return peer.address if peer else None
 
     def peer_missing(self, tablet_id: str, peer: str) -> None:
-        replica = self.replicas.get(tablet_id)
+        replica = self.tablets.replica(tablet_id)
         if replica is not None and replica.state == "RUNNING":
             replica.peer_missing(peer)
 
@@ -476,7 +324,7 @@ class TabletServer:
         sender.push(tablet_id, messages)
 
     def _known_address(self, uuid: str) -> str | None:
-        for r in self.replicas.values():
+        for _, r in self.tablets.running():
             p = r.core.active_config.peer(uuid)
             if p is not None:
                 return p.address
@@ -486,24 +334,13 @@ class TabletServer:
     # ------------------------------------------------------------------ RPC handlers
 
     def _replica(self, tablet_id: str) -> Replica:
-        replica = self.replicas.get(tablet_id)
-        if replica is None:
-            if tablet_id in self.failed:
-                raise api.TabletNotRunning(tablet_id, "FAILED", self.failed[tablet_id])
-            if tablet_id in self.lifecycle.tombstones:
-                raise api.TabletNotRunning(tablet_id, "TOMBSTONED", "")
-            if tablet_id in self.copies.jobs:
-                raise api.TabletNotRunning(tablet_id, "COPYING", "")
-            if tablet_id in self.lifecycle.in_progress:
-                raise api.TabletNotRunning(tablet_id, "DELETING", "")
-            raise api.TabletNotFound(tablet_id)
-        return replica
+        return self.tablets.require_running(tablet_id)
 
     async def on_raft_message(self, req: api.RaftMessages, ctx: CallContext) -> api.Ack:
         for m in req.messages:
             if m.src != ctx.src_uuid:
                 raise api.InvalidArgument(f"message from {m.src} sent by {ctx.src_uuid}")
-        voter = self.lifecycle.voters.get(req.tablet_id)
+        voter = self.tablets.voters.get(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))
             return api.Ack()
@@ -516,27 +353,19 @@ class TabletServer:
         return api.ServerStatus(self.uuid, self.address, self._replica_infos())
 
     def _replica_infos(self) -> list[api.ReplicaInfo]:
-        out = [r.info() for r in self.replicas.values()]
-        for tablet_id, reason in self.failed.items():
-            out.append(api.ReplicaInfo(tablet_id, "FAILED", reason, "", 0, None, None, (0, 0),
-                                       0, 0, 0, [], "NONE"))
-        for tablet_id, t in self.lifecycle.tombstones.items():
-            out.append(_offline_info(tablet_id, "TOMBSTONED", "", t))
-        listed = {r.tablet_id for r in out}
-        for tablet_id in sorted(self.lifecycle.in_progress - listed - self._creating):
-            view = self.lifecycle.in_flight.get(tablet_id) or DiskView("DOES_NOT_EXIST")
-            job = self.copies.jobs.get(tablet_id)
-            if job is None:
-                out.append(_offline_info(tablet_id, "DELETING", "", view))
-                continue
-            progress = job.info()
-            out.append(_offline_info(tablet_id, "COPYING", f"from {job.source_uuid}: "
-                                     f"{progress.phase}, {progress.bytes_done} of "
-                                     f"{progress.total_bytes} bytes", view))
+        out = [r.info() for _, r in self.tablets.running()]
+        for info in self.tablets.offline_infos():
+            job = self.copies.jobs.get(info.tablet_id)
+            if info.state == "COPYING" and job is not None:
+                progress = job.info()
+                info = msgspec.structs.replace(
+                    info, reason=f"from {job.source_uuid}: {progress.phase}, "
+                    f"{progress.bytes_done} of {progress.total_bytes} bytes")
+            out.append(info)
         return sorted(out, key=lambda r: r.tablet_id)
 
     async def on_consensus_state(self, req: api.TabletRef, ctx: CallContext) -> api.ReplicaInfo:
-        if req.tablet_id not in self.replicas:
+        if self.tablets.replica(req.tablet_id) is None:
             found = [r for r in self._replica_infos() if r.tablet_id == req.tablet_id]
             if found:
                 return found[0]
@@ -556,33 +385,16 @@ class TabletServer:
             raise api.InvalidArgument("the config has no voter")
         for p in req.peers:
             try:
-                split_address(p.address)
+                parse_address(p.address)
             except ValueError as exc:
                 raise api.InvalidArgument(str(exc)) from None
-        async with self._create_lock:  # only the check and the reservation: creations of
-            # different tablets then make their files durable concurrently
-            if req.tablet_id in self.replicas or req.tablet_id in self.failed or \
-                    req.tablet_id in self.lifecycle.in_progress or \
-                    self.metadata.load_superblock(req.tablet_id) is not None:
-                raise api.TabletAlreadyExists(req.tablet_id)
-            self.lifecycle.in_progress.add(req.tablet_id)
-            self._creating.add(req.tablet_id)
-        try:
-            await self._create(req.tablet_id, Config(0, tuple(req.peers)))
-        finally:
-            self.lifecycle.in_progress.discard(req.tablet_id)
-            self._creating.discard(req.tablet_id)
+        config = Config(0, tuple(req.peers))
+        cmeta = ConsensusMeta(req.tablet_id, 0, None, config_to_storage(config))
+        await self.tablets.create(req.tablet_id, cmeta, sorted(config.voters()))
         return api.TabletCreated(req.tablet_id)
 
-    async def _create(self, tablet_id: str, config: Config) -> None:
-        """CreateTablet: cmeta, then the WAL directory, then the superblock (commit point)."""
-        cmeta = ConsensusMeta(tablet_id, 0, None, config_to_storage(config))
-        await self.blocking(self.metadata.write_cmeta, cmeta)
-        assert self._nursery is not None
-        await self._nursery.start(self._host, tablet_id, cmeta, None, "create")
-
     async def on_delete_tablet(self, req: api.DeleteTablet, ctx: CallContext) -> api.Ack:
-        await self.lifecycle.delete(req.tablet_id, req.mode, req.cas_config_index)
+        await self.tablets.delete(req.tablet_id, req.mode, req.cas_config_index)
         return api.Ack()
 
     async def on_step_down(self, req: api.StepDown, ctx: CallContext) -> api.Ack:
@@ -594,7 +406,7 @@ class TabletServer:
         change = req.change
         if change.kind == "ADD":
             try:
-                split_address(change.peer.address)
+                parse_address(change.peer.address)
             except ValueError as exc:
                 raise api.InvalidArgument(str(exc)) from None
         index = await self._replica(req.tablet_id).change_config(change, req.cas_config_index)
@@ -653,9 +465,9 @@ class TabletServer:
     async def ticker(self) -> None:
         while True:
             await trio.sleep(self.options.tick_seconds)
-            for voter in list(self.lifecycle.voters.values()):
+            for voter in list(self.tablets.voters.values()):
                 voter.tick()
-            for replica in list(self.replicas.values()):
+            for _, replica in self.tablets.running():
                 if replica.state == "RUNNING":
                     replica.tick()
                     if replica.wants_flush():
@@ -665,19 +477,26 @@ class TabletServer:
 
 @contextlib.asynccontextmanager
 async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
-                       network: Network | None = None) -> AsyncIterator[TabletServer]:
-    """Run a tablet server until the block exits (then stop it cleanly: server_stop)."""
+                       network: Network | None = None,
+                       startup_gate: Callable[[str], Awaitable[None]] | None = None,
+                       ) -> AsyncIterator[TabletServer]:
+    """Run a tablet server until the block exits (then stop it cleanly: server_stop).
+    ``startup_gate`` (tests): awaited before each tablet's startup."""
     server = TabletServer(options, disk or OsDisk(), network)
+    server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
+    # Every tablet on disk is registered (STARTING) before the first call is served.
+    await server.blocking(server.tablets.register_all)
     watch: trio.CancelScope | None = None
     try:
         async with trio.open_nursery() as nursery:
             server._nursery = nursery
+            server.tablets.attach(nursery)
             rpc: RpcServer = await nursery.start(functools.partial(
                 serve_rpc, server.service(), server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network))
-            server.address = f"{options.rpc_host}:{rpc.port}"
-            await server.start_tablets()
+            server.address = format_address(options.rpc_host, rpc.port)
+            await server.tablets.start_all()
             nursery.start_soon(server.ticker)
             nursery.start_soon(server.copies.maintain)
             try:
@@ -695,4 +514,4 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
         server.layout.release_lock()  # the directory is free the moment the server stops
 
 
-__all__ = ["PeerSender", "ServerOptions", "TabletServer", "open_tserver", "split_address"]
+__all__ = ["PeerSender", "ServerOptions", "TabletServer", "open_tserver"]

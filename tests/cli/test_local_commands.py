@@ -51,7 +51,7 @@ from revivify.impl.storage.offline import (
 )
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
 from revivify.impl.testing import SimDisk, SimulatedCrash, explore_crashes
-from revivify.impl.tserver.lifecycle import Lifecycle
+from revivify.impl.tserver.manager.shell import TabletManager
 from revivify.impl.tserver.server import ServerOptions, open_tserver
 
 pytestmark = pytest.mark.timeout(300)
@@ -448,9 +448,9 @@ def _trace_views(disk: SimDisk) -> View:
     """What a server's trace reports of each tablet's quarantine: the newest directory's
     superblock and cmeta copies, and where the WAL is at rest (the tablet server's own
     ``Lifecycle.quarantine_view`` and ``wal_at_rest``)."""
-    reader = Lifecycle.__new__(Lifecycle)
-    reader.server = types.SimpleNamespace(layout=ServerLayout("/srv", disk))  # type: ignore[assignment]
-    return {t: (reader.quarantine_view(t)[1], reader.wal_at_rest(t)) for t in ("a", "b", "t")}
+    reader = TabletManager.__new__(TabletManager)
+    reader.host = types.SimpleNamespace(layout=ServerLayout("/srv", disk))  # type: ignore[assignment]
+    return {t: (reader.quarantine_view(t), reader.wal_at_rest(t).value) for t in ("a", "b", "t")}
 
 
 def _purge_sim(disk: SimDisk) -> None:

@@ -19,9 +19,9 @@ from revivify.checker.local import check_paths
 from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.rpc import ConnectionClosed, RpcError, WrongServerUuid, open_rpc_client
+from revivify.impl.rpc.address import parse_address
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.tserver import api
-from revivify.impl.tserver.server import split_address
 
 T = TypeVar("T", bound=msgspec.Struct)
 R = TypeVar("R")
@@ -38,7 +38,7 @@ def run(fn: Callable[[], Awaitable[R]], seconds: float = 60.0) -> R:
 
 async def acall(address: str, uuid: str, method: str, body: msgspec.Struct,
                 response: type[T]) -> T:
-    host, port = split_address(address)
+    host, port = parse_address(address)
     async with open_rpc_client(host, port, uuid, "test-client",
                                app_errors=api.APP_ERRORS) as client:
         return await client.call(method, body, response)

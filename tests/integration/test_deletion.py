@@ -10,7 +10,7 @@ import pytest
 from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api
-from revivify.impl.tserver.lifecycle import DELETE_STEPS
+from revivify.impl.tserver.manager.shell import DELETE_STEPS
 
 from .helpers import (
     assert_acked_readable,

@@ -23,12 +23,8 @@ from revivify.checker.traces import KNOWN_EVENTS
 from revivify.impl.consensus.core import Options
 from revivify.impl.testing.raft import RaftCluster
 from revivify.impl.trace import TraceWriter, durable_state, startup_args
-from revivify.impl.tserver.lifecycle import (
-    COPY_STEPS,
-    DELETE_STEPS,
-    FULL_DELETE_STEPS,
-    DiskView,
-)
+from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal
+from revivify.impl.tserver.manager.shell import COPY_STEPS, DELETE_STEPS, FULL_DELETE_STEPS
 from revivify.impl.tserver.replica import fact_state
 
 from .conftest import ROOT, TRACES
@@ -113,8 +109,8 @@ def _state_builders(tmp: Path) -> Path:
                 durable_state(data_state="READY", cmeta=cmeta, wal="DAMAGED",
                               wal_last_opid=(2, 9), blocks="PRESENT"), tablet="t1")
         w.event("copy_abort", {"reason": "source gone"},
-                DiskView("COPYING", tombstone_last=(1, 4), wal="ABSENT", blocks="PARTIAL",
-                         quarantine=(True, True)).state(), tablet="t2")
+                Durable(Sb.COPYING, tombstone_last=(1, 4), wal=Wal.ABSENT,
+                        blocks=Blocks.PARTIAL, quarantine=(True, True)).record(), tablet="t2")
         w.event("server_stop")
     return d
 

@@ -117,7 +117,7 @@ def test_tombstoned_follower_is_copied_back_then_a_crash_mid_copy(
     """The leader re-creates a tombstoned follower by tablet copy (SimDisk, deterministic);
     then the follower is tombstoned again and its machine crashes while copying: it restarts
     as a tombstone (COPYING_TO_DELETED) and the leader copies it back again."""
-    from revivify.impl.tserver import tablet_copy
+    from revivify.impl.tserver.copy import service as tablet_copy
 
     fetch = tablet_copy.RpcCopySource.fetch
 

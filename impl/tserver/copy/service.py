@@ -44,20 +44,27 @@ ALREADY_IN_PROGRESS and THROTTLED are not failures, only a reason to ask again l
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
-from revivify.impl.rpc import CallContext, RpcError, open_rpc_client
-from revivify.impl.storage.values import ConsensusMeta, DataState, OpId
+from revivify.impl.rpc import CallContext, LamportHooks, RpcError, open_rpc_client
+from revivify.impl.rpc.address import parse_address
+from revivify.impl.rpc.transport import Network
+from revivify.impl.storage.blocks import BlockManager
+from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.values import DataState, OpId
 
-from . import api
-from .copy import (
+from .. import api
+from ..durable import Sb
+from ..manager.core import CopyEnded, CopyStep, CopyStepDone, StartCopy
+from ..manager.shell import TabletManager
+from . import (
     COPY_BEGIN_SESSION,
     COPY_END_SESSION,
     COPY_ERRORS,
@@ -75,10 +82,27 @@ from .copy import (
     LocalCopyTarget,
     run_copy,
 )
-from .lifecycle import DiskView, cmeta_view, opid_pair
 
-if TYPE_CHECKING:
-    from .server import TabletServer
+
+class CopyHost(Protocol):
+    """What the copy service needs of its server (impl/tserver/server.py): typed here so
+    that the service does not import the server that owns it (no import cycle)."""
+
+    uuid: str
+    address: str
+    options: Any  # ServerOptions: max copies, chunk faults, threads, auto copy
+    tablets: TabletManager
+    layout: ServerLayout
+    metadata: MetadataStore
+    blocks: BlockManager
+    lamport_hooks: LamportHooks
+    network: Network | None
+
+    async def blocking(self, fn: Any, *args: Any) -> Any: ...
+
+    def start_background(self, fn: Any) -> None: ...
+
+    def address_of(self, tablet_id: str, uuid: str) -> str | None: ...
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +176,7 @@ class CopyJob:
 class TabletCopies:
     """The server's tablet copies: destination jobs, source sessions, leader requests."""
 
-    def __init__(self, server: TabletServer, *, max_concurrent: int, session_idle: float,
+    def __init__(self, server: CopyHost, *, max_concurrent: int, session_idle: float,
                  request_interval: float, chunk_size: int) -> None:
         self.server = server
         self.max_concurrent = max_concurrent
@@ -165,37 +189,11 @@ class TabletCopies:
 
     # ------------------------------------------------------------------ destination
 
-    def current_state(self, tablet_id: str) -> tuple[str, DiskView | None]:
-        """(data state for StartTabletCopy's checks, the durable view if not running)."""
-        server = self.server
-        if tablet_id in server.replicas:
-            return "READY", None
-        view = server.lifecycle.view_of(tablet_id)
-        if view is not None:
-            return view.data_state, view
-        return "DOES_NOT_EXIST", None
-
-    def state_now(self, tablet_id: str, view: DiskView | None) -> dict[str, Any]:
-        """The durable state to report with an stc event."""
-        server = self.server
-        replica = server.replicas.get(tablet_id)
-        if replica is not None:
-            return replica.trace_state()
-        if view is not None:
-            return view.state()
-        _, quarantine = server.lifecycle.quarantine_view(tablet_id)
-        return DiskView("DOES_NOT_EXIST", wal=server.lifecycle.wal_at_rest(tablet_id),
-                        wal_last=(0, 0), blocks="ABSENT", quarantine=quarantine).state()
-
-    def last_logged(self, tablet_id: str, view: DiskView | None) -> tuple[int, int]:
-        replica = self.server.replicas.get(tablet_id)
-        if replica is not None:
-            st = replica.core.status()
-            return (st.last_term, st.last_index)
-        return view.last_logged() if view is not None else (0, 0)
-
     async def on_start_tablet_copy(self, req: api.StartTabletCopy,
                                    ctx: CallContext) -> api.Ack:
+        """StartTabletCopy: the arguments are checked here; the lifecycle core runs the
+        seed's checks (traced) and, accepted, the steps (the tombstoning of a READY
+        replica, the download, the start)."""
         server = self.server
         if req.expected_state not in EXPECTED_STATES:
             raise api.InvalidArgument(f"expected_state {req.expected_state!r} is not one of "
@@ -204,55 +202,51 @@ class TabletCopies:
             raise api.InvalidArgument(f"caller_term {req.caller_term} is negative")
         if req.source_uuid == server.uuid:
             raise api.InvalidArgument("the copy source is this server itself")
-        from .server import split_address  # (server imports this module)
-
         try:
-            split_address(req.source_address)
+            parse_address(req.source_address)
         except ValueError as exc:
             raise api.InvalidArgument(str(exc)) from None
-        if len(self.jobs) >= self.max_concurrent and req.tablet_id not in self.jobs:
-            raise api.CopyRefused("THROTTLED", f"{len(self.jobs)} copies are running here "
-                                  f"(at most {self.max_concurrent}); ask again later")
         tablet_id = req.tablet_id
-        state, view = self.current_state(tablet_id)
-        last = self.last_logged(tablet_id, view)
-        checks = [
-            ("ALREADY_IN_PROGRESS", tablet_id in server.lifecycle.in_progress,
-             "a deletion or a copy of this tablet is in flight"),
-            ("ILLEGAL_STATE", state != req.expected_state,
-             f"the replica is {state}, the caller expected {req.expected_state}"),
-            ("STALE_TERM", req.caller_term < last[0],
-             f"the caller's term {req.caller_term} is below this replica's last logged "
-             f"term {last[0]}"),
-            ("OPID_MISMATCH", req.last_opid is not None and tuple(req.last_opid) != last,
-             f"the caller expects last OpId {req.last_opid}, this replica's is {last}"),
-        ]
-        failed = next(((reason, detail) for reason, bad, detail in checks if bad), None)
-        args = {"caller": req.caller_uuid, "caller_term": req.caller_term,
-                "expected_state": req.expected_state, "has_opid": req.last_opid is not None,
-                "opid_term": req.last_opid[0] if req.last_opid else 0,
-                "opid_index": req.last_opid[1] if req.last_opid else 0}
-        if failed is not None:
-            server.tracer.event("stc_reject", {**args, "answer": failed[0], "reason": failed[0]},
-                                self.state_now(tablet_id, view), tablet=tablet_id)
-            raise api.CopyRefused(*failed)
-        server.tracer.event("stc_accept", {**args, "answer": "OK"},
-                            self.state_now(tablet_id, view), tablet=tablet_id)
+        manager = server.tablets
+        at_rest = await server.blocking(manager.at_rest, tablet_id)
+        event = StartCopy(req.caller_uuid, req.caller_term, req.source_uuid,
+                          Sb(req.expected_state),
+                          tuple(req.last_opid) if req.last_opid is not None else None,  # type: ignore[arg-type]
+                          at_rest)
+        batch = manager.core.handle(tablet_id, event)
+        if batch.refusal is not None:
+            await manager.execute(tablet_id, batch)  # stc_reject, if the spec knows it
+            raise batch.refusal
         job = CopyJob(tablet_id, req.source_uuid, req.source_address)
         self.jobs[tablet_id] = job
-        server.lifecycle.in_progress.add(tablet_id)
-        server.start_background(lambda: self._run_job(job, state))
+
+        async def accepted() -> None:
+            # The RPC answers at once; the accepted batch (stc_accept, then the
+            # tombstoning of a READY replica, then the download) runs here.
+            try:
+                with trio.CancelScope(shield=True):
+                    await manager.execute(tablet_id, batch)
+            except BaseException:
+                self.jobs.pop(tablet_id, None)
+                raise
+
+        server.start_background(accepted)
         return api.Ack()
 
-    async def _run_job(self, job: CopyJob, state: str) -> None:
-        lifecycle = self.server.lifecycle
+    def run_copy(self, tablet_id: str) -> None:
+        """RUN_COPY: the download runs in the background; its steps and its end go back
+        into the lifecycle core."""
+        job = self.jobs[tablet_id]
+        self.server.start_background(lambda: self._run_job(job))
+
+    async def _run_job(self, job: CopyJob) -> None:
+        manager = self.server.tablets
         tablet_id = job.tablet_id
-        box: list[DiskView] = []  # the tablet's durable view, once the job has one
-        reason = "cancelled by an operator"
+        reason: str | None = "cancelled by an operator"
         try:
             with job.scope:
-                await self._steps(job, state, box)
-                return
+                await self._copy(job)
+                reason = None
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
             logger.warning("tablet copy of %s from %s failed: %s", tablet_id, job.source_uuid,
@@ -262,82 +256,33 @@ class TabletCopies:
             raise
         finally:
             self.jobs.pop(tablet_id, None)
-            try:
-                if box and box[0].data_state != "READY":  # before the commit point
-                    with trio.CancelScope(shield=True):
-                        await self._abort(tablet_id, box[0], reason)
-            finally:
-                lifecycle.in_progress.discard(tablet_id)
-                lifecycle.in_flight.pop(tablet_id, None)
+            # copy_abort and the tombstone (before the commit point), or the replica starts
+            # (after it): finishes even when the server is stopping.
+            with trio.CancelScope(shield=True):
+                await manager.apply(tablet_id, CopyEnded(reason))
 
-    async def _steps(self, job: CopyJob, state: str, box: list[DiskView]) -> None:
-        lifecycle = self.server.lifecycle
-        tablet_id = job.tablet_id
-        if state == "READY":  # tombstone it first (its checks all passed)
-            view = await lifecycle.shutdown(tablet_id)
-            view = await lifecycle.tombstone_steps(tablet_id, view, start_voter=False)
-        elif state == "DELETED":
-            await lifecycle.stop_voter(tablet_id)
-            view = lifecycle.tombstones[tablet_id]
-        else:
-            _, quarantine = lifecycle.quarantine_view(tablet_id)
-            view = DiskView("DOES_NOT_EXIST", wal=lifecycle.wal_at_rest(tablet_id),
-                            wal_last=(0, 0), blocks="ABSENT", quarantine=quarantine)
-        box.append(view)
-        lifecycle.in_flight[tablet_id] = view
-        await self._copy(job, view)
-
-    async def _abort(self, tablet_id: str, view: DiskView, reason: str) -> None:
-        """copy_abort; a COPYING replica then tombstones itself (deletion steps 2-6)."""
+    async def _copy(self, job: CopyJob) -> None:
         server = self.server
-        lifecycle = server.lifecycle
-        if view.data_state == "READY":
-            return  # past the commit point: the replica is READY (startup will run it)
-        await lifecycle.stop_voter(tablet_id)
-        server.tracer.event("copy_abort", {"reason": reason}, view.state(), tablet=tablet_id)
-        if view.data_state == "COPYING":
-            await lifecycle.tombstone_steps(tablet_id, view)
-        elif view.data_state == "DELETED":
-            lifecycle.tombstones[tablet_id] = view
-            lifecycle.start_voter(tablet_id, view)
-
-    async def _copy(self, job: CopyJob, view: DiskView) -> None:
-        server = self.server
-        lifecycle = server.lifecycle
+        manager = server.tablets
         tablet_id = job.tablet_id
-        lifecycle.tombstones.pop(tablet_id, None)
         target = TracedCopyTarget(server.layout, server.metadata, tablet_id)
 
         async def on_step(event: str, facts: dict[str, Any]) -> None:
-            args: dict[str, Any] = {}
-            if event == "copy_begin":
-                view.data_state, view.sb_qdir = "COPYING", False
-                args = {"source": facts["source"]}
-            elif event == "copy_merge_cmeta":
-                remote: ConsensusMeta = facts["remote"]
-                result: ConsensusMeta = facts["result"]
-                args = {"remote_term": remote.current_term,
-                        "remote_config_index": remote.committed_config.opid_index or 0,
-                        "local": cmeta_view(facts["local"]), "remote": cmeta_view(remote),
-                        "result": cmeta_view(result)}
-                view.cmeta = result
-            elif event == "copy_download_wal":
-                view.wal, view.wal_last = "LIVE", opid_pair(facts["last_opid"])
-                args = {"remote_last_term": view.wal_last[0],
-                        "remote_last_index": view.wal_last[1]}
-            elif event == "copy_download_block":
-                view.blocks = "PARTIAL"
-            elif event == "copy_blocks_done":
-                view.blocks = "PRESENT"
-            elif event == "copy_mark_ready":
-                view.data_state, view.tombstone_last = "READY", (0, 0)
-            lifecycle.trace(tablet_id, event, view, args)
-            if event == "copy_merge_cmeta":  # vote again, from the merged cmeta
-                lifecycle.start_voter(tablet_id, view)
-            elif event == "copy_blocks_done":  # the commit point follows: stop voting
-                await lifecycle.stop_voter(tablet_id)
+            step = CopyStep(event)
+            last: OpId | None = facts.get("last_opid")
+            await manager.apply(tablet_id, CopyStepDone(
+                step, local=facts.get("local"), remote=facts.get("remote"),
+                result=facts.get("result"),
+                wal_last=(last.term, last.index) if last is not None else (0, 0)))
 
-        host, port = _split(job.source_address)
+        async def one_step(step: Any) -> Any:
+            """A durable copy step and its trace event, never separated by a cancellation,
+            and the tablet's only durable step in flight (the manager's step lock)."""
+            async with manager.step_lock(tablet_id):
+                with trio.CancelScope(shield=True):
+                    return await step()
+
+        host, port = parse_address(job.source_address)
         async with open_rpc_client(host, port, job.source_uuid, server.uuid,
                                    lamport=server.lamport_hooks,
                                    app_errors=(*api.APP_ERRORS, *COPY_ERRORS),
@@ -345,11 +290,7 @@ class TabletCopies:
             source = RpcCopySource(client, tablet_id, server.uuid)
             await run_copy(source, target, progress=lambda p: setattr(job, "progress", p),
                            blocking=server.blocking, chunk_size=self.chunk_size,
-                           on_step=on_step, durable=functools.partial(_one_step, view))
-        # 6. Start the replica from what was downloaded.
-        with trio.CancelScope(shield=True):
-            await lifecycle.stop_voter(tablet_id)
-            await server.start_copied(tablet_id, view)
+                           on_step=on_step, durable=one_step)
 
     async def on_list_copies(self, req: api.Empty, ctx: CallContext) -> api.CopyList:
         return api.CopyList([j.info() for j in sorted(self.jobs.values(),
@@ -368,7 +309,7 @@ class TabletCopies:
     async def on_begin_session(self, req: BeginTabletCopySession,
                                ctx: CallContext) -> CopySessionInfo:
         server = self.server
-        replica = server.replicas.get(req.tablet_id)
+        replica = server.tablets.replica(req.tablet_id)
         if replica is None or replica.state != "RUNNING":
             state = "not hosted here" if replica is None else replica.state
             raise CopySourceUnavailable(req.tablet_id, f"the replica is {state}")
@@ -433,7 +374,7 @@ class TabletCopies:
     def _request_copies(self) -> None:
         server = self.server
         now = trio.current_time()  # (virtual time under a MockClock)
-        for tablet_id, replica in list(server.replicas.items()):
+        for tablet_id, replica in list(server.tablets.running()):
             if replica.state != "RUNNING":
                 continue
             st = replica.core.status()
@@ -459,7 +400,7 @@ class TabletCopies:
         server = self.server
         retry = self.request_interval
         try:
-            host, port = _split(address)
+            host, port = parse_address(address)
             with trio.fail_after(10):
                 async with open_rpc_client(host, port, dest, server.uuid,
                                            lamport=server.lamport_hooks,
@@ -505,19 +446,6 @@ class _TrioThreadAnchor:
             trio.from_thread.run_sync(self._anchor.release)
         except RuntimeError:  # called from the trio thread itself (end, expiry, close)
             self._anchor.release()
-
-
-async def _one_step(view: DiskView, step: Any) -> Any:
-    """A durable copy step and its trace event, never separated by a cancellation, and
-    the tablet's only durable step in flight (``DiskView.step_lock``)."""
-    async with view.step_lock:
-        with trio.CancelScope(shield=True):
-            return await step()
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host, int(port)
 
 
 __all__ = ["CopyJob", "RpcCopySource", "TabletCopies", "TracedCopyTarget"]

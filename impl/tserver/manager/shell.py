@@ -1,0 +1,573 @@
+"""The tablet manager's shell: executes the lifecycle core's batches, hosts the replicas.
+
+Rules of this file
+------------------
+* The core (``core.py``) decides; this shell only does what a batch says, in its order
+  (``execute``): a ``Persist`` is made durable (written, fsync'd) and then its fact traced,
+  the pair shielded from cancellation and holding the tablet's step lock (at most one
+  durable step of a tablet between its write and its event: a vote of its voter and a
+  copy step may otherwise run at once, and a crash between their fsyncs and their events
+  would lose two events where the checker's crash frontier allows one); a ``Trace`` is
+  traced; a ``Volatile`` starts or stops a replica, a voter or a copy, and what it learns
+  (the WAL's last OpId once a replica stopped, a replica that opened) goes back into the
+  core as an input of its own, whose batch runs next.
+* Startup before serving: ``register_all`` records every superblock on disk in the core
+  (state STARTING) and runs before the RPC server accepts a call; ``start_all`` then
+  classifies and opens each. A tablet call for a STARTING tablet is refused with the
+  retryable TabletNotRunning(STARTING), never TabletNotFound: a leader that hears "not
+  found" asks for a copy, and a copy of a tablet that is only starting would be refused
+  ("is READY here") and traced as a broken restart.
+* ``--fault-crash-after STEP`` (test-only): the process exits abruptly right after tracing
+  the named step, so tests can crash at every step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, Protocol
+
+import attrs
+import trio
+
+from revivify.impl.consensus import core as raft
+from revivify.impl.storage.blocks import BlockManager
+from revivify.impl.storage.disk import Disk
+from revivify.impl.storage.errors import StorageError
+from revivify.impl.storage.layout import QDIR_CMETA, QDIR_SUPERBLOCK, QDIR_WAL, ServerLayout
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
+from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
+from revivify.impl.tablet.errors import TabletError
+from revivify.impl.tablet.store import TabletStore
+
+from .. import api
+from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal, running
+from ..replica import Replica, Tracer, entry_from_wal, new_core
+from .core import (
+    Batch,
+    Case,
+    Classified,
+    Copying,
+    Create,
+    CreateFailed,
+    Delete,
+    Deleting,
+    Fact,
+    Failed,
+    Input,
+    Kind,
+    LifecycleCore,
+    Mode,
+    Op,
+    Persist,
+    ReplicaFailed,
+    ReplicaStarted,
+    ReplicaStartFailed,
+    Running,
+    Starting,
+    Stopped,
+    Tombstoned,
+    Trace,
+    Volatile,
+    VoteRecorded,
+)
+from .voter import TombstoneVoter
+
+logger = logging.getLogger(__name__)
+
+DELETE_STEPS: Final = ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
+                       "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal")
+FULL_DELETE_STEPS: Final = ("delete_remove_cmeta", "delete_remove_superblock")
+COPY_STEPS: Final = ("copy_begin", "copy_merge_cmeta", "copy_download_wal",
+                     "copy_download_block", "copy_blocks_done", "copy_mark_ready",
+                     "copy_start_replica")
+FAULT_POINTS: Final = (*DELETE_STEPS, *FULL_DELETE_STEPS, *COPY_STEPS)
+
+
+class Host(Protocol):
+    """What the manager needs of its server (impl/tserver/server.py)."""
+
+    uuid: str
+    disk: Disk
+    layout: ServerLayout
+    metadata: MetadataStore
+    blocks: BlockManager
+    raft_options: raft.Options
+
+    @property
+    def tracer(self) -> Tracer: ...
+
+    async def blocking(self, fn: Any, *args: Any) -> Any: ...
+
+    def log_options(self) -> LogOptions: ...
+
+    def make_replica(self, tablet_id: str, core: raft.RaftCore, log: Any,
+                     store: TabletStore) -> Replica: ...
+
+    def send(self, dest: str, tablet_id: str, messages: list[Any]) -> None: ...
+
+    def replica_seed(self, tablet_id: str) -> int: ...
+
+
+@attrs.define
+class Hosted:
+    """The task that owns one replica's WAL and driver."""
+
+    scope: trio.CancelScope
+    done: trio.Event
+    replica: Replica | None = None
+
+
+def opid_pair(opid: OpId | None) -> OpIdPair:
+    return (opid.term, opid.index) if opid else NO_OPID
+
+
+class TabletManager:
+    """Every tablet of one server: the lifecycle core and what executes its batches."""
+
+    def __init__(self, host: Host, *, max_concurrent_copies: int = 4,
+                 fault_crash_after: str | None = None) -> None:
+        self.host = host
+        self.core = LifecycleCore(max_concurrent_copies=max_concurrent_copies)
+        self.fault_crash_after = fault_crash_after
+        self.hosts: dict[str, Hosted] = {}
+        self.voters: dict[str, TombstoneVoter] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._nursery: trio.Nursery | None = None
+        # RUN_COPY: the server's copy service starts the download (impl/tserver/copy).
+        self.run_copy: Callable[[str], None] = _no_copy
+        # Test seam (impl/testing's Cluster): awaited before each tablet's startup, so a
+        # test can hold one tablet STARTING while the server already serves.
+        self.startup_gate: Callable[[str], Awaitable[None]] | None = None
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    # ---------------------------------------------------------------- queries
+
+    def replica(self, tablet_id: str) -> Replica | None:
+        """The tablet's replica if it runs (its driver may have failed since: FAILED)."""
+        hosted = self.hosts.get(tablet_id)
+        return hosted.replica if hosted is not None else None
+
+    def running(self) -> Iterator[tuple[str, Replica]]:
+        for tablet_id, slot in list(self.core.slots.items()):
+            if isinstance(slot.state, Running):
+                replica = self.replica(tablet_id)
+                if replica is not None:
+                    yield tablet_id, replica
+
+    def require_running(self, tablet_id: str) -> Replica:
+        """The running replica, or the typed refusal a caller can act on: NotFound (never
+        hosted here), TabletNotRunning with the state (STARTING is retryable)."""
+        st = self.core.state(tablet_id)
+        if isinstance(st, Running):
+            replica = self.replica(tablet_id)
+            assert replica is not None, f"tablet {tablet_id} RUNNING without a replica"
+            return replica
+        if st.kind.value == "ABSENT":
+            raise api.TabletNotFound(tablet_id)
+        reason = st.reason if isinstance(st, Failed) else ""
+        raise api.TabletNotRunning(tablet_id, st.kind.value, reason)
+
+    def step_lock(self, tablet_id: str) -> trio.Lock:
+        lock = self._locks.get(tablet_id)
+        if lock is None:
+            lock = self._locks[tablet_id] = trio.Lock()
+        return lock
+
+    def quarantine_view(self, tablet_id: str) -> tuple[bool, bool] | None:
+        """Whether the newest quarantine dir holds the superblock and the cmeta copies."""
+        layout = self.host.layout
+        dirs = layout.quarantine_dirs(tablet_id)
+        if not dirs:
+            return None
+        names = set(layout.disk.listdir(dirs[-1]))
+        return (QDIR_SUPERBLOCK in names, QDIR_CMETA in names)
+
+    def wal_at_rest(self, tablet_id: str) -> Wal:
+        """Where the WAL is when none is live: QUARANTINED if a deletion moved one into a
+        quarantine directory, else ABSENT."""
+        layout = self.host.layout
+        for qdir in layout.quarantine_dirs(tablet_id):
+            if QDIR_WAL in layout.disk.listdir(qdir):
+                return Wal.QUARANTINED
+        return Wal.ABSENT
+
+    def at_rest(self, tablet_id: str) -> Durable:
+        """A tablet this server does not host: what a deletion may have left."""
+        return Durable(Sb.DOES_NOT_EXIST, wal=self.wal_at_rest(tablet_id),
+                       quarantine=self.quarantine_view(tablet_id))
+
+    # ---------------------------------------------------------------- the executor
+
+    async def apply(self, tablet_id: str, event: Input) -> None:
+        """Step ``event`` into the core and execute its batch; raise its refusal."""
+        batch = self.core.handle(tablet_id, event)
+        await self.execute(tablet_id, batch)
+        if batch.refusal is not None:
+            raise batch.refusal
+
+    def trace(self, tablet_id: str, fact: Fact) -> None:
+        """Trace a fact (after its step was made durable); the fault point follows."""
+        self.host.tracer.event(fact.event, fact.args, fact.state, tablet=tablet_id)
+        if fact.event == self.fault_crash_after:
+            logger.error("fault injection: crashing right after %s of %s", fact.event,
+                         tablet_id)
+            os._exit(75)
+
+    async def execute(self, tablet_id: str, batch: Batch) -> None:
+        """Run a batch's effects in order (the module header's rules)."""
+        for effect in batch.effects:
+            if isinstance(effect, Persist):
+                async with self.step_lock(tablet_id):
+                    with trio.CancelScope(shield=True):  # durable, then traced: together
+                        await self.host.blocking(self._persist, tablet_id, effect)
+                        self.trace(tablet_id, effect.fact)
+            elif isinstance(effect, Trace):
+                self.trace(tablet_id, effect.fact)
+            elif effect is Volatile.STOP_REPLICA:
+                durable = await self._stop_replica(tablet_id)
+                await self.apply(tablet_id, Stopped(durable))
+            elif effect is Volatile.START_REPLICA:
+                await self._start_replica(tablet_id)
+            elif effect is Volatile.START_VOTER:
+                self._start_voter(tablet_id)
+            elif effect is Volatile.STOP_VOTER:
+                await self._stop_voter(tablet_id)
+            else:
+                assert effect is Volatile.RUN_COPY, effect
+                self.run_copy(tablet_id)
+
+    def _persist(self, tablet_id: str, effect: Persist) -> None:
+        """One durable step of a deletion (blocking: a worker thread runs it)."""
+        layout, metadata, disk = self.host.layout, self.host.metadata, self.host.disk
+        op = effect.op
+        if op is Op.NEW_QDIR:
+            layout.new_quarantine_dir(tablet_id)
+            return
+        sb = metadata.load_superblock(tablet_id)
+        qdirs = layout.quarantine_dirs(tablet_id)
+        # The superblock names its qdir once DELETED (step 4); before, the newest is it.
+        qdir = (sb.quarantine_dir if sb is not None and sb.quarantine_dir else
+                (qdirs[-1] if qdirs else None))
+        if op is Op.COPY_SUPERBLOCK:
+            assert qdir is not None
+            layout.copy_file_durably(layout.superblock_path(tablet_id), qdir, QDIR_SUPERBLOCK)
+        elif op is Op.MARK_DELETED:
+            assert sb is not None and qdirs, tablet_id
+            metadata.write_superblock(Superblock(
+                tablet_id, DataState.DELETED, OpId(*effect.tombstone_last), qdirs[-1],
+                table_name=sb.table_name, schema=sb.schema))
+        elif op is Op.COPY_CMETA:
+            assert qdir is not None
+            if disk.exists(layout.cmeta_path(tablet_id)):
+                layout.copy_file_durably(layout.cmeta_path(tablet_id), qdir, QDIR_CMETA)
+        elif op is Op.MOVE_WAL:
+            assert qdir is not None
+            wal_dir = layout.wal_dir(tablet_id)
+            if disk.is_dir(wal_dir):
+                layout.move_dir_durably(wal_dir, posixpath.join(qdir, QDIR_WAL))
+        elif op is Op.REMOVE_CMETA:
+            path = layout.cmeta_path(tablet_id)
+            if disk.exists(path):
+                _remove_durably(disk, path)
+        else:
+            assert op is Op.REMOVE_SUPERBLOCK, op
+            _remove_durably(disk, layout.superblock_path(tablet_id))
+
+    # ---------------------------------------------------------------- startup
+
+    def register_all(self) -> int:
+        """Startup, before serving: every tablet with a superblock gets its slot
+        (STARTING). Blocking (reads every superblock); returns how many."""
+        n = 0
+        for tablet_id in self.host.layout.tablet_ids():
+            sb = self.host.metadata.load_superblock(tablet_id)
+            if sb is None:
+                continue  # removed meanwhile (a full delete finished before a crash)
+            batch = self.core.handle(tablet_id, _register(sb))
+            assert not batch.effects and batch.refusal is None
+            n += 1
+        return n
+
+    async def start_all(self) -> None:
+        """Classify and open every registered tablet (seed 001 "Tablet startup")."""
+        for tablet_id, slot in sorted(self.core.slots.items()):
+            if isinstance(slot.state, Starting):
+                if self.startup_gate is not None:
+                    await self.startup_gate(tablet_id)
+                event = await self.host.blocking(self.classify, tablet_id)
+                await self.apply(tablet_id, event)
+
+    def classify(self, tablet_id: str) -> Classified:
+        """What startup finds of one tablet (blocking)."""
+        host = self.host
+        layout, metadata = host.layout, host.metadata
+        sb = metadata.load_superblock(tablet_id)
+        assert sb is not None, tablet_id
+        cmeta = metadata.load_cmeta(tablet_id)
+        quarantine = self.quarantine_view(tablet_id)
+        wal_dir = layout.wal_dir(tablet_id)
+        if sb.data_state is DataState.DELETED:
+            d = Durable(Sb.DELETED, tombstone_last=opid_pair(sb.tombstone_last_opid),
+                        sb_qdir=sb.quarantine_dir is not None, cmeta=cmeta,
+                        wal=self.wal_at_rest(tablet_id), blocks=Blocks.ABSENT,
+                        quarantine=quarantine)
+            if layout.disk.is_dir(wal_dir) and sb.quarantine_dir is not None:
+                # A crash between deletion steps 4 and 6: roll forward.
+                last = salvage_last_opid(layout.disk, wal_dir)
+                return Classified(Case.ROLL_FORWARD,
+                                  attrs.evolve(d, wal=Wal.LIVE, wal_last=opid_pair(last)))
+            return Classified(Case.TOMBSTONE, d)
+        if sb.data_state is DataState.COPYING:
+            return Classified(Case.COPYING_TO_DELETED, self.copying_durable(tablet_id, sb))
+        if cmeta is None:
+            return Classified(Case.FAILED, self._failed_durable(tablet_id, None, Wal.LIVE,
+                                                                Blocks.PRESENT),
+                              f"consensus metadata {layout.cmeta_path(tablet_id)} is missing")
+        return Classified(Case.READY, running(cmeta, NO_OPID, quarantine))
+
+    def copying_durable(self, tablet_id: str, sb: Superblock) -> Durable:
+        """The durable state a COPYING superblock stands for (it records the copy's steps:
+        WAL, BLOCKS_PARTIAL, BLOCKS_DONE)."""
+        step = sb.copy_step
+        wal_done = step in ("WAL", "BLOCKS_PARTIAL", "BLOCKS_DONE")
+        blocks = {"BLOCKS_PARTIAL": Blocks.PARTIAL, "BLOCKS_DONE": Blocks.PRESENT}
+        return Durable(
+            Sb.COPYING, tombstone_last=opid_pair(sb.tombstone_last_opid),
+            cmeta=self.host.metadata.load_cmeta(tablet_id),
+            wal=Wal.LIVE if wal_done else self.wal_at_rest(tablet_id),
+            wal_last=opid_pair(sb.copy_wal_last) if wal_done else NO_OPID,
+            blocks=blocks.get(step, Blocks.ABSENT), quarantine=self.quarantine_view(tablet_id))
+
+    def _failed_durable(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: Wal,
+                        blocks: Blocks) -> Durable:
+        """A READY replica that failed verification; the WAL's last OpId as the segments
+        that still verify record it."""
+        layout = self.host.layout
+        wal_dir = layout.wal_dir(tablet_id)
+        last = salvage_last_opid(layout.disk, wal_dir) if layout.disk.is_dir(wal_dir) else None
+        return Durable(Sb.READY, cmeta=cmeta, wal=wal, wal_last=opid_pair(last),
+                       blocks=blocks, quarantine=self.quarantine_view(tablet_id))
+
+    # ---------------------------------------------------------------- replicas
+
+    async def create(self, tablet_id: str, cmeta: ConsensusMeta, voters: list[str]) -> None:
+        """CreateTablet: cmeta, then the WAL directory, then the superblock (the commit
+        point); refused when the tablet exists here in any state."""
+        await self.apply(tablet_id, Create())
+        try:
+            if await self.host.blocking(self.host.metadata.load_superblock,
+                                        tablet_id) is not None:
+                raise api.TabletAlreadyExists(tablet_id)  # a leftover no startup registered
+            await self.host.blocking(self.host.metadata.write_cmeta, cmeta)
+            assert self._nursery is not None
+            await self._nursery.start(self._host, tablet_id, "create", tuple(voters))
+        except BaseException as exc:
+            if self.core.state(tablet_id).kind is Kind.CREATING:
+                self.core.handle(tablet_id, CreateFailed(str(exc)))
+            raise
+
+    async def _start_replica(self, tablet_id: str) -> None:
+        st = self.core.state(tablet_id)
+        how = "copy" if isinstance(st, Copying) else "startup"
+        assert self._nursery is not None
+        await self._nursery.start(self._host, tablet_id, how, ())
+
+    async def _host(self, tablet_id: str, how: str, voters: tuple[str, ...], *,
+                    task_status: trio.TaskStatus[None]) -> None:
+        """The task that owns one replica: its WAL (open_log's tasks live here) and its
+        driver. ``how``: "create" (CreateTablet), "startup", or "copy" (copy step 6).
+        Started once the replica runs or has failed to start; ``_stop_replica`` cancels it
+        (deletion step 1)."""
+        host = self.host
+        create = how == "create"
+        hosted = Hosted(trio.CancelScope(), trio.Event())
+        self.hosts[tablet_id] = hosted
+        started = False
+        what = "data blocks"  # what a failure to open names (the store opens first)
+        try:
+            with hosted.scope:
+                store: TabletStore | None = None
+                if not create:
+                    store = await host.blocking(TabletStore.open, host.layout, host.metadata,
+                                                host.blocks, tablet_id)
+                what = "WAL"
+                async with open_log(host.disk, host.layout.wal_dir(tablet_id), tablet_id,
+                                    host.log_options(), create_if_missing=create) as log:
+                    if create:
+                        # CreateTablet: cmeta and WAL exist; the superblock commits.
+                        await host.blocking(host.metadata.write_superblock,
+                                            Superblock(tablet_id, DataState.READY))
+                        store = await host.blocking(TabletStore.open, host.layout,
+                                                    host.metadata, host.blocks, tablet_id)
+                    assert store is not None
+                    replica = await self._make(tablet_id, log, store)
+                    hosted.replica = replica
+                    await self.apply(tablet_id,
+                                     ReplicaStarted(replica, replica.durable(), voters))
+                    started = True
+                    task_status.started()
+                    await replica.run()
+                    # run() returns only when the replica failed: keep it listed (FAILED),
+                    # idle until it is deleted or the server stops.
+                    await self.apply(tablet_id, ReplicaFailed(replica.reason))
+                    await trio.sleep_forever()
+        except (TabletError, StorageError) as exc:
+            if started:
+                # The WAL failed under a running replica (its driver catches its own
+                # errors): offline, nothing durable changed, the server keeps serving.
+                logger.error("tablet %s failed: %s", tablet_id, exc)
+                if isinstance(self.core.state(tablet_id), Running):
+                    self.core.handle(tablet_id, ReplicaFailed(f"WAL: {exc}"))
+                return
+            if create:
+                raise
+            # Startup case FAILED: offline, listed with the reason; the server serves its
+            # other tablets.
+            logger.error("tablet %s failed to start: %s: %s", tablet_id, what, exc)
+            await self.apply(tablet_id, ReplicaStartFailed(f"{what}: {exc}",
+                                                           self._damaged(tablet_id, what)))
+        finally:
+            if self.hosts.get(tablet_id) is hosted:
+                del self.hosts[tablet_id]
+            hosted.done.set()
+            if not started:
+                task_status.started()
+
+    def _damaged(self, tablet_id: str, what: str) -> Durable:
+        cmeta = self.host.metadata.load_cmeta(tablet_id)
+        if what == "WAL":
+            return self._failed_durable(tablet_id, cmeta, Wal.DAMAGED, Blocks.PRESENT)
+        return self._failed_durable(tablet_id, cmeta, Wal.LIVE, Blocks.DAMAGED)
+
+    async def _make(self, tablet_id: str, log: Any, store: TabletStore) -> Replica:
+        """The replica of an open store and WAL: its Raft core from the cmeta and the
+        entries after the flushed point."""
+        host = self.host
+        cmeta = await host.blocking(host.metadata.load_cmeta, tablet_id)
+        assert cmeta is not None, f"tablet {tablet_id}: a READY replica without a cmeta"
+        base = store.flushed_opid
+        base_term, base_index = (base.term, base.index) if base else (0, 0)
+        entries = [entry_from_wal(e) for e in await log.read_entries(base_index + 1)]
+        core = new_core(me=host.uuid, cmeta=cmeta, entries=entries, base_term=base_term,
+                        base_index=base_index, applied_index=store.applied_index,
+                        seed=host.replica_seed(tablet_id) ^ zlib.crc32(tablet_id.encode()),
+                        options=host.raft_options)
+        replica = host.make_replica(tablet_id, core, log, store)
+        replica.quarantine = self.quarantine_view(tablet_id)
+        return replica
+
+    async def _stop_replica(self, tablet_id: str) -> Durable:
+        """Deletion step 1: stop the replica (its driver and WAL); its durable state as
+        the stop left it (a running one's WAL's last durable OpId)."""
+        st = self.core.state(tablet_id)
+        assert isinstance(st, Deleting | Copying), st
+        hosted = self.hosts.get(tablet_id)
+        if hosted is None:
+            return st.durable  # a FAILED replica that never opened
+        replica = hosted.replica
+        was_running = replica is not None and replica.state == "RUNNING"
+        if replica is not None:
+            replica.fail("the replica is being deleted")
+        hosted.scope.cancel()
+        await hosted.done.wait()
+        if not was_running or replica is None:
+            return st.durable
+        last = replica.log.last_opid
+        cmeta = await self.host.blocking(self.host.metadata.load_cmeta, tablet_id)
+        return running(cmeta, opid_pair(last), self.quarantine_view(tablet_id))
+
+    async def delete(self, tablet_id: str, mode: str, cas_config_index: int | None) -> None:
+        """DeleteTablet: TOMBSTONE (keep cmeta and last logged OpId; vote on) or DELETED
+        (the table was dropped). Local fsyncs only: once begun, a deletion finishes (a
+        server stopping meanwhile waits for it), so every durable step is traced before
+        server_stop."""
+        try:
+            parsed = Mode(mode)
+        except ValueError:
+            raise api.InvalidArgument(f"unknown delete mode {mode!r}: TOMBSTONE or "
+                                      "DELETED") from None
+        with trio.CancelScope(shield=True):
+            await self.apply(tablet_id, Delete(parsed, cas_config_index))
+
+    # ---------------------------------------------------------------- voters
+
+    def _start_voter(self, tablet_id: str) -> None:
+        durable = self.core.durable(tablet_id)
+        assert durable is not None
+        voter = TombstoneVoter(self, tablet_id, durable)
+        self.voters[tablet_id] = voter
+        assert self._nursery is not None
+        self._nursery.start_soon(voter.run)
+
+    async def _stop_voter(self, tablet_id: str) -> None:
+        voter = self.voters.pop(tablet_id, None)
+        if voter is not None:
+            await voter.stop()
+
+    def durable_of(self, tablet_id: str) -> Durable | None:
+        return self.core.durable(tablet_id)
+
+    def vote_recorded(self, tablet_id: str, cmeta: ConsensusMeta) -> Durable:
+        """A voter made ``cmeta`` durable: the tablet's durable state now."""
+        batch = self.core.handle(tablet_id, VoteRecorded(cmeta))
+        assert not batch.effects
+        durable = self.core.durable(tablet_id)
+        assert durable is not None and durable.cmeta == cmeta
+        return durable
+
+    # ---------------------------------------------------------------- info
+
+    def offline_infos(self) -> list[api.ReplicaInfo]:
+        """Every tablet that does not run, from its durable state."""
+        out: list[api.ReplicaInfo] = []
+        for tablet_id, slot in sorted(self.core.slots.items()):
+            st = slot.state
+            if isinstance(st, Running):
+                continue
+            if isinstance(st, Failed):
+                out.append(_offline_info(tablet_id, "FAILED", st.reason, st.durable))
+            elif isinstance(st, Tombstoned):
+                out.append(_offline_info(tablet_id, "TOMBSTONED", "", st.durable))
+            elif isinstance(st, Copying | Deleting | Starting):
+                out.append(_offline_info(tablet_id, st.kind.value, "", st.durable))
+        return out
+
+
+def _offline_info(tablet_id: str, state: str, reason: str, d: Durable) -> api.ReplicaInfo:
+    from ..replica import config_from_storage
+
+    cm = d.cmeta
+    return api.ReplicaInfo(
+        tablet_id, state, reason, "", cm.current_term if cm else 0,
+        cm.voted_for if cm else None, None, d.last_logged(), 0, 0,
+        d.committed_config_index(),
+        list(config_from_storage(cm.committed_config).peers) if cm else [], "NONE")
+
+
+def _register(sb: Superblock) -> Input:
+    from .core import Register
+
+    state = {DataState.DELETED: Sb.DELETED, DataState.COPYING: Sb.COPYING,
+             DataState.READY: Sb.READY}[sb.data_state]
+    return Register(Durable(state, tombstone_last=opid_pair(sb.tombstone_last_opid)
+                            if state is not Sb.READY else NO_OPID))
+
+
+def _remove_durably(disk: Disk, path: str) -> None:
+    disk.unlink(path)
+    disk.fsync_dir(posixpath.dirname(path))
+
+
+def _no_copy(tablet_id: str) -> None:
+    raise AssertionError(f"tablet {tablet_id}: no copy service attached")
+
+
+__all__ = ["COPY_STEPS", "DELETE_STEPS", "FAULT_POINTS", "FULL_DELETE_STEPS", "Host",
+           "TabletManager", "opid_pair"]

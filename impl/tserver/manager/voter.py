@@ -1,0 +1,129 @@
+"""A tombstone's part in Raft (Kudu's tombstoned voting, seed 001 "Future work").
+
+A ``TombstoneVoter`` is a RaftCore in the TOMBSTONE role that answers votes from the
+retained cmeta and last logged OpId, refuses appends (the leader learns the replica needs a
+copy) and never campaigns. A COPYING replica runs one too once its cmeta is merged (it votes
+while copying). A tombstone without a cmeta (a first copy that crashed before writing one)
+votes from an empty cmeta, written with its first vote.
+
+Order of a vote (the same rule as every durable step): the cmeta is written and fsync'd,
+the lifecycle core records it (``TabletManager.vote_recorded``), the fact is traced with the
+tablet's durable state, and only then is the answer sent. The write and the trace hold the
+tablet's step lock, shielded: a copy step of the same tablet waits, so a crash loses at most
+one event of the tablet.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Final, Protocol
+
+import trio
+
+from revivify.impl.consensus.core import RaftCore
+from revivify.impl.consensus.log import RaftLog
+from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.storage.values import ConsensusMeta
+
+from ..durable import Durable
+from ..replica import config_from_storage, config_to_storage
+
+
+class VoterHost(Protocol):
+    """What a voter needs of the tablet manager (manager/shell.py), typed here so that the
+    voter does not import the shell that starts it."""
+
+    host: Any  # the server: uuid, raft_options, blocking, metadata, tracer, send
+
+    def step_lock(self, tablet_id: str) -> trio.Lock: ...
+
+    def vote_recorded(self, tablet_id: str, cmeta: ConsensusMeta) -> Durable: ...
+
+    def durable_of(self, tablet_id: str) -> Durable | None: ...
+
+# Inputs queued for a voter beyond this are dropped (Raft re-sends: a voter that cannot
+# keep up loses requests, never memory).
+MAX_INBOX: Final = 1024
+
+
+class TombstoneVoter:
+    def __init__(self, manager: VoterHost, tablet_id: str, durable: Durable) -> None:
+        self.manager = manager
+        self.tablet_id = tablet_id
+        host = manager.host
+        cm = durable.cmeta
+        last_term, last_index = durable.last_logged()
+        config = config_from_storage(cm.committed_config) if cm else Config(0, ())
+        self.core = RaftCore(me=host.uuid, term=cm.current_term if cm else 0,
+                             voted_for=cm.voted_for if cm else None, committed_config=config,
+                             log=RaftLog(base_term=last_term, base_index=last_index),
+                             applied_index=last_index, rng=random.Random(0),
+                             options=host.raft_options, tombstone=True)
+        self._inbox: list[Message | None] = []  # None: a tick
+        self._wake = trio.Event()
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+
+    def deliver(self, messages: list[Message]) -> None:
+        if len(self._inbox) + len(messages) > MAX_INBOX:
+            return  # bounded: a flood is dropped, the senders retry
+        self._inbox.extend(messages)
+        self._wake.set()
+
+    def tick(self) -> None:
+        if len(self._inbox) < MAX_INBOX:
+            self._inbox.append(None)
+            self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop voting (a copy is about to change what the votes compare against); a vote
+        being made durable finishes first (worker threads are not abandoned)."""
+        self.scope.cancel()
+        await self.done.wait()
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                await self._run()
+        finally:
+            self.done.set()
+
+    async def _run(self) -> None:
+        manager, core = self.manager, self.core
+        host = manager.host
+        while True:
+            if not self._inbox:
+                await self._wake.wait()
+            self._wake = trio.Event()
+            inbox, self._inbox = self._inbox, []
+            for m in inbox:
+                if m is None:
+                    core.tick()
+                else:
+                    core.step(m)
+            while core.has_ready():
+                rd = core.ready()
+                for step in rd.steps:
+                    assert not step.entries, "a tombstone appends nothing"
+                    if step.cmeta is not None:
+                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
+                                              step.cmeta.voted_for,
+                                              config_to_storage(step.cmeta.committed_config))
+                        async with manager.step_lock(self.tablet_id):
+                            with trio.CancelScope(shield=True):  # durable, then traced
+                                await host.blocking(host.metadata.write_cmeta, cmeta)
+                                durable = manager.vote_recorded(self.tablet_id, cmeta)
+                                host.tracer.event(step.fact.event, step.fact.args,
+                                                  durable.record(), tablet=self.tablet_id)
+                        continue
+                    durable_now = manager.durable_of(self.tablet_id)
+                    assert durable_now is not None
+                    host.tracer.event(step.fact.event, step.fact.args, durable_now.record(),
+                                      tablet=self.tablet_id)
+                # Answers leave only once every step of the batch is durable and traced.
+                for m in rd.messages:
+                    host.send(m.dest, self.tablet_id, [m])
+                core.advance(rd)
+
+
+__all__ = ["MAX_INBOX", "TombstoneVoter"]

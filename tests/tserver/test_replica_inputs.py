@@ -1,0 +1,66 @@
+"""The replica shell's inputs: a failed replica fails every waiter (reads waiting for the
+store to apply their index used to hang), and its inbox of Raft messages is bounded."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import trio
+
+from revivify.impl.consensus import core as raft
+from revivify.impl.consensus.log import RaftLog
+from revivify.impl.consensus.messages import Config, Message, Peer, VoteRequest
+from revivify.impl.tserver import api
+from revivify.impl.tserver.replica import MAX_QUEUED_MESSAGES, Replica, _Waiter
+
+
+class _Store:
+    applied_index = 0
+
+
+def _replica() -> Replica:
+    core = raft.RaftCore(me="a", term=1, voted_for=None,
+                         committed_config=Config(0, (Peer("a", "h:1"), Peer("b", "h:2"))),
+                         log=RaftLog(), applied_index=0, rng=random.Random(0),
+                         options=raft.Options())
+    unused: Any = None
+    return Replica(tablet_id="t1", me="a", core=core, log=unused, store=_Store(),  # type: ignore[arg-type]
+                   metadata=unused, trace=unused, blocking=unused,
+                   send=lambda *_: None, address_of=lambda _: None)
+
+
+def test_a_failed_replica_fails_the_reads_waiting_for_their_index() -> None:
+    async def main() -> None:
+        replica = _replica()
+        waiter = _Waiter()
+        replica._index_waiters.append((5, waiter))  # a confirmed read, index not applied
+        replica.fail("EIO on fsync")
+        with trio.fail_after(1), pytest.raises(api.TabletNotRunning) as caught:
+            await waiter.wait()
+        assert caught.value.state == "FAILED" and "EIO" in caught.value.reason
+        assert replica._index_waiters == []
+
+    trio.run(main)
+
+
+def test_the_message_inbox_is_bounded() -> None:
+    replica = _replica()
+    m: Message = VoteRequest("b", "a", 2, 0, 0)
+    for _ in range(MAX_QUEUED_MESSAGES):
+        replica.deliver([m])
+    assert replica.dropped_messages == 0
+    replica.deliver([m, m])
+    assert replica.dropped_messages == 2
+    assert len(replica._inbox) == MAX_QUEUED_MESSAGES
+
+
+def test_ticks_behind_a_busy_driver_are_counted_not_queued() -> None:
+    replica = _replica()
+    for _ in range(100):
+        replica.tick()
+    assert len(replica._inbox) == 1  # one entry carries all 100 ticks
+    replica._inbox[0]()  # the driver steps it: 100 ticks, past an election timeout
+    assert replica._ticks_pending == 0
+    assert replica.core.has_ready()  # the election timer fired: a pre-vote to send
