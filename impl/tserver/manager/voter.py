@@ -23,6 +23,7 @@ import trio
 from revivify.impl.consensus.core import RaftCore
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
 from revivify.impl.storage.values import ConsensusMeta
 
 from ..durable import Durable
@@ -91,6 +92,7 @@ class TombstoneVoter:
     async def _run(self) -> None:
         manager, core = self.manager, self.core
         host = manager.host
+        traced: set[int] = set()  # steps whose fact went out with their Persist
         while True:
             if not self._inbox:
                 await self._wake.wait()
@@ -103,9 +105,13 @@ class TombstoneVoter:
                     core.step(m)
             while core.has_ready():
                 rd = core.ready()
-                for step in rd.steps:
-                    assert not step.entries, "a tombstone appends nothing"
-                    if step.cmeta is not None:
+                # The one order every Raft shell follows (impl/consensus/plan.py): a vote is
+                # durable and traced before its answer leaves.
+                for effect in plan(rd):
+                    if isinstance(effect, Persist):
+                        step = effect.step
+                        assert step.cmeta is not None and not step.entries, \
+                            "a tombstone appends nothing"
                         cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
                                               step.cmeta.voted_for,
                                               config_to_storage(step.cmeta.committed_config))
@@ -115,15 +121,22 @@ class TombstoneVoter:
                                 durable = manager.vote_recorded(self.tablet_id, cmeta)
                                 host.tracer.event(step.fact.event, step.fact.args,
                                                   durable.record(), tablet=self.tablet_id)
-                        continue
-                    durable_now = manager.durable_of(self.tablet_id)
-                    assert durable_now is not None
-                    host.tracer.event(step.fact.event, step.fact.args, durable_now.record(),
-                                      tablet=self.tablet_id)
-                # Answers leave only once every step of the batch is durable and traced.
-                for m in rd.messages:
-                    host.send(m.dest, self.tablet_id, [m])
+                                traced.add(id(step))
+                    elif isinstance(effect, Trace):
+                        if id(effect.step) in traced:
+                            continue  # traced with its Persist, under the step lock
+                        durable_now = manager.durable_of(self.tablet_id)
+                        assert durable_now is not None
+                        host.tracer.event(effect.step.fact.event, effect.step.fact.args,
+                                          durable_now.record(), tablet=self.tablet_id)
+                    elif isinstance(effect, Send):
+                        for m in effect.messages:
+                            host.send(m.dest, self.tablet_id, [m])
+                    else:
+                        # A tombstone commits and applies nothing, and serves no reads.
+                        assert isinstance(effect, Apply | Release), effect
                 core.advance(rd)
+                traced.clear()
 
 
 __all__ = ["MAX_INBOX", "TombstoneVoter"]
