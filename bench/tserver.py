@@ -64,6 +64,8 @@ from typing import Any
 
 import trio
 
+from revivify.impl.rpc.address import parse_address
+
 KEY_BYTES = 8
 VALUE_BYTES = 256
 CLIENT_COUNTS = (1, 16, 64, 256)
@@ -185,9 +187,9 @@ async def revivify_client(servers: dict[str, str], leader: str, client_id: str,
         if state["uuid"] == uuid and state["client"] is not None and not state["client"].closed:
             return state["client"]
         await drop()
-        host, port = servers[uuid].rsplit(":", 1)
+        host, port = parse_address(servers[uuid])
         state["client"] = await stack.enter_async_context(
-            open_rpc_client(host, int(port), uuid, client_id, app_errors=api.APP_ERRORS))
+            open_rpc_client(host, port, uuid, client_id, app_errors=api.APP_ERRORS))
         state["uuid"] = uuid
         return state["client"]
 
@@ -290,8 +292,8 @@ class HttpConnection:
 
 @contextlib.asynccontextmanager
 async def open_http(address: str) -> AsyncIterator[HttpConnection]:
-    host, port = address.rsplit(":", 1)
-    stream = await trio.open_tcp_stream(host, int(port))  # TCP_NODELAY is trio's default
+    host, port = parse_address(address)
+    stream = await trio.open_tcp_stream(host, port)  # TCP_NODELAY is trio's default
     try:
         yield HttpConnection(stream, address)
     finally:
@@ -335,8 +337,8 @@ class FramedConnection:
 
 @contextlib.asynccontextmanager
 async def open_framed(address: str) -> AsyncIterator[FramedConnection]:
-    host, port = address.rsplit(":", 1)
-    stream = await trio.open_tcp_stream(host, int(port))
+    host, port = parse_address(address)
+    stream = await trio.open_tcp_stream(host, port)
     try:
         yield FramedConnection(stream)
     finally:
@@ -571,9 +573,9 @@ class Revivify:
         from revivify.impl.rpc import open_rpc_client
         from revivify.impl.tserver import api
 
-        host, port = self.servers[uuid].rsplit(":", 1)
+        host, port = parse_address(self.servers[uuid])
         with trio.fail_after(5):
-            async with open_rpc_client(host, int(port), uuid, "bench-admin",
+            async with open_rpc_client(host, port, uuid, "bench-admin",
                                        app_errors=api.APP_ERRORS) as client:
                 return await client.call(method, request, response_type)
 
