@@ -9,6 +9,9 @@ Subcommands:
   tserver status | run    a tablet server's state; run one (revivify.impl.tserver.main)
   tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
   local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
+  tserver list            the tablet servers the masters hear from (revivify.impl.cli.master)
+  master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.master.main)
+  table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
   row ...                 put, get, delete, scan rows of a tablet (revivify.impl.cli.admin)
 
@@ -43,7 +46,10 @@ commands:
               'trace validate PATH... --engine spark'
   history     'history check FILE --model register|kv': is a client history linearizable?
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
+              'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
               or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
+  master      'master status --master HOST:PORT', 'master list --masters ...', 'master run ...'
+  table       'table create NAME | delete NAME | list | describe NAME' (--masters HOST:PORT,...)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
   row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
   replica     'replica list | delete | copy' on one server (--tserver HOST:PORT)
@@ -134,9 +140,25 @@ def _history(argv: list[str]) -> int:
 
 
 def _tserver(argv: list[str]) -> int:
+    if argv and argv[0] == "list":
+        from revivify.impl.cli.master import tserver_list_main
+
+        return tserver_list_main(argv[1:])
     from revivify.impl.cli.admin import tserver_main
 
     return tserver_main(argv)
+
+
+def _master(argv: list[str]) -> int:
+    from revivify.impl.cli.master import master_main
+
+    return master_main(argv)
+
+
+def _table(argv: list[str]) -> int:
+    from revivify.impl.cli.master import table_main
+
+    return table_main(argv)
 
 
 def _tablet(argv: list[str]) -> int:
@@ -175,6 +197,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "trace": _trace,
     "history": _history,
     "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.tserver.main:run_main
+    "master": _master,
+    "table": _table,
     "tablet": _tablet,
     "row": _row,
     "replica": _replica,

@@ -3,6 +3,7 @@
     revivify tserver run --fs-root DIR --rpc-bind 127.0.0.1:PORT [--trace-dir DIR]
                          [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
                          [--no-fsync] [--flush-mb 8] [--seed N]
+                         [--masters HOST:PORT,... [--heartbeat-ms 500]]
 
 The first start formats DIR (a new server UUID). The process prints one line
 ``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
@@ -76,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TEST ONLY: exit abruptly right after the named durable step is "
                         "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
                         "--fault_crash_after_* flags")
+    p.add_argument("--masters", default="", metavar="HOST:PORT,...",
+                   help="the masters to heartbeat, comma-separated (every one of them: "
+                        "seed 004); without it the server runs alone")
+    p.add_argument("--heartbeat-ms", type=int, default=500,
+                   help="heartbeat interval to each master in milliseconds (default 500)")
     p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     return p
 
@@ -102,6 +108,16 @@ def parse(argv: list[str]) -> ServerOptions:
         raise UsageError("--log-retain-entries and --fault-corrupt-copy-chunks must be >= 0")
     if not 1 <= args.copy_chunk_kb <= 4096:
         raise UsageError("--copy-chunk-kb must be in 1..4096")
+    masters: list[str] = []
+    for item in (m.strip() for m in args.masters.split(",")):
+        if item:
+            try:
+                parse_address(item)
+            except ValueError as exc:
+                raise UsageError(f"--masters: {exc}") from None
+            masters.append(item)
+    if args.heartbeat_ms < 1:
+        raise UsageError("--heartbeat-ms must be at least 1")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
@@ -115,7 +131,8 @@ def parse(argv: list[str]) -> ServerOptions:
                          copy_chunk_bytes=args.copy_chunk_kb << 10,
                          log_retain_entries=args.log_retain_entries,
                          fault_corrupt_copy_chunks=args.fault_corrupt_copy_chunks,
-                         fault_slow_copy_ms=max(0, args.fault_slow_copy_ms))
+                         fault_slow_copy_ms=max(0, args.fault_slow_copy_ms),
+                         masters=tuple(masters), heartbeat_seconds=args.heartbeat_ms / 1000)
 
 
 async def serve(options: ServerOptions) -> None:

@@ -74,6 +74,7 @@ from revivify.impl.trace import TraceWriter
 
 from . import api
 from .copy.service import TabletCopies
+from .heartbeat import run_heartbeaters
 from .manager.shell import TabletManager
 from .replica import Replica, Tracer, config_to_storage
 from .stuck import watch_stop
@@ -108,6 +109,10 @@ class ServerOptions:
     fault_corrupt_copy_chunks: int = 0  # test-only: corrupt the first N chunks served
     fault_slow_copy_ms: int = 0  # test-only: a copy source waits this long per chunk
     copy_chunk_bytes: int = 4 << 20  # FetchData chunk size
+    # The masters to heartbeat (HOST:PORT each; heartbeat.py), every ``heartbeat_seconds``.
+    # Empty: the server runs alone, without masters.
+    masters: tuple[str, ...] = ()
+    heartbeat_seconds: float = 0.5
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -259,6 +264,11 @@ class TabletServer:
     def tracer(self) -> Tracer:
         assert self.trace is not None
         return self.trace
+
+    @property
+    def incarnation(self) -> int:
+        """This process's incarnation (its trace file's number): heartbeats carry it."""
+        return self.tracer.writer.incarnation
 
     # ------------------------------------------------------------------ start / stop
 
@@ -479,9 +489,11 @@ class TabletServer:
 async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        network: Network | None = None,
                        startup_gate: Callable[[str], Awaitable[None]] | None = None,
+                       extend_service: Callable[[Service], None] | None = None,
                        ) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
-    ``startup_gate`` (tests): awaited before each tablet's startup."""
+    ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
+    registers more methods on the same RPC service (a master's, impl/master/server.py)."""
     server = TabletServer(options, disk or OsDisk(), network)
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
@@ -492,13 +504,19 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
         async with trio.open_nursery() as nursery:
             server._nursery = nursery
             server.tablets.attach(nursery)
+            service = server.service()
+            if extend_service is not None:
+                extend_service(service)
             rpc: RpcServer = await nursery.start(functools.partial(
-                serve_rpc, server.service(), server.uuid, options.rpc_host, options.rpc_port,
+                serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network))
             server.address = format_address(options.rpc_host, rpc.port)
             await server.tablets.start_all()
             nursery.start_soon(server.ticker)
             nursery.start_soon(server.copies.maintain)
+            if options.masters:
+                nursery.start_soon(run_heartbeaters, server, options.masters,
+                                   options.heartbeat_seconds)
             try:
                 yield server
             finally:

@@ -1,0 +1,218 @@
+"""The master commands of ``revivify``: master, table, and ``tserver list``.
+
+  revivify master run ...                    (the master; revivify.impl.master.main)
+  revivify master status --master HOST:PORT
+  revivify master list --masters HOST:PORT,...
+  revivify table create NAME --masters ... [--tablets N] [--replicas R]
+  revivify table delete NAME --masters ...
+  revivify table list --masters ...
+  revivify table describe NAME --masters ...
+  revivify tserver list --masters ...
+
+Every command takes ``--json`` and ``--deadline SECONDS`` (common.py). The catalog commands
+go to the ready leader master (impl/client/master.py: hints followed, retried until the
+deadline). Exit codes: 0 success; 1 the master refused the request (no such table, a name
+already taken, not enough live tablet servers...); 2 bad usage or no master answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import secrets
+from typing import Any
+
+from revivify.impl.client.master import master_call, master_status
+from revivify.impl.master import api
+
+from .common import (
+    Outcome,
+    Parser,
+    address_arg,
+    addresses_arg,
+    client_options,
+    common_flags,
+    execute,
+    fail,
+    parse_args,
+    positive_int,
+)
+
+MASTER_MAIN = "revivify.impl.master.main"
+
+
+def _masters() -> Parser:
+    p = Parser(add_help=False)
+    p.add_argument("--masters", type=addresses_arg, required=True, metavar="HOST:PORT,...",
+                   help="the masters, comma-separated (the leader is found among them)")
+    return p
+
+
+# ---------------------------------------------------------------------------- master
+
+
+def master_main(argv: list[str]) -> int:
+    if argv and argv[0] == "run":
+        module = importlib.import_module(MASTER_MAIN)
+        code: int = module.run_main(argv[1:])
+        return code
+    parser = Parser(prog="revivify master", description="master commands")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{run,status,list}")
+    sub.add_parser("run", add_help=False,
+                   help="run a master ('revivify master run --help' for its flags)")
+    status = sub.add_parser("status", parents=[common_flags()],
+                            help="one master's role, term, leader and readiness")
+    status.add_argument("--master", type=address_arg, required=True, metavar="HOST:PORT")
+    sub.add_parser("list", parents=[common_flags(), _masters()],
+                   help="every master's role and term")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    prog = f"revivify master {args.cmd}"
+
+    async def status_work() -> Outcome:
+        st = await master_status(args.master)
+        doc = _status_doc(st)
+        return Outcome(0, doc, " ".join(f"{k}={v}" for k, v in doc.items()))
+
+    async def list_work() -> Outcome:
+        rows: list[dict[str, Any]] = []
+        unreachable = []
+        for address in args.masters:
+            try:
+                st = await master_status(address)
+            except Exception as exc:  # one master down is an answer, not a failure
+                unreachable.append(address)
+                rows.append({"uuid": None, "address": address, "role": "UNREACHABLE",
+                             "term": None, "error": str(exc)})
+                continue
+            rows.append({"uuid": st.uuid, "address": st.address, "role": st.role,
+                         "term": st.term, "ready": st.ready})
+        text = "\n".join(f"{r['address']} {r['uuid']} {r['role']} term={r['term']}"
+                         for r in rows)
+        code = 0 if len(unreachable) < len(args.masters) else 2
+        return Outcome(code, {"masters": rows}, text)
+
+    return execute(prog, args, status_work if args.cmd == "status" else list_work)
+
+
+def _status_doc(st: api.MasterStatus) -> dict[str, Any]:
+    return {"uuid": st.uuid, "address": st.address, "role": st.role, "term": st.term,
+            "leader": st.leader, "leader_address": st.leader_address, "ready": st.ready}
+
+
+# ---------------------------------------------------------------------------- table
+
+
+def table_main(argv: list[str]) -> int:
+    parser = Parser(prog="revivify table", description="table commands (via the masters)")
+    sub = parser.add_subparsers(dest="cmd", required=True,
+                                metavar="{create,delete,list,describe}")
+    create = sub.add_parser("create", parents=[common_flags(), _masters()],
+                            help="create a hash-partitioned table")
+    create.add_argument("name")
+    create.add_argument("--tablets", type=positive_int, default=1, metavar="N")
+    create.add_argument("--replicas", type=positive_int, default=3, metavar="R")
+    delete = sub.add_parser("delete", parents=[common_flags(), _masters()],
+                            help="delete a table and its replicas")
+    delete.add_argument("name")
+    sub.add_parser("list", parents=[common_flags(), _masters()], help="the live tables")
+    describe = sub.add_parser("describe", parents=[common_flags(), _masters()],
+                              help="a table's tablets, replicas, roles and leaders")
+    describe.add_argument("name")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    prog = f"revivify table {args.cmd}"
+    options = client_options(args)
+
+    async def create_work() -> Outcome:
+        request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
+                                         request_id=secrets.token_hex(16))
+        reply = await master_call(args.masters, api.MASTER_CREATE_TABLE, request,
+                                  api.TableCreatedReply, options)
+        doc = {"table_id": reply.table_id, "tablets": list(reply.tablet_ids)}
+        return Outcome(0, doc, f"table {args.name} {reply.table_id}: "
+                               f"{len(reply.tablet_ids)} tablets")
+
+    async def delete_work() -> Outcome:
+        reply = await master_call(args.masters, api.MASTER_DELETE_TABLE,
+                                  api.TableName(args.name), api.TableDeletedReply, options)
+        return Outcome(0, {"table_id": reply.table_id},
+                       f"table {args.name} {reply.table_id} deleted")
+
+    async def list_work() -> Outcome:
+        reply = await master_call(args.masters, api.MASTER_LIST_TABLES, api.Empty(),
+                                  api.TableList, options)
+        tables = [{"name": t.name, "table_id": t.table_id, "state": t.state,
+                   "schema_version": t.schema_version, "tablets": t.num_tablets}
+                  for t in reply.tables]
+        text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
+                         f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
+        return Outcome(0, {"tables": tables}, text)
+
+    async def describe_work() -> Outcome:
+        r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
+                              api.TableName(args.name), api.TableLocationsReply, options)
+        tablets: list[dict[str, Any]] = [
+                   {"tablet_id": t.tablet_id, "partition": t.partition, "state": t.state,
+                    "term": t.term,
+                    "replicas": [{"uuid": p.uuid, "address": p.address,
+                                  "member_type": p.member_type, "leader": p.leader,
+                                  "live": p.live} for p in t.replicas]}
+                   for t in r.tablets]
+        doc = {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
+               "num_tablets": r.num_tablets, "tablets": tablets}
+        lines = [f"table {r.name} {r.table_id} v{r.schema_version}"]
+        for t in r.tablets:
+            replicas = ", ".join(
+                f"{p.uuid[:8]}@{p.address}{'*' if p.leader else ''}"
+                f"{'' if p.live else ' (dead)'}" for p in t.replicas)
+            lines.append(f"  [{t.partition}] {t.tablet_id} {t.state} term={t.term}: "
+                         f"{replicas}")
+        return Outcome(0, doc, "\n".join(lines))
+
+    work = {"create": create_work, "delete": delete_work, "list": list_work,
+            "describe": describe_work}[args.cmd]
+    return execute(prog, args, work)
+
+
+# ---------------------------------------------------------------------------- tserver list
+
+
+def tserver_list_main(argv: list[str]) -> int:
+    parser = Parser(prog="revivify tserver list", parents=[common_flags(), _masters()],
+                    description="the tablet servers the leader master hears from")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    if not isinstance(args, argparse.Namespace):  # pragma: no cover
+        return fail("revivify tserver list", "bad arguments", 2)
+
+    async def work() -> Outcome:
+        # Any master knows every server (they all get heartbeats); ask the leader's view.
+        status = None
+        for address in args.masters:
+            try:
+                st = await master_status(address)
+            except Exception:  # an unreachable master: ask the next
+                continue
+            status = st
+            if st.ready:
+                break
+        target = [status.leader_address] if status is not None and status.leader_address \
+            else args.masters
+        reply = await master_call(target + [m for m in args.masters if m not in target],
+                                  api.MASTER_LIST_TSERVERS, api.Empty(),
+                                  api.TabletServerList, client_options(args))
+        rows = [{"uuid": t.uuid, "address": t.address, "live": t.live,
+                 "seconds_since_heartbeat": t.seconds_since_heartbeat}
+                for t in reply.tservers]
+        text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
+                         f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
+        return Outcome(0, {"tservers": rows}, text)
+
+    return execute("revivify tserver list", args, work)
+
+
+__all__ = ["master_main", "table_main", "tserver_list_main"]

@@ -1,0 +1,244 @@
+"""The master's RPC interface: method names, request and response bodies, typed errors.
+
+One module both sides import (the master's service, impl/master/server.py, and the client,
+impl/client/master.py), so the wire shape is written once, like impl/tserver/api.py. Bodies
+are msgspec Structs (msgpack on the wire). The heartbeat's bodies are the core's own
+(messages.py): the tablet server's heartbeater builds them.
+
+Methods
+-------
+    Master.Heartbeat          Heartbeat                 -> HeartbeatResponse    (every master)
+    Master.Status             Empty                     -> MasterStatus         (every master)
+    Master.ListTabletServers  Empty                     -> TabletServerList     (every master)
+    Master.CreateTable        CreateTableRequest        -> TableCreatedReply    (ready leader)
+    Master.DeleteTable        TableName                 -> TableDeletedReply    (ready leader)
+    Master.ListTables         Empty                     -> TableList            (ready leader)
+    Master.GetTableLocations  TableName                 -> TableLocationsReply  (ready leader)
+
+Every master answers Heartbeat (liveness: KUDU-1358), Status and ListTabletServers (its own
+tablet-server map). The catalog operations are served by the ready leader only (seed 004:
+followers reject client requests; KUDU-500's follower reads are not done):
+
+    MasterNotLeader(leader_uuid, leader_address, term)   this master is not the catalog's
+                                                         leader: try the hint (may be None)
+    ServiceUnavailable(detail)                           the leader is not ready yet (the
+                                                         leader-ready gate), retry here
+    Refused(reason, detail, retryable)                   the core refused the request: one
+                                                         of REASONS (errors.py's refusals);
+                                                         retryable 1 for NAME_RESERVED and
+                                                         NOT_ENOUGH_SERVERS
+    CatalogWriteFailed(detail)                           the ONE replicated write of the
+                                                         operation did not commit (lost
+                                                         leadership, timeout: KUDU-495);
+                                                         nothing was changed, retry
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from revivify.impl.rpc.errors import AppError
+
+from .catalog import Column
+from .errors import (
+    AlreadyPresent,
+    IllegalState,
+    InvalidArgument,
+    MasterError,
+    NameReserved,
+    NotEnoughServers,
+    NotFound,
+)
+from .messages import MASTER_HEARTBEAT
+
+MASTER_STATUS: Final = "Master.Status"
+MASTER_LIST_TSERVERS: Final = "Master.ListTabletServers"
+MASTER_CREATE_TABLE: Final = "Master.CreateTable"
+MASTER_DELETE_TABLE: Final = "Master.DeleteTable"
+MASTER_LIST_TABLES: Final = "Master.ListTables"
+MASTER_TABLE_LOCATIONS: Final = "Master.GetTableLocations"
+
+# The catalog tablet's well-known id: one tablet, hosted by every master.
+CATALOG_TABLET_ID: Final = "sys-catalog"
+
+
+class Empty(msgspec.Struct, frozen=True):
+    pass
+
+
+class TableName(msgspec.Struct, frozen=True):
+    name: str
+
+
+class MasterStatus(msgspec.Struct, frozen=True):
+    uuid: str
+    address: str
+    role: str  # the catalog replica's Raft role: LEADER | FOLLOWER | CANDIDATE | ... | ""
+    term: int
+    leader: str | None  # the leader's UUID as this master knows it
+    leader_address: str | None
+    ready: bool  # this master is the leader and passed the leader-ready gate
+    masters: list[str]  # the catalog's voters' addresses, from its committed config
+
+
+class TabletServerEntry(msgspec.Struct, frozen=True):
+    uuid: str
+    address: str
+    live: bool
+    seconds_since_heartbeat: float
+    state: str  # UNKNOWN | REGISTERED | REPORTING (tserver_map.RegState)
+
+
+class TabletServerList(msgspec.Struct, frozen=True):
+    master_uuid: str
+    tservers: list[TabletServerEntry]
+
+
+class CreateTableRequest(msgspec.Struct, frozen=True):
+    name: str
+    schema: list[Column]
+    num_tablets: int
+    num_replicas: int
+    request_id: str = ""  # client-chosen: a retry of the same request answers OK
+
+
+class TableCreatedReply(msgspec.Struct, frozen=True):
+    table_id: str
+    tablet_ids: list[str]
+    already_existed: bool = False
+
+
+class TableDeletedReply(msgspec.Struct, frozen=True):
+    table_id: str
+
+
+class TableInfo(msgspec.Struct, frozen=True):
+    name: str
+    table_id: str
+    state: str
+    schema_version: int
+    num_tablets: int
+
+
+class TableList(msgspec.Struct, frozen=True):
+    tables: list[TableInfo]
+
+
+class ReplicaLocationInfo(msgspec.Struct, frozen=True):
+    uuid: str
+    address: str
+    member_type: str
+    leader: bool
+    live: bool
+
+
+class TabletLocationInfo(msgspec.Struct, frozen=True):
+    tablet_id: str
+    partition: int
+    state: str
+    term: int
+    replicas: list[ReplicaLocationInfo]
+
+
+class TableLocationsReply(msgspec.Struct, frozen=True):
+    table_id: str
+    name: str
+    schema_version: int
+    num_tablets: int
+    tablets: list[TabletLocationInfo]
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+class MasterNotLeader(AppError):
+    code = "master.not_leader"
+    fields = ("leader_uuid", "leader_address", "term")
+
+    def __init__(self, leader_uuid: str | None, leader_address: str | None,
+                 term: int) -> None:
+        hint = f"; try {leader_uuid} at {leader_address}" if leader_uuid else ""
+        super().__init__(f"this master is not the leader (term {term}){hint}")
+        self.leader_uuid = leader_uuid
+        self.leader_address = leader_address
+        self.term = term
+
+
+class ServiceUnavailable(AppError):
+    code = "master.service_unavailable"
+    fields = ("detail",)
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"service unavailable: {detail}")
+        self.detail = detail
+
+
+REASONS: Final = ("NOT_FOUND", "ALREADY_PRESENT", "INVALID_ARGUMENT", "NAME_RESERVED",
+                  "NOT_ENOUGH_SERVERS", "ILLEGAL_STATE")
+
+
+class Refused(AppError):
+    code = "master.refused"
+    fields = ("reason", "detail", "retryable")
+
+    def __init__(self, reason: str, detail: str, retryable: int) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.retryable = retryable
+
+
+class CatalogWriteFailed(AppError):
+    code = "master.catalog_write_failed"
+    fields = ("detail",)
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the catalog write did not commit, nothing changed: {detail}")
+        self.detail = detail
+
+
+APP_ERRORS: Final = (MasterNotLeader, ServiceUnavailable, Refused, CatalogWriteFailed)
+
+
+def refusal(error: MasterError) -> Refused:
+    """The wire error of one of the core's refusals."""
+    reason = {NotFound: "NOT_FOUND", AlreadyPresent: "ALREADY_PRESENT",
+              InvalidArgument: "INVALID_ARGUMENT", NameReserved: "NAME_RESERVED",
+              NotEnoughServers: "NOT_ENOUGH_SERVERS",
+              IllegalState: "ILLEGAL_STATE"}.get(type(error), "ILLEGAL_STATE")
+    assert reason in REASONS
+    return Refused(reason, error.message, int(error.retryable))
+
+
+__all__ = [
+    "APP_ERRORS",
+    "CATALOG_TABLET_ID",
+    "MASTER_CREATE_TABLE",
+    "MASTER_DELETE_TABLE",
+    "MASTER_HEARTBEAT",
+    "MASTER_LIST_TABLES",
+    "MASTER_LIST_TSERVERS",
+    "MASTER_STATUS",
+    "MASTER_TABLE_LOCATIONS",
+    "REASONS",
+    "CatalogWriteFailed",
+    "CreateTableRequest",
+    "Empty",
+    "MasterNotLeader",
+    "MasterStatus",
+    "Refused",
+    "ReplicaLocationInfo",
+    "ServiceUnavailable",
+    "TableCreatedReply",
+    "TableDeletedReply",
+    "TableInfo",
+    "TableList",
+    "TableLocationsReply",
+    "TableName",
+    "TabletLocationInfo",
+    "TabletServerEntry",
+    "TabletServerList",
+    "refusal",
+]

@@ -1,0 +1,128 @@
+"""``revivify master run``: one master process.
+
+    revivify master run --fs-root DIR --rpc-bind HOST:PORT [--masters A,B,C]
+                        [--trace-dir DIR] [--tick-ms 50] [--election-ticks 10]
+                        [--heartbeat-ticks 2] [--no-fsync] [--seed N]
+                        [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
+
+``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
+master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
+creates the catalog tablet with all of them as voters (server.py). The process prints one
+line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
+then a follower, or a leader not ready yet: ``revivify master status`` says when it is),
+logs to stderr, and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
+unusable directory: a one-line error, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from revivify.impl.rpc.address import parse_address
+from revivify.impl.storage.errors import StorageError
+
+from .server import MasterOptions, normalize, open_master
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="revivify master run",
+        description="Run one master: hosts the Raft-replicated catalog, serves tables.")
+    p.add_argument("--fs-root", required=True,
+                   help="the master's directory (formatted with a new UUID on first start)")
+    p.add_argument("--rpc-bind", required=True, help="HOST:PORT to serve RPC on")
+    p.add_argument("--masters", default="", metavar="HOST:PORT,...",
+                   help="every master of the cluster, this one included (1 or 2N+1); "
+                        "default: this one alone")
+    p.add_argument("--trace-dir", default=None,
+                   help="where to write this process's trace (default FS_ROOT/traces)")
+    p.add_argument("--tick-ms", type=int, default=50, help="Raft tick (default 50)")
+    p.add_argument("--election-ticks", type=int, default=10,
+                   help="minimum election timeout in ticks (default 10)")
+    p.add_argument("--heartbeat-ticks", type=int, default=2,
+                   help="Raft heartbeat interval in ticks (default 2)")
+    p.add_argument("--no-fsync", action="store_true", help="benchmarks only")
+    p.add_argument("--seed", type=int, default=None, help="randomness seed")
+    p.add_argument("--tserver-dead-after-ms", type=int, default=3000,
+                   help="a tablet server without a heartbeat this long is dead (default "
+                        "3000)")
+    p.add_argument("--creation-timeout-s", type=float, default=60.0,
+                   help="a tablet still CREATING after this long is replaced (default 60)")
+    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    return p
+
+
+def parse(argv: list[str]) -> MasterOptions:
+    args = build_parser().parse_args(argv)
+    try:
+        host, port = parse_address(args.rpc_bind)
+    except ValueError as exc:
+        raise UsageError(f"--rpc-bind: {exc}") from None
+    masters: list[str] = []
+    for item in (m.strip() for m in args.masters.split(",")):
+        if item:
+            try:
+                masters.append(normalize(item))
+            except ValueError as exc:
+                raise UsageError(f"--masters: {exc}") from None
+    if masters:
+        if len(set(masters)) != len(masters):
+            raise UsageError("--masters lists an address twice")
+        if len(masters) % 2 == 0:
+            raise UsageError(f"--masters: {len(masters)} masters; use 1 or 2N+1")
+        if normalize(args.rpc_bind) not in masters:
+            raise UsageError(f"--masters must include this master's --rpc-bind "
+                             f"{normalize(args.rpc_bind)}")
+    if args.tick_ms < 1 or args.heartbeat_ticks < 1 \
+            or args.election_ticks <= args.heartbeat_ticks:
+        raise UsageError("need --tick-ms >= 1 and 1 <= --heartbeat-ticks < --election-ticks")
+    if args.tserver_dead_after_ms < 1 or args.creation_timeout_s <= 0:
+        raise UsageError("--tserver-dead-after-ms and --creation-timeout-s must be positive")
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
+                         masters=tuple(masters), trace_dir=args.trace_dir,
+                         tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
+                         heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
+                         seed=args.seed, dead_after=args.tserver_dead_after_ms / 1000,
+                         creation_timeout=args.creation_timeout_s)
+
+
+async def serve(options: MasterOptions) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with open_master(options) as master:
+            print(f"revivify master {master.uuid} listening on {master.address}", flush=True)
+            async for _ in signals:
+                break
+
+
+def run_main(argv: list[str]) -> int:
+    try:
+        options = parse(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    except UsageError as exc:
+        print(f"revivify master run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(serve, options)
+    except (StorageError, OSError) as exc:
+        print(f"revivify master run: cannot use {options.fs_root}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = ["build_parser", "run_main"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_main(sys.argv[1:]))

@@ -1,0 +1,560 @@
+"""The master process: the trio shell around the master core (catalog, plans, reports).
+
+Theory of operation
+-------------------
+A master is a tablet server that hosts one tablet, the catalog (``sys-catalog``, api.py),
+plus the master's RPC methods on the same RPC server (seed 004 "Current design"; DESIGN.md
+"the catalog is a tablet hosted by the masters' tablet manager and replicated by the same
+Raft and WAL"). It embeds impl/tserver/server.py's TabletServer unchanged: the directory
+(its instance file gives the master its UUID), the tablet manager, the catalog's Raft
+replica, its WAL, the Raft.Message transport and the trace (``server_format``,
+``server_start``, the catalog tablet's Raft facts) all come from there.
+
+Bootstrap (first start). The catalog tablet is created on every master with the same
+config at index 0: every configured master as a VOTER, in address order. Its members' UUIDs
+are learnt over RPC from their addresses (a call naming no UUID is refused with
+WrongServerUuid, which names the server's; tests/integration/helpers.py discover_uuid does
+the same), retried until every master answered. From then on the config is in the catalog's
+cmeta: a restart finds the tablet on disk (STARTING, then RUNNING) and discovers nothing.
+A master whose directory is wiped gets a new UUID and is not a member any more (master
+config change is not built: issue 19).
+
+The leader-ready gate (seed 004; issue 18). A loop watches the catalog replica every tick:
+
+    not leader                      ready = None; followers answer catalog requests with
+                                    MasterNotLeader(hint), a leader not yet ready with
+                                    ServiceUnavailable (retryable)
+    leader, and it has committed an entry of its term (its no-op) and applied every entry
+    of its log (no write of an earlier term still in flight)
+                                    under the write lock: snapshot = Catalog.from_rows(the
+                                    catalog tablet's rows); ready = term; the tablet-server
+                                    map is told it leads (it asks every server for a full
+                                    report: KUDU-1353/1374); a fresh CreationWatch
+
+Every master keeps a TabletServerMap from the heartbeats every tablet server sends to every
+master (KUDU-1358: a new leader already knows the live servers); only the ready leader
+processes reports.
+
+Running a plan (docs/architecture.md "The master core"). One catalog write is in flight at
+a time: the write lock covers every catalog row, so it holds whatever ``plan.locks`` names
+(a superset, never taken in a conflicting order); ``plan.reserve`` is held in
+``reserved`` while the write is in flight so that a CreateTable of the same name planned
+meanwhile is refused as NameReserved (retryable). Under the lock the plan is checked fresh
+against the snapshot (else planned again), its write proposed to the local catalog replica
+as ONE WriteBatch, and once the replica answers (committed and applied on this leader) the
+snapshot advances by that batch's ops and ``plan.commit(snapshot)`` releases the reply and
+the calls. Why the snapshot may be advanced by our ops alone: this master was the ready
+leader when it planned and holds the write lock, so every entry between its last write and
+this one is its own (or a no-op); an entry of another leader would be of a later term and
+come after ours. A write that fails (lost leadership, timeout: KUDU-495) fails the operation
+with CatalogWriteFailed, drops the plan, sends nothing, and marks the snapshot for a
+rebuild (the write may still commit later under this or another leader): the gate then
+rebuilds from the rows once the log is fully applied before anything is served again.
+
+Calls to tablet servers are sent only after their plan committed (above), each by its own
+task, retried with a backoff while this master is the ready leader, for at most
+``call_retry_seconds``; what is lost then (or with a dead master) is re-driven by reports
+and by the background task. An answer that makes a call moot counts as done:
+TabletAlreadyExists for CreateTablet, TabletNotFound for DeleteTablet, a refused CAS,
+InvalidArgument, UnknownMethod (AlterSchema: the tablet server does not serve it yet).
+
+Background (the ready leader, every ``background_seconds``): CreateTablet nudges to every
+replica of every CREATING tablet (creation_nudges: from committed records alone, so a new
+leader continues its predecessor's creations), and the replacement of tablets CREATING for
+longer than ``creation_timeout`` under this leader (plan_replace_tablets: old REPLACED and
+new CREATING in one write).
+
+Known limits: the master also serves the tablet-server methods of its embedded server
+(Data.Write to ``sys-catalog`` included: anyone who can reach a master can write rows to
+its catalog); no master config change; AlterTable is planned by the core but not served here
+(the tablet server has no AlterSchema yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import secrets
+from collections.abc import AsyncIterator, Callable
+from typing import Final, TypeVar
+
+import attrs
+import msgspec
+import trio
+
+from revivify.impl.consensus.messages import Config, Peer
+from revivify.impl.rpc import (
+    AppError,
+    CallContext,
+    RpcError,
+    Service,
+    UnknownMethod,
+    WrongServerUuid,
+    open_rpc_client,
+)
+from revivify.impl.rpc.address import format_address, parse_address
+from revivify.impl.rpc.backoff import Backoff
+from revivify.impl.storage.values import ConsensusMeta
+from revivify.impl.tserver import api as ts_api
+from revivify.impl.tserver.manager.core import Kind
+from revivify.impl.tserver.replica import RUNNING, Replica, config_to_storage
+from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
+
+from . import api
+from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall
+from .catalog import Catalog, Column
+from .errors import MasterError
+from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
+from .operations import (
+    Committed,
+    CreateTable,
+    CreationWatch,
+    Plan,
+    creation_nudges,
+    plan_create_table,
+    plan_delete_table,
+    plan_replace_tablets,
+)
+from .queries import list_tables, table_locations
+from .reports import process_report
+from .tserver_map import TabletServerMap
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+CATALOG: Final = api.CATALOG_TABLET_ID
+_CALL_RETRY: Final = Backoff(initial=0.1, max=2.0, multiplier=2.0, jitter=0)
+_REPLAN_ATTEMPTS: Final = 8  # a plan that keeps finding its rows changed gives up
+
+_RESPONSE_OF: Final[dict[str, type[msgspec.Struct]]] = {
+    ts_api.ADMIN_CREATE_TABLET: ts_api.TabletCreated,
+    ts_api.ADMIN_DELETE_TABLET: ts_api.Ack,
+    ts_api.ADMIN_CHANGE_CONFIG: ts_api.ConfigChanged,
+    ADMIN_ALTER_SCHEMA: ts_api.Ack,
+}
+
+
+@attrs.frozen
+class MasterOptions:
+    fs_root: str
+    rpc_host: str = "127.0.0.1"
+    rpc_port: int = 0
+    masters: tuple[str, ...] = ()  # every master's HOST:PORT, this one included; () = alone
+    trace_dir: str | None = None
+    tick_seconds: float = 0.05
+    election_ticks: int = 10
+    heartbeat_ticks: int = 2
+    fsync: bool = True
+    seed: int | None = None
+    dead_after: float = 3.0  # seconds without a heartbeat before a tablet server is dead
+    background_seconds: float = 1.0
+    creation_timeout: float = 60.0  # a tablet CREATING this long (under one leader) is replaced
+    write_timeout: float = 10.0  # a catalog write not committed by then failed
+    call_retry_seconds: float = 30.0
+    call_timeout: float = 10.0
+
+
+def normalize(address: str) -> str:
+    host, port = parse_address(address)
+    return format_address(host, port)
+
+
+class MasterServer:
+    """One master process's state around its embedded tablet server (module docstring)."""
+
+    def __init__(self, options: MasterOptions) -> None:
+        self.options = options
+        self.ts: TabletServer | None = None
+        self.tservers: TabletServerMap | None = None
+        self.catalog = Catalog()
+        self.ready_term: int | None = None
+        self._needs_rebuild = False
+        self._write_lock = trio.Lock()
+        self.reserved: set[str] = set()
+        self._client_id = f"master-{secrets.token_hex(8)}"  # fresh per process: seqs from 0
+        self._seq = 0
+        self._inflight: set[tuple[str, str, str]] = set()
+        self._watch = CreationWatch()
+        self._nursery: trio.Nursery | None = None
+        self._rng = random.Random(options.seed)
+        self._bootstrapped = trio.Event()
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def server(self) -> TabletServer:
+        assert self.ts is not None
+        return self.ts
+
+    @property
+    def uuid(self) -> str:
+        return self.server.uuid
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def master_addresses(self) -> tuple[str, ...]:
+        configured = tuple(sorted({normalize(a) for a in self.options.masters}))
+        return configured or (self.address,)
+
+    def catalog_replica(self) -> Replica | None:
+        if self.ts is None:
+            return None
+        replica = self.ts.tablets.replica(CATALOG)
+        return replica if replica is not None and replica.state == RUNNING else None
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    def tmap(self) -> TabletServerMap:
+        assert self.tservers is not None
+        return self.tservers
+
+    # ------------------------------------------------------------------ bootstrap
+
+    async def discover_uuid(self, address: str) -> str:
+        """The UUID of the server at ``address``, from its refusal of a call naming none."""
+        host, port = parse_address(address)
+        failures = 0
+        while True:
+            try:
+                async with open_rpc_client(host, port, "", self.uuid) as client:
+                    await client.call(api.MASTER_STATUS, api.Empty(), api.MasterStatus)
+            except WrongServerUuid as exc:
+                return exc.expected
+            except (RpcError, OSError) as exc:
+                logger.debug("master at %s: %s", address, exc)
+            failures += 1
+            await trio.sleep(_CALL_RETRY.delay(failures))
+
+    async def ensure_catalog(self) -> None:
+        """Create the catalog tablet here, once, with every master as a voter."""
+        tablets = self.server.tablets
+        if tablets.core.state(CATALOG).kind is not Kind.ABSENT:
+            return
+        addresses = self.master_addresses()
+        if self.address not in addresses:
+            raise ValueError(f"this master's address {self.address} is not in --masters "
+                             f"{','.join(addresses)}")
+        peers = []
+        for address in addresses:
+            uuid = self.uuid if address == self.address else await self.discover_uuid(address)
+            peers.append(Peer(uuid, address))
+        config = Config(0, tuple(peers))
+        cmeta = ConsensusMeta(CATALOG, 0, None, config_to_storage(config))
+        logger.info("creating the catalog tablet with voters %s", [p.uuid for p in peers])
+        if tablets.core.state(CATALOG).kind is Kind.ABSENT:
+            await tablets.create(CATALOG, cmeta, sorted(config.voters()))
+
+    async def bootstrap(self) -> None:
+        """Create the catalog if it is not here yet (it waits for the other masters)."""
+        await self.ensure_catalog()
+        self._bootstrapped.set()
+
+    # ------------------------------------------------------------------ the gate
+
+    def _leader_of(self, replica: Replica | None) -> tuple[str, int, str | None, str | None]:
+        """(role, term, leader uuid, leader address) of the catalog replica."""
+        if replica is None:
+            return ("", 0, None, None)
+        status = replica.core.status()
+        leader = status.leader
+        peer = status.active_config.peer(leader) if leader else None
+        return (status.role.value, status.term, leader, peer.address if peer else None)
+
+    async def gate(self) -> None:
+        """The leader-ready gate, every tick (module docstring)."""
+        while True:
+            await trio.sleep(self.options.tick_seconds)
+            replica = self.catalog_replica()
+            if replica is None:
+                continue
+            status = replica.core.status()
+            leading = replica.core.is_leader()
+            if not leading:
+                if self.ready_term is not None:
+                    logger.info("master %s: no longer the ready leader (term %d)", self.uuid,
+                                status.term)
+                self.ready_term = None
+                self.tmap().set_leadership(status.term, False)
+                continue
+            if self.ready_term == status.term and not self._needs_rebuild:
+                continue
+            if not (replica.core.committed_in_term()
+                    and replica.store.applied_index >= status.last_index):
+                continue
+            async with self._write_lock:
+                status = replica.core.status()
+                if not (replica.core.is_leader() and replica.core.committed_in_term()
+                        and replica.store.applied_index >= status.last_index):
+                    continue
+                self.catalog = Catalog.from_rows(replica.store.scan())
+                self.ready_term = status.term
+                self._needs_rebuild = False
+                self._watch = CreationWatch()
+                self.tmap().set_leadership(status.term, True)
+                logger.info("master %s: ready leader in term %d (%d tables, %d tablets)",
+                            self.uuid, status.term, len(self.catalog.tables),
+                            len(self.catalog.tablets))
+
+    def require_ready(self) -> int:
+        """The term this master leads in, ready; else the typed refusal."""
+        replica = self.catalog_replica()
+        _, term, leader, address = self._leader_of(replica)
+        if replica is None or not replica.core.is_leader():
+            raise api.MasterNotLeader(leader, address, term)
+        if self.ready_term != term or self._needs_rebuild:
+            raise api.ServiceUnavailable(f"leader in term {term}, not ready yet")
+        return term
+
+    # ------------------------------------------------------------------ plans
+
+    async def run_plan(self, make: Callable[[Catalog], Plan[R] | MasterError]
+                       ) -> Committed[R] | MasterError:
+        """Plan on the current snapshot and run the plan (module docstring)."""
+        for _ in range(_REPLAN_ATTEMPTS):
+            term = self.require_ready()
+            planned = make(self.catalog)
+            if isinstance(planned, MasterError):
+                return planned
+            plan = planned
+            async with self._write_lock:
+                if self.require_ready() != term or not plan.is_fresh(self.catalog):
+                    continue  # someone's write changed a row it read: plan again
+                if plan.write.is_empty():
+                    done = plan.commit(self.catalog)
+                else:
+                    replica = self.catalog_replica()
+                    assert replica is not None
+                    batch = plan.write.to_batch(self._client_id, self._seq)
+                    self._seq += 1
+                    self.reserved |= plan.reserve
+                    try:
+                        with trio.fail_after(self.options.write_timeout):
+                            await replica.write(batch)
+                    except (AppError, trio.TooSlowError) as exc:
+                        # KUDU-495: the operation fails, the master keeps running; the
+                        # write may still commit, so the snapshot is rebuilt from the rows.
+                        self._needs_rebuild = True
+                        raise api.CatalogWriteFailed(f"{plan.op}: {exc}") from None
+                    finally:
+                        self.reserved -= plan.reserve
+                    self.catalog = self.catalog.apply_ops(batch.ops)
+                    done = plan.commit(self.catalog)
+            self.send_calls(done.calls)
+            return done
+        raise api.ServiceUnavailable("the catalog kept changing under the request; retry")
+
+    async def run_or_refuse(self, make: Callable[[Catalog], Plan[R] | MasterError]) -> R:
+        result = await self.run_plan(make)
+        if isinstance(result, MasterError):
+            raise api.refusal(result)
+        return result.reply
+
+    # ------------------------------------------------------------------ calls
+
+    def send_calls(self, calls: tuple[TabletServerCall, ...]) -> None:
+        for call in calls:
+            key = (call.dest, call.method, call.tablet_id)
+            if key in self._inflight:
+                continue  # the same call is already being retried
+            self._inflight.add(key)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._deliver, call, key)
+
+    def _address_for(self, call: TabletServerCall) -> str | None:
+        address = self.tmap().address(call.dest)
+        if address is None and isinstance(call.body, ts_api.CreateTablet):
+            peer = next((p for p in call.body.peers if p.uuid == call.dest), None)
+            address = peer.address if peer else None
+        return address
+
+    async def _deliver(self, call: TabletServerCall, key: tuple[str, str, str]) -> None:
+        try:
+            deadline = self.now() + self.options.call_retry_seconds
+            failures = 0
+            while self.now() < deadline and self.ready_term is not None:
+                address = self._address_for(call)
+                if address is not None and await self._try_call(call, address):
+                    return
+                failures += 1
+                await trio.sleep(_CALL_RETRY.delay(failures))
+            logger.info("gave up on %s to %s for %s (reports re-drive it)", call.method,
+                        call.dest, call.tablet_id)
+        finally:
+            self._inflight.discard(key)
+
+    async def _try_call(self, call: TabletServerCall, address: str) -> bool:
+        """One attempt; True when the call is done or moot."""
+        host, port = parse_address(address)
+        try:
+            with trio.fail_after(self.options.call_timeout):
+                async with open_rpc_client(host, port, call.dest, self.uuid,
+                                           app_errors=ts_api.APP_ERRORS) as client:
+                    await client.call(call.method, call.body, _RESPONSE_OF[call.method])
+            logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
+                        call.tablet_id, call.why)
+            return True
+        except (ts_api.TabletAlreadyExists, ts_api.ConfigChangeRefused,
+                ts_api.InvalidArgument, UnknownMethod) as exc:
+            logger.info("%s to %s for %s: moot: %s", call.method, call.dest, call.tablet_id,
+                        exc)
+            return True
+        except ts_api.TabletNotFound:
+            return call.method == ts_api.ADMIN_DELETE_TABLET
+        except (RpcError, OSError, trio.TooSlowError) as exc:
+            logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id, exc)
+            return False
+
+    # ------------------------------------------------------------------ background
+
+    async def background(self) -> None:
+        while True:
+            await trio.sleep(self.options.background_seconds)
+            if self.ready_term is None:
+                continue
+            try:
+                await self._background_round()
+            except AppError as exc:  # lost leadership meanwhile: the next round
+                logger.info("background round: %s", exc)
+
+    async def _background_round(self) -> None:
+        now = self.now()
+        self.send_calls(creation_nudges(self.catalog))
+        self._watch = self._watch.observe(self.catalog, now)
+        timed_out = self._watch.timed_out(now, self.options.creation_timeout)
+        if not timed_out:
+            return
+        servers = self.tmap().candidates(now)
+        result = await self.run_plan(lambda c: plan_replace_tablets(
+            c, timed_out, servers=servers, rng=self._rng))
+        if isinstance(result, MasterError):
+            logger.info("replacing timed-out tablets %s: %s", timed_out, result.message)
+        else:
+            logger.info("replaced timed-out tablets: %s", result.reply.replaced)
+
+    # ------------------------------------------------------------------ RPC handlers
+
+    def _require_started(self) -> None:
+        if self.ts is None or self.tservers is None:
+            raise api.ServiceUnavailable("the master is starting")
+
+    async def on_heartbeat(self, hb: Heartbeat, ctx: CallContext) -> HeartbeatResponse:
+        self._require_started()
+        verdict = self.tmap().heartbeat(hb, self.now())
+        report = verdict.report
+        if report is not None:
+            try:
+                result = await self.run_plan(lambda c: process_report(c, hb.server_uuid,
+                                                                      report))
+                if isinstance(result, MasterError):
+                    logger.warning("report of %s refused: %s", hb.server_uuid, result.message)
+            except AppError as exc:
+                logger.info("report of %s not processed: %s", hb.server_uuid, exc)
+                self.tmap().report_failed(hb.server_uuid)
+        return verdict.response
+
+    async def on_status(self, req: api.Empty, ctx: CallContext) -> api.MasterStatus:
+        self._require_started()
+        replica = self.catalog_replica()
+        role, term, leader, address = self._leader_of(replica)
+        masters = [p.address for p in replica.core.status().committed_config.peers] \
+            if replica is not None else list(self.master_addresses())
+        ready = replica is not None and replica.core.is_leader() \
+            and self.ready_term == term and not self._needs_rebuild
+        return api.MasterStatus(self.uuid, self.address, role, term, leader, address, ready,
+                                masters)
+
+    async def on_list_tservers(self, req: api.Empty, ctx: CallContext
+                               ) -> api.TabletServerList:
+        self._require_started()
+        return api.TabletServerList(self.uuid, [
+            api.TabletServerEntry(i.uuid, i.address, i.live, round(i.seconds_since_heartbeat, 3),
+                                  i.state.value)
+            for i in self.tmap().describe(self.now())])
+
+    async def on_create_table(self, req: api.CreateTableRequest, ctx: CallContext
+                              ) -> api.TableCreatedReply:
+        self._require_started()
+        request = CreateTable(req.name, tuple(req.schema) or (Column("key", key=True),),
+                              req.num_tablets, req.num_replicas, req.request_id)
+        servers = self.tmap().candidates(self.now())
+        reply = await self.run_or_refuse(lambda c: plan_create_table(
+            c, request, servers=servers, reserved=frozenset(self.reserved), rng=self._rng))
+        return api.TableCreatedReply(reply.table_id, list(reply.tablet_ids),
+                                     reply.already_existed)
+
+    async def on_delete_table(self, req: api.TableName, ctx: CallContext
+                              ) -> api.TableDeletedReply:
+        self._require_started()
+        reply = await self.run_or_refuse(lambda c: plan_delete_table(c, req.name))
+        return api.TableDeletedReply(reply.table_id)
+
+    async def on_list_tables(self, req: api.Empty, ctx: CallContext) -> api.TableList:
+        self._require_started()
+        self.require_ready()
+        return api.TableList([
+            api.TableInfo(t.name, t.table_id, t.state.value, t.schema_version, t.num_tablets)
+            for t in list_tables(self.catalog)])
+
+    async def on_table_locations(self, req: api.TableName, ctx: CallContext
+                                 ) -> api.TableLocationsReply:
+        self._require_started()
+        self.require_ready()
+        now = self.now()
+        tmap = self.tmap()
+        found = table_locations(self.catalog, req.name, address=tmap.address,
+                                live=lambda uuid: tmap.is_live(uuid, now))
+        if isinstance(found, MasterError):
+            raise api.refusal(found)
+        return api.TableLocationsReply(found.table_id, found.name, found.schema_version,
+                                       found.num_tablets, [
+            api.TabletLocationInfo(t.tablet_id, t.partition, t.state.value, t.term, [
+                api.ReplicaLocationInfo(r.uuid, r.address, r.member_type, r.leader, r.live)
+                for r in t.replicas])
+            for t in found.tablets])
+
+    def register(self, service: Service) -> None:
+        """The master's methods, on the embedded tablet server's RPC service."""
+        service.register(MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse, self.on_heartbeat)
+        service.register(api.MASTER_STATUS, api.Empty, api.MasterStatus, self.on_status)
+        service.register(api.MASTER_LIST_TSERVERS, api.Empty, api.TabletServerList,
+                         self.on_list_tservers)
+        service.register(api.MASTER_CREATE_TABLE, api.CreateTableRequest,
+                         api.TableCreatedReply, self.on_create_table)
+        service.register(api.MASTER_DELETE_TABLE, api.TableName, api.TableDeletedReply,
+                         self.on_delete_table)
+        service.register(api.MASTER_LIST_TABLES, api.Empty, api.TableList,
+                         self.on_list_tables)
+        service.register(api.MASTER_TABLE_LOCATIONS, api.TableName,
+                         api.TableLocationsReply, self.on_table_locations)
+
+
+@contextlib.asynccontextmanager
+async def open_master(options: MasterOptions) -> AsyncIterator[MasterServer]:
+    """Run a master until the block exits. It serves RPC when this yields; it becomes ready
+    (if elected) once the catalog tablet exists and the gate opened."""
+    master = MasterServer(options)
+    ts_options = ServerOptions(
+        fs_root=options.fs_root, rpc_host=options.rpc_host, rpc_port=options.rpc_port,
+        trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
+        election_ticks=options.election_ticks, heartbeat_ticks=options.heartbeat_ticks,
+        fsync=options.fsync, seed=options.seed)
+    async with open_tserver(ts_options, extend_service=master.register) as ts:
+        master.ts = ts
+        master.tservers = TabletServerMap(ts.uuid, options.dead_after)
+        async with trio.open_nursery() as nursery:
+            master._nursery = nursery
+            nursery.start_soon(master.bootstrap)
+            nursery.start_soon(master.gate)
+            nursery.start_soon(master.background)
+            try:
+                yield master
+            finally:
+                nursery.cancel_scope.cancel()
+
+
+__all__ = ["CATALOG", "MasterOptions", "MasterServer", "normalize", "open_master"]

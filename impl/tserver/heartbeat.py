@@ -1,0 +1,206 @@
+"""Heartbeats to every master (seed 004 "Heartbeat to all masters").
+
+A tablet server started with ``--masters A,B,C`` runs one `Heartbeater` task per master
+address; each is independent of the others (a dead or partitioned master delays nobody).
+Every ``interval`` seconds it sends ``Master.Heartbeat``:
+
+    Heartbeat(server_uuid, incarnation, registration?, report?)
+
+* registration (this server's RPC address) on the first heartbeat to a master, and again
+  whenever that master answers ``needs_register`` (it does not know this server, or knows
+  another incarnation of it);
+* a FULL report (every tablet this server holds, tombstones included) with the
+  registration, when the master asks (``needs_full_report``), and whenever the master is
+  seen to become leader (``leader`` false -> true, or a new term while leader): KUDU-1374,
+  the new leader decides again whatever its predecessor decided and never sent;
+* otherwise an INCREMENTAL report: the tablets whose reported facts (state, term, leader,
+  committed config index) differ from what this master last acknowledged, edge-triggered:
+  a tablet acknowledged in report N is left out of N+1 unless it changed again.
+
+``seq`` counts the reports sent to one master in this incarnation, from 0, and rises by
+one per report sent, delivered or not: a lost report shows the master a gap, and it asks
+for a full one (tserver_map.py). What a report acknowledged is only recorded once the master
+answered, so a report lost in flight is sent again.
+
+The report's per-tablet state is the tablet manager's slot state (impl/tserver/manager: one
+state per tablet), with the replica's committed consensus state: from the running Raft core,
+or from the durable cmeta of a tablet that does not run. A master's UUID is learnt from its
+address (the RPC layer's WrongServerUuid names it) and learnt again when it changes (a
+wiped master).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+import attrs
+import trio
+
+from revivify.impl.master.messages import (
+    MASTER_HEARTBEAT,
+    Heartbeat,
+    HeartbeatResponse,
+    Registration,
+    ReplicaState,
+    ReportedConsensus,
+    ReportedReplica,
+    TabletReport,
+)
+from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
+from revivify.impl.rpc.address import parse_address
+from revivify.impl.rpc.backoff import Backoff
+
+from . import api
+from .manager.core import Failed, Running, Slot
+from .manager.shell import TabletManager
+from .replica import config_from_storage
+
+logger = logging.getLogger(__name__)
+
+# Between failed attempts to reach one master: 0.1 s doubling to the interval's multiple.
+_RECONNECT: Final = Backoff(initial=0.1, max=2.0, multiplier=2.0, jitter=0)
+
+# What makes a tablet "changed" for an incremental report.
+Signature = tuple[str, int, str | None, int]
+
+
+class HeartbeatHost(Protocol):
+    """What a heartbeater needs of its server (the TabletServer, seen through a Protocol so
+    that this module never imports server.py: no cycle)."""
+
+    uuid: str
+    address: str
+    tablets: TabletManager
+
+    @property
+    def incarnation(self) -> int: ...
+
+
+def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager) -> ReportedReplica | None:
+    """One tablet as the master sees it, or None for a slot that holds nothing (ABSENT)."""
+    st = slot.state
+    kind = st.kind.value
+    if kind == "ABSENT":
+        return None
+    if isinstance(st, Running):
+        replica = tablets.replica(tablet_id)
+        if replica is None:
+            return None
+        status = replica.core.status()
+        consensus = ReportedConsensus(status.term, status.leader, status.committed_config)
+        if replica.state != "RUNNING":  # its driver failed since it started
+            return ReportedReplica(tablet_id, "FAILED", consensus, error=replica.reason)
+        return ReportedReplica(tablet_id, "RUNNING", consensus)
+    durable = tablets.durable_of(tablet_id)
+    cmeta = durable.cmeta if durable is not None else None
+    reported: ReportedConsensus | None = None
+    if cmeta is not None:
+        reported = ReportedConsensus(cmeta.current_term, None,
+                                     config_from_storage(cmeta.committed_config))
+    state: ReplicaState = kind  # type: ignore[assignment]  # the slot kinds but ABSENT
+    return ReportedReplica(tablet_id, state, reported,
+                           error=st.reason if isinstance(st, Failed) else "")
+
+
+def all_replicas(tablets: TabletManager) -> list[ReportedReplica]:
+    out = []
+    for tablet_id, slot in sorted(tablets.core.slots.items()):
+        reported = replica_report(tablet_id, slot, tablets)
+        if reported is not None:
+            out.append(reported)
+    return out
+
+
+def signature(replica: ReportedReplica) -> Signature:
+    c = replica.consensus
+    if c is None:
+        return (replica.state, -1, None, -1)
+    return (replica.state, c.term, c.leader, c.config.opid_index)
+
+
+@attrs.define
+class Heartbeater:
+    """One master, seen from one tablet server (module docstring)."""
+
+    host: HeartbeatHost
+    master_address: str
+    interval: float
+    master_uuid: str = ""
+    registered: bool = False
+    full_next: bool = True
+    seq: int = 0
+    leader: bool = False
+    term: int = -1
+    acked: dict[str, Signature] = attrs.field(factory=dict)
+    responses: int = 0  # answered heartbeats (tests)
+
+    def build(self) -> tuple[Heartbeat, Mapping[str, Signature]]:
+        """The next heartbeat, and the signatures its report would acknowledge."""
+        replicas = all_replicas(self.host.tablets)
+        full = self.full_next or not self.registered
+        if not full:
+            replicas = [r for r in replicas if self.acked.get(r.tablet_id) != signature(r)]
+        sent = {r.tablet_id: signature(r) for r in replicas}
+        report = TabletReport(full=full, seq=self.seq, replicas=replicas)
+        self.seq += 1
+        registration = None if self.registered else Registration(self.host.address)
+        return (Heartbeat(self.host.uuid, self.host.incarnation, registration, report), sent)
+
+    def absorb(self, hb: Heartbeat, sent: Mapping[str, Signature],
+               response: HeartbeatResponse) -> None:
+        """The master answered ``hb``: record what it acknowledged and what it asks for."""
+        self.responses += 1
+        if hb.registration is not None:
+            self.registered = True
+        if hb.report is not None:
+            if hb.report.full:
+                self.acked = dict(sent)
+                self.full_next = False
+            else:
+                self.acked.update(sent)
+        newly_leader = response.leader and (not self.leader or response.term != self.term)
+        self.leader, self.term = response.leader, response.term
+        if response.needs_register:
+            self.registered = False
+            self.full_next = True
+        if response.needs_full_report or newly_leader:
+            self.full_next = True
+
+    async def run(self) -> None:
+        host, port = parse_address(self.master_address)
+        failures = 0
+        while True:
+            try:
+                async with open_rpc_client(host, port, self.master_uuid, self.host.uuid,
+                                           app_errors=api.APP_ERRORS) as client:
+                    while True:
+                        hb, sent = self.build()
+                        response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
+                        self.absorb(hb, sent, response)
+                        failures = 0
+                        await trio.sleep(self.interval)
+            except WrongServerUuid as exc:
+                # The master's UUID is learnt from its refusal (the first call names none).
+                if self.master_uuid and self.master_uuid != exc.expected:
+                    logger.warning("master at %s is now %s (was %s)", self.master_address,
+                                   exc.expected, self.master_uuid)
+                    self.registered, self.full_next, self.acked = False, True, {}
+                self.master_uuid = exc.expected
+            except (RpcError, OSError) as exc:
+                logger.debug("heartbeat to %s: %s", self.master_address, exc)
+                failures += 1
+                await trio.sleep(min(self.interval, _RECONNECT.delay(failures)))
+
+
+async def run_heartbeaters(host: HeartbeatHost, masters: tuple[str, ...],
+                           interval: float) -> None:
+    """One heartbeater per master, until cancelled."""
+    async with trio.open_nursery() as nursery:
+        for address in masters:
+            nursery.start_soon(Heartbeater(host, address, interval).run)
+
+
+__all__ = ["HeartbeatHost", "Heartbeater", "all_replicas", "replica_report",
+           "run_heartbeaters", "signature"]
