@@ -22,6 +22,7 @@ request id, so a retry of one that did commit answers OK with the same table.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -65,21 +66,24 @@ async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
     attempts = 0
     last: BaseException | None = None
     hint: str | None = None
+    rng = random.Random()
     with trio.move_on_after(options.deadline):
         while True:
             order = ([hint] if hint else []) + [m for m in masters if m != hint]
+            tried: set[str] = set()
             hint = None
             for address in order:
                 attempts += 1
+                tried.add(address)
                 try:
                     if address not in uuids:
                         uuids[address] = await handshake(address, CLIENT_UUID)
                     return await _call_one(address, uuids[address], method, body, response)
                 except api.MasterNotLeader as exc:
                     last = exc
-                    if exc.leader_address and exc.leader_address != address:
+                    if exc.leader_address and exc.leader_address not in tried:
                         hint = exc.leader_address
-                        break  # follow the hint at once
+                        break  # follow a hint not yet tried in this round at once
                 except api.Refused as exc:
                     if not exc.retryable:
                         raise Rejected(address, exc) from None
@@ -92,7 +96,7 @@ async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
                         OSError) as exc:
                     last = exc
             if hint is None:
-                await trio.sleep(options.backoff.delay(attempts))
+                await trio.sleep(options.backoff.delay(attempts, rng))
     raise DeadlineExceeded(method, attempts, last)
 
 

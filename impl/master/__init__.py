@@ -1,4 +1,4 @@
-"""Master: the sans-I/O core of the catalog, heartbeats and placement (the shell comes later).
+"""Master: the sans-I/O core of the catalog, heartbeats and placement, and its trio shell.
 
     catalog      table and tablet records, their catalog-tablet rows, the Catalog snapshot,
                  the state transition tables, the one CatalogWrite of an operation
@@ -14,6 +14,10 @@
     messages     the heartbeat and tablet-report wire structs
     errors       the typed refusals (values) and CatalogCorrupt / NotCommitted
 
-None of these modules imports trio (an import-linter contract): inputs are method calls and
+The shell: ``server`` (the master process: the catalog tablet on an embedded tablet
+server, the leader-ready gate, plans run as one replicated write, calls after commit),
+``api`` (its RPC methods and errors), ``main`` (``revivify master run``).
+
+None of the core modules above imports trio (an import-linter contract): inputs are method calls and
 values, time is a ``now`` argument, randomness an injected ``random.Random``.
 """

@@ -165,7 +165,10 @@ class Heartbeater:
         if response.needs_register:
             self.registered = False
             self.full_next = True
-        if response.needs_full_report or newly_leader:
+        # A leader newly seen gets everything again, unless what it just answered was
+        # already a full report (it processed that one as this very leader).
+        sent_full = hb.report is not None and hb.report.full
+        if response.needs_full_report or (newly_leader and not sent_full):
             self.full_next = True
 
     async def run(self) -> None:
