@@ -40,6 +40,7 @@ from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefu
 from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
 from revivify.impl.consensus.errors import TransferRefused
 from revivify.impl.consensus.messages import Config, ConfigChange, Entry, Message, Peer
+from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, RaftPeer
 from revivify.impl.storage.wal import Log, LogEntry
@@ -383,9 +384,6 @@ class Replica:
         says why: persist then trace each step; a message leaves once the steps it depends
         on are durable and traced, a leader's appends overtaking only its own WAL append
         of their entries; then apply, then answer reads)."""
-        # (Imported here so that this method is the only part of the file the plan touches.)
-        from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
-
         for effect in plan(rd):
             if isinstance(effect, Persist):
                 step = effect.step
