@@ -7,6 +7,9 @@ checker over every process's trace (the catalog tablet's Raft facts included).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 
@@ -22,6 +25,11 @@ from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api as ts_api
 
 OPTIONS = ClientOptions(deadline=30.0)
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *argv],
+                          capture_output=True, text=True, timeout=60, check=False)
 
 
 def assert_traces_clean(cluster: MasterCluster) -> None:
@@ -175,6 +183,22 @@ def test_single_master(tmp_path: pytest.TempPathFactory) -> None:
         with pytest.raises(Exception, match="NOT_FOUND"):
             run(lambda: master_call(masters, api.MASTER_DELETE_TABLE, api.TableName("nope"),
                                     api.TableDeletedReply, OPTIONS))
+        # The CLI: --json documents with the keys scripts read, exit 1 for a refusal.
+        m = ",".join(masters)
+        status = cli("master", "status", "--master", masters[0], "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["ready"] is True
+        tables = json.loads(cli("table", "list", "--masters", m, "--json").stdout)["tables"]
+        assert [(t["name"], t["state"], t["tablets"]) for t in tables] == [("solo", "RUNNING",
+                                                                           2)]
+        servers = json.loads(cli("tserver", "list", "--masters", m, "--json").stdout)
+        assert sum(t["live"] for t in servers["tservers"]) == 3
+        missing = cli("table", "delete", "nope", "--masters", m)
+        assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+        made = cli("table", "create", "cli", "--masters", m, "--tablets", "1", "--replicas",
+                   "1", "--json")
+        assert made.returncode == 0 and len(json.loads(made.stdout)["tablets"]) == 1
+        assert cli("table", "delete", "cli", "--masters", m).returncode == 0
+        assert cli("table", "create", "x", "--masters", "bad").returncode == 2
         # A restart of the master rebuilds its catalog from the catalog tablet alone.
         cluster.stop_master(0)
         cluster.start_master(0)
