@@ -73,10 +73,24 @@ import enum
 import itertools
 import random
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import msgspec
+
+from revivify.contract.events import (
+    ARGS_TYPES,
+    AppendArgs,
+    CommitArgs,
+    ConfigChangeArgs,
+    ConfigCommitArgs,
+    ElectionArgs,
+    EventName,
+    LeaderArgs,
+    LearnTermArgs,
+    StepDownArgs,
+    VoteArgs,
+)
 
 from . import quorum
 from .errors import (
@@ -156,13 +170,18 @@ class Options:
             raise ValueError("need at least one entry per append")
 
 
+# The argument records of the facts a Raft core makes (revivify.contract.events).
+RaftArgs = (AppendArgs | CommitArgs | ConfigChangeArgs | ConfigCommitArgs | ElectionArgs
+            | LeaderArgs | LearnTermArgs | StepDownArgs | VoteArgs)
+
+
 @attrs.frozen
 class Fact:
     """A trace fact: the event name, its arguments, and the core's part of the durable
     state after the step (the shell adds the superblock and data blocks)."""
 
-    event: str
-    args: dict[str, Any]
+    event: EventName
+    args: RaftArgs  # the contract's record of the event's arguments
     term: int
     voted_for: str | None
     config_index: int
@@ -403,8 +422,8 @@ class RaftCore:
         # append: the trace says which committed config the change was planned on (the
         # spec's config_change: its exact CAS), and the append that follows starts at the
         # config entry (a step in between ends the group commit of earlier proposals).
-        self._emit(Step(self._fact("config_change", cas_index=cas_index, config_index=index,
-                                   voters=sorted(config.voters()))))
+        self._emit(Step(self._fact("config_change", ConfigChangeArgs(
+            cas_index=cas_index, config_index=index, voters=sorted(config.voters())))))
         return self._append_own(ENTRY_CONFIG, encode_config(config))
 
     def read_index(self, request_id: int) -> None:
@@ -823,7 +842,8 @@ class RaftCore:
             self.role = Role.CANDIDATE
             self.term += 1
             self.voted_for = self.me
-            self._emit(Step(self._fact("start_election", me=self.me), cmeta=self._cmeta()))
+            self._emit(Step(self._fact("start_election", ElectionArgs(me=self.me)),
+                            cmeta=self._cmeta()))
             term = self.term
         if quorum.vote_result(self.voters(), self.votes) is quorum.VoteResult.WON:
             if pre_vote:
@@ -853,7 +873,7 @@ class RaftCore:
         if self.me not in self.progress:  # (a leader always is a voter; see promotable)
             self.progress[self.me] = self._new_progress(next_index=self.log.last_index + 1)
         self.progress[self.me].match = self.durable_index
-        self._emit(Step(self._fact("become_leader", me=self.me, t=self.term)))
+        self._emit(Step(self._fact("become_leader", LeaderArgs(me=self.me, t=self.term))))
         self._append_own(ENTRY_NOOP, b"")
 
     def _become_follower(self, term: int, leader: str | None) -> None:
@@ -867,7 +887,7 @@ class RaftCore:
         self.leader = leader
         self.votes = {}
         self.election_elapsed = 0
-        self._emit(Step(self._fact("learn_term", t=term), cmeta=self._cmeta()))
+        self._emit(Step(self._fact("learn_term", LearnTermArgs(t=term)), cmeta=self._cmeta()))
 
     def _follow(self) -> None:
         """Become a follower; a tombstone stays a tombstone (it only ever votes)."""
@@ -893,7 +913,7 @@ class RaftCore:
         self.election_elapsed = 0
         self.randomized_timeout = self._new_timeout()
         if was_leader:
-            self._emit(Step(self._fact("step_down", reason=why)))
+            self._emit(Step(self._fact("step_down", StepDownArgs(reason=why))))
 
     def _leave_leadership(self) -> None:
         if self.role is Role.LEADER:
@@ -961,7 +981,8 @@ class RaftCore:
         if last is not None and last.entries and last.fact.event == "log_append" \
                 and last.entries[-1].index == entries[0].index - 1:
             entries = (*last.entries, *entries)
-            prev_term = last.fact.args["prev_term"]
+            assert isinstance(last.fact.args, AppendArgs)
+            prev_term = last.fact.args.prev_term
             self._steps.pop()
         assert prev_term is not None, "a batch follows an entry this log holds"
         terms: list[list[int]] = []
@@ -970,10 +991,10 @@ class RaftCore:
                 terms[-1][1] += 1
             else:
                 terms.append([e.term, 1])
-        self._emit(Step(self._fact("log_append", first_index=entries[0].index,
-                                   prev_term=prev_term, terms=terms,
-                                   op_term=entries[-1].term, op_index=entries[-1].index),
-                        entries=entries))
+        self._emit(Step(self._fact("log_append", AppendArgs(
+            first_index=entries[0].index, prev_term=prev_term,
+            terms=[(term, count) for term, count in terms], op_term=entries[-1].term,
+            op_index=entries[-1].index)), entries=entries))
 
     def _broadcast_append(self, *, heartbeat: bool) -> None:
         """To every peer: what its window allows (and, for a heartbeat, at least an empty
@@ -1068,7 +1089,7 @@ class RaftCore:
         self.commit_index = index
         term = self.log.term_at(index)
         assert term is not None
-        self._emit(Step(self._fact("commit", index=index, op_term=term)))
+        self._emit(Step(self._fact("commit", CommitArgs(index=index, op_term=term))))
         for e in self.log.slice(old + 1, index):
             if e.kind == ENTRY_CONFIG:
                 config = _config_at(e)
@@ -1077,9 +1098,9 @@ class RaftCore:
                     while self._log_configs and \
                             self._log_configs[0].opid_index <= config.opid_index:
                         self._log_configs.pop(0)
-                    self._emit(Step(self._fact("config_commit", config_index=e.index,
-                                               voters=sorted(config.voters())),
-                                    cmeta=self._cmeta()))
+                    self._emit(Step(self._fact("config_commit", ConfigCommitArgs(
+                        config_index=e.index, voters=sorted(config.voters()))),
+                        cmeta=self._cmeta()))
 
     def _maybe_promote(self, uuid: str) -> None:
         """Promote a caught-up NON_VOTER that was added with ``promote``."""
@@ -1141,13 +1162,17 @@ class RaftCore:
     def _cmeta(self) -> Cmeta:
         return Cmeta(self.term, self.voted_for, self.committed_config)
 
-    def _fact(self, event: str, **args: Any) -> Fact:
+    def _fact(self, event: EventName, args: RaftArgs) -> Fact:
+        # The event's args are the trace contract's record for it, built here where the
+        # fact is made (the writer validates the pair again before writing the line).
+        assert type(args) is ARGS_TYPES[event], (event, type(args))
         return Fact(event, args, self.term, self.voted_for, self.committed_config.opid_index,
                     self.log.last_term, self.log.last_index)
 
     def _vote_fact(self, m: VoteRequest, *, granted: bool) -> None:
-        fact = self._fact("vote_granted" if granted else "vote_denied", candidate=m.src,
-                          t=m.term, cand_last_term=m.last_term, cand_last_index=m.last_index)
+        fact = self._fact("vote_granted" if granted else "vote_denied", VoteArgs(
+            candidate=m.src, t=m.term, cand_last_term=m.last_term,
+            cand_last_index=m.last_index))
         self._emit(Step(fact, cmeta=self._cmeta()))
 
     def _emit(self, step: Step) -> None:

@@ -127,6 +127,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import attrs
+import msgspec
 
 from revivify.impl.consensus.core import Cmeta, Fact, Options, RaftCore, ReadState, Role, Step
 from revivify.impl.consensus.log import RaftLog
@@ -235,11 +236,14 @@ def format_message(m: Message) -> str:
 
 
 def format_fact(f: Fact) -> str:
-    args = " ".join(f"{k}={_fmt_arg(v)}" for k, v in sorted(f.args.items()))
+    fields = msgspec.structs.asdict(f.args)
+    args = " ".join(f"{k}={_fmt_arg(v)}" for k, v in sorted(fields.items()))
     return f"{f.event} {args}".rstrip()
 
 
 def _fmt_arg(v: object) -> str:
+    if isinstance(v, list):  # run-length terms: [[term, count], ...]
+        return str([list(x) if isinstance(x, tuple) else x for x in v])
     return "-" if v is None else str(v)
 
 

@@ -34,7 +34,13 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from revivify.contract.events import DurableState
+from revivify.contract.events import (
+    CmetaState,
+    DurableState,
+    QuarantineState,
+    SuperblockState,
+    WalState,
+)
 from revivify.impl.consensus import core as raft
 from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefused
 from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
@@ -46,7 +52,7 @@ from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, 
 from revivify.impl.storage.wal import Log, LogEntry
 from revivify.impl.tablet.ops import WriteBatch, encode_write
 from revivify.impl.tablet.store import ApplyResult, TabletStore
-from revivify.impl.trace import TraceWriter, durable_state
+from revivify.impl.trace import TraceWriter
 
 from . import api
 from .durable import Durable, running
@@ -103,15 +109,14 @@ def config_from_storage(config: RaftConfig) -> Config:
 
 
 def fact_state(fact: raft.Fact,
-               quarantine: tuple[bool, bool] | None = None) -> dict[str, Any]:
-    """The contract's durable state object for a running READY replica after ``fact``
+               quarantine: tuple[bool, bool] | None = None) -> DurableState:
+    """The contract's durable state record for a running READY replica after ``fact``
     (``quarantine``: a quarantine directory an interrupted deletion left, if any)."""
-    return durable_state(
-        data_state="READY",
-        cmeta={"term": fact.term, "voted_for": fact.voted_for,
-               "config_index": fact.config_index},
-        wal="LIVE", wal_last_opid=(fact.last_term, fact.last_index), blocks="PRESENT",
-        quarantine=quarantine)
+    return DurableState(
+        superblock=SuperblockState("READY", (0, 0), False),
+        cmeta=CmetaState(fact.term, fact.voted_for, fact.config_index),
+        wal=WalState("LIVE", (fact.last_term, fact.last_index)), blocks="PRESENT",
+        quarantine=None if quarantine is None else QuarantineState(*quarantine))
 
 
 class _Waiter:
@@ -306,13 +311,6 @@ class Replica:
         self._submit(lambda: self.core.peer_missing(uuid))
 
     # ------------------------------------------------------------------ views
-
-    def trace_state(self) -> dict[str, Any]:
-        """The contract's durable state of this replica now."""
-        st = self.core.status()
-        return fact_state(raft.Fact("", {}, st.term, st.voted_for,
-                                    st.committed_config.opid_index, st.last_term,
-                                    st.last_index), self.quarantine)
 
     def durable(self) -> Durable:
         """The replica's durable state as the lifecycle core sees it (READY, its WAL LIVE

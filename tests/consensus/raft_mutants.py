@@ -21,6 +21,7 @@ from collections.abc import Callable
 import attrs
 import pytest
 
+from revivify.contract.events import VoteArgs
 from revivify.impl.consensus import core as core_mod
 from revivify.impl.consensus import quorum
 from revivify.impl.consensus.core import TRANSITIONS, RaftCore, ReadState, Role, Transition
@@ -94,8 +95,9 @@ def read_without_round(mp: pytest.MonkeyPatch) -> None:
 
 def vote_not_durable(mp: pytest.MonkeyPatch) -> None:
     def _vote_fact(self: RaftCore, m: VoteRequest, *, granted: bool) -> None:
-        fact = self._fact("vote_granted" if granted else "vote_denied", candidate=m.src,
-                          t=m.term, cand_last_term=m.last_term, cand_last_index=m.last_index)
+        fact = self._fact("vote_granted" if granted else "vote_denied", VoteArgs(
+            candidate=m.src, t=m.term, cand_last_term=m.last_term,
+            cand_last_index=m.last_index))
         self._emit(core_mod.Step(fact))  # BUG: no cmeta write
     mp.setattr(RaftCore, "_vote_fact", _vote_fact)
 
