@@ -542,7 +542,7 @@ async def open_master(options: MasterOptions) -> AsyncIterator[MasterServer]:
         fs_root=options.fs_root, rpc_host=options.rpc_host, rpc_port=options.rpc_port,
         trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
         election_ticks=options.election_ticks, heartbeat_ticks=options.heartbeat_ticks,
-        fsync=options.fsync, seed=options.seed)
+        fsync=options.fsync, seed=options.seed, internal_tablets=(CATALOG,))
     async with open_tserver(ts_options, extend_service=master.register) as ts:
         master.ts = ts
         master.tservers = TabletServerMap(ts.uuid, options.dead_after)

@@ -113,6 +113,9 @@ class ServerOptions:
     # Empty: the server runs alone, without masters.
     masters: tuple[str, ...] = ()
     heartbeat_seconds: float = 0.5
+    # Tablets this process hosts for itself (a master's catalog): Raft and the copy service
+    # reach them, the client and admin calls do not (they go through the master).
+    internal_tablets: tuple[str, ...] = ()
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -346,6 +349,12 @@ class TabletServer:
     def _replica(self, tablet_id: str) -> Replica:
         return self.tablets.require_running(tablet_id)
 
+    def _refuse_internal(self, tablet_id: str) -> None:
+        """A client or admin call for a tablet this process keeps for itself."""
+        if tablet_id in self.options.internal_tablets:
+            raise api.InvalidArgument(f"tablet {tablet_id} is internal to this server (a "
+                                      "master's catalog): use the master's commands")
+
     async def on_raft_message(self, req: api.RaftMessages, ctx: CallContext) -> api.Ack:
         for m in req.messages:
             if m.src != ctx.src_uuid:
@@ -383,6 +392,7 @@ class TabletServer:
 
     async def on_create_tablet(self, req: api.CreateTablet,
                                ctx: CallContext) -> api.TabletCreated:
+        self._refuse_internal(req.tablet_id)
         if not _TABLET_ID.match(req.tablet_id):
             raise api.InvalidArgument(f"bad tablet id {req.tablet_id!r}: 1-64 of [A-Za-z0-9_-]")
         uuids = [p.uuid for p in req.peers]
@@ -404,15 +414,18 @@ class TabletServer:
         return api.TabletCreated(req.tablet_id)
 
     async def on_delete_tablet(self, req: api.DeleteTablet, ctx: CallContext) -> api.Ack:
+        self._refuse_internal(req.tablet_id)
         await self.tablets.delete(req.tablet_id, req.mode, req.cas_config_index)
         return api.Ack()
 
     async def on_step_down(self, req: api.StepDown, ctx: CallContext) -> api.Ack:
+        self._refuse_internal(req.tablet_id)
         await self._replica(req.tablet_id).step_down(req.new_leader)
         return api.Ack()
 
     async def on_change_config(self, req: api.ChangeConfig,
                                ctx: CallContext) -> api.ConfigChanged:
+        self._refuse_internal(req.tablet_id)
         change = req.change
         if change.kind == "ADD":
             try:
@@ -423,6 +436,7 @@ class TabletServer:
         return api.ConfigChanged(index)
 
     async def on_write(self, req: api.Write, ctx: CallContext) -> api.Written:
+        self._refuse_internal(req.tablet_id)
         batch = WriteBatch(req.client_id, req.seq, list(req.ops))
         try:
             validate_write(batch)

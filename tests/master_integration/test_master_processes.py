@@ -199,6 +199,15 @@ def test_single_master(tmp_path: pytest.TempPathFactory) -> None:
         assert made.returncode == 0 and len(json.loads(made.stdout)["tablets"]) == 1
         assert cli("table", "delete", "cli", "--masters", m).returncode == 0
         assert cli("table", "create", "x", "--masters", "bad").returncode == 2
+        # The catalog is the master's own tablet: a client or admin call for it through the
+        # tablet-server API is refused (a write would bypass every master operation).
+        master = cluster.masters[0]
+        for method, body, reply in (
+                (ts_api.DATA_WRITE, ts_api.Write("sys-catalog", "intruder", 0, []),
+                 ts_api.Written),
+                (ts_api.ADMIN_DELETE_TABLET, ts_api.DeleteTablet("sys-catalog"), ts_api.Ack)):
+            with pytest.raises(ts_api.InvalidArgument, match="internal"):
+                call(master.address, master.uuid, method, body, reply)
         # A restart of the master rebuilds its catalog from the catalog tablet alone.
         cluster.stop_master(0)
         cluster.start_master(0)
