@@ -9,7 +9,9 @@
                                 | promote UUID
   revivify tablet step-down --tservers ... --tablet ID [--new-leader UUID]
   revivify row put KEY VALUE | get KEY | delete KEY | scan [--start K] [--end K] [--limit N]
-                                (each with --tservers ... --tablet ID [--hex])
+                                (each with --tservers ... --tablet ID, or --masters ...
+                                --table NAME: the key's tablet by hash, a scan of every
+                                tablet merged in key order; [--hex])
 
 Every command takes ``--json`` (one JSON document on stdout) and ``--deadline SECONDS``
 (default 10: the whole command, retries included, runs under a trio cancel scope with that
@@ -17,7 +19,7 @@ deadline, and the client library's retry deadline is the same).
 
 Exit codes: 0 success; 1 the answer is "no" (a key not found, a config change refused, a
 server refusing a request it understood: the tablet already exists, an invalid argument);
-2 bad usage (a malformed HOST:PORT, a missing flag, bad hex), an unknown tablet, or a
+2 bad usage (a malformed HOST:PORT, a missing flag, bad hex), an unknown tablet or table, or a
 cluster that cannot be reached or has no leader within the deadline. Errors are one line on
 stderr naming the command and what was wrong, never a traceback.
 
@@ -28,15 +30,19 @@ calls and prints (render.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from revivify.impl.client import (
     ChangeRefused,
     ClientError,
+    TableClient,
+    TabletClient,
     change_config,
     create_tablet,
+    open_table_client,
     open_tablet_client,
     server_status,
     step_down,
@@ -268,6 +274,35 @@ class _NoServer(ClientError):
 # ---------------------------------------------------------------------------- row
 
 
+def _row_target() -> Parser:
+    """Where the rows are: ``--tservers ... --tablet ID`` (one tablet, no masters) or
+    ``--masters ... --table NAME`` (a table's tablets, found through the masters)."""
+    p = Parser(add_help=False)
+    p.add_argument("--tservers", type=addresses_arg, default=None, metavar="HOST:PORT,...",
+                   help="tablet servers to ask, comma-separated (with --tablet)")
+    p.add_argument("--tablet", default=None, metavar="ID", help="the tablet's id")
+    p.add_argument("--masters", type=addresses_arg, default=None, metavar="HOST:PORT,...",
+                   help="the masters, comma-separated (with --table: each key goes to the "
+                        "table's tablet for its hash bucket)")
+    p.add_argument("--table", default=None, metavar="NAME", help="the table's name")
+    return p
+
+
+def _check_target(args: argparse.Namespace, prog: str) -> None:
+    """Exactly one of the two forms of _row_target (UsageError otherwise)."""
+    by_tablet = args.tservers is not None or args.tablet is not None
+    by_table = args.masters is not None or args.table is not None
+    if by_tablet and by_table:
+        raise UsageError(f"{prog}: give either --tservers and --tablet, or --masters and "
+                         "--table, not both")
+    if by_table:
+        if args.masters is None or args.table is None:
+            raise UsageError(f"{prog}: --masters and --table go together")
+    elif args.tservers is None or args.tablet is None:
+        raise UsageError(f"{prog}: the following arguments are required: --tservers and "
+                         "--tablet, or --masters and --table")
+
+
 def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:
     if hex_mode:
         try:
@@ -279,13 +314,15 @@ def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:
 
 def row_main(argv: list[str]) -> int:
     """``revivify row put | get | delete | scan``."""
-    parser = Parser(prog="revivify row", description="read and write rows of a tablet")
+    parser = Parser(prog="revivify row",
+                    description="read and write rows of a tablet, or of a table through "
+                                "the masters")
     sub = parser.add_subparsers(dest="cmd", required=True)
     data = Parser(add_help=False)
     data.add_argument("--hex", action="store_true",
                       help="keys and values are given and printed as hex (default: UTF-8 "
                            "text)")
-    parents = [_cluster(), data, common_flags()]
+    parents = [_row_target(), data, common_flags()]
     put = sub.add_parser("put", parents=parents, help="write a row",
                          description="Write VALUE at KEY (exactly once, at the leader).")
     put.add_argument("key", metavar="KEY")
@@ -313,6 +350,7 @@ def row_main(argv: list[str]) -> int:
     prog = f"revivify row {args.cmd}"
     hex_mode: bool = args.hex
     try:
+        _check_target(args, prog)
         key = None if args.cmd == "scan" else _data(args.key, hex_mode, "KEY", prog)
         value = _data(args.value, hex_mode, "VALUE", prog) if args.cmd == "put" else None
         start = (None if args.cmd != "scan" or args.start is None
@@ -327,8 +365,20 @@ def row_main(argv: list[str]) -> int:
     def show(data: bytes) -> str:
         return render.show_bytes(data, hex_mode)
 
+    @contextlib.asynccontextmanager
+    async def target() -> AsyncIterator[TabletClient | TableClient]:
+        """The tablet (--tservers --tablet) or the table (--masters --table): the same
+        put/delete/get/scan, the same documents."""
+        if args.table is not None:
+            async with open_table_client(args.masters, args.table, options=options) as table:
+                yield table
+        else:
+            async with open_tablet_client(args.tservers, args.tablet,
+                                          options=options) as tablet:
+                yield tablet
+
     async def work() -> Outcome:
-        async with open_tablet_client(args.tservers, args.tablet, options=options) as tablet:
+        async with target() as tablet:
             if args.cmd == "put":
                 assert key is not None and value is not None
                 written = await tablet.put(key, value)

@@ -13,7 +13,7 @@ Subcommands:
   master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.master.main)
   table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
-  row ...                 put, get, delete, scan rows of a tablet (revivify.impl.cli.admin)
+  row ...                 put, get, delete, scan rows of a tablet or table (cli.admin)
 
 The CLI is the one part of impl/ that may call the checker (DESIGN.md): the servers never do.
 
@@ -52,6 +52,7 @@ commands:
   table       'table create NAME | delete NAME | list | describe NAME' (--masters HOST:PORT,...)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
   row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
+              or a table (--masters ... --table NAME)
   replica     'replica list | delete | copy' on one server (--tserver HOST:PORT)
   copy        'copy list | cancel': the tablet copies running on a server (--tserver)
   local-replica  'local-replica list | purge-quarantine' on a server's directory (--fs-root)

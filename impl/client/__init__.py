@@ -13,6 +13,9 @@ bounds are ClientOptions).
                  server, NotLeader hints), retries, exactly-once writes by (client_id, seq),
                  linearizable reads and scans, config change (CAS) and step-down via the
                  leader
+    table        TableClient / open_table_client: a table's rows through the masters (its
+                 locations from GetTableLocations, cached and refreshed; each key hashed to
+                 its tablet; scans of every tablet merged in key order)
     admin        one-shot helpers for the CLI: server_status, create_tablet, tablet_status,
                  leader_info, change_config, step_down
     errors       ClientError and its subclasses: every error the library raises on purpose
@@ -55,6 +58,7 @@ from .errors import (
     Unavailable,
 )
 from .options import ClientOptions, parse_address
+from .table import TableClient, TableNotFoundError, open_table_client
 from .tablet import TabletClient, open_tablet_client
 
 __all__ = [
@@ -73,6 +77,8 @@ __all__ = [
     "RetriesExhausted",
     "ServerConnections",
     "ServerUnreachable",
+    "TableClient",
+    "TableNotFoundError",
     "TabletClient",
     "TabletNotFoundError",
     "TabletStatus",
@@ -86,6 +92,7 @@ __all__ = [
     "leader_info",
     "list_copies",
     "open_connections",
+    "open_table_client",
     "open_tablet_client",
     "parse_address",
     "server_status",

@@ -160,6 +160,13 @@ class TabletClient:
         """Every server address known: the ones given, then those learned from configs."""
         return list(self._addresses)
 
+    def learn_addresses(self, addresses: Sequence[str]) -> None:
+        """Add servers to ask (a table client's refreshed locations: table.py); the ones
+        already known keep their place, so the cached leader and the order stay."""
+        for address in addresses:
+            if _valid(address) and address not in self._addresses:
+                self._addresses.append(address)
+
     @property
     def leader_address(self) -> str | None:
         """The cached leader (None until one is found, or after it failed)."""

@@ -1,0 +1,257 @@
+"""TableClient: rows of a table, routed through the masters to the tablet holding each key.
+
+    async with open_table_client(["m1:7001", "m2:7001", "m3:7001"], "t1") as table:
+        await table.put(b"k", b"v")
+        assert await table.get(b"k") == b"v"
+        rows = await table.scan()          # every tablet, merged in key order
+
+Theory of operation
+-------------------
+Partitioning (impl/master/catalog.py: ``hash_bucket``, the table record's
+``partition_hash`` "blake2b-64"). A table of N tablets is hash-partitioned on the row key:
+the key's bucket is ``int.from_bytes(blake2b(key, digest_size=8), "big") % N``, and the live
+tablet whose record holds that bucket (``TabletRecord.partition``, reported as
+``TabletLocationInfo.partition``) holds the key. The client calls the very function the
+catalog names, so a client and a master can never disagree on a key's tablet (a second hash
+function would need ``partition_hash`` in the locations reply first).
+
+Locations. ``Master.GetTableLocations`` from the ready leader master (master.py's
+``master_call``: NOT_THE_LEADER hints followed, SERVICE_UNAVAILABLE retried) gives each live
+tablet's id, bucket and replicas (the leader first). They are cached, and fetched again:
+
+    a bucket with no tablet in the cached locations (a replacement happened under us)
+    TabletNotFoundError from the tablet client (no server it asked hosts the tablet: the
+        tablet was replaced or deleted, or its CreateTablet has not arrived yet)
+    NoLeader / a deadline of the tablet client that found no leader among the servers
+
+and the call is tried again, with the client's backoff, until ``ClientOptions.deadline``.
+A NotLeader inside one tablet is not a reason to ask the masters: the tablet client follows
+the hint and learns peers from the replicas' configs itself (tablet.py).
+
+Exactly once. One TabletClient per tablet id, kept for the life of this client (a refresh
+adds the new replicas' addresses to it instead of replacing it), all with this client's id:
+each keeps its own (client_id, seq) numbering, and a tablet only ever sees the numbers of its
+own TabletClient, so a write retried after a refresh re-sends the SAME pair (tablet.py's
+exactly-once argument holds per tablet).
+
+Scans visit every tablet (each a series of linearizable leader reads, tablet.py) and merge
+the rows in key order; the tablets' key sets are disjoint, so the merge is a plain k-way
+merge cut at ``limit``. Like a multi-page scan of one tablet, a scan of several tablets is
+not one snapshot.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid as uuid_module
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import attrs
+import trio
+
+from revivify.impl.master import api
+from revivify.impl.master.catalog import hash_bucket
+from revivify.impl.rpc import Network
+from revivify.impl.tserver.api import Written
+
+from .connections import ServerConnections, open_connections
+from .errors import (
+    ClientError,
+    DeadlineExceeded,
+    InvalidRequest,
+    NoLeader,
+    Rejected,
+    TabletNotFoundError,
+)
+from .master import master_call
+from .options import ClientOptions, parse_address
+from .tablet import TabletClient
+
+T = TypeVar("T")
+
+class TableNotFoundError(ClientError):
+    """The masters have no live table of that name (exit 2 in the CLI, like an unknown
+    tablet)."""
+
+    def __init__(self, name: str, last_error: BaseException | None = None) -> None:
+        super().__init__(f"table {name!r} not found", last_error)
+        self.name = name
+
+
+@attrs.frozen
+class TabletRoute:
+    """One live tablet of the table as the masters last reported it."""
+
+    tablet_id: str
+    partition: int
+    addresses: tuple[str, ...]  # its replicas' servers, the recorded leader first
+
+
+@attrs.frozen
+class Routes:
+    """A table's cached locations: bucket -> tablet."""
+
+    table_id: str
+    num_tablets: int
+    by_partition: dict[int, TabletRoute]
+
+    def route(self, key: bytes) -> TabletRoute | None:
+        return self.by_partition.get(hash_bucket(key, self.num_tablets))
+
+
+def routes_from(reply: api.TableLocationsReply) -> Routes:
+    """The routing table of a GetTableLocations answer."""
+    by_partition: dict[int, TabletRoute] = {}
+    for tablet in reply.tablets:
+        assert 0 <= tablet.partition < reply.num_tablets, "a bucket within the table"
+        replicas = sorted(tablet.replicas, key=lambda r: (not r.leader, not r.live))
+        by_partition[tablet.partition] = TabletRoute(
+            tablet.tablet_id, tablet.partition, tuple(r.address for r in replicas))
+    return Routes(reply.table_id, reply.num_tablets, by_partition)
+
+
+class TableClient:
+    """Reads and writes of one table's rows through its tablets (module docstring)."""
+
+    def __init__(self, connections: ServerConnections, masters: Sequence[str], name: str, *,
+                 client_id: str, options: ClientOptions | None = None,
+                 rng: random.Random | None = None) -> None:
+        if not masters:
+            raise InvalidRequest("no master addresses given")
+        for address in masters:
+            parse_address(address)
+        self.masters = list(masters)
+        self.name = name
+        self.client_id = client_id
+        self.options = ClientOptions() if options is None else options
+        self._rng = random.Random() if rng is None else rng
+        self._connections = connections
+        self._routes: Routes | None = None
+        self._tablets: dict[str, TabletClient] = {}
+        self.refreshes = 0  # GetTableLocations calls made (tests)
+
+    # ------------------------------------------------------------------ locations
+
+    async def refresh(self) -> Routes:
+        """Fetch the table's locations from the leader master and cache them."""
+        try:
+            reply = await master_call(self.masters, api.MASTER_TABLE_LOCATIONS,
+                                      api.TableName(self.name), api.TableLocationsReply,
+                                      self.options)
+        except Rejected as exc:
+            error = exc.error
+            if isinstance(error, api.Refused) and error.reason == "NOT_FOUND":
+                raise TableNotFoundError(self.name, error) from None
+            raise
+        self.refreshes += 1
+        routes = routes_from(reply)
+        self._routes = routes
+        for route in routes.by_partition.values():
+            client = self._tablets.get(route.tablet_id)
+            if client is not None:
+                client.learn_addresses(route.addresses)
+        return routes
+
+    async def routes(self) -> Routes:
+        return self._routes if self._routes is not None else await self.refresh()
+
+    def _client(self, route: TabletRoute) -> TabletClient:
+        client = self._tablets.get(route.tablet_id)
+        if client is None:
+            assert route.addresses, "a live tablet has replicas"
+            client = TabletClient(self._connections, route.addresses, route.tablet_id,
+                                  client_id=self.client_id, options=self.options,
+                                  rng=self._rng)
+            self._tablets[route.tablet_id] = client
+        return client
+
+    async def _on_tablet(self, key: bytes | None, partition: int | None, what: str,
+                         op: Callable[[TabletClient], Awaitable[T]]) -> T:
+        """Run ``op`` on the tablet of ``key`` (or of bucket ``partition``), refreshing the
+        locations and trying again on the errors the module docstring lists."""
+        deadline = trio.current_time() + self.options.deadline
+        attempts = 0
+        last: BaseException | None = None
+        while True:
+            attempts += 1
+            routes = await self.routes()
+            route = routes.route(key) if key is not None else routes.by_partition.get(
+                partition if partition is not None else -1)
+            if route is not None:
+                try:
+                    return await op(self._client(route))
+                except (TabletNotFoundError, NoLeader) as exc:
+                    last = exc
+                except DeadlineExceeded as exc:
+                    if not isinstance(exc.last_error, NoLeader | TabletNotFoundError):
+                        raise
+                    last = exc
+            delay = self.options.backoff.delay(attempts, self._rng)
+            if trio.current_time() + delay >= deadline:
+                raise DeadlineExceeded(f"{what} on table {self.name}", attempts, last)
+            await trio.sleep(delay)
+            await self.refresh()
+
+    # ------------------------------------------------------------------ data
+
+    async def put(self, key: bytes, value: bytes) -> Written:
+        return await self._on_tablet(key, None, "put", lambda t: t.put(key, value))
+
+    async def delete(self, key: bytes) -> Written:
+        return await self._on_tablet(key, None, "delete", lambda t: t.delete(key))
+
+    async def get(self, key: bytes) -> bytes | None:
+        return await self._on_tablet(key, None, "get", lambda t: t.get(key))
+
+    async def tablet_of(self, key: bytes) -> str:
+        """The id of the tablet that holds ``key`` (as the cached locations say)."""
+        route = (await self.routes()).route(key)
+        if route is None:
+            route = (await self.refresh()).route(key)
+        if route is None:
+            raise ClientError(f"table {self.name}: no live tablet for the key's bucket")
+        return route.tablet_id
+
+    async def scan(self, start: bytes | None = None, end: bytes | None = None,
+                   limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Rows with start <= key < end from every tablet, in key order, at most ``limit``
+        (module docstring)."""
+        if limit is not None and limit < 0:
+            raise InvalidRequest(f"scan limit {limit} is negative")
+        routes = await self.routes()
+        per_tablet: list[list[tuple[bytes, bytes]]] = []
+        for partition in range(routes.num_tablets):
+            # Each tablet's first `limit` rows suffice: the merged first `limit` rows are
+            # among them. Tablets one after another: a CLI's scan, not a parallel reader.
+            per_tablet.append(await self._on_tablet(
+                None, partition, "scan", lambda t: t.scan(start, end, limit)))
+        merged = list(heapq.merge(*per_tablet, key=lambda row: row[0]))
+        return merged if limit is None else merged[:limit]
+
+
+@asynccontextmanager
+async def open_table_client(
+    masters: Sequence[str],
+    name: str,
+    *,
+    client_id: str | None = None,
+    network: Network | None = None,
+    options: ClientOptions | None = None,
+    rng: random.Random | None = None,
+) -> AsyncIterator[TableClient]:
+    """A TableClient for table ``name`` through the masters at ``masters`` (HOST:PORT each).
+    The arguments are open_tablet_client's (tablet.py); ``network`` serves the tablet
+    servers' connections (the masters are reached over TCP, master.py)."""
+    for address in masters:
+        parse_address(address)
+    ident = uuid_module.uuid4().hex if client_id is None else client_id
+    async with open_connections(f"client-{ident}", network=network) as connections:
+        yield TableClient(connections, masters, name, client_id=ident, options=options,
+                          rng=rng)
+
+
+__all__ = ["Routes", "TableClient", "TableNotFoundError", "TabletRoute",
+           "open_table_client", "routes_from"]
