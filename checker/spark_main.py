@@ -14,7 +14,11 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     master = str(SparkSession.builder.getOrCreate().sparkContext.master)
-    return trace_main(["validate", *argv, "--engine", "spark", "--master", master])
+    # Under spark-submit the driver's stderr and stdout may be joined by the launcher (seen
+    # on a loaded machine: a progress line inside the --json document): with --json, the
+    # document alone goes out; spark-submit shows its own stage progress.
+    quiet = ["--quiet"] if "--json" in argv and "--quiet" not in argv else []
+    return trace_main(["validate", *argv, *quiet, "--engine", "spark", "--master", master])
 
 
 if __name__ == "__main__":
