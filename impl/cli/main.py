@@ -49,7 +49,8 @@ commands:
               'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
               or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
   master      'master status --master HOST:PORT', 'master list --masters ...', 'master run ...'
-  table       'table create NAME | delete NAME | list | describe NAME' (--masters HOST:PORT,...)
+  table       'table create NAME | delete NAME | alter NAME | list | describe NAME'
+              (--masters HOST:PORT,...)
   tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
   row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
               or a table (--masters ... --table NAME)

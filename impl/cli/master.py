@@ -5,6 +5,8 @@
   revivify master list --masters HOST:PORT,...
   revivify table create NAME --masters ... [--tablets N] [--replicas R]
   revivify table delete NAME --masters ...
+  revivify table alter NAME --masters ... [--add-column COL[:TYPE]]... [--drop-column COL]...
+                                           [--rename NEW]
   revivify table list --masters ...
   revivify table describe NAME --masters ...
   revivify tserver list --masters ...
@@ -24,6 +26,7 @@ from typing import Any
 
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
+from revivify.impl.master.catalog import COLUMN_TYPES, Column
 
 from .common import (
     Outcome,
@@ -104,10 +107,21 @@ def _status_doc(st: api.MasterStatus) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- table
 
 
+def _column_arg(text: str) -> Column:
+    """COL or COL:TYPE (a non-key column; the master validates the name)."""
+    name, _, kind = text.partition(":")
+    kind = kind or "binary"
+    if not name or kind not in COLUMN_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"expected COL or COL:TYPE with TYPE one of {', '.join(COLUMN_TYPES)}, got "
+            f"{text!r}")
+    return Column(name, kind)  # msgspec checks the Literal on decode; checked above
+
+
 def table_main(argv: list[str]) -> int:
     parser = Parser(prog="revivify table", description="table commands (via the masters)")
     sub = parser.add_subparsers(dest="cmd", required=True,
-                                metavar="{create,delete,list,describe}")
+                                metavar="{create,delete,alter,list,describe}")
     create = sub.add_parser("create", parents=[common_flags(), _masters()],
                             help="create a hash-partitioned table")
     create.add_argument("name")
@@ -116,6 +130,20 @@ def table_main(argv: list[str]) -> int:
     delete = sub.add_parser("delete", parents=[common_flags(), _masters()],
                             help="delete a table and its replicas")
     delete.add_argument("name")
+    alter = sub.add_parser("alter", parents=[common_flags(), _masters()],
+                           help="add or drop columns (a schema version bump), or rename",
+                           description="Alter a table: a schema change bumps its schema "
+                                       "version and the table is ALTERING until every "
+                                       "tablet has the new version. Prints the table id "
+                                       "and the new schema version.")
+    alter.add_argument("name")
+    alter.add_argument("--add-column", action="append", default=[], type=_column_arg,
+                       metavar="COL[:TYPE]",
+                       help=f"add a column (TYPE one of {', '.join(COLUMN_TYPES)}; default "
+                            "binary); repeatable")
+    alter.add_argument("--drop-column", action="append", default=[], metavar="COL",
+                       help="drop a column (not the key); repeatable")
+    alter.add_argument("--rename", default=None, metavar="NEW", help="the table's new name")
     sub.add_parser("list", parents=[common_flags(), _masters()], help="the live tables")
     describe = sub.add_parser("describe", parents=[common_flags(), _masters()],
                               help="a table's tablets, replicas, roles and leaders")
@@ -140,6 +168,16 @@ def table_main(argv: list[str]) -> int:
                                   api.TableName(args.name), api.TableDeletedReply, options)
         return Outcome(0, {"table_id": reply.table_id},
                        f"table {args.name} {reply.table_id} deleted")
+
+    async def alter_work() -> Outcome:
+        request = api.AlterTableRequest(args.name, list(args.add_column),
+                                        list(args.drop_column), args.rename)
+        reply = await master_call(args.masters, api.MASTER_ALTER_TABLE, request,
+                                  api.TableAlteredReply, options)
+        return Outcome(0, {"table_id": reply.table_id,
+                           "schema_version": reply.schema_version},
+                       f"table {args.rename or args.name} {reply.table_id}: schema version "
+                       f"{reply.schema_version}")
 
     async def list_work() -> Outcome:
         reply = await master_call(args.masters, api.MASTER_LIST_TABLES, api.Empty(),
@@ -172,8 +210,8 @@ def table_main(argv: list[str]) -> int:
                          f"{replicas}")
         return Outcome(0, doc, "\n".join(lines))
 
-    work = {"create": create_work, "delete": delete_work, "list": list_work,
-            "describe": describe_work}[args.cmd]
+    work = {"create": create_work, "delete": delete_work, "alter": alter_work,
+            "list": list_work, "describe": describe_work}[args.cmd]
     return execute(prog, args, work)
 
 

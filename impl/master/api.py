@@ -12,6 +12,7 @@ Methods
     Master.ListTabletServers  Empty                     -> TabletServerList     (every master)
     Master.CreateTable        CreateTableRequest        -> TableCreatedReply    (ready leader)
     Master.DeleteTable        TableName                 -> TableDeletedReply    (ready leader)
+    Master.AlterTable         AlterTableRequest         -> TableAlteredReply    (ready leader)
     Master.ListTables         Empty                     -> TableList            (ready leader)
     Master.GetTableLocations  TableName                 -> TableLocationsReply  (ready leader)
 
@@ -57,6 +58,7 @@ MASTER_STATUS: Final = "Master.Status"
 MASTER_LIST_TSERVERS: Final = "Master.ListTabletServers"
 MASTER_CREATE_TABLE: Final = "Master.CreateTable"
 MASTER_DELETE_TABLE: Final = "Master.DeleteTable"
+MASTER_ALTER_TABLE: Final = "Master.AlterTable"
 MASTER_LIST_TABLES: Final = "Master.ListTables"
 MASTER_TABLE_LOCATIONS: Final = "Master.GetTableLocations"
 
@@ -112,6 +114,22 @@ class TableCreatedReply(msgspec.Struct, frozen=True):
 
 class TableDeletedReply(msgspec.Struct, frozen=True):
     table_id: str
+
+
+class AlterTableRequest(msgspec.Struct, frozen=True):
+    """A schema change (columns added, dropped: a schema version bump, the table ALTERING
+    until every tablet reports it) and/or a rename (operations.py plan_alter_table). Not
+    idempotent by itself: a retry of an add that committed is refused (the column exists)."""
+
+    name: str
+    add_columns: list[Column] = []
+    drop_columns: list[str] = []
+    new_name: str | None = None
+
+
+class TableAlteredReply(msgspec.Struct, frozen=True):
+    table_id: str
+    schema_version: int
 
 
 class TableInfo(msgspec.Struct, frozen=True):
@@ -215,6 +233,7 @@ def refusal(error: MasterError) -> Refused:
 __all__ = [
     "APP_ERRORS",
     "CATALOG_TABLET_ID",
+    "MASTER_ALTER_TABLE",
     "MASTER_CREATE_TABLE",
     "MASTER_DELETE_TABLE",
     "MASTER_HEARTBEAT",
@@ -223,6 +242,7 @@ __all__ = [
     "MASTER_STATUS",
     "MASTER_TABLE_LOCATIONS",
     "REASONS",
+    "AlterTableRequest",
     "CatalogWriteFailed",
     "CreateTableRequest",
     "Empty",
@@ -231,6 +251,7 @@ __all__ = [
     "Refused",
     "ReplicaLocationInfo",
     "ServiceUnavailable",
+    "TableAlteredReply",
     "TableCreatedReply",
     "TableDeletedReply",
     "TableInfo",

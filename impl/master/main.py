@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "3000)")
     p.add_argument("--creation-timeout-s", type=float, default=60.0,
                    help="a tablet still CREATING after this long is replaced (default 60)")
+    p.add_argument("--write-timeout-s", type=float, default=10.0,
+                   help="a catalog write not committed after this long fails its operation "
+                        "(retryable; default 10)")
     p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     return p
 
@@ -85,8 +88,10 @@ def parse(argv: list[str]) -> MasterOptions:
     if args.tick_ms < 1 or args.heartbeat_ticks < 1 \
             or args.election_ticks <= args.heartbeat_ticks:
         raise UsageError("need --tick-ms >= 1 and 1 <= --heartbeat-ticks < --election-ticks")
-    if args.tserver_dead_after_ms < 1 or args.creation_timeout_s <= 0:
-        raise UsageError("--tserver-dead-after-ms and --creation-timeout-s must be positive")
+    if args.tserver_dead_after_ms < 1 or args.creation_timeout_s <= 0 \
+            or args.write_timeout_s <= 0:
+        raise UsageError("--tserver-dead-after-ms, --creation-timeout-s and "
+                         "--write-timeout-s must be positive")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
@@ -94,7 +99,8 @@ def parse(argv: list[str]) -> MasterOptions:
                          tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
                          seed=args.seed, dead_after=args.tserver_dead_after_ms / 1000,
-                         creation_timeout=args.creation_timeout_s)
+                         creation_timeout=args.creation_timeout_s,
+                         write_timeout=args.write_timeout_s)
 
 
 async def serve(options: MasterOptions) -> None:

@@ -56,7 +56,7 @@ task, retried with a backoff while this master is the ready leader, for at most
 ``call_retry_seconds``; what is lost then (or with a dead master) is re-driven by reports
 and by the background task. An answer that makes a call moot counts as done:
 TabletAlreadyExists for CreateTablet, TabletNotFound for DeleteTablet, a refused CAS,
-InvalidArgument, UnknownMethod (AlterSchema: the tablet server does not serve it yet).
+InvalidArgument, UnknownMethod (a tablet server older than Admin.AlterSchema).
 
 Background (the ready leader, every ``background_seconds``): CreateTablet nudges to every
 replica of every CREATING tablet (creation_nudges: from committed records alone, so a new
@@ -64,10 +64,14 @@ leader continues its predecessor's creations), and the replacement of tablets CR
 longer than ``creation_timeout`` under this leader (plan_replace_tablets: old REPLACED and
 new CREATING in one write).
 
+AlterTable: the table row's one write (schema version + 1, ALTERING), then an AlterSchema
+to each tablet's recorded leader (impl/tserver/schema.py records it durably); the reports
+bring the versions back, and the write that records the last one makes the table RUNNING
+(reports.py). A tablet that reports an old version gets the alter again.
+
 Known limits: the master also serves the tablet-server methods of its embedded server
 (Data.Write to ``sys-catalog`` included: anyone who can reach a master can write rows to
-its catalog); no master config change; AlterTable is planned by the core but not served here
-(the tablet server has no AlterSchema yet).
+its catalog); no master config change.
 """
 
 from __future__ import annotations
@@ -107,11 +111,13 @@ from .catalog import Catalog, Column
 from .errors import MasterError
 from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 from .operations import (
+    AlterTable,
     Committed,
     CreateTable,
     CreationWatch,
     Plan,
     creation_nudges,
+    plan_alter_table,
     plan_create_table,
     plan_delete_table,
     plan_replace_tablets,
@@ -493,6 +499,15 @@ class MasterServer:
         reply = await self.run_or_refuse(lambda c: plan_delete_table(c, req.name))
         return api.TableDeletedReply(reply.table_id)
 
+    async def on_alter_table(self, req: api.AlterTableRequest, ctx: CallContext
+                             ) -> api.TableAlteredReply:
+        self._require_started()
+        request = AlterTable(req.name, tuple(req.add_columns), tuple(req.drop_columns),
+                             req.new_name)
+        reply = await self.run_or_refuse(lambda c: plan_alter_table(
+            c, request, reserved=frozenset(self.reserved)))
+        return api.TableAlteredReply(reply.table_id, reply.schema_version)
+
     async def on_list_tables(self, req: api.Empty, ctx: CallContext) -> api.TableList:
         self._require_started()
         self.require_ready()
@@ -527,6 +542,8 @@ class MasterServer:
                          api.TableCreatedReply, self.on_create_table)
         service.register(api.MASTER_DELETE_TABLE, api.TableName, api.TableDeletedReply,
                          self.on_delete_table)
+        service.register(api.MASTER_ALTER_TABLE, api.AlterTableRequest,
+                         api.TableAlteredReply, self.on_alter_table)
         service.register(api.MASTER_LIST_TABLES, api.Empty, api.TableList,
                          self.on_list_tables)
         service.register(api.MASTER_TABLE_LOCATIONS, api.TableName,

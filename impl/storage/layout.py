@@ -53,6 +53,9 @@ WALS = "wals"
 DATA = "data"
 QUARANTINE = "quarantine"
 SUBDIRS = (TABLET_META, CONSENSUS_META, WALS, DATA, QUARANTINE)
+# Per-tablet schema versions (impl/tserver/schema.py), made on the first AlterSchema. Not in
+# SUBDIRS: a directory formatted before it existed opens unchanged. A wipe removes it too.
+TABLET_SCHEMA = "tablet-schema"
 # Names inside a quarantine directory <root>/quarantine/<tablet-id>.<n>/.
 QDIR_SUPERBLOCK = "superblock"
 QDIR_CMETA = "cmeta"

@@ -88,6 +88,7 @@ from .layout import (
     QUARANTINE,
     SUBDIRS,
     TABLET_META,
+    TABLET_SCHEMA,
     WALS,
     WIPE_TRASH,
     ServerLayout,
@@ -573,7 +574,7 @@ def execute_purge(layout: ServerLayout, plan: PurgePlan) -> PurgePlan:
 
 def _is_own_name(name: str) -> bool:
     """Names a revivify server root may hold."""
-    if name in (INSTANCE, LOCK, TRACES, WIPE_TRASH, *SUBDIRS):
+    if name in (INSTANCE, LOCK, TRACES, WIPE_TRASH, TABLET_SCHEMA, *SUBDIRS):
         return True
     return is_temp_name(name) and name.split(TEMP_MARKER, 1)[0] in (INSTANCE, *SUBDIRS)
 
@@ -638,7 +639,7 @@ def wipe_directory(layout: ServerLayout, check: WipeCheck) -> WipeResult:
     trash = posixpath.join(root, WIPE_TRASH)
     mkdir_durably(disk, trash)
     # 2. The subtrees into the trash, tablet-meta first: the old identity is disabled.
-    for sub in (TABLET_META, CONSENSUS_META, WALS, DATA, QUARANTINE):
+    for sub in (TABLET_META, CONSENSUS_META, WALS, DATA, QUARANTINE, TABLET_SCHEMA):
         src = posixpath.join(root, sub)
         if not disk.exists(src):
             continue
@@ -657,7 +658,7 @@ def wipe_directory(layout: ServerLayout, check: WipeCheck) -> WipeResult:
     }
     # 3. Their contents, and temp files left in the root.
     files = size = 0
-    for sub in SUBDIRS:
+    for sub in (*SUBDIRS, TABLET_SCHEMA):
         path = posixpath.join(trash, sub)
         if disk.exists(path):
             f, s = remove_tree(disk, path)

@@ -14,8 +14,9 @@ Every ``interval`` seconds it sends ``Master.Heartbeat``:
   seen to become leader (``leader`` false -> true, or a new term while leader): KUDU-1374,
   the new leader decides again whatever its predecessor decided and never sent;
 * otherwise an INCREMENTAL report: the tablets whose reported facts (state, term, leader,
-  committed config index) differ from what this master last acknowledged, edge-triggered:
-  a tablet acknowledged in report N is left out of N+1 unless it changed again.
+  committed config index, schema version) differ from what this master last acknowledged,
+  edge-triggered: a tablet acknowledged in report N is left out of N+1 unless it changed
+  again.
 
 ``seq`` counts the reports sent to one master in this incarnation, from 0, and rises by
 one per report sent, delivered or not: a lost report shows the master a gap, and it asks
@@ -56,6 +57,7 @@ from . import api
 from .manager.core import Failed, Running, Slot
 from .manager.shell import TabletManager
 from .replica import config_from_storage
+from .schema import SchemaVersions
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ logger = logging.getLogger(__name__)
 _RECONNECT: Final = Backoff(initial=0.1, max=2.0, multiplier=2.0, jitter=0)
 
 # What makes a tablet "changed" for an incremental report.
-Signature = tuple[str, int, str | None, int]
+Signature = tuple[str, int, str | None, int, int | None]
 
 
 class HeartbeatHost(Protocol):
@@ -73,13 +75,18 @@ class HeartbeatHost(Protocol):
     uuid: str
     address: str
     tablets: TabletManager
+    # and, optionally, ``schemas: SchemaVersions`` (schema.py): a host without it (a test's)
+    # reports no schema versions
 
     @property
     def incarnation(self) -> int: ...
 
 
-def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager) -> ReportedReplica | None:
-    """One tablet as the master sees it, or None for a slot that holds nothing (ABSENT)."""
+def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager,
+                   schemas: SchemaVersions | None = None) -> ReportedReplica | None:
+    """One tablet as the master sees it, or None for a slot that holds nothing (ABSENT).
+    A running replica reports its schema version (schema.py; 0 if never altered here), so
+    that a leader master re-sends an alter it decided and never delivered."""
     st = slot.state
     kind = st.kind.value
     if kind == "ABSENT":
@@ -92,7 +99,9 @@ def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager) -> Report
         consensus = ReportedConsensus(status.term, status.leader, status.committed_config)
         if replica.state != "RUNNING":  # its driver failed since it started
             return ReportedReplica(tablet_id, "FAILED", consensus, error=replica.reason)
-        return ReportedReplica(tablet_id, "RUNNING", consensus)
+        version = schemas.cached_version(tablet_id) if schemas is not None else None
+        return ReportedReplica(tablet_id, "RUNNING", consensus,
+                               schema_version=None if schemas is None else version or 0)
     durable = tablets.durable_of(tablet_id)
     cmeta = durable.cmeta if durable is not None else None
     reported: ReportedConsensus | None = None
@@ -104,10 +113,11 @@ def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager) -> Report
                            error=st.reason if isinstance(st, Failed) else "")
 
 
-def all_replicas(tablets: TabletManager) -> list[ReportedReplica]:
+def all_replicas(tablets: TabletManager, schemas: SchemaVersions | None = None
+                 ) -> list[ReportedReplica]:
     out = []
     for tablet_id, slot in sorted(tablets.core.slots.items()):
-        reported = replica_report(tablet_id, slot, tablets)
+        reported = replica_report(tablet_id, slot, tablets, schemas)
         if reported is not None:
             out.append(reported)
     return out
@@ -116,8 +126,8 @@ def all_replicas(tablets: TabletManager) -> list[ReportedReplica]:
 def signature(replica: ReportedReplica) -> Signature:
     c = replica.consensus
     if c is None:
-        return (replica.state, -1, None, -1)
-    return (replica.state, c.term, c.leader, c.config.opid_index)
+        return (replica.state, -1, None, -1, replica.schema_version)
+    return (replica.state, c.term, c.leader, c.config.opid_index, replica.schema_version)
 
 
 @attrs.define
@@ -138,7 +148,8 @@ class Heartbeater:
 
     def build(self) -> tuple[Heartbeat, Mapping[str, Signature]]:
         """The next heartbeat, and the signatures its report would acknowledge."""
-        replicas = all_replicas(self.host.tablets)
+        schemas: SchemaVersions | None = getattr(self.host, "schemas", None)
+        replicas = all_replicas(self.host.tablets, schemas)
         full = self.full_next or not self.registered
         if not full:
             replicas = [r for r in replicas if self.acked.get(r.tablet_id) != signature(r)]

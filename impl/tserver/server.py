@@ -77,6 +77,7 @@ from .copy.service import TabletCopies
 from .heartbeat import run_heartbeaters
 from .manager.shell import TabletManager
 from .replica import Replica, Tracer, config_to_storage
+from .schema import SchemaVersions, register_alter_schema
 from .stuck import watch_stop
 
 logger = logging.getLogger(__name__)
@@ -235,6 +236,8 @@ class TabletServer:
                                    request_interval=options.copy_request_seconds,
                                    chunk_size=options.copy_chunk_bytes)
         self.tablets.run_copy = self.copies.run_copy
+        # Schema versions recorded by Admin.AlterSchema (schema.py: a file per tablet).
+        self.schemas = SchemaVersions(self.layout, disk)
         self.peers: dict[str, PeerSender] = {}
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
@@ -482,6 +485,7 @@ class TabletServer:
         s.register(api.DATA_READ, api.Read, api.ReadResult, self.on_read)
         s.register(api.DATA_SCAN, api.Scan, api.ScanResult, self.on_scan)
         self.copies.register(s)
+        register_alter_schema(s, self)
         return s
 
     # ------------------------------------------------------------------ background
@@ -513,6 +517,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     await server.blocking(server.open_directory)
     # Every tablet on disk is registered (STARTING) before the first call is served.
     await server.blocking(server.tablets.register_all)
+    await server.blocking(server.schemas.warm, server.layout.tablet_ids())
     watch: trio.CancelScope | None = None
     try:
         async with trio.open_nursery() as nursery:

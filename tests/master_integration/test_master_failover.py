@@ -1,0 +1,139 @@
+"""The seed's known master issues, reproduced in real processes (3 masters, 3 tablet servers).
+
+    KUDU-1353  AlterTable and GetTableLocations right after a leader-master failover: the
+               locations come from the catalog's records (no replica-location cache), and
+               the alter reaches every tablet (the table RUNNING at the new version)
+    KUDU-1374  the leader master is killed right after deciding calls (CreateTable returned,
+               its CreateTablet calls maybe not sent): the new leader does them (nudges and
+               full reports), the tablets reach RUNNING
+    fencing    a tablet the catalog never heard of, on a server that heartbeats the masters,
+               is kept (seed appendix A)
+
+Every test ends with a clean stop and the trace checker over every process's trace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+import msgspec
+import pytest
+import trio
+from integration.helpers import run, wait_for
+
+from master_integration.test_master_processes import (
+    OPTIONS,
+    assert_traces_clean,
+    cli,
+    create_table,
+    hosted,
+    locations,
+    ready_leader,
+    wait_live,
+    wait_running,
+)
+from revivify.impl.cli.mastercluster import MasterCluster
+from revivify.impl.client.master import master_call
+from revivify.impl.master import api
+from revivify.impl.master.catalog import Column
+
+T = msgspec.Struct
+
+
+def tables(masters: Sequence[str]) -> dict[str, api.TableInfo]:
+    reply = run(lambda: master_call(masters, api.MASTER_LIST_TABLES, api.Empty(),
+                                    api.TableList, OPTIONS))
+    return {t.name: t for t in reply.tables}
+
+
+def wait_altered(cluster: MasterCluster, name: str, version: int,
+                 seconds: float = 30.0) -> None:
+    """The table RUNNING again at ``version``: every tablet reported it."""
+    def done() -> bool:
+        t = tables(cluster.master_addresses).get(name)
+        return t is not None and t.state == "RUNNING" and t.schema_version == version
+    wait_for(done, seconds, f"table {name} RUNNING at schema version {version}")
+
+
+def alter(masters: Sequence[str], name: str, column: str) -> api.TableAlteredReply:
+    request = api.AlterTableRequest(name, [Column(column)])
+    return run(lambda: master_call(masters, api.MASTER_ALTER_TABLE, request,
+                                   api.TableAlteredReply, OPTIONS))
+
+
+def assert_whole(cluster: MasterCluster, name: str) -> bool:
+    """The table is absent, or present with every tablet (one per bucket) reaching RUNNING
+    on its replicas' servers. Whether it is present."""
+    info = tables(cluster.master_addresses).get(name)
+    if info is None:
+        return False
+    locs = wait_running(cluster, name)
+    assert sorted(t.partition for t in locs.tablets) == list(range(info.num_tablets))
+    return True
+
+
+def test_kudu_1353_1374_and_an_unknown_tablet(tmp_path: pytest.TempPathFactory) -> None:
+    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+        cluster.start_all()
+        masters = cluster.master_addresses
+        m = ",".join(masters)
+        ready_leader(cluster)
+        wait_live(cluster, 3)
+        create_table(masters, "alt", 3, 3)
+        wait_running(cluster, "alt")
+
+        # AlterTable through the CLI: schema version 1, ALTERING until every tablet has it.
+        altered = cli("table", "alter", "alt", "--add-column", "c1:int64", "--masters", m,
+                      "--json")
+        assert altered.returncode == 0, altered.stderr
+        assert json.loads(altered.stdout)["schema_version"] == 1
+        wait_altered(cluster, "alt", 1)
+        bad = cli("table", "alter", "alt", "--add-column", "c1", "--masters", m)
+        assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr  # c1 exists
+        assert cli("table", "alter", "alt", "--add-column", "x:nope", "--masters",
+                   m).returncode == 2
+
+        # A tablet the catalog never heard of, made directly on a server that heartbeats
+        # the masters (tablet create --tservers).
+        ts0 = cluster.tservers.servers[0]
+        made = cli("tablet", "create", "--tservers", ts0.address, "--replicas", "1",
+                   "--tablet-id", "orphan", "--json")
+        assert made.returncode == 0, made.stderr
+
+        # KUDU-1353: kill -9 the leader master; right after the new leader is ready, its
+        # locations are complete (replicas and leader of every tablet, from the records)
+        # and an AlterTable reaches every tablet.
+        old = ready_leader(cluster)
+        cluster.kill_master(old)
+        new = ready_leader(cluster)
+        assert new != old
+        locs = locations(masters, "alt")
+        assert len(locs.tablets) == 3
+        assert all(len(t.replicas) == 3 and sum(r.leader for r in t.replicas) == 1
+                   for t in locs.tablets)
+        assert alter(masters, "alt", "c2").schema_version == 2
+        wait_altered(cluster, "alt", 2)
+        cluster.start_master(old)
+
+        # KUDU-1374: kill -9 the leader right after CreateTable returns (its CreateTablet
+        # calls may not have left): the new leader's nudges and reports finish the job.
+        leader = ready_leader(cluster)
+        request = api.CreateTableRequest("k1374", [], 4, 3, request_id="req-k1374")
+
+        async def create_then_kill() -> api.TableCreatedReply:
+            reply = await master_call(masters, api.MASTER_CREATE_TABLE, request,
+                                      api.TableCreatedReply, OPTIONS)
+            await trio.to_thread.run_sync(cluster.kill_master, leader)
+            return reply
+        created = run(create_then_kill)
+        locs = wait_running(cluster, "k1374", 45)
+        assert {t.tablet_id for t in locs.tablets} == set(created.tablet_ids)
+
+        # The tablet no record names is still there after many heartbeats and two leaders'
+        # full reports.
+        time.sleep(2.0)
+        assert hosted(cluster)[ts0.uuid].get("orphan") == "RUNNING"
+        cluster.stop_all()
+        assert_traces_clean(cluster)
