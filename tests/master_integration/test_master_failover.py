@@ -6,6 +6,11 @@
     KUDU-1374  the leader master is killed right after deciding calls (CreateTable returned,
                its CreateTablet calls maybe not sent): the new leader does them (nudges and
                full reports), the tablets reach RUNNING
+    KUDU-495   a catalog write that cannot be replicated (the leader lost its majority)
+               fails the operation with a retryable error; the master keeps running; once
+               the followers return the catalog is consistent and a retry succeeds
+    kill -9    of the leader master in the middle of CreateTable and DeleteTable: each table
+               is wholly present (every tablet, reaching RUNNING) or wholly absent
     fencing    a tablet the catalog never heard of, on a server that heartbeats the masters,
                is kept (seed appendix A)
 
@@ -31,13 +36,16 @@ from master_integration.test_master_processes import (
     hosted,
     locations,
     ready_leader,
+    table_names,
     wait_live,
     wait_running,
 )
 from revivify.impl.cli.mastercluster import MasterCluster
-from revivify.impl.client.master import master_call
+from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
 from revivify.impl.master.catalog import Column
+from revivify.impl.rpc import open_rpc_client
+from revivify.impl.rpc.address import parse_address
 
 T = msgspec.Struct
 
@@ -135,5 +143,103 @@ def test_kudu_1353_1374_and_an_unknown_tablet(tmp_path: pytest.TempPathFactory) 
         # full reports.
         time.sleep(2.0)
         assert hosted(cluster)[ts0.uuid].get("orphan") == "RUNNING"
+        cluster.stop_all()
+        assert_traces_clean(cluster)
+
+
+async def call_master(address: str, method: str, body: msgspec.Struct, response: type[T]
+                      ) -> T:
+    """One call to one master, no retry, no hint followed (the error is the answer)."""
+    host, port = parse_address(address)
+    status = await master_status(address)
+    async with open_rpc_client(host, port, status.uuid, "test-client",
+                               app_errors=api.APP_ERRORS) as client:
+        return await client.call(method, body, response)
+
+
+def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> None:
+    with MasterCluster(str(tmp_path), masters=3, tservers=3,
+                       master_args=["--write-timeout-s", "2"]) as cluster:
+        cluster.start_all()
+        masters = cluster.master_addresses
+        leader = ready_leader(cluster)
+        wait_live(cluster, 3)
+
+        # KUDU-495: the leader loses its majority (both followers stopped), CreateTable's
+        # one catalog write cannot commit: the operation fails with a retryable error and
+        # the master keeps running.
+        followers = [i for i in range(3) if i != leader]
+        for i in followers:
+            cluster.kill_master(i)  # at once: the leader steps down after an election
+            # timeout without a majority (check quorum), and the write should be in flight
+        request = api.CreateTableRequest("k495", [], 2, 3, request_id="req-k495")
+        # CatalogWriteFailed when the write was proposed and timed out or was aborted by
+        # the step-down; MasterNotLeader if the leader had already stepped down (check
+        # quorum: an election timeout without a majority) when the request came.
+        with pytest.raises((api.CatalogWriteFailed, api.MasterNotLeader)) as failed:
+            run(lambda: call_master(masters[leader], api.MASTER_CREATE_TABLE, request,
+                                    api.TableCreatedReply))
+        print(f"KUDU-495: {type(failed.value).__name__}: {failed.value}")
+        assert cluster.masters[leader].proc is not None
+        assert cluster.masters[leader].proc.poll() is None  # still running
+        run(lambda: master_status(masters[leader]))  # and answering
+        for i in followers:
+            cluster.start_master(i)
+        ready_leader(cluster)
+        # The catalog is consistent: the failed write committed later or never, whole.
+        present = assert_whole(cluster, "k495")
+        retry = create_table(masters, "k495", 2, 3)  # the same request id: OK either way
+        assert retry.already_existed == present
+        wait_running(cluster, "k495")
+
+        # kill -9 of the leader master in the middle of CreateTable, then of DeleteTable:
+        # each table wholly present or wholly absent; the client's retries complete it.
+        for delay in (0.0, 0.02):
+            name = f"mid-{int(delay * 1000)}"
+            leader = ready_leader(cluster)
+            request = api.CreateTableRequest(name, [], 3, 3, request_id=f"req-{name}")
+
+            async def create_killing(request: api.CreateTableRequest = request,
+                                     delay: float = delay, leader: int = leader
+                                     ) -> api.TableCreatedReply:
+                async with trio.open_nursery() as nursery:
+                    async def kill() -> None:
+                        await trio.sleep(delay)
+                        await trio.to_thread.run_sync(cluster.kill_master, leader)
+                    nursery.start_soon(kill)
+                    return await master_call(masters, api.MASTER_CREATE_TABLE, request,
+                                             api.TableCreatedReply, OPTIONS)
+            created = run(create_killing)
+            ready_leader(cluster)
+            assert assert_whole(cluster, name)
+            assert sorted(t.tablet_id for t in locations(masters, name).tablets) == \
+                sorted(created.tablet_ids)
+            cluster.start_master(leader)
+
+            leader = ready_leader(cluster)
+
+            async def delete_killing(name: str = name, delay: float = delay,
+                                     leader: int = leader) -> None:
+                async with trio.open_nursery() as nursery:
+                    async def kill() -> None:
+                        await trio.sleep(delay)
+                        await trio.to_thread.run_sync(cluster.kill_master, leader)
+                    nursery.start_soon(kill)
+                    try:
+                        await master_call(masters, api.MASTER_DELETE_TABLE,
+                                          api.TableName(name), api.TableDeletedReply,
+                                          OPTIONS)
+                    except Exception as exc:  # committed before the kill: NOT_FOUND
+                        assert "NOT_FOUND" in str(exc), exc
+            run(delete_killing)
+            ready_leader(cluster)
+            assert name not in table_names(masters)
+
+            def replicas_gone(tablet_ids: tuple[str, ...] = tuple(created.tablet_ids)
+                              ) -> bool:
+                return not any(t in held for held in hosted(cluster).values()
+                               for t in tablet_ids)
+            wait_for(replicas_gone, 30, f"{name}'s replicas deleted")
+            cluster.start_master(leader)
         cluster.stop_all()
         assert_traces_clean(cluster)
