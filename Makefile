@@ -92,6 +92,13 @@ bench-tserver: $(STAMP)
 	@$(BIN)/python -c "import pysyncobj" 2>/dev/null || $(BIN)/pip install -q 'pysyncobj==0.3.17'
 	$(BIN)/python bench/tserver.py $(BENCH_TSERVER_ARGS)
 
+# Leader-master failover (kill -9 to the first CreateTable answered, >= 10 trials) and
+# CreateTable latency for 1, 10, 100 tablets x 3 replicas to RUNNING (bench/master.py;
+# `make bench` runs it too). BENCH_MASTER_ARGS=--quick for a smoke run.
+.PHONY: bench-master
+bench-master: $(STAMP)
+	$(BIN)/python bench/master.py $(BENCH_MASTER_ARGS)
+
 # Tablet copy rate (>= 500 MB tablet) vs cp + sync, and startup of a server holding 1,000
 # tablets, half of them tombstones, vs 1,000 READY (bench/tablet_copy.py; `make bench` runs it too).
 # BENCH_COPY_ARGS=--quick for a smoke run.
