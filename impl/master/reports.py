@@ -242,6 +242,16 @@ def process_report(catalog: Catalog, server_uuid: str,
             owner = catalog.tables.get(tablet.table_id)
             if owner is not None:
                 reads[record_key(owner)] = owner.version
+    # `_finished_alters` looked at every tablet of an ALTERING table: those are reads too.
+    # Without them, two reports planned on one snapshot (the last two tablets of an alter,
+    # from two servers) would each see the other's tablet at the old version, both commit,
+    # and the table would stay ALTERING with every tablet at the new version (found in real
+    # processes: tests/master_integration/test_master_failover.py).
+    for table_id in {t.table_id for t in updated.values()}:
+        owner = catalog.tables[table_id]
+        if owner.state is TableState.ALTERING:
+            for tablet in catalog.tablets_of(table_id):
+                reads[record_key(tablet)] = tablet.version
     return make_plan("tablet_report", write, ReportProcessed(server_uuid, tuple(verdicts)), calls,
                  tables=tables, tablets=updated, reads=reads)
 

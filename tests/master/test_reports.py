@@ -215,6 +215,24 @@ class TestSchema:
         catalog, _, calls = run(catalog, plan)
         assert table(catalog).state is TableState.RUNNING and calls == ()
 
+    def test_the_last_two_reports_planned_together_still_finish_the_alter(self) -> None:
+        """Two servers' reports planned on one snapshot, each bringing one of the last two
+        tablets to the version: the one committed second is not fresh any more (its finish
+        check read the other tablet), so it is planned again and finishes the alter. Found
+        in real processes: both committed, and the table stayed ALTERING for good."""
+        catalog = self.altered()
+        first, second, third = tablets(catalog)
+        catalog, _, _ = process(catalog, "ts-1", replica(first, term=1, schema_version=1))
+        plan_b = ok(process_report(catalog, "ts-2", report(
+            replica(second, term=1, schema_version=1))))
+        plan_c = ok(process_report(catalog, "ts-3", report(
+            replica(third, term=1, schema_version=1))))
+        catalog, _, _ = run(catalog, plan_b)
+        assert table(catalog).state is TableState.ALTERING
+        assert not plan_c.is_fresh(catalog)
+        catalog, _, _ = process(catalog, "ts-3", replica(third, term=1, schema_version=1))
+        assert table(catalog).state is TableState.RUNNING
+
 
 class TestReport:
     def test_a_tablet_listed_twice_is_refused(self) -> None:
