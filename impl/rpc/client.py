@@ -8,9 +8,19 @@ connection comes from a Network (transport.py): TCP by default, or a MemoryNetwo
 (``network=net.host("client-1")``, revivify.impl.testing) in deterministic tests.
 
 Theory of operation. Each call takes the next call_id, registers a waiter under it and hands
-its frame to the connection's writer task through an unbuffered channel; the reader task
+its frame to the connection's writer task through a bounded channel; the reader task
 decodes each response, merges its Lamport stamp, and wakes the waiter registered under its
 call_id. Calls therefore complete in whatever order the server answers them.
+
+Casts (``cast_nowait``, ``cast``): a one-way call for messages whose success answer would
+say nothing (Raft messages: the reply is a message of its own). The request carries
+``oneway``; the server answers it only when it fails, so a cast costs one frame and one
+wake-up of each side instead of two. A cast takes its call_id from a separate, negative
+sequence, so an error answering one is told apart from a late answer to a cancelled call:
+it goes to the client's ``on_cast_error`` (the error rebuilt as for a call). A cast does not
+wait for the writer: its frame joins a bounded queue (``MAX_QUEUED_FRAMES``; beyond it
+``cast_nowait`` raises trio.WouldBlock and ``cast`` waits), and the writer sends every frame
+queued by then in one ``send_all``.
 
 Why a writer task rather than a lock around ``send_all``: trio leaves a stream in an unknown
 state when ``send_all`` is cancelled halfway, so a caller's timeout during a send would
@@ -31,7 +41,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
@@ -60,6 +70,15 @@ logger = logging.getLogger(__name__)
 ResponseT = TypeVar("ResponseT")
 
 RECEIVE_SIZE = 64 * 1024
+# Frames queued for the writer at most (calls and casts): beyond, a caller waits (``call``,
+# ``cast``) or is told to (``cast_nowait`` raises trio.WouldBlock).
+MAX_QUEUED_FRAMES = 1024
+
+CastErrorHandler = Callable[[BaseException], None]
+
+
+def _log_cast_error(error: BaseException) -> None:
+    logger.debug("rpc client: a cast failed: %r", error)
 
 
 class _Waiter:
@@ -83,6 +102,7 @@ class RpcClient:
         lamport: LamportHooks,
         errors: ErrorRegistry,
         max_frame_size: int,
+        on_cast_error: CastErrorHandler = _log_cast_error,
     ) -> None:
         self.dest_uuid = dest_uuid
         self.src_uuid = src_uuid
@@ -91,8 +111,10 @@ class RpcClient:
         self._errors = errors
         self._max_frame_size = max_frame_size
         self._call_ids = itertools.count(1)
+        self._cast_ids = itertools.count(-1, -1)  # negative: see "Casts" above
+        self._on_cast_error = on_cast_error
         self._pending: dict[int, _Waiter] = {}
-        self._outgoing, self._to_write = trio.open_memory_channel[bytes](0)
+        self._outgoing, self._to_write = trio.open_memory_channel[bytes](MAX_QUEUED_FRAMES)
         self._background = trio.CancelScope()
         self._close_reason: str | None = None
 
@@ -137,6 +159,35 @@ class RpcClient:
         if not response.ok:
             raise error_from_response(response, self._errors)
         return decode_response_body(response, response_type, method)
+
+    def cast_nowait(self, method: str, request: msgspec.Struct) -> None:
+        """Queue a one-way call of `method` now (no response unless it fails: see "Casts").
+        Raises trio.WouldBlock when MAX_QUEUED_FRAMES frames wait already, ConnectionClosed
+        once the connection is lost (the frame may or may not have been delivered)."""
+        if self._close_reason is not None:
+            raise ConnectionClosed(self._close_reason)
+        frame = self._cast_frame(method, request)
+        try:
+            self._outgoing.send_nowait(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ConnectionClosed(self._close_reason or "writer stopped") from None
+
+    async def cast(self, method: str, request: msgspec.Struct) -> None:
+        """`cast_nowait`, waiting for room in the queue instead of raising WouldBlock."""
+        if self._close_reason is not None:
+            raise ConnectionClosed(self._close_reason)
+        frame = self._cast_frame(method, request)
+        try:
+            await self._outgoing.send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ConnectionClosed(self._close_reason or "writer stopped") from None
+
+    def _cast_frame(self, method: str, request: msgspec.Struct) -> bytes:
+        # Stamped now: whatever the caller recorded before casting is before this frame.
+        envelope = Request(call_id=next(self._cast_ids), method=method,
+                           dest_uuid=self.dest_uuid, src_uuid=self.src_uuid,
+                           lamport=self._lamport.get(), body=encode_body(request), oneway=True)
+        return encode_frame(encode_request(envelope), self._max_frame_size)
 
     # ------------------------------------------------------------------ background tasks
 
@@ -189,6 +240,13 @@ class RpcClient:
 
     def _deliver(self, response: Response) -> None:
         self._lamport.observe(response.lamport)
+        if response.call_id < 0:  # a cast failed (a cast that succeeds is not answered)
+            error: BaseException = (error_from_response(response, self._errors)
+                                    if not response.ok else MalformedResponse(
+                                        f"success answer to cast {response.call_id}",
+                                        "envelope.ok"))
+            self._on_cast_error(error)
+            return
         waiter = self._pending.pop(response.call_id, None)
         if waiter is None:  # its caller was cancelled (or the id is bogus): nobody waits
             logger.debug("rpc client to %s: response to call %d has no waiter; dropped",
@@ -224,12 +282,14 @@ async def open_rpc_client(
     app_errors: Iterable[type[AppError]] = (),
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     network: Network | None = None,
+    on_cast_error: CastErrorHandler = _log_cast_error,
 ) -> AsyncIterator[RpcClient]:
     """Connect to server `dest_uuid` at host:port, as `src_uuid` (see the module docstring).
 
     `app_errors`: the AppError subclasses to rebuild from error responses (others arrive as
     RemoteError). `lamport`: hooks to the caller's Lamport clock. `network`: where the
-    connection comes from; TCP when None (see transport.py).
+    connection comes from; TCP when None (see transport.py). `on_cast_error`: called with
+    the error that answers a failed cast (see "Casts" in the module docstring).
     """
     registry = error_registry(app_errors)
     address = f"{host}:{port}"
@@ -245,6 +305,7 @@ async def open_rpc_client(
         lamport=NO_LAMPORT if lamport is None else lamport,
         errors=registry,
         max_frame_size=max_frame_size,
+        on_cast_error=on_cast_error,
     )
     body_error: BaseException | None = None
     try:

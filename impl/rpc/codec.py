@@ -9,6 +9,8 @@ Response (server to client); each direction carries one kind, so neither needs a
               src_uuid    the caller's UUID (handlers see it in CallContext)
               lamport     the caller's Lamport clock when it sent the call
               body        the method's request Struct, msgpack (kept raw until dispatch)
+              oneway      true: a cast; the server answers only an error, never success
+                          (omitted when false)
 
     Response  call_id     copied from the request
               lamport     the server's Lamport clock when it answered
@@ -76,13 +78,16 @@ NO_LAMPORT: Final = LamportHooks(get=_zero, observe=_ignore)
 """Hooks for a node without a Lamport clock: stamps 0, observes nothing."""
 
 
-class Request(msgspec.Struct, frozen=True):
+class Request(msgspec.Struct, frozen=True, omit_defaults=True):
     call_id: int
     method: str
     dest_uuid: str
     src_uuid: str
     lamport: int
     body: msgspec.Raw
+    # A cast (RpcClient.cast_nowait): no response on success, so a one-way message such as
+    # a Raft message costs one frame, not two (the answer it would get says nothing).
+    oneway: bool = False
 
 
 NIL: Final = msgspec.Raw(b"\xc0")

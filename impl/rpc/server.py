@@ -254,6 +254,8 @@ class _Connection:
         try:
             response = await self._service.dispatch(
                 request, server_uuid=self._server.server_uuid, lamport=self._lamport)
+            if request.oneway and response.ok:
+                return  # a cast: only its failure is answered
             await self._send(response, request.method)
         finally:
             self._slots.release()

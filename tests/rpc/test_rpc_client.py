@@ -14,6 +14,7 @@ from rpc_helpers import (
     HOST,
     SERVER_UUID,
     Echo,
+    NotLeader,
     Probe,
     Wait,
     Waited,
@@ -32,7 +33,16 @@ from revivify.impl.rpc import (
     open_rpc_client,
     serve_rpc,
 )
-from revivify.impl.rpc.codec import decode_request, encode_body, encode_response, ok_response
+from revivify.impl.rpc.codec import (
+    Request,
+    decode_request,
+    decode_response,
+    encode_body,
+    encode_request,
+    encode_response,
+    ok_response,
+)
+from revivify.impl.rpc.framing import FrameDecoder
 
 
 class Number(msgspec.Struct):
@@ -232,5 +242,76 @@ class TestMisbehavingServer:
                     assert info.value.field == "value"
                     assert not client.closed
                 nursery.cancel_scope.cancel()
+
+        run(main)
+
+
+class TestCasts:
+    """One-way calls: the handler runs, success sends nothing back, a failure reaches
+    on_cast_error rebuilt as its type, and calls on the same connection are unaffected."""
+
+    def test_cast_runs_the_handler_and_gets_no_answer(self) -> None:
+        probe = Probe()
+
+        async def main() -> None:
+            async with running_server(probe) as server, open_rpc_client(
+                    HOST, server.port, SERVER_UUID, CLIENT_UUID) as client:
+                client.cast_nowait("Echo", Echo("one"))
+                await client.cast("Echo", Echo("two"))
+                await probe.until(lambda: len(probe.contexts) == 2)
+                assert [c.call_id for c in probe.contexts] == [-1, -2]
+                # a call after the casts is answered, and nothing else arrives first
+                assert await client.call("Echo", Echo("three"), Echo) == Echo("three")
+                assert client.pending_calls == 0
+
+        run(main)
+
+    def test_cast_success_sends_no_frame(self) -> None:
+        async def main() -> None:
+            async with running_server() as server:
+                stream = await trio.open_tcp_stream(HOST, server.port)
+                cast = Request(call_id=-1, method="Echo", dest_uuid=SERVER_UUID,
+                               src_uuid=CLIENT_UUID, lamport=0, body=encode_body(Echo("x")),
+                               oneway=True)
+                call = Request(call_id=7, method="Echo", dest_uuid=SERVER_UUID,
+                               src_uuid=CLIENT_UUID, lamport=0, body=encode_body(Echo("y")))
+                await stream.send_all(encode_frame(encode_request(cast))
+                                      + encode_frame(encode_request(call)))
+                decoder = FrameDecoder(1 << 20)
+                payloads: list[bytes] = []
+                while not payloads:
+                    payloads = decoder.feed(await stream.receive_some(65536))
+                assert [decode_response(p).call_id for p in payloads] == [7]
+                await stream.aclose()
+
+        run(main)
+
+    def test_cast_failure_reaches_on_cast_error(self) -> None:
+        errors: list[BaseException] = []
+
+        async def main() -> None:
+            async with running_server() as server, open_rpc_client(
+                    HOST, server.port, SERVER_UUID, CLIENT_UUID, app_errors=[NotLeader],
+                    on_cast_error=errors.append) as client:
+                client.cast_nowait("NotLeader", Echo("ts-9"))
+                client.cast_nowait("NoSuchMethod", Echo("x"))
+                while len(errors) < 2:
+                    await trio.sleep(0.001)
+                assert isinstance(errors[0], NotLeader)
+                assert errors[0].leader_hint == "ts-9"
+                assert type(errors[1]).__name__ == "UnknownMethod"
+                assert client.pending_calls == 0
+
+        run(main)
+
+    def test_cast_after_close_raises_connection_closed(self) -> None:
+        async def main() -> None:
+            async with running_server() as server, open_rpc_client(
+                    HOST, server.port, SERVER_UUID, CLIENT_UUID) as client:
+                client._close("test")
+                with pytest.raises(ConnectionClosed):
+                    client.cast_nowait("Echo", Echo("x"))
+                with pytest.raises(ConnectionClosed):
+                    await client.cast("Echo", Echo("x"))
 
         run(main)
