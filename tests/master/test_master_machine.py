@@ -31,7 +31,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from master_helpers import SCHEMA, config, describe, servers
-from test_transitions import allowed, changes
+from test_master_transitions import allowed, changes
 
 from revivify.impl.master.calls import TabletServerCall
 from revivify.impl.master.catalog import Catalog, Column, TabletState, record_key
