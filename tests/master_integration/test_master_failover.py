@@ -9,8 +9,9 @@
     KUDU-495   a catalog write that cannot be replicated (the leader lost its majority)
                fails the operation with a retryable error; the master keeps running; once
                the followers return the catalog is consistent and a retry succeeds
-    kill -9    of the leader master in the middle of CreateTable and DeleteTable: each table
-               is wholly present (every tablet, reaching RUNNING) or wholly absent
+    kill -9    of the leader master in the middle of CreateTable, AlterTable and DeleteTable:
+               each table wholly present (every tablet, reaching RUNNING) or wholly absent,
+               an alter committed once and finished at the new version
     fencing    a tablet the catalog never heard of, on a server that heartbeats the masters,
                is kept (seed appendix A)
 
@@ -214,6 +215,31 @@ def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> N
             assert assert_whole(cluster, name)
             assert sorted(t.tablet_id for t in locations(masters, name).tablets) == \
                 sorted(created.tablet_ids)
+            cluster.start_master(leader)
+
+            # AlterTable: the alter commits once (a retry of one that committed is refused:
+            # the column exists), and the table reaches RUNNING at the new version even if
+            # the killed leader never sent its AlterSchema calls (the new leader's full
+            # reports show the old version: it sends them).
+            leader = ready_leader(cluster)
+            before = tables(masters)[name].schema_version
+
+            async def alter_killing(name: str = name, delay: float = delay,
+                                    leader: int = leader) -> None:
+                async with trio.open_nursery() as nursery:
+                    async def kill() -> None:
+                        await trio.sleep(delay)
+                        await trio.to_thread.run_sync(cluster.kill_master, leader)
+                    nursery.start_soon(kill)
+                    request = api.AlterTableRequest(name, [Column("c")])
+                    try:
+                        await master_call(masters, api.MASTER_ALTER_TABLE, request,
+                                          api.TableAlteredReply, OPTIONS)
+                    except Exception as exc:  # committed before the kill: c exists
+                        assert "INVALID_ARGUMENT" in str(exc), exc
+            run(alter_killing)
+            ready_leader(cluster)
+            wait_altered(cluster, name, before + 1, 45)
             cluster.start_master(leader)
 
             leader = ready_leader(cluster)
