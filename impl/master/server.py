@@ -69,9 +69,9 @@ to each tablet's recorded leader (impl/tserver/schema.py records it durably); th
 bring the versions back, and the write that records the last one makes the table RUNNING
 (reports.py). A tablet that reports an old version gets the alter again.
 
-Known limits: the master also serves the tablet-server methods of its embedded server
-(Data.Write to ``sys-catalog`` included: anyone who can reach a master can write rows to
-its catalog); no master config change.
+Known limits: the master also serves the tablet-server methods of its embedded server (the
+catalog tablet itself refuses client and admin calls: ServerOptions.internal_tablets; Raft
+and tablet copy still reach it); no master config change.
 """
 
 from __future__ import annotations
