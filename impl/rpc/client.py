@@ -146,7 +146,10 @@ class RpcClient:
         self._pending[call_id] = waiter
         try:
             try:
-                await self._outgoing.send(frame)
+                try:  # queued without a checkpoint while there is room (the usual case)
+                    self._outgoing.send_nowait(frame)
+                except trio.WouldBlock:
+                    await self._outgoing.send(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise ConnectionClosed(self._close_reason or "writer stopped") from None
             await waiter.done.wait()

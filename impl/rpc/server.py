@@ -8,7 +8,8 @@ TCP by default, or one host of an in-memory MemoryNetwork (``network=net.host("t
 from revivify.impl.testing); nothing below depends on which.
 
 One task per connection reads frames and hands each request to a task of its own in the
-connection's nursery, so calls on one connection run concurrently and finish in any order;
+connection's nursery, so calls on one connection run concurrently and finish in any order
+(a cast, a one-way request, runs in the reader itself: casts on a connection run in order);
 responses share the socket under a lock (one whole frame at a time). What goes wrong stays
 as small as it can:
 
@@ -245,9 +246,19 @@ class _Connection:
             await self._send(error_response(request.call_id, self._lamport.get(), refusal),
                              request.method)
             return True
-        await self._slots.acquire()
+        try:  # no checkpoint while a slot is free: the call starts in this same round
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._slots.acquire()  # back-pressure: stop reading until one frees
         self._server._call_started()
-        calls.start_soon(self._run_call, request)
+        if request.oneway:
+            # A cast runs in the reader, before the next frame is read: casts on one
+            # connection are handled one at a time, in the order they were sent (a Raft
+            # link stays FIFO), and cost no task. A cast that blocks holds up its
+            # connection's reading: back-pressure, as for a full set of slots.
+            await self._run_call(request)
+        else:
+            calls.start_soon(self._run_call, request)
         return True
 
     async def _run_call(self, request: Request) -> None:

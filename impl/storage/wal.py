@@ -676,6 +676,7 @@ class Log:
         self._prepared = trio.Event()
         self._appender_done = trio.Event()
         self._thread: _AppenderThread | None = None
+        self._writing = False  # a group is being written (by the appender or an append())
 
     # ------------------------------------------------------------------ public API
 
@@ -686,6 +687,11 @@ class Log:
 
     def reserve(self, entries: Sequence[LogEntry]) -> Reservation:
         """Take the next place in the durable order (synchronous; serializes the batch)."""
+        reservation = self._reserve(entries)
+        self._work.set()
+        return reservation
+
+    def _reserve(self, entries: Sequence[LogEntry]) -> Reservation:
         if self._failure is not None:
             raise self._failure
         if self._closing:
@@ -703,12 +709,37 @@ class Log:
         reservation = Reservation(encode_batch(entries), entries, self._pending_group)
         self._last_reserved_index = entries[-1].index
         self._pending.append(reservation)
-        self._work.set()
         return reservation
 
     async def append(self, entries: Sequence[LogEntry]) -> OpId:
-        """Reserve and wait until durable; returns the batch's last OpId."""
-        return await self.reserve(entries).wait()
+        """Reserve and wait until durable; returns the batch's last OpId.
+
+        The caller writes its group itself when it is the only reservation pending and no
+        group is being written: the same write through the same appender thread, in the
+        same order, minus two scheduling rounds (waking the appender task, then being
+        woken by it), which a replica driver, one append at a time, paid on every step."""
+        reservation = self._reserve(entries)
+        active = self._active
+        if (self._writing or len(self._pending) != 1 or self._closing or active is None
+                or active.end >= self.options.segment_size):  # (a roll-over: the task's job)
+            self._work.set()
+            return await reservation.wait()
+        group, completion = self._take_pending()
+        self._writing = True
+        try:
+            # As in the appender task: a group once started is finished, so its waiters
+            # (here, this caller) are always answered, even when the caller is cancelled.
+            with trio.CancelScope(shield=True):
+                await self._write_group(group, completion)
+        except BaseException as exc:
+            self._fail(exc, completion)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._writing = False
+            if self._pending or self._closing:
+                self._work.set()  # the appender task takes what was reserved meanwhile
+        return await reservation.wait()
 
     def anchor(self, index: int, owner: str) -> LogAnchor:
         """Register a retention anchor (e.g. a tablet copy session) at `index`."""
@@ -809,14 +840,14 @@ class Log:
             while True:
                 await self._work.wait()
                 self._work = trio.Event()
+                if self._writing:
+                    continue  # an append() writes its group; it sets _work when done
                 if not self._pending:
                     if self._closing:
                         return
                     continue
-                group = self._pending
-                completion = self._pending_group
-                self._pending = []
-                self._pending_group = _Group()
+                group, completion = self._take_pending()
+                self._writing = True
                 try:
                     await self._write_group(group, completion)
                 except BaseException as exc:
@@ -824,10 +855,19 @@ class Log:
                     if isinstance(exc, Exception):
                         return
                     raise
+                finally:
+                    self._writing = False
                 if self._closing and not self._pending:
                     return
         finally:
             self._appender_done.set()
+
+    def _take_pending(self) -> tuple[list[Reservation], _Group]:
+        """Every pending reservation, as one group, and the completion they share."""
+        group, completion = self._pending, self._pending_group
+        self._pending = []
+        self._pending_group = _Group()
+        return group, completion
 
     def _fail(self, exc: BaseException, completion: _Group) -> None:
         self._failure = LogFailed(self.tablet_id, exc)

@@ -315,3 +315,16 @@ class TestCasts:
                     await client.cast("Echo", Echo("x"))
 
         run(main)
+
+    def test_casts_are_handled_in_the_order_sent(self) -> None:
+        probe = Probe()
+
+        async def main() -> None:
+            async with running_server(probe) as server, open_rpc_client(
+                    HOST, server.port, SERVER_UUID, CLIENT_UUID) as client:
+                for i in range(50):
+                    client.cast_nowait("Echo", Echo(str(i)))
+                await probe.until(lambda: len(probe.contexts) == 50)
+                assert [c.call_id for c in probe.contexts] == list(range(-1, -51, -1))
+
+        run(main)
