@@ -189,6 +189,55 @@ class TestGroupCommit:
         assert not _appender_threads()
 
 
+class TestAppendWritesItsOwnGroup:
+    """Log.append writes its group itself when it is alone (no appender-task round trip);
+    reservations made meanwhile still follow it, in order, through the appender task."""
+
+    @pytest.mark.parametrize("threads", [False, True])
+    def test_appends_and_reservations_interleaved_keep_order(self, threads: bool) -> None:
+        disk = formatted_disk()
+        options = LogOptions(segment_size=1 << 20, use_threads=threads)
+        next_index = [1]
+
+        async def appender(log: Log, rounds: int) -> None:
+            for _ in range(rounds):
+                index = next_index[0]
+                next_index[0] += 1
+                assert await log.append(entries(index, 1)) == OpId(1, index)
+
+        async def reserver(log: Log, rounds: int) -> None:
+            for _ in range(rounds):
+                index = next_index[0]
+                next_index[0] += 1
+                assert await log.reserve(entries(index, 1)).wait() == OpId(1, index)
+
+        async def body(log: Log) -> None:
+            await appender(log, 5)  # alone: each append writes its own group
+            async with trio.open_nursery() as nursery:
+                for i in range(6):
+                    nursery.start_soon(appender if i % 2 else reserver, log, 10)
+            await appender(log, 5)
+            assert log.last_opid == OpId(1, 70)
+
+        run_log(disk, body, options)
+        recovered = read_log_entries(disk.crash(), WAL, TABLET)
+        assert [e.index for e in recovered] == list(range(1, 71))
+
+    def test_failure_in_an_append_fails_it_and_the_log(self) -> None:
+        disk = formatted_disk()
+
+        async def body(log: Log) -> None:
+            await log.append(entries(1, 1))
+            disk.crash_after(0)
+            with pytest.raises(LogFailed):
+                await log.append(entries(2, 1))
+            with pytest.raises(LogFailed):
+                log.reserve(entries(3, 1))
+            assert log.last_opid == OpId(1, 1)
+
+        run_log(disk, body, LogOptions(segment_size=1 << 16, use_threads=False))
+
+
 def _raise(exc: BaseException) -> None:
     raise exc
 
