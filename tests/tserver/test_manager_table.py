@@ -13,8 +13,8 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lifecycle_script import DURABLES, FakeReplica
 
-from revivify.impl.storage.values import ConsensusMeta, RaftConfig
 from revivify.impl.tserver import api
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal, running
 from revivify.impl.tserver.manager.core import (
@@ -55,21 +55,12 @@ from revivify.impl.tserver.manager.core import (
     VoteRecorded,
 )
 
-CMETA = ConsensusMeta("t1", 3, "a", RaftConfig(2, ()))
-READY = running(CMETA, (3, 9), None)
-TOMBSTONE = Durable(Sb.DELETED, tombstone_last=(3, 9), sb_qdir=True, cmeta=CMETA,
-                    wal=Wal.QUARANTINED, quarantine=(True, True))
-COPYING = Durable(Sb.COPYING, tombstone_last=(3, 9), cmeta=CMETA, wal=Wal.LIVE,
-                  wal_last=(4, 12), blocks=Blocks.PARTIAL, quarantine=(True, True))
-NOTHING = Durable(Sb.DOES_NOT_EXIST)
-
-
-@attrs.frozen
-class FakeReplica:
-    d: Durable = READY
-
-    def durable(self) -> Durable:
-        return self.d
+# The sample values the scenario scripts use (lifecycle_script.py).
+CMETA = DURABLES["ready"].cmeta
+READY = DURABLES["ready"]
+TOMBSTONE = DURABLES["tombstone"]
+COPYING = DURABLES["copying"]
+NOTHING = DURABLES["nothing"]
 
 
 def states() -> dict[Kind, list[State]]:
@@ -78,7 +69,7 @@ def states() -> dict[Kind, list[State]]:
         Kind.ABSENT: [],  # no slot
         Kind.STARTING: [Starting(Durable(Sb.READY)), Starting(Durable(Sb.DELETED))],
         Kind.CREATING: [Creating()],
-        Kind.RUNNING: [Running(FakeReplica())],
+        Kind.RUNNING: [Running(FakeReplica(READY))],
         Kind.FAILED: [Failed("WAL: bad checksum", attrs.evolve(READY, wal=Wal.DAMAGED),
                              hosted=False)],
         Kind.COPYING: [Copying(CopyPhase.TOMBSTONING, READY, "src"),
@@ -114,7 +105,7 @@ def inputs(state: State) -> list[Any]:
                    CopyStepDone(CopyStep.MARK_READY)]
     return [
         Register(Durable(Sb.READY)), *cases,
-        ReplicaStarted(FakeReplica(), READY, ("a", "b")),
+        ReplicaStarted(FakeReplica(READY), READY, ("a", "b")),
         ReplicaStartFailed("WAL: torn", attrs.evolve(READY, wal=Wal.DAMAGED)),
         ReplicaFailed("EIO"), Create(), CreateFailed("disk full"),
         Delete(Mode.TOMBSTONE), Delete(Mode.DELETED), Delete(Mode.TOMBSTONE, 1),
