@@ -13,7 +13,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lifecycle_script import DURABLES, FakeReplica
+from lifecycle_script import CMETA, DURABLES, FakeReplica
 
 from revivify.impl.tserver import api
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal, running
@@ -56,7 +56,6 @@ from revivify.impl.tserver.manager.core import (
 )
 
 # The sample values the scenario scripts use (lifecycle_script.py).
-CMETA = DURABLES["ready"].cmeta
 READY = DURABLES["ready"]
 TOMBSTONE = DURABLES["tombstone"]
 COPYING = DURABLES["copying"]
