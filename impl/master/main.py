@@ -24,13 +24,9 @@ import sys
 import trio
 
 from revivify.impl.rpc.address import parse_address
-from revivify.impl.storage.errors import StorageError
+from revivify.impl.tserver.main import UsageError, run_server_process
 
 from .server import MasterOptions, normalize, open_master
-
-
-class UsageError(Exception):
-    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,19 +108,7 @@ async def serve(options: MasterOptions) -> None:
 
 
 def run_main(argv: list[str]) -> int:
-    try:
-        options = parse(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    except UsageError as exc:
-        print(f"revivify master run: {exc}", file=sys.stderr)
-        return 2
-    try:
-        trio.run(serve, options)
-    except (StorageError, OSError) as exc:
-        print(f"revivify master run: cannot use {options.fs_root}: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_server_process("revivify master run", argv, parse, serve)
 
 
 __all__ = ["build_parser", "run_main"]

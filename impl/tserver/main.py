@@ -18,6 +18,8 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import trio
 
@@ -144,12 +146,19 @@ async def serve(options: ServerOptions) -> None:
 
 
 def run_main(argv: list[str]) -> int:
+    return run_server_process("revivify tserver run", argv, parse, serve)
+
+
+def run_server_process(command: str, argv: list[str], parse: Callable[[list[str]], Any],
+                       serve: Callable[[Any], Awaitable[None]]) -> int:
+    """Parse, then serve until SIGTERM/SIGINT: exit 0, or 2 with one line for bad usage or
+    a directory the server cannot use (shared by ``tserver run`` and ``master run``)."""
     try:
         options = parse(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     except UsageError as exc:
-        print(f"revivify tserver run: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
     try:
         trio.run(serve, options)
@@ -158,7 +167,7 @@ def run_main(argv: list[str]) -> int:
         if cause is None:
             raise
         where = f"cannot use {options.fs_root}: " if isinstance(cause, StorageError) else ""
-        print(f"revivify tserver run: {where}{cause}", file=sys.stderr)
+        print(f"{command}: {where}{cause}", file=sys.stderr)
         return 2
     return 0
 

@@ -95,3 +95,20 @@ def test_trace_check_progress_on_stderr_and_quiet() -> None:
     q = subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "trace", "check",
                         walks, "--quiet"], capture_output=True, text=True, timeout=120, env=env)
     assert q.returncode == 0 and "trace check: " not in q.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ("tserver", "run", "--rpc-bind", "127.0.0.1:0"),
+    ("master", "run", "--rpc-bind", "127.0.0.1:19099", "--masters", "127.0.0.1:19099"),
+])
+def test_a_server_whose_directory_is_unusable_exits_2_in_one_line(
+        tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Both servers share one start-up path: a data directory under a regular file is
+    named in one line, exit 2, no traceback (the master's used to miss errors trio
+    wraps in a group)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = revivify(*command, "--fs-root", str(blocker / "data"))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Not a directory" in r.stderr
