@@ -62,6 +62,41 @@ class ServerProcess:
             return ""
 
 
+def reap(s: ServerProcess) -> None:
+    """Forget a process that has exited (close its stdout pipe)."""
+    if s.proc is not None:
+        if s.proc.stdout is not None:
+            s.proc.stdout.close()
+        s.proc = None
+
+
+def kill_process(s: ServerProcess) -> None:
+    """SIGKILL to the process group (a crash), then wait and reap."""
+    if s.proc is not None and s.proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(s.proc.pid, signal.SIGKILL)
+        s.proc.wait(timeout=30)
+    reap(s)
+
+
+def stop_process(s: ServerProcess, what: str, timeout: float = 30.0) -> int:
+    """SIGTERM and wait (a clean stop); the exit code. One that does not stop in time is
+    killed and named with its stderr's tail."""
+    if s.proc is None:
+        return 0
+    if s.proc.poll() is None:
+        s.proc.send_signal(signal.SIGTERM)
+        try:
+            s.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_process(s)
+            raise ProcessError(f"{what} did not stop within {timeout}s; stderr:\n"
+                               f"{s.stderr_tail()}") from None
+    code = s.proc.returncode
+    reap(s)
+    return code
+
+
 class ProcessCluster:
     def __init__(self, root: str, n: int, *, args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0) -> None:
@@ -144,46 +179,19 @@ class ProcessCluster:
 
     def kill(self, i: int) -> None:
         """SIGKILL: a crash."""
-        s = self.servers[i]
-        if s.proc is not None and s.proc.poll() is None:
-            os.killpg(s.proc.pid, signal.SIGKILL)
-            s.proc.wait(timeout=30)
-        self._reap(s)
+        kill_process(self.servers[i])
 
     def stop(self, i: int, timeout: float = 30.0) -> int:
         """SIGTERM and wait: a clean stop. Returns the exit code."""
-        s = self.servers[i]
-        if s.proc is None:
-            return 0
-        if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGTERM)
-            try:
-                s.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill(i)
-                raise ProcessError(f"server {i} did not stop within {timeout}s; stderr:\n"
-                                   f"{s.stderr_tail()}") from None
-        code = s.proc.returncode
-        self._reap(s)
-        return code
+        return stop_process(self.servers[i], f"server {i}", timeout)
 
     def restart(self, i: int) -> ServerProcess:
         self.stop(i)
         return self.start(i)
 
-    def _reap(self, s: ServerProcess) -> None:
-        if s.proc is not None:
-            if s.proc.stdout is not None:
-                s.proc.stdout.close()
-            s.proc = None
-
     def close(self) -> None:
         for s in self.servers:
-            if s.proc is not None and s.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(s.proc.pid, signal.SIGKILL)
-                s.proc.wait(timeout=30)
-            self._reap(s)
+            kill_process(s)
 
 
 __all__ = ["ProcessCluster", "ProcessError", "ServerProcess"]

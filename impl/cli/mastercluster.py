@@ -12,17 +12,21 @@ the tablet servers with ``--masters``. Masters live in ``root/m-<i>``, tablet se
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Sequence
 from types import TracebackType
 
-from .localcluster import ProcessCluster, ProcessError, ServerProcess
+from .localcluster import (
+    ProcessCluster,
+    ProcessError,
+    ServerProcess,
+    kill_process,
+    stop_process,
+)
 
 _LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
 
@@ -107,27 +111,10 @@ class MasterCluster:
         return m
 
     def kill_master(self, i: int) -> None:
-        m = self.masters[i]
-        if m.proc is not None and m.proc.poll() is None:
-            os.killpg(m.proc.pid, signal.SIGKILL)
-            m.proc.wait(timeout=30)
-        self._reap(m)
+        kill_process(self.masters[i])
 
     def stop_master(self, i: int, timeout: float = 30.0) -> int:
-        m = self.masters[i]
-        if m.proc is None:
-            return 0
-        if m.proc.poll() is None:
-            m.proc.send_signal(signal.SIGTERM)
-            try:
-                m.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill_master(i)
-                raise ProcessError(f"master {i} did not stop within {timeout}s; stderr:\n"
-                                   f"{m.stderr_tail()}") from None
-        code = m.proc.returncode
-        self._reap(m)
-        return code
+        return stop_process(self.masters[i], f"master {i}", timeout)
 
     def stop_all(self) -> None:
         """A clean stop of everything (SIGTERM): tablet servers first, then masters."""
@@ -136,21 +123,10 @@ class MasterCluster:
         for i in range(len(self.masters)):
             self.stop_master(i)
 
-    @staticmethod
-    def _reap(m: ServerProcess) -> None:
-        if m.proc is not None:
-            if m.proc.stdout is not None:
-                m.proc.stdout.close()
-            m.proc = None
-
     def close(self) -> None:
         self.tservers.close()
         for m in self.masters:
-            if m.proc is not None and m.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(m.proc.pid, signal.SIGKILL)
-                m.proc.wait(timeout=30)
-            self._reap(m)
+            kill_process(m)
 
 
 __all__ = ["MasterCluster", "free_port"]
