@@ -48,6 +48,8 @@ from typing import TypeVar
 import msgspec
 import trio
 
+from revivify.impl import faultfile
+
 from .codec import (
     NO_LAMPORT,
     ErrorRegistry,
@@ -62,6 +64,7 @@ from .codec import (
     error_registry,
 )
 from .errors import AppError, ConnectFailed, ConnectionClosed, MalformedFrame, MalformedResponse
+from .faults import dropped
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from .transport import TCP, Network
 
@@ -145,13 +148,16 @@ class RpcClient:
         waiter = _Waiter()
         self._pending[call_id] = waiter
         try:
-            try:
-                try:  # queued without a checkpoint while there is room (the usual case)
-                    self._outgoing.send_nowait(frame)
-                except trio.WouldBlock:
-                    await self._outgoing.send(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise ConnectionClosed(self._close_reason or "writer stopped") from None
+            if faultfile.ACTIVE is None or not dropped(self.src_uuid, self.dest_uuid):
+                try:
+                    try:  # queued without a checkpoint while there is room (the usual case)
+                        self._outgoing.send_nowait(frame)
+                    except trio.WouldBlock:
+                        await self._outgoing.send(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise ConnectionClosed(self._close_reason or "writer stopped") from None
+            # else an injected partition (faults.py) lost the frame: the call waits for an
+            # answer that never comes, until its caller gives up (or the connection closes).
             await waiter.done.wait()
         finally:
             self._pending.pop(call_id, None)
@@ -170,6 +176,8 @@ class RpcClient:
         if self._close_reason is not None:
             raise ConnectionClosed(self._close_reason)
         frame = self._cast_frame(method, request)
+        if faultfile.ACTIVE is not None and dropped(self.src_uuid, self.dest_uuid):
+            return  # lost to an injected partition (faults.py)
         try:
             self._outgoing.send_nowait(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -180,6 +188,9 @@ class RpcClient:
         if self._close_reason is not None:
             raise ConnectionClosed(self._close_reason)
         frame = self._cast_frame(method, request)
+        if faultfile.ACTIVE is not None and dropped(self.src_uuid, self.dest_uuid):
+            await trio.lowlevel.checkpoint()
+            return  # lost to an injected partition (faults.py)
         try:
             await self._outgoing.send(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -242,6 +253,8 @@ class RpcClient:
                 return
 
     def _deliver(self, response: Response) -> None:
+        if faultfile.ACTIVE is not None and dropped(self.src_uuid, self.dest_uuid):
+            return  # lost to an injected partition (faults.py)
         self._lamport.observe(response.lamport)
         if response.call_id < 0:  # a cast failed (a cast that succeeds is not answered)
             error: BaseException = (error_from_response(response, self._errors)

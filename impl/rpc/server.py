@@ -58,6 +58,8 @@ import attrs
 import msgspec
 import trio
 
+from revivify.impl import faultfile
+
 from .codec import (
     NO_LAMPORT,
     LamportHooks,
@@ -69,6 +71,7 @@ from .codec import (
     recover_call_id,
 )
 from .errors import MalformedFrame, MalformedRequest, RpcError, ServerShuttingDown
+from .faults import dropped
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from .service import Service, internal_error
 from .transport import TCP, Address, Network
@@ -240,6 +243,9 @@ class _Connection:
             logger.warning("rpc connection from %s: call %d: %s", self.peer, call_id, exc)
             await self._send(error_response(call_id, self._lamport.get(), exc), "?")
             return True
+        if faultfile.ACTIVE is not None and dropped(self._server.server_uuid,
+                                                   request.src_uuid):
+            return True  # an injected partition (faults.py): this request never arrived
         self._lamport.observe(request.lamport)
         if self._server.shutting_down:
             refusal = ServerShuttingDown(self._server.server_uuid)
@@ -267,6 +273,9 @@ class _Connection:
                 request, server_uuid=self._server.server_uuid, lamport=self._lamport)
             if request.oneway and response.ok:
                 return  # a cast: only its failure is answered
+            if faultfile.ACTIVE is not None and dropped(self._server.server_uuid,
+                                                       request.src_uuid):
+                return  # cut while it ran (faults.py): the answer is lost
             await self._send(response, request.method)
         finally:
             self._slots.release()

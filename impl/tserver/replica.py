@@ -26,6 +26,7 @@ come with the lifecycle).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -471,6 +472,14 @@ class Replica:
                 point = self.retention_point(flushed.index)
                 self._submit(lambda: self.core.compact(point))
                 await self.log.gc(point)
+        except Exception as exc:
+            # A data block, superblock or WAL segment that cannot be written (EIO, a full
+            # disk): this replica goes FAILED, through its driver (the one place a replica
+            # fails: run() catches it, the tablet manager lists it FAILED), and nothing is
+            # retried. Not raised: the flush runs in the server's nursery, so raising
+            # would stop the whole server and its other tablets (Kudu fails the replica).
+            logger.error("tablet %s: flush failed: %r", self.tablet_id, exc)
+            self._submit(functools.partial(_raise, exc))
         finally:
             self._flushing = False
 
@@ -486,6 +495,11 @@ class Replica:
             slowest = min(p.match for p in st.peers)
             return min(flushed_index, max(slowest, floor))
         return floor
+
+
+def _raise(error: BaseException) -> None:
+    """An input that fails the replica's driver with `error` (see Replica.flush)."""
+    raise error
 
 
 def _check_fresh(result: ApplyResult, batch: WriteBatch) -> ApplyResult:

@@ -62,8 +62,9 @@ from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
 from revivify.impl.rpc.transport import Network
 from revivify.impl.storage.blocks import BlockManager
-from revivify.impl.storage.disk import Disk, OsDisk
+from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.errors import NotFormatted
+from revivify.impl.storage.faults import os_disk
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta
@@ -564,7 +565,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
     ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
     registers more methods on the same RPC service (a master's, impl/master/server.py)."""
-    server = TabletServer(options, disk or OsDisk(), network)
+    server = TabletServer(options, disk or os_disk(), network)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
     # Every tablet on disk is registered (STARTING) before the first call is served.
