@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JAVA_STAMP := $(VENV)/.java
 PYTEST_FLAGS ?=
 
-.PHONY: all test lint fast demo soak bench prove explore clean java venv
+.PHONY: all test lint fast demo soak bench prove explore clean java venv nemesis
 
 all: test
 
@@ -105,6 +105,20 @@ bench-master: $(STAMP)
 .PHONY: bench-copy
 bench-copy: $(STAMP)
 	$(BIN)/python bench/tablet_copy.py $(BENCH_COPY_ARGS)
+
+# The nemesis (issue 20): real processes on 127.0.0.1 under seeded kills, pauses, partitions
+# and disk faults while clients run; exit 0 only if no acknowledged write was lost, the
+# histories are linearizable and the traces clean. The fault schedule is a function of SEED.
+# PROFILE: standard (every fault, tablet servers alone), masters (the same with 3 masters),
+# disk (disk faults only), short (what make test runs). The summary table goes to stdout,
+# the JSON to NEMESIS_DIR/summary.json (a new temporary directory unless NEMESIS_DIR is set).
+DURATION ?= 120
+SEED ?= 1
+PROFILE ?= standard
+NEMESIS_DIR ?=
+nemesis: $(STAMP)
+	$(BIN)/python -m revivify.impl.testing.nemesis --profile $(PROFILE) --seed $(SEED) \
+	  --duration $(DURATION) $(if $(NEMESIS_DIR),--workdir $(NEMESIS_DIR) --keep)
 
 clean:
 	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \

@@ -65,7 +65,7 @@ async def replica_state(cluster: Cluster, i: int) -> str:
 
 
 def run(tmp_path: Path, fault: dict[str, str], victim_is_leader: bool,
-        flush_bytes: int | None = None) -> None:
+        flush_bytes: int | None = None, heal: str = "restart") -> None:
     fault_path = tmp_path / "faults.json"
     faults = FaultFile(str(fault_path), poll_seconds=0)
     options: dict[str, object] = {}
@@ -109,8 +109,12 @@ def run(tmp_path: Path, fault: dict[str, str], victim_is_leader: bool,
             # The fault lifted and the server restarted: the replica opens again and
             # catches up; nothing acknowledged was lost.
             set_faults(fault_path, [])
-            await cluster.stop(victim)
-            await cluster.start(victim)
+            if heal == "restart":
+                await cluster.stop(victim)
+                await cluster.start(victim)
+            else:  # tombstoned: the leader copies the tablet back to it
+                await cluster.call(victim, api.ADMIN_DELETE_TABLET,
+                                   api.DeleteTablet(TABLET, "TOMBSTONE", None), api.Ack)
             for _ in range(200):
                 if await replica_state(cluster, victim) == "RUNNING":
                     break
@@ -147,3 +151,14 @@ def test_data_block_write_eio_fails_the_replica_not_the_server(tmp_path: Path,
     server's nursery and its error escaped into it."""
     run(tmp_path, {"prefix": "data/", "op": "write", "errno": "EIO"}, victim_is_leader,
         flush_bytes=64)
+
+
+@pytest.mark.parametrize("victim_is_leader", [False, True], ids=["follower", "leader"])
+def test_a_replica_failed_on_its_wal_is_tombstoned_and_copied_back(
+        tmp_path: Path, victim_is_leader: bool) -> None:
+    """EIO on a WAL fsync, then the FAILED replica tombstoned: the leader copies it back.
+    The tombstone records the WAL's last durable OpId: it used to take the Raft core's,
+    which held the entry whose fsync failed (the trace checker: StateMismatch on
+    delete_shutdown, then TombstoneRetainsLastOpid)."""
+    run(tmp_path, {"prefix": "wals/", "op": "fsync", "errno": "EIO"}, victim_is_leader,
+        heal="copy")

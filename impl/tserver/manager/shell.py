@@ -472,13 +472,16 @@ class TabletManager:
         if hosted is None:
             return st.durable  # a FAILED replica that never opened
         replica = hosted.replica
-        was_running = replica is not None and replica.state == "RUNNING"
         if replica is not None:
             replica.fail("the replica is being deleted")
         hosted.scope.cancel()
         await hosted.done.wait()
-        if not was_running or replica is None:
+        if replica is None:
             return st.durable
+        # A replica that FAILED on a WAL error is read back from its log and cmeta too,
+        # not taken from the Failed state: that was the Raft core's view, which holds the
+        # entries (and term) it meant to persist when the write or fsync failed, so the
+        # tombstone would claim a last OpId its WAL never made durable.
         last = replica.log.last_opid
         cmeta = await self.host.blocking(self.host.metadata.load_cmeta, tablet_id)
         return running(cmeta, opid_pair(last), self.quarantine_view(tablet_id))

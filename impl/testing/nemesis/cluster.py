@@ -1,0 +1,224 @@
+"""The nemesis's view of the cluster: real processes (impl/cli/localcluster.py's
+ProcessCluster, or mastercluster.py's MasterCluster for the masters profile), the fault file
+they read, and the few admin calls the nemesis makes itself, straight over RPC so that
+nothing it does to heal depends on the client library under test.
+
+Partitions are cuts in the fault file (impl/faultfile.py, the RPC hook impl/rpc/faults.py):
+both ends drop every frame between two server UUIDs, so the servers see a real partition
+(calls hang, nothing is refused) without root, network namespaces or firewall rules; the
+workload's clients are in no cut and stay connected to every server. Disk faults are the
+fault file's "disk" entries (impl/storage/faults.py). The servers get the fault file's path
+through REVIVIFY_FAULT_FILE in their environment; the nemesis rewrites it with a rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import msgspec
+import trio
+
+from revivify.impl.cli.localcluster import ProcessCluster, ServerProcess
+from revivify.impl.cli.mastercluster import MasterCluster
+from revivify.impl.consensus.messages import Peer
+from revivify.impl.faultfile import ENV
+from revivify.impl.rpc import RpcError, open_rpc_client
+from revivify.impl.rpc.address import parse_address
+from revivify.impl.tserver import api
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+ADMIN_UUID = "nemesis-admin"
+CALL_SECONDS = 2.0
+
+
+class Cluster:
+    """Three tablet servers (and optionally masters) under the nemesis's control."""
+
+    def __init__(self, root: str, *, masters: int, tserver_args: Sequence[str]) -> None:
+        self.root = root
+        self.fault_path = os.path.join(root, "faults.json")
+        self.masters: MasterCluster | None = None
+        if masters:
+            self.masters = MasterCluster(root, masters=masters, tservers=3,
+                                         tserver_args=tserver_args)
+            self.tservers = self.masters.tservers
+        else:
+            self.tservers = ProcessCluster(root, 3, args=list(tserver_args))
+        self.trace_dir = self.tservers.trace_dir
+        self.cuts: list[tuple[str, str]] = []
+        self.disk: list[dict[str, str]] = []
+        self.paused: set[int] = set()
+
+    # ------------------------------------------------------------------ processes
+
+    @property
+    def servers(self) -> list[ServerProcess]:
+        return self.tservers.servers
+
+    @property
+    def master_uuids(self) -> list[str]:
+        return [m.uuid for m in self.masters.masters] if self.masters else []
+
+    def start_all(self) -> None:
+        self.write_faults()
+        with _environment(ENV, self.fault_path):
+            if self.masters is not None:
+                self.masters.start_all()
+            else:
+                self.tservers.start_all()
+
+    def start(self, i: int) -> None:
+        with _environment(ENV, self.fault_path):
+            self.tservers.start(i)
+
+    def kill(self, i: int) -> None:
+        self.tservers.kill(i)
+        self.paused.discard(i)
+
+    def pause(self, i: int) -> None:
+        self._signal(i, signal.SIGSTOP)
+        self.paused.add(i)
+
+    def resume(self, i: int) -> None:
+        self._signal(i, signal.SIGCONT)
+        self.paused.discard(i)
+
+    def _signal(self, i: int, signum: int) -> None:
+        s = self.servers[i]
+        pid = s.proc.pid if s.proc is not None else s.pid
+        if s.running and pid > 0:
+            os.killpg(pid, signum)
+
+    def stop_all(self) -> None:
+        """A clean stop of everything (SIGTERM; traces end with server_stop)."""
+        for i in list(self.paused):
+            self.resume(i)
+        if self.masters is not None:
+            self.masters.stop_all()
+        else:
+            for i in range(len(self.servers)):
+                self.tservers.stop(i)
+
+    def close(self) -> None:
+        """Kill whatever still runs (SIGKILL reaches a stopped process too) and remove the
+        fault file: safe to call at any point, more than once."""
+        try:
+            if self.masters is not None:
+                self.masters.close()
+            else:
+                self.tservers.close()
+        finally:
+            for path in (self.fault_path, self.fault_path + ".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+    # ------------------------------------------------------------------ the fault file
+
+    def write_faults(self) -> None:
+        doc = {"cuts": [list(c) for c in self.cuts], "disk": self.disk}
+        tmp = self.fault_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.replace(tmp, self.fault_path)
+
+    def isolate(self, i: int) -> None:
+        """Cut server `i` from every other server (tablet servers and masters)."""
+        me = self.servers[i].uuid
+        others = [s.uuid for j, s in enumerate(self.servers) if j != i] + self.master_uuids
+        self.cuts = [(me, o) for o in others]
+        self.write_faults()
+
+    def cut_pair(self, i: int, j: int) -> None:
+        self.cuts = [(self.servers[i].uuid, self.servers[j].uuid)]
+        self.write_faults()
+
+    def break_disk(self, i: int, subdir: str, op: str, errno: str) -> None:
+        prefix = os.path.join(os.path.abspath(self.servers[i].fs_root), subdir)
+        self.disk = [{"prefix": prefix, "op": op, "errno": errno}]
+        self.write_faults()
+
+    def lift_faults(self) -> None:
+        self.cuts, self.disk = [], []
+        self.write_faults()
+
+    # ------------------------------------------------------------------ admin calls
+
+    async def call(self, i: int, method: str, body: msgspec.Struct, response: type[T]) -> T:
+        """One admin call to tablet server `i`, bounded by CALL_SECONDS."""
+        s = self.servers[i]
+        host, port = parse_address(s.address)
+        with trio.fail_after(CALL_SECONDS):
+            async with open_rpc_client(host, port, s.uuid, ADMIN_UUID,
+                                       app_errors=api.APP_ERRORS) as client:
+                return await client.call(method, body, response)
+
+    async def replica_state(self, i: int, tablet_id: str) -> tuple[str, str, int]:
+        """(state, role, term) of tablet server `i`'s replica; ("DOWN", "", 0) when the
+        server does not answer, the state of a replica that is not running."""
+        if not self.servers[i].running or i in self.paused:
+            return ("DOWN", "", 0)
+        try:
+            info = await self.call(i, api.ADMIN_CONSENSUS_STATE, api.TabletRef(tablet_id),
+                                   api.ReplicaInfo)
+        except api.TabletNotRunning as exc:
+            return (exc.state, "", 0)
+        except api.TabletNotFound:
+            return ("ABSENT", "", 0)
+        except (RpcError, OSError, trio.TooSlowError):
+            return ("DOWN", "", 0)
+        return (info.state, info.role, info.term)
+
+    async def states(self, tablet_id: str) -> list[tuple[str, str, int]]:
+        out: list[Any] = [None] * len(self.servers)
+
+        async def one(i: int) -> None:
+            out[i] = await self.replica_state(i, tablet_id)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self.servers)):
+                nursery.start_soon(one, i)
+        return out
+
+    async def leader(self, tablet_id: str) -> int | None:
+        """The index of the server leading in the highest term, if any says LEADER."""
+        states = await self.states(tablet_id)
+        leaders = [(term, i) for i, (_, role, term) in enumerate(states) if role == "LEADER"]
+        return max(leaders)[1] if leaders else None
+
+    async def create_tablet(self, tablet_id: str) -> None:
+        """The workload's tablet on all three servers (no masters: Admin.CreateTablet)."""
+        peers = [Peer(s.uuid, s.address, "VOTER") for s in self.servers]
+        for i in range(len(self.servers)):
+            await self.call(i, api.ADMIN_CREATE_TABLET, api.CreateTablet(tablet_id, peers),
+                            api.TabletCreated)
+
+    async def tombstone(self, i: int, tablet_id: str) -> None:
+        await self.call(i, api.ADMIN_DELETE_TABLET,
+                        api.DeleteTablet(tablet_id, "TOMBSTONE", None), api.Ack)
+
+
+class _environment:
+    """Set one environment variable for the processes started inside the block."""
+
+    def __init__(self, name: str, value: str) -> None:
+        self.name, self.value = name, value
+        self.old: str | None = None
+
+    def __enter__(self) -> None:
+        self.old = os.environ.get(self.name)
+        os.environ[self.name] = self.value
+
+    def __exit__(self, *exc: object) -> None:
+        if self.old is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.old
+
+
+__all__ = ["Cluster"]

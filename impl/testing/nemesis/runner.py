@@ -1,0 +1,385 @@
+"""One nemesis run: start the cluster, run the workload under the seeded faults, heal, read
+every key, stop cleanly, check the histories and the traces, summarise.
+
+    python -m revivify.impl.testing.nemesis --profile short --seed 1
+
+Phases (each bounded; any failure still ends in cleanup):
+
+1. Start 3 tablet servers (and masters for the masters profile) on 127.0.0.1 with
+   REVIVIFY_FAULT_FILE set, create the tablet (3 replicas), wait for a leader.
+2. Workload (workload.py) and nemesis at once: the faults of schedule.py, one at a time,
+   each injected at its offset (or as soon as the previous one is healed), held, healed.
+3. Heal everything: faults lifted, paused servers resumed, dead servers restarted, a replica
+   left FAILED by a disk fault tombstoned so that the leader copies it back (Kudu heals
+   by copy; without the masters' re-replication, issue 19, the nemesis asks for it by
+   tombstoning the failed replica, and the leader's own copy request does the rest); if no
+   copy brought it back within COPY_SECONDS, the server is restarted.
+4. Final reads: every key once more, through a fresh client, recorded in the histories
+   (``final``): an acknowledged write must be readable.
+5. Clean stop (SIGTERM: every trace ends with server_stop), then ``revivify history check``
+   on both histories and ``revivify trace check`` on the traces, through the CLI.
+6. The summary table on stdout, ``summary.json`` in the run's directory (and --json-out);
+   exit 0 only if nothing was lost, both histories are linearizable, the traces are clean
+   and every fault was healed. The availability target is reported met or missed, never a
+   reason to fail (timing on a shared machine).
+
+Ctrl-C or SIGTERM at any point: every process is killed and the fault file removed.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import attrs
+import trio
+
+from revivify.impl.client import ClientOptions, open_table_client, open_tablet_client
+from revivify.impl.client.master import master_call
+from revivify.impl.master import api as master_api
+
+from . import schedule as sched
+from .cluster import Cluster
+from .report import FaultRecord, availability, count_outcomes, lost_writes, render
+from .workload import REGISTER_KEY, History, Worker
+
+TABLE = "nemesis"
+COPY_SECONDS = 30.0
+SETTLE_SECONDS = 90.0
+LOST_KEY = "lost"  # the self-test's phantom write goes to this key (never written for real)
+
+
+@attrs.frozen
+class Options:
+    profile: sched.Profile
+    seed: int
+    workdir: str | None = None
+    keep: bool = False
+    json_out: str | None = None
+    self_test: str | None = None  # "lose-write": a phantom acknowledged write is recorded
+    tick_ms: int = 50
+    election_ticks: int = 10
+    check_timeout: float = 120.0
+
+    @property
+    def election_timeout(self) -> float:
+        return self.tick_ms * self.election_ticks / 1000
+
+
+class Run:
+    def __init__(self, options: Options, cluster: Cluster) -> None:
+        self.options = options
+        self.profile = options.profile
+        self.cluster = cluster
+        self.tablet_id = ""
+        self.t0 = 0.0
+        self.faults: list[FaultRecord] = []
+        self.register = History("register")
+        self.map = History("kv")
+        self.problems: list[str] = []
+        self.final_reads_ok = True
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def log(self, text: str) -> None:
+        print(f"[nemesis {self.now():7.2f}] {text}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------------ clients
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(max_attempts=10_000, deadline=self.profile.op_deadline)
+
+    def open_rows(self, rng: random.Random) -> Any:
+        if self.cluster.masters is not None:
+            return open_table_client(self.cluster.masters.master_addresses, TABLE,
+                                     options=self.client_options(), rng=rng)
+        return open_tablet_client(self.cluster.tservers.addresses, self.tablet_id,
+                                  options=self.client_options(), rng=rng)
+
+    # ------------------------------------------------------------------ phases
+
+    async def setup(self) -> None:
+        await trio.to_thread.run_sync(self.cluster.start_all)
+        if self.cluster.masters is not None:
+            request = master_api.CreateTableRequest(TABLE, [], 1, 3, request_id="nemesis")
+            reply = await master_call(self.cluster.masters.master_addresses,
+                                      master_api.MASTER_CREATE_TABLE, request,
+                                      master_api.TableCreatedReply, self.client_options())
+            self.tablet_id = reply.tablet_ids[0]
+        else:
+            self.tablet_id = "nemesis"
+            await self.cluster.create_tablet(self.tablet_id)
+        await self.settle("start")
+
+    async def settle(self, why: str) -> None:
+        """Wait until all three replicas run and one leads (healing FAILED ones)."""
+        deadline = trio.current_time() + SETTLE_SECONDS
+        while True:
+            states = await self.cluster.states(self.tablet_id)
+            if (all(st == "RUNNING" for st, _, _ in states)
+                    and any(role == "LEADER" for _, role, _ in states)):
+                return
+            if trio.current_time() > deadline:
+                self.problems.append(f"{why}: the tablet did not settle: {states}")
+                return
+            for i, (st, _, _) in enumerate(states):
+                if st == "FAILED":
+                    await self.heal_failed(i, "settle")
+            await trio.sleep(0.2)
+
+    async def workload(self, stop: trio.Event) -> None:
+        base = random.Random(f"workload:{self.options.seed}")
+        map_keys = tuple(f"k{n}" for n in range(self.profile.map_keys))
+        n_workers = self.profile.register_clients + self.profile.map_clients
+        async with trio.open_nursery() as nursery:
+            for n in range(n_workers):
+                on_register = n < self.profile.register_clients
+                worker = Worker(self.register if on_register else self.map, n, n_workers,
+                                (REGISTER_KEY,) if on_register else map_keys,
+                                random.Random(base.random()), self.profile.op_deadline,
+                                self.now)
+                nursery.start_soon(self._worker, worker, random.Random(base.random()), stop)
+
+    async def _worker(self, worker: Worker, rng: random.Random, stop: trio.Event) -> None:
+        async with self.open_rows(rng) as rows:
+            await worker.run(rows, stop)
+
+    async def nemesis(self, faults: list[sched.Fault]) -> None:
+        for fault in faults:
+            await trio.sleep(max(0.0, fault.at - self.now()))
+            await self.one_fault(fault)
+
+    async def one_fault(self, fault: sched.Fault) -> None:
+        c = self.cluster
+        target = fault.target
+        if target == sched.TARGET_LEADER:
+            leader = await c.leader(self.tablet_id)
+            target = leader if leader is not None else 0
+        injected = self.now()
+        detail = ""
+        self.log(f"inject {fault.kind} on server {target} for {fault.hold:.2f} s")
+        if fault.kind == sched.KILL:
+            await trio.to_thread.run_sync(c.kill, target)
+        elif fault.kind == sched.PAUSE:
+            c.pause(target)
+        elif fault.kind in (sched.PARTITION_ONE, sched.PARTITION_LEADER):
+            c.isolate(target)
+        elif fault.kind == sched.PARTITION_BRIDGE:
+            a, b = [i for i in range(3) if i != target]
+            c.cut_pair(a, b)
+            detail = f"servers {a} and {b} cut, {target} bridges"
+        elif fault.kind == sched.DISK_WAL_FSYNC:
+            c.break_disk(target, "wals/", "fsync", "EIO")
+        elif fault.kind == sched.DISK_DATA_WRITE:
+            c.break_disk(target, "data/", "write", "EIO")
+        elif fault.kind == sched.DISK_FULL:
+            c.break_disk(target, "", "write", "ENOSPC")
+        else:
+            raise AssertionError(f"unknown fault {fault.kind}")
+        await trio.sleep(fault.hold)
+        heal = await self.heal(fault.kind, target)
+        self.faults.append(FaultRecord(fault.kind, target, round(injected, 3),
+                                       round(self.now(), 3), heal, detail))
+        self.log(f"healed {fault.kind} on server {target}: {heal}")
+
+    async def heal(self, kind: str, target: int) -> str:
+        c = self.cluster
+        if kind == sched.KILL:
+            await trio.to_thread.run_sync(c.start, target)
+            return "restarted"
+        if kind == sched.PAUSE:
+            c.resume(target)
+            return "resumed"
+        c.lift_faults()
+        if kind not in sched.DISK:
+            return "cut lifted"
+        if not c.servers[target].running:  # the server stopped on the disk error
+            await trio.to_thread.run_sync(c.start, target)
+            return "restarted (the server had stopped)"
+        state, _, _ = await c.replica_state(target, self.tablet_id)
+        if state != "FAILED":
+            return f"lifted (replica {state})"
+        return await self.heal_failed(target, kind)
+
+    async def heal_failed(self, i: int, why: str) -> str:
+        """A FAILED replica: tombstone it and let the leader copy it back; restart the
+        server if no copy did within COPY_SECONDS."""
+        c = self.cluster
+        self.log(f"server {i}: replica FAILED ({why}): tombstoning it for a copy")
+        try:
+            await c.tombstone(i, self.tablet_id)
+        except Exception as exc:
+            self.log(f"server {i}: tombstone refused: {exc!r}")
+        with trio.move_on_after(COPY_SECONDS):
+            while True:
+                state, _, _ = await c.replica_state(i, self.tablet_id)
+                if state == "RUNNING":
+                    return "copied"
+                await trio.sleep(0.2)
+        self.log(f"server {i}: not copied back within {COPY_SECONDS:g} s: restarting it")
+        await trio.to_thread.run_sync(c.kill, i)
+        await trio.to_thread.run_sync(c.start, i)
+        return "restarted (no copy in time)"
+
+    async def final_reads(self) -> None:
+        keys = [(self.register, REGISTER_KEY)]
+        keys += [(self.map, f"k{n}") for n in range(self.profile.map_keys)]
+        if self.options.self_test == "lose-write":
+            # An acknowledged write the servers never saw: the checks must call it lost.
+            value = next(self.map.values)
+            process = 10_000
+            for kind in ("invoke", "ok"):
+                self.map.record({"process": process, "type": kind, "f": "write",
+                                 "key": LOST_KEY, "value": value, "time": self.now()})
+            keys.append((self.map, LOST_KEY))
+        async with self.open_rows(random.Random(0)) as rows:
+            for n, (history, key) in enumerate(keys):
+                worker = Worker(history, 20_000 + n, 1, (key,), random.Random(n),
+                                self.profile.op_deadline, self.now)
+                for _attempt in range(10):
+                    if await worker.read(rows, key, final=True):
+                        history.events[-1]["final"] = True
+                        break
+                else:
+                    self.final_reads_ok = False
+                    self.problems.append(f"key {key!r}: no final read succeeded")
+
+    # ------------------------------------------------------------------ the run
+
+    async def main(self) -> None:
+        self.t0 = time.monotonic()  # setup's log lines; the workload's clock starts below
+        await self.setup()
+        faults = sched.schedule(self.profile, self.options.seed)
+        self.log(f"tablet {self.tablet_id}; {len(faults)} faults planned")
+        self.t0 = time.monotonic()
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.workload, stop)
+            await self.nemesis(faults)
+            await trio.sleep(max(0.0, self.profile.duration - self.now()))
+            stop.set()
+        self.workload_end = self.now()
+        self.log("workload stopped; healing everything")
+        self.cluster.lift_faults()
+        for i in list(self.cluster.paused):
+            self.cluster.resume(i)
+        for i, s in enumerate(self.cluster.servers):
+            if not s.running:
+                await trio.to_thread.run_sync(self.cluster.start, i)
+        await self.settle("final")
+        await self.final_reads()
+
+
+def _cli(*args: str, timeout: float) -> tuple[int, Any]:
+    """Run ``revivify ARGS --json --quiet``; (exit code, the parsed document or the text)."""
+    cmd = [sys.executable, "-m", "revivify.impl.cli.main", *args, "--json", "--quiet"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 2, f"no verdict within {timeout:g} s"
+    try:
+        return done.returncode, json.loads(done.stdout)
+    except ValueError:
+        return done.returncode, (done.stdout + done.stderr).strip()[-2000:]
+
+
+def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
+    register_path = os.path.join(root, "register.jsonl")
+    map_path = os.path.join(root, "map.jsonl")
+    run.register.write_jsonl(register_path)
+    run.map.write_jsonl(map_path)
+    linearizable: dict[str, bool | None] = {}
+    for model, path in (("register", register_path), ("kv", map_path)):
+        code, _ = _cli("history", "check", path, "--model", model, "--timeout",
+                       str(int(options.check_timeout)), timeout=options.check_timeout + 30)
+        linearizable[model] = {0: True, 1: False}.get(code)
+    code, doc = _cli("trace", "check", run.cluster.trace_dir, timeout=600)
+    trace_verdict = {0: "clean", 1: "VIOLATIONS"}.get(code, "UNUSABLE")
+    events = run.register.events + run.map.events
+    lost = lost_writes(run.register.events) + lost_writes(run.map.events)
+    av = availability(events, run.faults, getattr(run, "workload_end", run.now()))
+    call_timeout = float(getattr(ClientOptions(), "call_timeout", options.profile.op_deadline))
+    p99_limit = 2 * options.election_timeout + call_timeout
+    gap_limit = 3 * options.election_timeout
+    stall_p99 = av["stall_p99_latency_s"]
+    met = (stall_p99 is not None and stall_p99 <= p99_limit
+           and av["stall_longest_unavailability_s"] <= gap_limit)
+    problems = list(run.problems)
+    if lost:
+        problems.append(f"{len(lost)} lost write(s): {lost[:3]}")
+    for model, verdict in linearizable.items():
+        if verdict is not True:
+            what = "not linearizable" if verdict is False else "unchecked"
+            problems.append(f"{model} history {what}")
+    if trace_verdict != "clean":
+        problems.append(f"traces: {trace_verdict}")
+    by_model = {"register": count_outcomes(run.register.events),
+                "kv": count_outcomes(run.map.events)}
+    total = {k: by_model["register"][k] + by_model["kv"][k] for k in ("ok", "fail", "info")}
+    return {
+        "profile": options.profile.name, "seed": options.seed,
+        "cluster": (f"3 tablet servers + {options.profile.masters} masters"
+                    if options.profile.masters else "3 tablet servers, no masters"),
+        "workload_seconds": round(getattr(run, "workload_end", run.now()), 2),
+        "operations": total, "by_model": by_model,
+        "faults_by_kind": dict(collections.Counter(f.kind for f in run.faults)),
+        "heals": dict(collections.Counter(f.heal for f in run.faults)),
+        "faults": [attrs.asdict(f) for f in run.faults],
+        "availability": av,
+        "target": {"met": met, "p99_limit_s": p99_limit, "gap_limit_s": gap_limit,
+                   "election_timeout_s": options.election_timeout,
+                   "call_timeout_s": call_timeout},
+        "lost_writes": len(lost), "lost": lost, "final_reads_ok": run.final_reads_ok,
+        "linearizable": linearizable, "trace_verdict": trace_verdict,
+        "trace_report": doc if code != 0 else None,
+        "self_test": options.self_test, "workdir": root,
+        "passed": not problems, "problems": problems,
+    }
+
+
+def run(options: Options) -> int:
+    """The whole run (module docstring); the exit code."""
+    root = options.workdir or tempfile.mkdtemp(prefix="revivify-nemesis-")
+    os.makedirs(root, exist_ok=True)
+    args = ["--tick-ms", str(options.tick_ms), "--election-ticks", str(options.election_ticks),
+            "--flush-mb", "0.005"]
+    cluster = Cluster(root, masters=options.profile.masters, tserver_args=args)
+    the_run = Run(options, cluster)
+    summary: dict[str, Any] | None = None
+    try:
+        try:
+            trio.run(the_run.main)
+        except Exception as exc:  # still summarise what happened
+            the_run.problems.append(f"the run failed: {exc!r}")
+            print(f"nemesis: the run failed: {exc!r}", file=sys.stderr)
+        try:
+            cluster.stop_all()
+        except Exception as exc:
+            the_run.problems.append(f"clean stop failed: {exc!r}")
+        summary = summarize(the_run, options, root)
+    finally:
+        cluster.close()
+    print(render(summary))
+    text = json.dumps(summary, indent=2, default=str)
+    with open(os.path.join(root, "summary.json"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    if options.json_out:
+        with open(options.json_out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    print(f"nemesis: histories, traces, logs and summary.json in {root}", file=sys.stderr)
+    if summary["passed"] and not options.keep and options.workdir is None:
+        shutil.rmtree(root, ignore_errors=True)
+        print("nemesis: passed; directory removed (--keep keeps it)", file=sys.stderr)
+    return 0 if summary["passed"] else 1
+
+
+__all__ = ["Options", "run"]

@@ -1,0 +1,104 @@
+"""Profiles and the seeded fault schedule: what the nemesis does, and when (no I/O).
+
+The schedule is a pure function of (profile, seed): the same seed gives the same faults, in
+the same order, at the same offsets, on the same server indexes, held for the same time.
+One thing is resolved only at run time: a fault aimed at "the leader" (TARGET_LEADER) hits
+whichever server leads the tablet when it fires.
+
+Faults run one at a time: inject, hold, heal, a quiet gap, the next. One server at a time is
+affected (a bridge cuts one pair of servers), so a majority of the tablet's 3 replicas can
+always make progress, and the availability target (issue 20: with one server paused or cut
+off, successful operations continue) is measurable per fault.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Final
+
+import attrs
+
+KILL: Final = "kill"                        # SIGKILL, restarted when healed
+PAUSE: Final = "pause"                      # SIGSTOP, SIGCONT when healed
+PARTITION_ONE: Final = "partition-one"      # one server cut from every other server
+PARTITION_LEADER: Final = "partition-leader"  # the leader cut from every other server
+PARTITION_BRIDGE: Final = "partition-bridge"  # two servers cut from each other, the third sees both
+DISK_WAL_FSYNC: Final = "disk-wal-fsync"    # EIO on every fsync under FS_ROOT/wals/
+DISK_DATA_WRITE: Final = "disk-data-write"  # EIO on every write under FS_ROOT/data/
+DISK_FULL: Final = "disk-full"              # ENOSPC on every write under FS_ROOT/
+
+KINDS: Final = (KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
+                DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL)
+STALLS: Final = frozenset({PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE})
+"""Faults the availability target is measured over (a server paused or cut off)."""
+DISK: Final = frozenset({DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL})
+
+TARGET_LEADER: Final = -1
+
+
+@attrs.frozen
+class Profile:
+    """A run's shape: how long, which faults, how many clients."""
+
+    name: str
+    duration: float  # seconds of workload under faults
+    kinds: tuple[str, ...]
+    # Every kind in `kinds` once (shuffled by the seed), then random kinds until `duration`.
+    register_clients: int = 3
+    map_clients: int = 3
+    map_keys: int = 5
+    masters: int = 0  # 0: tablet servers alone (a tablet made by Admin.CreateTablet)
+    quiet: float = 2.0  # seconds of workload before the first fault
+    hold: tuple[float, float] = (2.0, 4.0)  # a fault lasts this long (uniform)
+    gap: tuple[float, float] = (1.0, 3.0)  # quiet between a heal and the next fault
+    op_deadline: float = 6.0  # seconds an operation may take before it is given up
+
+
+PROFILES: Final = {
+    # make test: about 15 s of faults, one kill, one pause, one partition.
+    "short": Profile("short", 14.0, (KILL, PAUSE, PARTITION_LEADER), hold=(2.0, 3.0),
+                     gap=(1.0, 1.5)),
+    # make nemesis: every kind of fault, tablet servers alone.
+    "standard": Profile("standard", 120.0, KINDS),
+    # the same with 3 masters (tablet servers heartbeat them; the table made by the master).
+    "masters": Profile("masters", 120.0, KINDS, masters=3),
+    # disk faults only.
+    "disk": Profile("disk", 60.0, tuple(sorted(DISK))),
+}
+
+
+@attrs.frozen
+class Fault:
+    """One planned fault: `kind` at `at` seconds after the workload began, on server
+    `target` (an index; TARGET_LEADER: the leader then; for a bridge, the bridging server),
+    healed `hold` seconds later."""
+
+    at: float
+    kind: str
+    target: int
+    hold: float
+
+
+def schedule(profile: Profile, seed: int, servers: int = 3) -> list[Fault]:
+    """The faults of a run of `profile` with `seed` (module docstring)."""
+    assert servers >= 3, "one server at a time must leave a majority of 3"
+    rng = random.Random(f"nemesis:{profile.name}:{seed}")
+    first = list(profile.kinds)
+    rng.shuffle(first)
+    faults: list[Fault] = []
+    t = profile.quiet
+    while True:
+        kind = first.pop(0) if first else rng.choice(profile.kinds)
+        hold = round(rng.uniform(*profile.hold), 2)
+        target = TARGET_LEADER if kind == PARTITION_LEADER else rng.randrange(servers)
+        if t + hold > profile.duration and faults:
+            break
+        faults.append(Fault(round(t, 2), kind, target, hold))
+        t += hold + round(rng.uniform(*profile.gap), 2)
+        if t >= profile.duration:
+            break
+    return faults
+
+
+__all__ = ["DISK", "KINDS", "PROFILES", "STALLS", "TARGET_LEADER", "Fault", "Profile",
+           "schedule"]
