@@ -15,13 +15,29 @@
 
 Every command takes ``--json`` (one JSON document on stdout) and ``--deadline SECONDS``
 (default 10: the whole command, retries included, runs under a trio cancel scope with that
-deadline, and the client library's retry deadline is the same).
+deadline, and the client library's retry deadline is the same). The tablet and row
+commands also take ``--call-timeout SECONDS`` (default 2, impl/client/options.py): the
+most one call to one server may take, so a stalled server costs one of these, not the
+deadline.
 
-Exit codes: 0 success; 1 the answer is "no" (a key not found, a config change refused, a
-server refusing a request it understood: the tablet already exists, an invalid argument);
-2 bad usage (a malformed HOST:PORT, a missing flag, bad hex), an unknown tablet or table, or a
-cluster that cannot be reached or has no leader within the deadline. Errors are one line on
-stderr naming the command and what was wrong, never a traceback.
+Exit codes, one rule: 0 success; 1 a definite "no" (a key not found, a config change
+refused, a server refusing a request it understood: the tablet already exists, an invalid
+argument; an unknown tablet or table: every server that answered said it does not host
+it); 2 bad usage (a malformed HOST:PORT, a missing flag, bad hex) or nothing reachable (no
+server answered, no leader within the deadline, a write whose outcome is unknown). Errors
+are one line on stderr naming the command and what was wrong, never a traceback.
+
+A write (``row put``/``row delete``) that fails says which kind of failure it was: in its
+message ("it may or may not have been applied" when an attempt may have been applied) and,
+with ``--json``, in a document on stdout: ``{"key", "value" (put), "outcome", "error"}``
+with ``"outcome": "unknown"`` (it may or may not have been applied: an attempt was cut off
+after it was sent) or ``"failed"`` (it was not applied: refused before it was sent,
+refused by the leader, or never sent to a server that could apply it).
+
+``tablet status`` asks every server at once, each within the call timeout, and shows each
+one's answer in its own column (ANSWER: ok, not hosted, no answer, unreachable, refused;
+``"answer"`` in JSON): exit 0 if any server answered with the tablet's state, 1 if every
+server that answered does not host it, 2 if none answered.
 
 Everything talks to the servers through revivify.impl.client; this module only parses,
 calls and prints (render.py).
@@ -34,12 +50,21 @@ import contextlib
 import importlib
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import attrs
 
 from revivify.impl.client import (
     ChangeRefused,
     ClientError,
+    ClientOptions,
+    Rejected,
     TableClient,
+    TableNotFoundError,
     TabletClient,
+    TabletNotFoundError,
+    TabletStatus,
+    Unavailable,
     change_config,
     create_tablet,
     open_table_client,
@@ -48,7 +73,11 @@ from revivify.impl.client import (
     step_down,
     tablet_status,
 )
+from revivify.impl.client.admin import ANSWER_NO_ANSWER, ANSWER_OK
+from revivify.impl.client.errors import OUTCOME_FAILED, outcome_of
+from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
+from revivify.impl.rpc import AppError
 
 from . import render
 from .common import (
@@ -64,10 +93,27 @@ from .common import (
     non_negative_int,
     one_line,
     parse_args,
+    positive_float,
     positive_int,
 )
 
 TSERVER_MAIN = "revivify.impl.tserver.main"
+
+
+def _call_timeout() -> Parser:
+    """``--call-timeout SECONDS``: the client's bound on each single call."""
+    p = Parser(add_help=False)
+    p.add_argument("--call-timeout", type=positive_float, default=DEFAULT_CALL_TIMEOUT,
+                   metavar="SECONDS",
+                   help=f"give up on one call to one server after this long and try "
+                        f"elsewhere (default {DEFAULT_CALL_TIMEOUT:g}; a few times the "
+                        f"servers' election timeout)")
+    return p
+
+
+def _options(args: argparse.Namespace) -> ClientOptions:
+    """The client's policy: --deadline (common.py) and --call-timeout."""
+    return attrs.evolve(client_options(args), call_timeout=args.call_timeout)
 
 
 def _cluster() -> Parser:
@@ -175,12 +221,17 @@ def tablet_main(argv: list[str]) -> int:
                         help="the new tablet's id (default: a random uuid4 hex)")
 
     sub.add_parser(
-        "status", parents=[_cluster(), common_flags()], help="every replica's state",
+        "status", parents=[_cluster(), common_flags(), _call_timeout()],
+        help="every replica's state",
         description="Show each replica's role, term, last and committed OpId, and the "
-                    "leader. A server that cannot be reached is shown as such.")
+                    "leader. Every server is asked at once, each within --call-timeout; "
+                    "one that cannot be reached or does not answer in time is shown as "
+                    "such (the ANSWER column). Exit 0 if any server answered with the "
+                    "tablet's state, 1 if every server that answered does not host it, "
+                    "2 if none answered.")
 
     changing = sub.add_parser(
-        "change-config", parents=[_cluster(), common_flags()],
+        "change-config", parents=[_cluster(), common_flags(), _call_timeout()],
         help="add, remove or promote one member",
         description="One membership change, at the leader, compare-and-set on the "
                     "committed config's index. Forms: 'add UUID HOST:PORT [--non-voter "
@@ -202,7 +253,8 @@ def tablet_main(argv: list[str]) -> int:
                              "the leader's current committed config index, read first)")
 
     down = sub.add_parser(
-        "step-down", parents=[_cluster(), common_flags()], help="ask the leader to step down",
+        "step-down", parents=[_cluster(), common_flags(), _call_timeout()],
+        help="ask the leader to step down",
         description="Ask the tablet's leader to step down, optionally handing leadership "
                     "to a given voter.")
     down.add_argument("--new-leader", default=None, metavar="UUID",
@@ -212,7 +264,7 @@ def tablet_main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     prog = f"revivify tablet {args.cmd}"
-    options = client_options(args)
+    options = client_options(args) if args.cmd == "create" else _options(args)
     change: ConfigChange | None = None
     if args.cmd == "change-config":
         try:
@@ -228,14 +280,18 @@ def tablet_main(argv: list[str]) -> int:
         return Outcome(0, doc, created.tablet_id)
 
     async def status_work() -> Outcome:
-        status = await tablet_status(args.tservers, args.tablet)
+        status = await tablet_status(args.tservers, args.tablet, options=options)
+        doc, text = _status_doc(status), _status_text(status)
         if not status.reachable:
-            raise _NoServer("no server could be reached: " + "; ".join(
+            return Outcome(2, doc, text, "no server answered: " + "; ".join(
                 f"{r.address}: {r.error}" for r in status.replicas))
         if not status.hosted:
-            raise _NoServer(f"tablet {args.tablet} is not hosted by any of "
-                            f"{', '.join(args.tservers)}")
-        return Outcome(0, render.tablet_status_doc(status), render.tablet_status_text(status))
+            answered = [r.address for r in status.replicas if r.reachable]
+            silent = [r.address for r in status.silent]
+            unsure = f" ({', '.join(silent)} did not answer)" if silent else ""
+            return Outcome(1, doc, text, f"tablet {args.tablet} is not hosted by any of "
+                                         f"{', '.join(answered)}{unsure}")
+        return Outcome(0, doc, text)
 
     async def change_work() -> Outcome:
         assert change is not None
@@ -246,7 +302,8 @@ def tablet_main(argv: list[str]) -> int:
             doc = {"tablet_id": args.tablet, "refused": {
                 "reason": refusal.reason, "detail": refusal.detail,
                 "committed_index": refusal.committed_index,
-                "outcome_unknown": refusal.outcome_unknown}}
+                "outcome_unknown": refusal.outcome_unknown,
+                "outcome": outcome_of(refusal)}}
             return Outcome(1, doc, "", refusal.message)
         doc = {"tablet_id": args.tablet, "config_index": changed.config_index,
                "change": {"kind": change.kind, **render.peer_doc(change.peer)}}
@@ -267,8 +324,44 @@ def tablet_main(argv: list[str]) -> int:
     return execute(prog, args, works[args.cmd])
 
 
-class _NoServer(ClientError):
-    """tablet status: nothing useful came back (exit 2)."""
+def _status_doc(status: TabletStatus) -> dict[str, Any]:
+    """render.tablet_status_doc, each replica with its "answer" added (ok, not hosted, no
+    answer, unreachable, refused)."""
+    doc = render.tablet_status_doc(status)
+    for row, replica in zip(doc["replicas"], status.replicas, strict=True):
+        row["answer"] = replica.answer
+    return doc
+
+
+def _status_text(status: TabletStatus) -> str:
+    """The replicas as a table: what each server answered in the ANSWER column, its
+    replica's state in the others (left empty for a server that gave none), then why each
+    server that gave no state gave none."""
+    rows: list[list[object]] = []
+    notes: list[str] = []
+    for r in status.replicas:
+        info = r.info
+        answer = r.answer
+        if info is None:
+            rows.append([r.address, r.uuid, answer, None, None, None, None, None, None])
+            if r.error and r.error != answer:
+                notes.append(f"{r.address}: {r.error}")
+            continue
+        state = info.state if not info.reason else f"{info.state} ({info.reason})"
+        rows.append([r.address, r.uuid, ANSWER_OK, state, info.role, info.term,
+                     render.opid(info.last_opid), info.commit_index, info.config_index])
+    leader = status.leader
+    said = "none" if leader is None else f"{leader.uuid} ({leader.address})"
+    silent = [r for r in status.replicas if r.answer == ANSWER_NO_ANSWER]
+    if leader is None and silent:
+        said += " among the servers that answered"
+    return "\n".join([
+        f"tablet {status.tablet_id}",
+        render.table(["ADDRESS", "UUID", "ANSWER", "STATE", "ROLE", "TERM", "LAST",
+                      "COMMITTED", "CONFIG"], rows),
+        *notes,
+        f"leader: {said}",
+    ])
 
 
 # ---------------------------------------------------------------------------- row
@@ -322,7 +415,7 @@ def row_main(argv: list[str]) -> int:
     data.add_argument("--hex", action="store_true",
                       help="keys and values are given and printed as hex (default: UTF-8 "
                            "text)")
-    parents = [_row_target(), data, common_flags()]
+    parents = [_row_target(), data, common_flags(), _call_timeout()]
     put = sub.add_parser("put", parents=parents, help="write a row",
                          description="Write VALUE at KEY (exactly once, at the leader).")
     put.add_argument("key", metavar="KEY")
@@ -360,7 +453,7 @@ def row_main(argv: list[str]) -> int:
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
-    options = client_options(args)
+    options = _options(args)
 
     def show(data: bytes) -> str:
         return render.show_bytes(data, hex_mode)
@@ -378,19 +471,55 @@ def row_main(argv: list[str]) -> int:
                 yield tablet
 
     async def work() -> Outcome:
-        async with target() as tablet:
+        try:
+            return await rows_work()
+        except (TabletNotFoundError, TableNotFoundError) as exc:
+            # Every server (or the masters) answered: the tablet or table is not there.
+            if writing:
+                return _write_failure(exc, 1)
+            return Outcome(1, {"error": exc.message}, "", exc.message)
+
+    writing = args.cmd in ("put", "delete")
+
+    def _write_failure(error: ClientError, code: int) -> Outcome:
+        """A write that failed: its outcome in the message and, with --json, a document."""
+        assert key is not None
+        outcome = outcome_of(error)
+        doc: dict[str, Any] = {"key": show(key)}
+        if value is not None:
+            doc["value"] = show(value)
+        doc.update({"outcome": outcome, "error": error.message})
+        message = error.message
+        if outcome == OUTCOME_FAILED and isinstance(error, Unavailable):
+            message += "; it was not applied"
+        return Outcome(code, doc, "", message)
+
+    async def write(tablet: TabletClient | TableClient) -> Outcome:
+        assert key is not None
+        try:
             if args.cmd == "put":
-                assert key is not None and value is not None
+                assert value is not None
                 written = await tablet.put(key, value)
-                doc = {"key": show(key), "value": show(value), "index": written.index,
-                       "duplicate": written.duplicate}
-                return Outcome(0, doc, f"written at index {written.index}")
-            if args.cmd == "delete":
-                assert key is not None
+            else:
                 written = await tablet.delete(key)
-                doc = {"key": show(key), "index": written.index,
-                       "duplicate": written.duplicate}
-                return Outcome(0, doc, f"deleted at index {written.index}")
+        except Rejected as exc:  # the leader said no, or a server answered strangely
+            return _write_failure(exc, 1 if isinstance(exc.error, AppError) else 2)
+        except (TabletNotFoundError, TableNotFoundError):
+            raise  # (work: exit 1)
+        except ClientError as exc:  # refused before sending (InvalidRequest), or gave up:
+            return _write_failure(exc, 2)  # unreachable, no leader, out of time
+        if args.cmd == "put":
+            assert value is not None
+            doc = {"key": show(key), "value": show(value), "index": written.index,
+                   "duplicate": written.duplicate}
+            return Outcome(0, doc, f"written at index {written.index}")
+        doc = {"key": show(key), "index": written.index, "duplicate": written.duplicate}
+        return Outcome(0, doc, f"deleted at index {written.index}")
+
+    async def rows_work() -> Outcome:
+        async with target() as tablet:
+            if writing:
+                return await write(tablet)
             if args.cmd == "get":
                 assert key is not None
                 found = await tablet.get(key)

@@ -6,16 +6,20 @@ parameters anywhere (callers bound calls with trio cancel scopes; the retry poli
 bounds are ClientOptions).
 
     options      "HOST:PORT" parsing (revivify.impl.rpc's parser, raising InvalidAddress);
-                 ClientOptions: attempts, deadline, backoff (revivify.impl.rpc.Backoff)
+                 ClientOptions: attempts, deadline, call timeout (each single call),
+                 backoff (revivify.impl.rpc.Backoff)
     connections  ServerConnections: one RPC connection per server, reopened after it breaks;
                  the UUID handshake (a call to UUID "" is refused with the server's UUID)
-    tablet       TabletClient / open_tablet_client: leader discovery (ConsensusState of each
-                 server, NotLeader hints), retries, exactly-once writes by (client_id, seq),
+    tablet       TabletClient / open_tablet_client: leader discovery (ConsensusState of
+                 every server at once, the leader remembered, NotLeader hints followed),
+                 retries, exactly-once writes by (client_id, seq),
                  linearizable reads and scans, config change (CAS) and step-down via the
                  leader
     table        TableClient / open_table_client: a table's rows through the masters (its
                  locations from GetTableLocations, cached and refreshed; each key hashed to
                  its tablet; scans of every tablet merged in key order)
+    master       MasterClient / open_master_client / master_call: the leader master, found
+                 by asking every master at once and remembered; master_status
     admin        one-shot helpers for the CLI: server_status, create_tablet, tablet_status,
                  leader_info, change_config, step_down
     errors       ClientError and its subclasses: every error the library raises on purpose
@@ -49,6 +53,7 @@ from .errors import (
     DeadlineExceeded,
     InvalidAddress,
     InvalidRequest,
+    NoAnswer,
     NoLeader,
     OutcomeUnknown,
     Rejected,
@@ -56,7 +61,9 @@ from .errors import (
     ServerUnreachable,
     TabletNotFoundError,
     Unavailable,
+    outcome_of,
 )
+from .master import MasterClient, master_call, master_status, open_master_client
 from .options import ClientOptions, parse_address
 from .table import TableClient, TableNotFoundError, open_table_client
 from .tablet import TabletClient, open_tablet_client
@@ -70,6 +77,8 @@ __all__ = [
     "DeadlineExceeded",
     "InvalidAddress",
     "InvalidRequest",
+    "MasterClient",
+    "NoAnswer",
     "NoLeader",
     "OutcomeUnknown",
     "Rejected",
@@ -91,9 +100,13 @@ __all__ = [
     "handshake",
     "leader_info",
     "list_copies",
+    "master_call",
+    "master_status",
     "open_connections",
+    "open_master_client",
     "open_table_client",
     "open_tablet_client",
+    "outcome_of",
     "parse_address",
     "server_status",
     "step_down",

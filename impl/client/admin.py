@@ -5,6 +5,9 @@ addresses are "HOST:PORT" strings (options.parse_address) and every UUID comes f
 handshake (connections.py). Calls that address one particular server (`server_status`,
 `create_tablet`, `tablet_status`) are made once: a server that cannot be reached is
 ServerUnreachable (or, for `tablet_status`, a row saying so), a refusal is Rejected.
+`tablet_status` asks every server at once, each bounded by the call timeout
+(options.py), so one stalled server is a row saying "no answer", not a status that never
+comes.
 Calls that go to a tablet's leader (`change_config`, `step_down`, `leader_info`) go through
 a TabletClient and its retries (tablet.py).
 
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 
 import attrs
 import msgspec
+import trio
 
 from revivify.impl.consensus.messages import VOTER, ConfigChange, Peer
 from revivify.impl.rpc import ConnectionClosed, Network, RpcError
@@ -50,7 +54,7 @@ from revivify.impl.tserver.api import (
 )
 
 from .connections import ServerConnections, open_connections
-from .errors import InvalidRequest, Rejected, ServerUnreachable
+from .errors import InvalidRequest, NoAnswer, Rejected, ServerUnreachable
 from .options import ClientOptions, parse_address
 from .tablet import LEADER, open_tablet_client
 
@@ -199,6 +203,13 @@ async def create_tablet(addresses: Sequence[str], replicas: int, tablet_id: str 
     return CreatedTablet(tablet, peers)
 
 
+ANSWER_OK = "ok"
+ANSWER_NOT_HOSTED = "not hosted"
+ANSWER_UNREACHABLE = "unreachable"
+ANSWER_NO_ANSWER = "no answer"
+ANSWER_REFUSED = "refused"
+
+
 @attrs.frozen
 class ReplicaStatus:
     """What one server said about the tablet: its ReplicaInfo, or why there is none."""
@@ -206,8 +217,12 @@ class ReplicaStatus:
     address: str
     uuid: str | None
     info: ReplicaInfo | None
-    error: str | None  # "unreachable: ...", "tablet not hosted", or the server's refusal
-    reachable: bool
+    error: str | None  # "unreachable: ...", "no answer within 2s", "tablet not hosted", or
+    #                    the server's refusal
+    reachable: bool  # it answered (with the state, "not hosted" or a refusal)
+    # ANSWER_OK (info is set), ANSWER_NOT_HOSTED, ANSWER_REFUSED, ANSWER_UNREACHABLE
+    # (no connection), ANSWER_NO_ANSWER (connected, silent past the call timeout)
+    answer: str = ANSWER_OK
 
 
 @attrs.frozen
@@ -228,30 +243,56 @@ class TabletStatus:
 
     @property
     def reachable(self) -> bool:
+        """Whether any server answered at all."""
         return any(r.reachable for r in self.replicas)
+
+    @property
+    def silent(self) -> list[ReplicaStatus]:
+        """The servers that did not answer (unreachable, or no answer in time)."""
+        return [r for r in self.replicas if not r.reachable]
 
 
 async def tablet_status(addresses: Sequence[str], tablet_id: str, *,
-                        network: Network | None = None) -> TabletStatus:
-    """Admin.ConsensusState of every server; one that fails is a row saying why."""
-    rows: list[ReplicaStatus] = []
-    async with open_connections(ADMIN_SRC_UUID, network=network) as connections:
-        for address in _checked(addresses):
-            uuid: str | None = None
-            try:
+                        network: Network | None = None, options: ClientOptions | None = None
+                        ) -> TabletStatus:
+    """Admin.ConsensusState of every server, all asked at once, each bounded by the call
+    timeout (ClientOptions.call_timeout); one that fails or stays silent is a row saying
+    why, so a stalled server costs one call timeout and hides nothing the others said."""
+    checked = _checked(addresses)
+    timeout = (options or ClientOptions()).call_timeout
+    rows: dict[str, ReplicaStatus] = {}
+
+    async def ask(connections: ServerConnections, address: str) -> None:
+        uuid: str | None = None
+        info: ReplicaInfo | None = None
+        try:
+            with trio.move_on_after(timeout):  # the handshake and the call together
                 uuid = await connections.uuid_of(address)
                 info = await connections.call(address, ADMIN_CONSENSUS_STATE,
                                               TabletRef(tablet_id), ReplicaInfo)
-            except TabletNotFound:
-                rows.append(ReplicaStatus(address, uuid, None, "tablet not hosted", True))
-            except ConnectionClosed as exc:
-                rows.append(ReplicaStatus(address, uuid, None, f"unreachable: {exc.reason}",
-                                          False))
-            except RpcError as exc:
-                rows.append(ReplicaStatus(address, uuid, None, str(exc), True))
+        except TabletNotFound:
+            rows[address] = ReplicaStatus(address, uuid, None, "tablet not hosted", True,
+                                          ANSWER_NOT_HOSTED)
+        except ConnectionClosed as exc:
+            rows[address] = ReplicaStatus(address, uuid, None, f"unreachable: {exc.reason}",
+                                          False, ANSWER_UNREACHABLE)
+        except RpcError as exc:
+            rows[address] = ReplicaStatus(address, uuid, None, str(exc), True,
+                                          ANSWER_REFUSED)
+        else:
+            if info is None:
+                rows[address] = ReplicaStatus(address, uuid, None,
+                                              NoAnswer(address, timeout,
+                                                       maybe_sent=False).reason,
+                                              False, ANSWER_NO_ANSWER)
             else:
-                rows.append(ReplicaStatus(address, uuid, info, None, True))
-    return TabletStatus(tablet_id, rows)
+                rows[address] = ReplicaStatus(address, uuid, info, None, True)
+
+    async with open_connections(ADMIN_SRC_UUID, network=network) as connections, \
+            trio.open_nursery() as nursery:
+        for address in dict.fromkeys(checked):
+            nursery.start_soon(ask, connections, address)
+    return TabletStatus(tablet_id, [rows[address] for address in dict.fromkeys(checked)])
 
 
 async def leader_info(addresses: Sequence[str], tablet_id: str, *,
@@ -288,6 +329,11 @@ async def step_down(addresses: Sequence[str], tablet_id: str, new_leader: str | 
 
 __all__ = [
     "ADMIN_SRC_UUID",
+    "ANSWER_NOT_HOSTED",
+    "ANSWER_NO_ANSWER",
+    "ANSWER_OK",
+    "ANSWER_REFUSED",
+    "ANSWER_UNREACHABLE",
     "CreatedTablet",
     "ReplicaStatus",
     "TabletStatus",

@@ -35,6 +35,7 @@ import trio
 from revivify.impl.rpc import AppError, Network, RpcClient, WrongServerUuid, open_rpc_client
 from revivify.impl.tserver.api import ADMIN_STATUS, APP_ERRORS, Empty, ServerStatus
 
+from .errors import NoAnswer
 from .options import parse_address
 
 ResponseT = TypeVar("ResponseT")
@@ -109,6 +110,25 @@ class ServerConnections:
                 self._drop(address)
             raise
 
+    def connected(self, address: str) -> bool:
+        """Whether a connection to `address` is open (a request may have gone out on it)."""
+        current = self._held.get(address)
+        return current is not None and not current.client.closed
+
+    async def bounded_call(self, seconds: float, address: str, method: str,
+                           request: msgspec.Struct, response_type: type[ResponseT]
+                           ) -> ResponseT:
+        """`call`, given up after `seconds` with NoAnswer (the client's call timeout).
+
+        NoAnswer.maybe_sent is True when a connection to the server was open at that moment:
+        the request may have left (a request is only sent on an open connection, after the
+        handshake), so it may still run there. The connection stays: a late answer to the
+        abandoned call is dropped by the RPC client, and other calls share it.
+        """
+        with trio.move_on_after(seconds):
+            return await self.call(address, method, request, response_type)
+        raise NoAnswer(address, seconds, maybe_sent=self.connected(address))
+
     async def _client(self, address: str) -> RpcClient:
         if self._closed:
             raise RuntimeError("the connection pool is closed")
@@ -159,13 +179,17 @@ async def handshake(address: str, src_uuid: str, *, network: Network | None = No
 
 
 @asynccontextmanager
-async def open_connections(src_uuid: str, *, network: Network | None = None
+async def open_connections(src_uuid: str, *, network: Network | None = None,
+                           app_errors: Iterable[type[AppError]] = APP_ERRORS
                            ) -> AsyncIterator[ServerConnections]:
-    """A ServerConnections whose connections all close when the block ends."""
+    """A ServerConnections whose connections all close when the block ends (`app_errors`:
+    the errors its servers may answer with: the tablet server's by default, the master's
+    for a MasterClient)."""
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            pool = ServerConnections(nursery, src_uuid, network=network)
+            pool = ServerConnections(nursery, src_uuid, network=network,
+                                     app_errors=app_errors)
             try:
                 yield pool
             except BaseException as exc:

@@ -9,7 +9,10 @@ server's error as ``last_error`` so nothing is lost.
     ├── InvalidRequest(detail)                   refused before anything was sent (a bad
     │   └── InvalidAddress(address, reason)      "HOST:PORT", a batch over the limits, ...)
     ├── ServerUnreachable(address, reason)       one server could not be reached (admin
-    │                                            calls that address one server)
+    │   │                                        calls that address one server)
+    │   └── NoAnswer(address, seconds, maybe_sent)  it did not answer within the call
+    │                                            timeout (options.py): stalled, cut off;
+    │                                            retried like a lost connection
     ├── Rejected(address, error)                 a server refused for good: retrying the same
     │                                            request cannot help (InvalidArgument,
     │                                            TabletAlreadyExists, an internal error, ...)
@@ -27,8 +30,11 @@ server's error as ``last_error`` so nothing is lost.
                                                  in flight (step-down): it may have run
 
 ``outcome_unknown`` is True when an attempt may have been applied before the library gave
-up (a connection closed with the call in flight, or OperationAborted): a write is then
-applied at most once, but maybe once.
+up (a connection closed with the call in flight, a call that got no answer within the call
+timeout after it was sent, or OperationAborted): a write is then applied at most once, but
+maybe once. `outcome_of` says it in one word for a write that failed: "unknown" (it may or
+may not have been applied) or "failed" (it was not: refused before it was sent, refused by
+the leader, never sent to a server that could have applied it).
 """
 
 from __future__ import annotations
@@ -74,6 +80,20 @@ class ServerUnreachable(ClientError):
         super().__init__(f"cannot reach {address}: {reason}", last_error)
         self.address = address
         self.reason = reason
+
+
+class NoAnswer(ServerUnreachable):
+    """The server at `address` did not answer one call within `seconds` (the call timeout).
+
+    `maybe_sent`: the request may have left (a connection to the server was open when the
+    time ran out), so a write may still be applied there; False when the time ran out
+    while connecting or in the UUID handshake, before anything was sent.
+    """
+
+    def __init__(self, address: str, seconds: float, *, maybe_sent: bool) -> None:
+        super().__init__(address, f"no answer within {seconds:g}s")
+        self.seconds = seconds
+        self.maybe_sent = maybe_sent
 
 
 class Rejected(ClientError):
@@ -148,12 +168,26 @@ class OutcomeUnknown(Unavailable):
     why = "cut off in flight, not repeated"
 
 
+OUTCOME_UNKNOWN = "unknown"
+OUTCOME_FAILED = "failed"
+
+
+def outcome_of(error: BaseException) -> str:
+    """A failed write in one word: "unknown" if it may have been applied, else "failed"."""
+    if isinstance(error, Unavailable | ChangeRefused) and error.outcome_unknown:
+        return OUTCOME_UNKNOWN
+    return OUTCOME_FAILED
+
+
 __all__ = [
+    "OUTCOME_FAILED",
+    "OUTCOME_UNKNOWN",
     "ChangeRefused",
     "ClientError",
     "DeadlineExceeded",
     "InvalidAddress",
     "InvalidRequest",
+    "NoAnswer",
     "NoLeader",
     "OutcomeUnknown",
     "Rejected",
@@ -161,4 +195,5 @@ __all__ = [
     "ServerUnreachable",
     "TabletNotFoundError",
     "Unavailable",
+    "outcome_of",
 ]

@@ -1,103 +1,267 @@
-"""Talking to the masters: find the ready leader, follow its hints, retry what is retryable.
+"""Talking to the masters: find the leader among all of them at once, remember it, follow its
+hints, bound every call, retry what is retryable.
 
 Seed 004 "Clients behave much like tservers: they are configured a priori with the entire
 master Raft configuration, must always communicate with the leader master, and will retry
-their requests until the new leader master is found." `master_call` does that for one
-request: it asks the masters in turn (a MasterNotLeader hint first), learns each master's
-UUID by the handshake (connections.py), and retries, with the client's backoff, until the
-deadline (ClientOptions.deadline) on:
+their requests until the new leader master is found." A MasterClient does that:
 
-    MasterNotLeader             follow the hint (at once), else the next master
-    ServiceUnavailable          a leader not ready yet (the leader-ready gate): again later
+Finding the leader. Without a remembered leader it asks ``Master.Status`` of every master AT
+ONCE (one task each in a nursery, the UUID handshake included, each bounded by the call
+timeout, ClientOptions.call_timeout), takes the first that says role LEADER in a term no
+lower than any other answer seen so far, and cancels the rest: one stalled master, listed
+first or not, costs nothing while a leader is up elsewhere. A follower's leader hint naming
+an address not in the list is asked in the same round. The leader's address is remembered
+for the life of the client (a TableClient keeps one MasterClient: table.py); a round with
+no leader is a NoLeader failure, retried after a backoff.
+
+Calling it. Each call is bounded by the call timeout, and retried, with the client's
+backoff, until the deadline (ClientOptions.deadline) on:
+
+    MasterNotLeader             the hint, if it names another master, is followed at once
+                                (not twice in a row: two masters naming each other back
+                                off); else the leader is looked for again
+    ServiceUnavailable          a leader not ready yet (the leader-ready gate): again later,
+                                at the same master
     CatalogWriteFailed          the one catalog write did not commit; nothing changed
     Refused, retryable          NAME_RESERVED, NOT_ENOUGH_SERVERS: again later
-    a connection error          the next master
+    NoAnswer, a connection error, WrongServerUuid (the address's UUID updated first)
+                                the leader is forgotten and looked for again
 
 and gives up at once with Rejected(address, error) on a refusal that retrying cannot
 change (NOT_FOUND, ALREADY_PRESENT, INVALID_ARGUMENT, ...). A CreateTable carries a
-request id, so a retry of one that did commit answers OK with the same table.
+request id, so a retry of one that did commit answers OK with the same table; DeleteTable
+and AlterTable carry none, so a retry of one that committed before its answer was lost is
+refused (NOT_FOUND; INVALID_ARGUMENT, the column exists), as before. Giving up at the
+deadline raises DeadlineExceeded, with outcome_unknown when an attempt of a call that
+changes the catalog may have run (cut off after it was sent).
 
-`master_status` asks one master, whatever its role (``revivify master status``).
+`master_call` is a one-shot MasterClient (the CLI's commands); `master_status` asks one
+master, whatever its role (``revivify master status``, ``master list``), bounded by the
+call timeout too, so a stalled master is a NoAnswer (ServerUnreachable) for the caller to
+show, not a hang.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import msgspec
 import trio
 
 from revivify.impl.master import api
-from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
+from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError
 
-from .connections import handshake
-from .errors import DeadlineExceeded, Rejected
+from .connections import ServerConnections, open_connections
+from .errors import (
+    ClientError,
+    DeadlineExceeded,
+    InvalidRequest,
+    NoAnswer,
+    NoLeader,
+    Rejected,
+    ServerUnreachable,
+)
 from .options import ClientOptions, parse_address
 
 T = TypeVar("T", bound=msgspec.Struct)
 
 CLIENT_UUID = "revivify-client"
+LEADER = "LEADER"
+
+READ_ONLY = frozenset({api.MASTER_STATUS, api.MASTER_LIST_TSERVERS, api.MASTER_LIST_TABLES,
+                       api.MASTER_TABLE_LOCATIONS})
+"""Methods that change nothing: a call of one cut off in flight leaves no unknown outcome."""
 
 
-async def _call_one(address: str, uuid: str, method: str, body: msgspec.Struct,
-                    response: type[T]) -> T:
-    host, port = parse_address(address)
-    async with open_rpc_client(host, port, uuid, CLIENT_UUID,
-                               app_errors=api.APP_ERRORS) as client:
-        return await client.call(method, body, response)
+def _valid(address: str | None) -> bool:
+    if not address:
+        return False
+    try:
+        parse_address(address)
+    except ClientError:
+        return False
+    return True
 
 
-async def master_status(address: str) -> api.MasterStatus:
-    """One master's view of itself (any role)."""
-    parse_address(address)
-    uuid = await handshake(address, CLIENT_UUID)
-    return await _call_one(address, uuid, api.MASTER_STATUS, api.Empty(), api.MasterStatus)
+class MasterClient:
+    """Calls answered by the leader master (module docstring)."""
+
+    def __init__(self, connections: ServerConnections, masters: Sequence[str], *,
+                 options: ClientOptions | None = None, rng: random.Random | None = None
+                 ) -> None:
+        if not masters:
+            raise InvalidRequest("no master addresses given")
+        for address in masters:
+            parse_address(address)
+        self.masters: list[str] = list(dict.fromkeys(masters))
+        self.options = ClientOptions() if options is None else options
+        self._rng = random.Random() if rng is None else rng
+        self._connections = connections
+        self._leader: str | None = None
+        self.discoveries = 0  # rounds of leader discovery run (tests)
+
+    @property
+    def leader_address(self) -> str | None:
+        """The remembered leader master (None until found, or after it failed)."""
+        return self._leader
+
+    async def call(self, method: str, body: msgspec.Struct, response: type[T]) -> T:
+        """``method`` answered by the ready leader master (module docstring)."""
+        options = self.options
+        attempts = 0
+        last: BaseException | None = None
+        maybe_ran = False
+        followed_hint = False
+        deadline = trio.current_time() + options.deadline
+        with trio.CancelScope(deadline=deadline):
+            while True:
+                attempts += 1
+                address: str | None = None
+                try:
+                    address = self._leader
+                    if address is None:
+                        address = await self._find_leader()
+                    return await self._connections.bounded_call(
+                        options.call_timeout, address, method, body, response)
+                except api.MasterNotLeader as exc:
+                    last = exc
+                    self._leader = None
+                    hinted = exc.leader_address
+                    if (not followed_hint and _valid(hinted) and hinted != address
+                            and hinted is not None):
+                        self._remember(hinted, exc.leader_uuid)
+                        self._leader = hinted
+                        followed_hint = True
+                        continue
+                except api.Refused as exc:
+                    if not exc.retryable:
+                        raise Rejected(address or "?", exc) from None
+                    last = exc  # the leader answered: wait, then ask it again
+                except (api.ServiceUnavailable, api.CatalogWriteFailed) as exc:
+                    last = exc  # the leader answered: wait, then ask it again
+                except (NoAnswer, ConnectionClosed) as exc:
+                    last = exc
+                    self._leader = None
+                    if method not in READ_ONLY and _maybe_sent(exc):
+                        maybe_ran = True
+                except NoLeader as exc:
+                    last = exc
+                except RpcError as exc:  # WrongServerUuid (UUID updated), a bad answer
+                    last = exc
+                    self._leader = None
+                followed_hint = False
+                delay = options.backoff.delay(attempts, self._rng)
+                if trio.current_time() + delay >= deadline:
+                    break
+                await trio.sleep(delay)
+        raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
+
+    async def _find_leader(self) -> str:
+        """One round of Master.Status to every master at once (module docstring)."""
+        self.discoveries += 1
+        asked: list[str] = []
+        errors: list[tuple[str, str]] = []
+        highest_term = -1
+        found: str | None = None
+
+        async with trio.open_nursery() as nursery:
+
+            def ask(address: str) -> None:
+                if address not in asked and found is None:
+                    asked.append(address)
+                    nursery.start_soon(question, address)
+
+            async def question(address: str) -> None:
+                nonlocal highest_term, found
+                try:
+                    status = await self._status(address)
+                except ClientError as exc:
+                    errors.append((address, exc.message))
+                    return
+                except RpcError as exc:
+                    errors.append((address, str(exc)))
+                    return
+                if found is not None:
+                    return
+                if status.role == LEADER and status.term >= highest_term:
+                    found = address
+                    nursery.cancel_scope.cancel()
+                    return
+                highest_term = max(highest_term, status.term)
+                errors.append((address, f"{status.role or 'no role'} in term {status.term}"))
+                if _valid(status.leader_address) and status.leader_address is not None:
+                    self._remember(status.leader_address, status.leader)
+                    ask(status.leader_address)
+
+            for address in self.masters:
+                ask(address)
+
+        if found is None:
+            raise NoLeader("sys-catalog (the masters)",
+                           sorted(errors, key=lambda e: asked.index(e[0])))
+        self._leader = found
+        return found
+
+    async def _status(self, address: str) -> api.MasterStatus:
+        """Master.Status of one master, the handshake included, within the call timeout."""
+        timeout = self.options.call_timeout
+        with trio.move_on_after(timeout):
+            await self._connections.uuid_of(address)
+            return await self._connections.call(address, api.MASTER_STATUS, api.Empty(),
+                                                api.MasterStatus)
+        raise NoAnswer(address, timeout, maybe_sent=False)
+
+    def _remember(self, address: str, uuid: str | None) -> None:
+        if address not in self.masters:
+            self.masters.append(address)
+        if uuid:
+            self._connections.learn(address, uuid)
+
+
+def _maybe_sent(error: BaseException) -> bool:
+    if isinstance(error, ConnectFailed):
+        return False
+    if isinstance(error, NoAnswer):
+        return error.maybe_sent
+    return isinstance(error, ConnectionClosed)
+
+
+@asynccontextmanager
+async def open_master_client(masters: Sequence[str], *, network: Network | None = None,
+                             options: ClientOptions | None = None,
+                             rng: random.Random | None = None
+                             ) -> AsyncIterator[MasterClient]:
+    """A MasterClient for the masters at ``masters`` (HOST:PORT each); its connections
+    close when the block ends. ``network``: TCP when None (a MemoryNetwork host in tests)."""
+    for address in masters:
+        parse_address(address)
+    async with open_connections(CLIENT_UUID, network=network,
+                                app_errors=api.APP_ERRORS) as connections:
+        yield MasterClient(connections, masters, options=options, rng=rng)
 
 
 async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
-                      response: type[T], options: ClientOptions | None = None) -> T:
-    """``method`` answered by the ready leader master (module docstring)."""
-    options = options or ClientOptions()
-    for address in masters:
-        parse_address(address)
-    uuids: dict[str, str] = {}
-    attempts = 0
-    last: BaseException | None = None
-    hint: str | None = None
-    rng = random.Random()
-    with trio.move_on_after(options.deadline):
-        while True:
-            order = ([hint] if hint else []) + [m for m in masters if m != hint]
-            tried: set[str] = set()
-            hint = None
-            for address in order:
-                attempts += 1
-                tried.add(address)
-                try:
-                    if address not in uuids:
-                        uuids[address] = await handshake(address, CLIENT_UUID)
-                    return await _call_one(address, uuids[address], method, body, response)
-                except api.MasterNotLeader as exc:
-                    last = exc
-                    if exc.leader_address and exc.leader_address not in tried:
-                        hint = exc.leader_address
-                        break  # follow a hint not yet tried in this round at once
-                except api.Refused as exc:
-                    if not exc.retryable:
-                        raise Rejected(address, exc) from None
-                    last = exc
-                    break  # the leader answered: wait, then ask it again
-                except WrongServerUuid as exc:
-                    uuids.pop(address, None)  # a wiped master: a new handshake
-                    last = exc
-                except (api.ServiceUnavailable, api.CatalogWriteFailed, RpcError,
-                        OSError) as exc:
-                    last = exc
-            if hint is None:
-                await trio.sleep(options.backoff.delay(attempts, rng))
-    raise DeadlineExceeded(method, attempts, last)
+                      response: type[T], options: ClientOptions | None = None, *,
+                      network: Network | None = None) -> T:
+    """``method`` answered by the ready leader master (a one-shot MasterClient)."""
+    async with open_master_client(masters, network=network, options=options) as client:
+        return await client.call(method, body, response)
 
 
-__all__ = ["CLIENT_UUID", "master_call", "master_status"]
+async def master_status(address: str, options: ClientOptions | None = None, *,
+                        network: Network | None = None) -> api.MasterStatus:
+    """One master's view of itself (any role), within the call timeout (NoAnswer, a
+    ServerUnreachable, if it stays silent; ServerUnreachable if it cannot be reached)."""
+    parse_address(address)
+    async with open_master_client([address], network=network, options=options) as client:
+        try:
+            return await client._status(address)
+        except ConnectionClosed as exc:
+            raise ServerUnreachable(address, exc.reason, exc) from None
+
+
+__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "master_call", "master_status",
+           "open_master_client"]

@@ -29,6 +29,22 @@ An operation gives up, raising an Unavailable subclass that names its last error
 the operation starts, whichever comes first. The deadline is enforced with a trio cancel
 scope, so it also bounds a call that hangs. There are no timeout parameters: a caller
 wanting less wraps the call in ``trio.move_on_after`` / ``trio.fail_after`` as usual.
+
+The call timeout
+----------------
+Inside an operation, each single RPC (a leader-discovery question, the call to the leader,
+with its connect and UUID handshake) is bounded by `call_timeout` (default 2 s): a server
+that accepts connections but never answers (SIGSTOPped, cut off without a reset, its disk
+hung) costs one call timeout, not the whole deadline; the call counts as a failed attempt
+(NoAnswer, retryable) and the leader is looked for again, among all servers at once.
+Why 2 s: a few times the servers' election timeout (``--tick-ms 50 --election-ticks 10``:
+0.5 s, randomised up to 1 s), so by the time a call to a stalled leader times out the others
+have usually elected a new one and the next attempt finds it; and long enough that a healthy
+leader's answer (a write's group-commit fsync and majority round, a read's ReadIndex round)
+is not cut off on a loaded machine. A cut-off write is no harm to exactly-once (the retry
+re-sends the same (client_id, seq)), but it may leave the outcome unknown if the operation
+then gives up. With one server stalled, an operation should so finish within about one call
+timeout plus twice the election timeout.
 """
 
 from __future__ import annotations
@@ -60,6 +76,9 @@ def _at_least_one(instance: object, attribute: attrs.Attribute[int], value: int)
         raise ValueError(f"{attribute.name} must be at least 1, got {value!r}")
 
 
+DEFAULT_CALL_TIMEOUT = 2.0
+"""Seconds one RPC may take before the client moves on (module docstring)."""
+
 # Equal jitter: a delay is in [base / 2, base].
 DEFAULT_BACKOFF = Backoff(initial=0.05, max=1.0, multiplier=2.0, jitter=0.5)
 
@@ -70,8 +89,10 @@ class ClientOptions:
 
     max_attempts: int = attrs.field(default=12, validator=_at_least_one)
     deadline: float = attrs.field(default=30.0, validator=_positive)  # seconds per operation
+    # seconds per RPC inside an operation (see "The call timeout" above)
+    call_timeout: float = attrs.field(default=DEFAULT_CALL_TIMEOUT, validator=_positive)
     backoff: Backoff = DEFAULT_BACKOFF  # the delay after each failed attempt
     scan_page_size: int = attrs.field(default=1000, validator=_at_least_one)
 
 
-__all__ = ["DEFAULT_BACKOFF", "ClientOptions", "parse_address"]
+__all__ = ["DEFAULT_BACKOFF", "DEFAULT_CALL_TIMEOUT", "ClientOptions", "parse_address"]

@@ -16,7 +16,9 @@ catalog names, so a client and a master can never disagree on a key's tablet (a 
 function would need ``partition_hash`` in the locations reply first).
 
 Locations. ``Master.GetTableLocations`` from the ready leader master (master.py's
-``master_call``: NOT_THE_LEADER hints followed, SERVICE_UNAVAILABLE retried) gives each live
+MasterClient, one per TableClient, so the leader master is found once and remembered:
+NOT_THE_LEADER hints followed, SERVICE_UNAVAILABLE retried, every call bounded by the call
+timeout) gives each live
 tablet's id, bucket and replicas (the leader first). They are cached, and fetched again:
 
     a bucket with no tablet in the cached locations (a replacement happened under us)
@@ -25,6 +27,8 @@ tablet's id, bucket and replicas (the leader first). They are cached, and fetche
     NoLeader / a deadline of the tablet client that found no leader among the servers
 
 and the call is tried again, with the client's backoff, until ``ClientOptions.deadline``.
+A write that gives up says whether any of its attempts may have been applied
+(outcome_unknown), whichever tablet-client attempt it was.
 A NotLeader inside one tablet is not a reason to ask the masters: the tablet client follows
 the hint and learns peers from the replicas' configs itself (tablet.py).
 
@@ -65,8 +69,9 @@ from .errors import (
     NoLeader,
     Rejected,
     TabletNotFoundError,
+    Unavailable,
 )
-from .master import master_call
+from .master import MasterClient, master_call, open_master_client
 from .options import ClientOptions, parse_address
 from .tablet import TabletClient
 
@@ -118,7 +123,8 @@ class TableClient:
 
     def __init__(self, connections: ServerConnections, masters: Sequence[str], name: str, *,
                  client_id: str, options: ClientOptions | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, master: MasterClient | None = None
+                 ) -> None:
         if not masters:
             raise InvalidRequest("no master addresses given")
         for address in masters:
@@ -129,6 +135,7 @@ class TableClient:
         self.options = ClientOptions() if options is None else options
         self._rng = random.Random() if rng is None else rng
         self._connections = connections
+        self._master = master  # None: a one-shot master_call per refresh
         self._routes: Routes | None = None
         self._tablets: dict[str, TabletClient] = {}
         self.refreshes = 0  # GetTableLocations calls made (tests)
@@ -138,9 +145,14 @@ class TableClient:
     async def refresh(self) -> Routes:
         """Fetch the table's locations from the leader master and cache them."""
         try:
-            reply = await master_call(self.masters, api.MASTER_TABLE_LOCATIONS,
-                                      api.TableName(self.name), api.TableLocationsReply,
-                                      self.options)
+            if self._master is not None:
+                reply = await self._master.call(api.MASTER_TABLE_LOCATIONS,
+                                                api.TableName(self.name),
+                                                api.TableLocationsReply)
+            else:
+                reply = await master_call(self.masters, api.MASTER_TABLE_LOCATIONS,
+                                          api.TableName(self.name), api.TableLocationsReply,
+                                          self.options)
         except Rejected as exc:
             error = exc.error
             if isinstance(error, api.Refused) and error.reason == "NOT_FOUND":
@@ -175,6 +187,7 @@ class TableClient:
         deadline = trio.current_time() + self.options.deadline
         attempts = 0
         last: BaseException | None = None
+        maybe_ran = False  # an earlier attempt may have been applied (a write)
         while True:
             attempts += 1
             routes = await self.routes()
@@ -185,13 +198,19 @@ class TableClient:
                     return await op(self._client(route))
                 except (TabletNotFoundError, NoLeader) as exc:
                     last = exc
-                except DeadlineExceeded as exc:
-                    if not isinstance(exc.last_error, NoLeader | TabletNotFoundError):
+                except Unavailable as exc:
+                    maybe_ran = maybe_ran or exc.outcome_unknown
+                    found_nothing = isinstance(exc.last_error, NoLeader | TabletNotFoundError)
+                    if not (isinstance(exc, DeadlineExceeded) and found_nothing):
+                        if maybe_ran and not exc.outcome_unknown:  # an earlier attempt's
+                            raise type(exc)(exc.operation, exc.attempts, exc.last_error,
+                                            outcome_unknown=True) from None
                         raise
                     last = exc
             delay = self.options.backoff.delay(attempts, self._rng)
             if trio.current_time() + delay >= deadline:
-                raise DeadlineExceeded(f"{what} on table {self.name}", attempts, last)
+                raise DeadlineExceeded(f"{what} on table {self.name}", attempts, last,
+                                       outcome_unknown=maybe_ran)
             await trio.sleep(delay)
             await self.refresh()
 
@@ -241,16 +260,19 @@ async def open_table_client(
     network: Network | None = None,
     options: ClientOptions | None = None,
     rng: random.Random | None = None,
+    master_network: Network | None = None,
 ) -> AsyncIterator[TableClient]:
     """A TableClient for table ``name`` through the masters at ``masters`` (HOST:PORT each).
     The arguments are open_tablet_client's (tablet.py); ``network`` serves the tablet
-    servers' connections (the masters are reached over TCP, master.py)."""
+    servers' connections, ``master_network`` the masters' (both TCP when None)."""
     for address in masters:
         parse_address(address)
     ident = uuid_module.uuid4().hex if client_id is None else client_id
-    async with open_connections(f"client-{ident}", network=network) as connections:
+    async with open_connections(f"client-{ident}", network=network) as connections, \
+            open_master_client(masters, network=master_network, options=options,
+                               rng=rng) as master:
         yield TableClient(connections, masters, name, client_id=ident, options=options,
-                          rng=rng)
+                          rng=rng, master=master)
 
 
 __all__ = ["Routes", "TableClient", "TableNotFoundError", "TabletRoute",

@@ -6,21 +6,31 @@
 
 Theory of operation
 -------------------
-Routing. Every call goes to the tablet's leader. The client caches the leader's address;
-without one it asks ``Admin.ConsensusState`` of each server it knows (the addresses it was
-given, then every peer address it learned from a configuration), in order, and stops at the
-first that says role LEADER; a replica that names a leader puts that leader's address at the
-front of the queue. A server that does not host the tablet is skipped; if every server that
-answered said so, the tablet does not exist (TabletNotFoundError, not retried). A pass that
-finds no leader (an election in progress, servers down) is a NoLeader failure, retried.
+Routing. Every call goes to the tablet's leader. The client remembers the leader's address
+(for as long as the client lives, so in-process workloads pay for discovery once per
+leader change, not per call); without one it asks ``Admin.ConsensusState`` of every server
+it knows AT ONCE (the addresses it was given and every peer address it learned from a
+configuration or a hint: one task per server in a nursery, each bounded by the call
+timeout), takes the first that says role LEADER, and cancels the rest. So one stalled
+server, wherever it is listed, costs nothing when a leader is up elsewhere. A LEADER answer
+in a term below one another server already reported is a deposed leader that has not
+heard yet: it is skipped. A server named as leader or peer that was not asked yet is asked
+too, in the same round. A server that does not host the tablet is skipped; if every server
+that answered said so (and none stayed silent), the tablet does not exist
+(TabletNotFoundError, not retried). A round that finds no leader (an election in progress,
+servers down or silent) is a NoLeader failure, retried after a backoff.
+
+Call timeout (options.py). Each call, the discovery questions and the call to the leader
+alike, is bounded by ``ClientOptions.call_timeout``: a leader that does not answer in time
+(NoAnswer) is forgotten and looked for again, like one whose connection broke.
 
 Retries (policy and backoff: options.py). A failed call is retried when the error means "not
 here, or not now": NotLeader (its hint, if new, is followed at once), TabletNotRunning,
 TabletNotFound at the cached leader, OperationAborted, ServerShuttingDown, WrongServerUuid
 (the address's UUID is updated first), ConnectionClosed / ConnectFailed (the next call
-reconnects), NoLeader. Everything else is final: InvalidArgument, an internal error, a
-response that does not decode (Rejected). Giving up raises RetriesExhausted or
-DeadlineExceeded naming the last error.
+reconnects), NoAnswer (the call timeout), NoLeader. Everything else is final:
+InvalidArgument, an internal error, a response that does not decode (Rejected). Giving
+up raises RetriesExhausted or DeadlineExceeded naming the last error.
 
 Exactly-once writes. A client has an id (uuid4 hex unless given) and numbers its writes
 1, 2, 3, ...: each write carries (client_id, seq), and every retry of a write re-sends the
@@ -28,11 +38,14 @@ SAME pair. The tablet remembers, per client, the last seq it applied and that wr
 so a retry of an applied write is not applied again: its remembered result comes back
 (Written.duplicate). That is what makes retrying after an ambiguous failure safe: a
 connection that closed with the write in flight, or OperationAborted (leadership lost
-before the write committed: it may still commit under the next leader). Because the tablet
+before the write committed: it may still commit under the next leader), or no answer within
+the call timeout after the request was sent. Because the tablet
 remembers only the LAST seq per client, a lower seq arriving after a higher one would be
 refused as stale; so one client sends one write at a time (writes are serialized by a lock;
 reads are not). A write that gives up (Unavailable with outcome_unknown) may or may not have
-been applied; the next write takes the next seq either way.
+been applied (its message says so; errors.outcome_of says "unknown"); one that gives up
+when no attempt can have been applied (every attempt refused, or never sent) has
+outcome_unknown False ("failed"). The next write takes the next seq either way.
 
 Reads. ``get`` and ``scan`` go to the leader, which confirms its leadership with a
 ReadIndex round before answering: a read sees every write acknowledged before it began
@@ -52,11 +65,11 @@ from __future__ import annotations
 import itertools
 import random
 import uuid as uuid_module
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+import msgspec
 import trio
 
 from revivify.impl.consensus.messages import ConfigChange, Peer
@@ -102,6 +115,7 @@ from .errors import (
     ClientError,
     DeadlineExceeded,
     InvalidRequest,
+    NoAnswer,
     NoLeader,
     OutcomeUnknown,
     Rejected,
@@ -111,12 +125,13 @@ from .errors import (
 from .options import ClientOptions, parse_address
 
 T = TypeVar("T")
+ResponseT = TypeVar("ResponseT")
 
 LEADER = "LEADER"
 
 RETRYABLE: tuple[type[BaseException], ...] = (
     NotLeader, TabletNotRunning, TabletNotFound, OperationAborted, ServerShuttingDown,
-    WrongServerUuid, ConnectionClosed, NoLeader,
+    WrongServerUuid, ConnectionClosed, NoAnswer, NoLeader,
 )
 """Errors after which the same request may go again (to the leader, found afresh)."""
 
@@ -125,6 +140,8 @@ def _ran_maybe(error: BaseException) -> bool:
     """Whether a call that failed with `error` may have taken effect."""
     if isinstance(error, ConnectFailed):
         return False
+    if isinstance(error, NoAnswer):
+        return error.maybe_sent
     return isinstance(error, (ConnectionClosed, OperationAborted))
 
 
@@ -152,6 +169,7 @@ class TabletClient:
         self._leader: str | None = None
         self._seqs = itertools.count(1)
         self._write_lock = trio.Lock()
+        self.discoveries = 0  # rounds of leader discovery run (tests)
 
     # ------------------------------------------------------------------ what it knows
 
@@ -191,7 +209,7 @@ class TabletClient:
             request = Write(self.tablet_id, self.client_id, next(self._seqs), ops)
 
             async def attempt(address: str) -> Written:
-                return await self._connections.call(address, DATA_WRITE, request, Written)
+                return await self._call(address, DATA_WRITE, request, Written)
 
             return await self._retry(f"write seq {request.seq}", attempt, mutating=True)
 
@@ -200,7 +218,7 @@ class TabletClient:
         request = Read(self.tablet_id, key)
 
         async def attempt(address: str) -> ReadResult:
-            return await self._connections.call(address, DATA_READ, request, ReadResult)
+            return await self._call(address, DATA_READ, request, ReadResult)
 
         result = await self._retry("read", attempt)
         return result.value if result.found else None
@@ -227,7 +245,7 @@ class TabletClient:
             request = Scan(self.tablet_id, cursor, end, size)
 
             async def attempt(address: str, request: Scan = request) -> ScanResult:
-                return await self._connections.call(address, DATA_SCAN, request, ScanResult)
+                return await self._call(address, DATA_SCAN, request, ScanResult)
 
             page = await self._retry("scan", attempt)
             rows = [(bytes(k), bytes(v)) for k, v in page.rows]
@@ -247,8 +265,7 @@ class TabletClient:
         request = TabletRef(self.tablet_id)
 
         async def attempt(address: str) -> ReplicaInfo:
-            info = await self._connections.call(address, ADMIN_CONSENSUS_STATE, request,
-                                                ReplicaInfo)
+            info = await self._call(address, ADMIN_CONSENSUS_STATE, request, ReplicaInfo)
             if info.role != LEADER:
                 raise NotLeader(info.leader, self._address_of(info.leader, info.peers),
                                 info.term)
@@ -272,8 +289,8 @@ class TabletClient:
         async def attempt(address: str) -> ConfigChanged:
             nonlocal maybe_ran
             try:
-                return await self._connections.call(address, ADMIN_CHANGE_CONFIG, request,
-                                                    ConfigChanged)
+                return await self._call(address, ADMIN_CHANGE_CONFIG, request,
+                                        ConfigChanged)
             except ConfigChangeRefused as refusal:
                 raise ChangeRefused(refusal.reason, refusal.detail, refusal.committed_index,
                                     outcome_unknown=maybe_ran, last_error=refusal) from None
@@ -289,12 +306,18 @@ class TabletClient:
         request = StepDown(self.tablet_id, new_leader)
 
         async def attempt(address: str) -> str:
-            await self._connections.call(address, ADMIN_STEP_DOWN, request, Ack)
+            await self._call(address, ADMIN_STEP_DOWN, request, Ack)
             return self._connections.known_uuid(address) or address
 
         return await self._retry("step down", attempt, mutating=True, repeatable=False)
 
     # ------------------------------------------------------------------ the retry loop
+
+    async def _call(self, address: str, method: str, request: msgspec.Struct,
+                    response_type: type[ResponseT]) -> ResponseT:
+        """One call, bounded by the call timeout (NoAnswer when it runs out)."""
+        return await self._connections.bounded_call(self.options.call_timeout, address,
+                                                    method, request, response_type)
 
     async def _retry(self, operation: str, attempt: Callable[[str], Awaitable[T]], *,
                      mutating: bool = False, repeatable: bool = True) -> T:
@@ -308,12 +331,13 @@ class TabletClient:
         last: BaseException | None = None
         maybe_ran = False
         in_flight = False
+        tried: str | None = None
         deadline = trio.current_time() + options.deadline
         with trio.CancelScope(deadline=deadline) as scope:
             while True:
                 attempts += 1
                 in_flight = False
-                tried: str | None = None
+                tried = None
                 try:
                     tried = self._leader
                     if tried is None:
@@ -344,8 +368,11 @@ class TabletClient:
                     break
                 in_flight = False
                 await trio.sleep(delay)
-        if scope.cancelled_caught and in_flight and mutating:
-            maybe_ran = True  # the deadline cut an attempt off in flight
+        # The deadline cut an attempt off: in flight if its connection was open (the
+        # request is sent only on an open connection, after the handshake).
+        if (scope.cancelled_caught and in_flight and mutating and tried is not None
+                and self._connections.connected(tried)):
+            maybe_ran = True
         raise DeadlineExceeded(operation, attempts, last, outcome_unknown=maybe_ran)
 
     def _follow_hint(self, refusal: NotLeader, tried: str | None) -> bool:
@@ -361,41 +388,72 @@ class TabletClient:
         return True
 
     async def _find_leader(self) -> str:
-        """One pass over the servers (module docstring); NoLeader if none says LEADER."""
-        queue = deque(self._addresses)
+        """One round of questions to every server at once (module docstring).
+
+        The first LEADER answer not older than a term already seen wins and cancels the
+        other questions; NoLeader if none does, TabletNotFoundError if every server
+        answered that it does not host the tablet.
+        """
+        self.discoveries += 1
+        request = TabletRef(self.tablet_id)
         asked: list[str] = []
         not_hosting: list[str] = []
         errors: list[tuple[str, str]] = []
-        request = TabletRef(self.tablet_id)
-        while queue:
-            address = queue.popleft()
-            if address in asked:
-                continue
-            asked.append(address)
-            try:
-                info = await self._connections.call(address, ADMIN_CONSENSUS_STATE, request,
-                                                    ReplicaInfo)
-            except TabletNotFound:
-                not_hosting.append(address)
-                errors.append((address, "tablet not hosted"))
-                continue
-            except RpcError as exc:
-                errors.append((address, str(exc)))
-                continue
-            for peer in info.peers:
-                if _valid(peer.address):
-                    self._remember(peer.address, peer.uuid)
-            if info.role == LEADER:
-                self._leader = address
-                return address
-            errors.append((address, f"{info.role or info.state} in term {info.term}"))
-            hinted = self._address_of(info.leader, info.peers)
-            if hinted is not None and hinted not in asked:
-                queue.appendleft(hinted)
-            queue.extend(a for a in self._addresses if a not in asked)
+        highest_term = -1
+        found: str | None = None
+
+        async with trio.open_nursery() as nursery:
+
+            def ask(address: str) -> None:
+                if address not in asked and found is None:
+                    asked.append(address)
+                    nursery.start_soon(question, address)
+
+            async def question(address: str) -> None:
+                nonlocal highest_term, found
+                try:
+                    info = await self._call(address, ADMIN_CONSENSUS_STATE, request,
+                                            ReplicaInfo)
+                except TabletNotFound:
+                    not_hosting.append(address)
+                    errors.append((address, "tablet not hosted"))
+                    return
+                except RpcError as exc:
+                    errors.append((address, str(exc)))
+                    return
+                except NoAnswer as exc:
+                    errors.append((address, exc.reason))
+                    return
+                if found is not None:
+                    return  # (a late answer: the round is over)
+                for peer in info.peers:
+                    if _valid(peer.address):
+                        self._remember(peer.address, peer.uuid)
+                if info.role == LEADER and info.term >= highest_term:
+                    found = address
+                    nursery.cancel_scope.cancel()
+                    return
+                highest_term = max(highest_term, info.term)
+                stale = " (a deposed leader)" if info.role == LEADER else ""
+                errors.append((address, f"{info.role or info.state} in term {info.term}"
+                                        f"{stale}"))
+                # A leader or a peer nobody asked yet: ask it in this round too.
+                hinted = self._address_of(info.leader, info.peers)
+                if hinted is not None:
+                    ask(hinted)
+                for peer in info.peers:
+                    if _valid(peer.address):
+                        ask(peer.address)
+
+            for address in self._addresses:
+                ask(address)
+
+        if found is not None:
+            self._leader = found
+            return found
         if asked and len(not_hosting) == len(asked):
             raise TabletNotFoundError(self.tablet_id, asked)
-        raise NoLeader(self.tablet_id, errors)
+        raise NoLeader(self.tablet_id, sorted(errors, key=lambda e: asked.index(e[0])))
 
     def _remember(self, address: str, uuid: str) -> None:
         if address not in self._addresses:

@@ -170,7 +170,7 @@ def test_tablet_status(capsys: pytest.CaptureFixture[str], fake: ThreadedCluster
 def test_tablet_status_unknown_tablet(capsys: pytest.CaptureFixture[str],
                                       fake: ThreadedCluster) -> None:
     r = run(capsys, "tablet", "status", "--tservers", servers(fake), "--tablet", "nope")
-    assert r.code == 2 and "tablet nope is not hosted" in r.err
+    assert r.code == 1 and "tablet nope is not hosted" in r.err  # a definite "no"
 
 
 def test_change_config_add_then_stale_cas_refused(
@@ -273,7 +273,7 @@ def test_row_unreachable_cluster(capsys: pytest.CaptureFixture[str]) -> None:
 def test_row_unknown_tablet(capsys: pytest.CaptureFixture[str], fake: ThreadedCluster
                             ) -> None:
     r = run(capsys, "row", "put", "k", "v", "--tservers", servers(fake), "--tablet", "nope")
-    assert r.code == 2 and "tablet nope is not hosted" in r.err
+    assert r.code == 1 and "tablet nope is not hosted" in r.err  # a definite "no"
 
 
 # ---------------------------------------------------------------------------- usage
