@@ -44,6 +44,7 @@ import trio
 
 from revivify.impl.client import ClientOptions, open_table_client, open_tablet_client
 from revivify.impl.client.master import master_call
+from revivify.impl.faultfile import POLL_SECONDS
 from revivify.impl.master import api as master_api
 
 from . import schedule as sched
@@ -200,6 +201,9 @@ class Run:
             c.resume(target)
             return "resumed"
         c.lift_faults()
+        # Every server sees the lifted fault within one poll of the fault file
+        # (impl/faultfile.py POLL_SECONDS): heal after that, or a tombstone may still hit it.
+        await trio.sleep(4 * POLL_SECONDS)
         if kind not in sched.DISK:
             return "cut lifted"
         if not c.servers[target].running:  # the server stopped on the disk error
