@@ -9,6 +9,8 @@ needs several keys is checked here, from the *facts* the core emits:
   safety; the spec's ``OneLeaderPerTerm``);
 * ``CommitTermMismatch``: for each (tablet, index), every replica that commits it commits the
   same term (Raft state-machine safety, as the traces can show it);
+* ``OneReadyLeaderPerTerm``, ``ReadyHoldsCommitted``: the masters' checks across nodes
+  (checker/catalog.py, from its ``mready`` and ``ccommit`` facts);
 * ``UuidReused``: a node UUID is formatted at most once (a wiped server comes back with a
   new UUID; seed 001, "Failure of a disk with consensus metadata").
 * ``LeaderWithoutMajority``, ``CommitWithoutMajority``: a leader won its term with the
@@ -67,6 +69,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
+from revivify.checker.catalog import CATALOG_FACTS, CatalogGlobal
 from revivify.checker.replay import Violation
 
 K = TypeVar("K")
@@ -123,6 +126,8 @@ class GlobalChecks:
     """The local engine's incremental form of the checks (a ``replay.FactSink``)."""
 
     leaders: dict[tuple[str, int], list[tuple[str, str, int]]] = attrs.Factory(dict)
+    # The checks across masters (checker/catalog.py), from the facts of every master.
+    catalog: CatalogGlobal = attrs.Factory(CatalogGlobal)
     formats: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
     runs: dict[str, tuple[list[int], list[_Run]]] = attrs.Factory(dict)
     bad_commits: dict[tuple[str, int], list[tuple[int, str, str, int]]] = attrs.Factory(dict)
@@ -206,7 +211,9 @@ class GlobalChecks:
               line: int, lamport: int, payload: str) -> None:
         """Merge one fact (``GFACT_KINDS``). Every merge is a min or a max over a total
         order, so the tables do not depend on the order the facts come in."""
-        if kind == "lead":
+        if kind in CATALOG_FACTS:
+            self.catalog.fact(kind, a, b, node, file, line, lamport)
+        elif kind == "lead":
             self.leads.setdefault((tablet, a), set()).add(
                 (lamport, node, file, line, b, payload, c))
         elif kind == "elect":
@@ -543,7 +550,7 @@ class GlobalChecks:
 
     def violations(self) -> list[Violation]:
         out: list[Violation] = (self._majority_violations() + self._causality_violations()
-                                + self._log_violations())
+                                + self._log_violations() + self.catalog.violations())
         for (tablet, term), w in self.leaders.items():
             if len({n for n, _, _ in w}) > 1:
                 out.append(leader_violation(tablet, term, w))
@@ -598,4 +605,5 @@ def _keep_min(table: dict[K, V], key: K, value: V) -> None:
 #           name, itself included, one a line)
 # (lead's c is the incarnation that won the term.)
 GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config",
-                      "start", "crun", "llog", "trunc", "tappend", "fcommit", "named")
+                      "start", "crun", "llog", "trunc", "tappend", "fcommit", "named",
+                      *CATALOG_FACTS)

@@ -44,6 +44,7 @@ from typing import Any
 import attrs
 import msgspec
 
+from revivify.checker.catalog import CatalogReplay
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
@@ -59,8 +60,8 @@ from revivify.checker.replay import (
 from revivify.checker.report import Report, from_input_error
 from revivify.checker.traces import (
     ENVELOPE_DECODE,
+    NODE_EVENTS,
     ORDER_KINDS,
-    SERVER_EVENTS,
     Envelope,
     FileOrder,
     InputError,
@@ -71,6 +72,8 @@ from revivify.checker.traces import (
     refused_line,
     tablet_error,
 )
+from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
+from revivify.spec.catalog import CatalogSpec
 
 _NO_LAMPORT = float("inf")  # no int is above it: the fast order check fails
 
@@ -152,7 +155,7 @@ def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
     above it, so the fast comparison fails whatever the seq (seqs are untrusted input)."""
     decode = ENVELOPE_DECODE
     decode_error = msgspec.MsgspecError
-    server_events = SERVER_EVENTS
+    server_events = NODE_EVENTS
     nseq = -1
     lamport: float = _NO_LAMPORT
     fnode: str | None = None
@@ -212,15 +215,18 @@ def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
 
 
 def stream_node(r: Replayer, files: list[str], sink: FactSink,
-                add: Callable[[Violation], None], opener: Opener = open_trace) -> NodeStats:
+                add: Callable[[Violation], None], opener: Opener = open_trace,
+                catalog: CatalogSpec = CATALOG_SPEC) -> NodeStats:
     """Replay one node's files (in incarnation order) through ``r``; findings go to
     ``add``, global facts to ``sink``. ``opener(file)`` gives the file's lines, each
     with its newline (a line without one is the file's torn last line). Each file's
-    events are replayed in seq order (``_in_seq_order``)."""
+    events are replayed in seq order (``_in_seq_order``). A master's events go through
+    the catalog spec ``catalog`` (checker/catalog.py)."""
     stats = NodeStats()
     keys: dict[str, KeyState] = {}
     clean: set[tuple[str, int]] = set()
     ns = NodeState("")
+    masters: CatalogReplay | None = None
     feed_raw = r.feed_raw
     memo_get = r.memo.get  # the memo is only replaced by maybe_reset (bound again then)
     since_reset = 0
@@ -255,6 +261,10 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                             sink.server_format(ev.node, f, i)
                             if ev.inc == 1:  # the node's trace starts at its format
                                 ns.born = True
+                        elif event != "server_start":
+                            if masters is None:
+                                masters = CatalogReplay(ev.node, sink, add, catalog)
+                            masters.feed(f, i, ev.inc, ev.lamport, event, bytes(ev.args))
                         continue
                     since_reset += 1
                     if since_reset >= RESET_EVERY:
@@ -432,6 +442,7 @@ class LocalChecker:
     max_frontier: int = DEFAULT_MAX_FRONTIER
     progress: Callable[[Progress], None] | None = None
     progress_seconds: float = 5.0
+    catalog: CatalogSpec = CATALOG_SPEC  # the masters' rules (another for a mutant's test)
     replayer: Replayer = attrs.field(init=False)
     globals_: GlobalChecks = attrs.field(init=False, factory=GlobalChecks)
     peak_keys: int = 0
@@ -439,6 +450,7 @@ class LocalChecker:
 
     def __attrs_post_init__(self) -> None:
         self.replayer = Replayer(max_frontier=self.max_frontier)
+        self.globals_.catalog.rules = self.catalog.global_rules
 
     def run(self, paths: list[str]) -> Report:
         report = Report(engine="local")
@@ -455,7 +467,7 @@ class LocalChecker:
         if self.progress is not None:
             opener = _Ticker(files, self.progress, self.progress_seconds).open
         for _, group in groups:
-            st = stream_node(r, group, self.globals_, report.add, opener)
+            st = stream_node(r, group, self.globals_, report.add, opener, self.catalog)
             report.server_events += st.server_events
             self.keys_total += st.keys
             self.peak_keys = max(self.peak_keys, st.keys)
@@ -471,9 +483,10 @@ class LocalChecker:
 
 def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER,
                 progress: Callable[[Progress], None] | None = None,
-                progress_seconds: float = 5.0) -> Report:
+                progress_seconds: float = 5.0, catalog: CatalogSpec = CATALOG_SPEC
+                ) -> Report:
     return LocalChecker(max_frontier=max_frontier, progress=progress,
-                        progress_seconds=progress_seconds).run(paths)
+                        progress_seconds=progress_seconds, catalog=catalog).run(paths)
 
 
 def rel(path: str) -> str:

@@ -42,6 +42,8 @@ from revivify.contract.events import (
     ARGS_TYPES,
     ENVELOPE_FIELDS,
     KNOWN_EVENTS,
+    MASTER_EVENTS,
+    NODE_EVENTS,
     SCHEMA_HISTORY,
     SCHEMA_VERSION,
     SERVER_EVENTS,
@@ -100,6 +102,8 @@ __all__ = [
     "ARGS_TYPES",
     "ENVELOPE_FIELDS",
     "KNOWN_EVENTS",
+    "MASTER_EVENTS",
+    "NODE_EVENTS",
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
     "SERVER_EVENTS",
@@ -151,7 +155,7 @@ class CheckedEnvelope(Envelope):
     Python check. A line it refuses is re-read on its own and classified by
     ``parse_line`` (same errors as ever)."""
 
-    v: Literal[2, 3]
+    v: Literal[2, 3, 4]
     event: EventName
 
 
@@ -408,7 +412,7 @@ def parse_line(data: bytes, file: str, lineno: int, is_last: bool) -> Envelope |
     if ev.event not in KNOWN_EVENTS:
         return InputError("UnknownEvent", file, lineno, "event",
                           f"unknown event {ev.event!r}")
-    if (ev.event in SERVER_EVENTS) != (ev.tablet is None):
+    if (ev.event in NODE_EVENTS) != (ev.tablet is None):
         return tablet_error(ev, file, lineno)
     return ev
 
@@ -420,12 +424,12 @@ def version_error(v: object, file: str, lineno: int) -> InputError:
             if known else "")
     return InputError("UnsupportedSchemaVersion", file, lineno, "v",
                       f"schema version {v!r} is not supported (this checker reads version "
-                      f"{SCHEMA_VERSION}, and version 2){hint}")
+                      f"{SCHEMA_VERSION}, and versions 2 and 3){hint}")
 
 
 def tablet_error(ev: Envelope, file: str, lineno: int) -> InputError:
     """A server event with a tablet, or a tablet event without one."""
-    server = ev.event in SERVER_EVENTS
+    server = ev.event in NODE_EVENTS
     return InputError("MalformedLine", file, lineno, "tablet",
                       f"event {ev.event!r} " + ("must have tablet null" if server
                                                 else "needs a tablet id"))
@@ -510,7 +514,7 @@ class FileReader:
                 order.dropped += 1
                 yield i, item
                 continue
-            if (item.event in SERVER_EVENTS) != (item.tablet is None):
+            if (item.event in NODE_EVENTS) != (item.tablet is None):
                 order.dropped += 1
                 yield i, tablet_error(item, self.file, i)
                 continue

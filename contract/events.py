@@ -17,10 +17,11 @@ from typing import Final, Literal, get_args
 
 import msgspec
 
-SCHEMA_VERSION: Final = 3
-# The versions the reader reads: the current one, and version 2 (its lines lack what
-# version 3 added; the checks that need it skip them, see traces/README.md "Version 3").
-SUPPORTED_VERSIONS: Final = (2, 3)
+SCHEMA_VERSION: Final = 4
+# The versions the reader reads: the current one, and versions 2 and 3 (their lines lack
+# what later versions added; the checks that need it skip them, see traces/README.md
+# "Version 3"; version 4 only added the master events, so a version-3 line reads as is).
+SUPPORTED_VERSIONS: Final = (2, 3, 4)
 # What changed at each version, for the message that refuses an older trace.
 SCHEMA_HISTORY: Final = {
     1: "version 1 (log_append without first_index; no step_down, config_commit, DAMAGED "
@@ -55,17 +56,28 @@ EventName = Literal[
     "copy_start_replica", "copy_abort", "startup", "learn_term", "vote_granted",
     "vote_denied", "start_election", "become_leader", "step_down", "log_append", "commit",
     "config_commit", "config_change", "server_format", "server_start", "server_stop",
+    "master_ready", "catalog_commit", "master_call",
 ]
 # Server events (tablet null): the instance was formatted (a new UUID), an incarnation
 # began, an incarnation ended cleanly (no frontier to guess at the next start).
 SERVER_EVENTS: Final = ("server_format", "server_start", "server_stop")
+# Master events (tablet null, no state; version 4), written by a master beside its catalog
+# tablet's Raft events: the master passed the leader-ready gate with the catalog it rebuilt
+# (``master_ready``), a catalog write committed (``catalog_commit``: the records it wrote),
+# a call to a tablet server was released (``master_call``). The catalog spec
+# (spec/catalog.py) says which are allowed when; traces/README.md "Master events".
+MASTER_EVENTS: Final = ("master_ready", "catalog_commit", "master_call")
+# The events whose tablet is null: a line's tablet must be null exactly for these.
+NODE_EVENTS: Final = SERVER_EVENTS + MASTER_EVENTS
+# The catalog tablet's id: its Raft events are a master's tablet events like any other.
+CATALOG_TABLET: Final = "sys-catalog"
 # Tablet events: exactly the spec's local actions minus crash, wipe and damage (a crash is
 # inferred from the next incarnation; a wipe shows as a new node UUID; damage is inferred at
 # a crash boundary from the DAMAGED state the next startup reports).
-TABLET_EVENTS: Final = tuple(e for e in get_args(EventName) if e not in SERVER_EVENTS)
+TABLET_EVENTS: Final = tuple(e for e in get_args(EventName) if e not in NODE_EVENTS)
 # Spec actions no process logs.
 UNLOGGED_ACTIONS: Final = ("crash", "wipe", "damage", "drop", "purge")
-KNOWN_EVENTS: Final = frozenset(TABLET_EVENTS + SERVER_EVENTS)
+KNOWN_EVENTS: Final = frozenset(TABLET_EVENTS + NODE_EVENTS)
 
 
 class Envelope(msgspec.Struct):
@@ -279,6 +291,65 @@ class StopArgs(_Args):
     pass
 
 
+# Master events. A catalog record as the checks need it: not the whole row (no schema
+# columns), the fields the ordering contract and the fencing rules read.
+CatalogTableState = Literal["PREPARING", "RUNNING", "ALTERING", "REMOVED"]
+CatalogTabletState = Literal["CREATING", "RUNNING", "REPLACED", "DELETED"]
+CallMethod = Literal["create_tablet", "delete_tablet", "alter_schema", "change_config"]
+
+
+class CatalogTable(msgspec.Struct, forbid_unknown_fields=True):
+    id: str
+    name: str
+    state: CatalogTableState
+    schema_version: int
+    num_tablets: int
+
+
+class CatalogTablet(msgspec.Struct, forbid_unknown_fields=True):
+    id: str
+    table: str
+    partition: int
+    state: CatalogTabletState
+    config_index: int  # the opid_index of the committed config the record holds
+    peers: list[str]  # that config's members (UUIDs)
+
+
+class MasterReadyArgs(_Args):
+    """The gate opened: leader of the catalog in ``term``, every entry up to ``index``
+    applied, and this catalog (every record) rebuilt from the rows alone."""
+
+    term: int
+    index: int
+    tables: list[CatalogTable]
+    tablets: list[CatalogTablet]
+
+
+class CatalogCommitArgs(_Args):
+    """One catalog write committed and applied at ``index`` (a ready leader's, of
+    ``term``): the records it wrote, as they are after it. ``op`` names the operation."""
+
+    term: int
+    index: int
+    op: str
+    tables: list[CatalogTable]
+    tablets: list[CatalogTablet]
+
+
+class MasterCallArgs(_Args):
+    """A call to a tablet server released by the ready leader of ``term`` (traced once,
+    before its first attempt). ``mode`` and ``cas_config_index`` for delete_tablet,
+    ``schema_version`` for alter_schema."""
+
+    term: int
+    method: CallMethod
+    tablet: str
+    dest: str
+    mode: Literal["DELETED", "TOMBSTONE"] | None = None
+    cas_config_index: int | None = None
+    schema_version: int | None = None
+
+
 ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "create_tablet": CreateArgs,
     "delete_shutdown": NoArgs, "delete_create_qdir": NoArgs, "delete_copy_superblock": NoArgs,
@@ -294,4 +365,6 @@ ARGS_TYPES: Final[dict[str, type[_Args]]] = {
     "commit": CommitArgs, "config_commit": ConfigCommitArgs,
     "config_change": ConfigChangeArgs,
     "server_format": FormatArgs, "server_start": StartArgs, "server_stop": StopArgs,
+    "master_ready": MasterReadyArgs, "catalog_commit": CatalogCommitArgs,
+    "master_call": MasterCallArgs,
 }

@@ -17,8 +17,8 @@ import msgspec
 from revivify.contract.events import (
     ARGS_TYPES,
     ENVELOPE_FIELDS,
+    NODE_EVENTS,
     SCHEMA_VERSION,
-    SERVER_EVENTS,
     SUPPORTED_VERSIONS,
     TABLET_EVENTS,
     DurableState,
@@ -72,13 +72,13 @@ def contract_schema() -> dict[str, Any]:
         if name == "v":
             prop["enum"] = list(SUPPORTED_VERSIONS)
         elif name == "event":
-            prop["enum"] = [*TABLET_EVENTS, *SERVER_EVENTS]
+            prop["enum"] = [*TABLET_EVENTS, *NODE_EVENTS]
         if doc:
             prop["description"] = doc
         props[name] = prop
     rules = []
     for event, args_type in ARGS_TYPES.items():
-        tablet = event not in SERVER_EVENTS
+        tablet = event not in NODE_EVENTS
         rules.append({
             "if": {"properties": {"event": {"const": event}}},
             "then": {"properties": {
@@ -91,7 +91,8 @@ def contract_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://revivify.dev/traces/schema/v{SCHEMA_VERSION}.json",
         "title": "revivify trace event (one JSON Lines line)",
-        "description": f"Schema version {SCHEMA_VERSION} (version-2 lines are read too). "
+        "description": f"Schema version {SCHEMA_VERSION} (version-2 and version-3 lines "
+                       "are read too). "
                        "One file per process incarnation: "
                        "<node-uuid>.<incarnation:04d>.jsonl. See traces/README.md.",
         "type": "object",

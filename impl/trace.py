@@ -27,13 +27,14 @@ from typing import Any
 
 import msgspec
 
-from revivify.contract.events import ARGS_TYPES, SCHEMA_VERSION, SERVER_EVENTS, DurableState
+from revivify.contract.events import ARGS_TYPES, NODE_EVENTS, SCHEMA_VERSION, DurableState
 
 # SCHEMA_VERSION (the contract's, re-exported) is what this writer writes. Version 2:
 # log_append's first_index (batched appends), step_down, config_commit, DAMAGED WAL and
 # blocks, a FAILED startup's reason. Version 3: log_append's prev_term and terms (the
 # batch's entry terms, run-length encoded), copy_begin's source, copy_abort, the
-# full-delete steps, StartTabletCopy's STALE_TERM. See traces/README.md.
+# full-delete steps, StartTabletCopy's STALE_TERM. Version 4: the master events
+# (master_ready, catalog_commit, master_call). See traces/README.md.
 
 __all__ = ["SCHEMA_VERSION", "TraceContractError", "TraceWriter", "durable_state",
            "startup_args", "trace_path"]
@@ -75,7 +76,7 @@ def _record(event: str, args: dict[str, Any] | msgspec.Struct | None,
     if args_type is None:
         raise TraceContractError(event, "event", "not an event of the contract "
                                  f"(schema version {SCHEMA_VERSION})")
-    server = event in SERVER_EVENTS
+    server = event in NODE_EVENTS
     if server != (tablet is None):
         raise TraceContractError(event, "tablet", "a server event has no tablet" if server
                                  else "a tablet event needs a tablet id")

@@ -22,6 +22,8 @@ import attrs
 
 from revivify.spec import actions as A
 from revivify.spec.actions import ACTIONS, Action, replace_action
+from revivify.spec.catalog import DEFAULT as CATALOG_DEFAULT
+from revivify.spec.catalog import CatalogSpec
 from revivify.spec.logic import (
     Bool,
     Int,
@@ -740,3 +742,12 @@ _ALL = (
 MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
 
 __all__ = ["MUTANTS", "Mutant"]
+
+
+# The masters' ordering contract (spec/catalog.py): one mutant per rule, the rule dropped.
+# What must catch each: the known-bad master traces (traces/bad/catalog-*), at least one
+# of which the mutant then accepts (tests/trace/test_catalog_checks.py).
+CATALOG_MUTANTS: dict[str, CatalogSpec] = {
+    f"catalog_without_{name}": CATALOG_DEFAULT.without(name) for name in CATALOG_DEFAULT.names()}
+
+__all__ += ["CATALOG_MUTANTS"]

@@ -124,6 +124,7 @@ from .operations import (
 )
 from .queries import list_tables, table_locations
 from .reports import process_report
+from .tracing import call_fact, commit_fact, ready_fact
 from .tserver_map import TabletServerMap
 
 logger = logging.getLogger(__name__)
@@ -300,6 +301,8 @@ class MasterServer:
                 self.catalog = Catalog.from_rows(replica.store.scan())
                 self.ready_term = status.term
                 self._needs_rebuild = False
+                self.server.tracer.event("master_ready", ready_fact(
+                    status.term, replica.store.applied_index, self.catalog))
                 self._watch = CreationWatch()
                 self.tmap().set_leadership(status.term, True)
                 logger.info("master %s: ready leader in term %d (%d tables, %d tablets)",
@@ -340,7 +343,7 @@ class MasterServer:
                     self.reserved |= plan.reserve
                     try:
                         with trio.fail_after(self.options.write_timeout):
-                            await replica.write(batch)
+                            written = await replica.write(batch)
                     except (AppError, trio.TooSlowError) as exc:
                         # KUDU-495: the operation fails, the master keeps running; the
                         # write may still commit, so the snapshot is rebuilt from the rows.
@@ -349,8 +352,10 @@ class MasterServer:
                     finally:
                         self.reserved -= plan.reserve
                     self.catalog = self.catalog.apply_ops(batch.ops)
+                    self.server.tracer.event("catalog_commit", commit_fact(
+                        term, written.index, plan.op, plan.write.records()))
                     done = plan.commit(self.catalog)
-            self.send_calls(done.calls)
+            self.send_calls(done.calls, term)
             return done
         raise api.ServiceUnavailable("the catalog kept changing under the request; retry")
 
@@ -362,12 +367,15 @@ class MasterServer:
 
     # ------------------------------------------------------------------ calls
 
-    def send_calls(self, calls: tuple[TabletServerCall, ...]) -> None:
+    def send_calls(self, calls: tuple[TabletServerCall, ...], term: int) -> None:
+        """Release ``calls`` (decided by the ready leader of ``term``): each is traced
+        (``master_call``) and then delivered by its own task."""
         for call in calls:
             key = (call.dest, call.method, call.tablet_id)
             if key in self._inflight:
                 continue  # the same call is already being retried
             self._inflight.add(key)
+            self.server.tracer.event("master_call", call_fact(term, call))
             assert self._nursery is not None
             self._nursery.start_soon(self._deliver, call, key)
 
@@ -429,7 +437,10 @@ class MasterServer:
 
     async def _background_round(self) -> None:
         now = self.now()
-        self.send_calls(creation_nudges(self.catalog))
+        term = self.ready_term
+        if term is None:
+            return
+        self.send_calls(creation_nudges(self.catalog), term)
         self._watch = self._watch.observe(self.catalog, now)
         timed_out = self._watch.timed_out(now, self.options.creation_timeout)
         if not timed_out:

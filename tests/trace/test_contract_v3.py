@@ -16,6 +16,7 @@ from typing import Any
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import LocalChecker, check_paths
 from revivify.checker.walks import Recorder, scenario_batches
+from revivify.contract.events import SCHEMA_VERSION
 from revivify.spec.system import default_spec
 
 from .conftest import TRACES
@@ -48,8 +49,8 @@ def test_cluster_run_is_clean_and_feeds_every_log_check(sim_traces: Path) -> Non
     assert g.starts and g.cruns and g.llogs and g.truncs and g.tappends and g.fcommits
     events = [x for lines in _lines(sim_traces).values() for x in lines]
     appends = [x for x in events if x["event"] == "log_append"]
-    assert appends and all(x["v"] == 3 and "terms" in x["args"] and "prev_term" in x["args"]
-                           for x in appends)
+    assert appends and all(x["v"] == SCHEMA_VERSION and "terms" in x["args"]
+                           and "prev_term" in x["args"] for x in appends)
     assert any(x["event"] == "copy_download_wal" for x in events)
     assert report.frontiers.get(-1, 0) == 0
 

@@ -10,6 +10,7 @@ import pytest
 from revivify.checker.cli import trace_main
 from revivify.checker.local import check_paths
 from revivify.checker.report import PER_FILE_KINDS, Report
+from revivify.contract.events import SCHEMA_VERSION
 
 from .conftest import TRACES
 
@@ -190,19 +191,24 @@ def test_the_corpus_is_its_generators_output(tmp_path: Path) -> None:
         assert _tree(tmp_path / "bad" / name) == _tree(TRACES / "bad" / name), name
     versions = {name: json.loads((tmp_path / "bad" / name).glob("*.jsonl").__next__()
                                  .read_text().splitlines()[0])["v"] for name in written}
-    assert {n for n, v in versions.items() if v == 3} == walks.V3_BAD_CASES
+    assert {n for n, v in versions.items() if v == SCHEMA_VERSION} == walks.V3_BAD_CASES
 
 
 def test_every_bad_case_is_written_by_one_generator(tmp_path: Path) -> None:
-    """traces/bad/ is exactly the cases of the two generators (checker/walks.py at version
-    2, tests/trace/bad_v3.py at version 3), each byte for byte what it writes."""
+    """traces/bad/ is exactly the cases of the three generators (checker/walks.py at
+    version 2, tests/trace/bad_v3.py at version 3, tests/trace/bad_catalog.py the masters'
+    cases), each byte for byte what it writes."""
     from revivify.checker import walks
 
+    from .bad_catalog import write as write_catalog
     from .bad_v3 import write
 
     v3 = set(write(str(tmp_path / "v3")))
     v2 = set(walks.write_bad_corpus(str(tmp_path / "v2")))
-    assert not v2 & v3
-    assert v2 | v3 == {p.name for p in BAD}
+    v4 = set(write_catalog(str(tmp_path / "v4")))
+    assert not v2 & v3 and not v4 & (v2 | v3)
+    assert v2 | v3 | v4 == {p.name for p in BAD}
     for name in v3:
         assert _tree(tmp_path / "v3" / name) == _tree(TRACES / "bad" / name), name
+    for name in v4:
+        assert _tree(tmp_path / "v4" / "bad" / name) == _tree(TRACES / "bad" / name), name

@@ -155,18 +155,20 @@ def test_schema_json_is_generated() -> None:
 
     path = Path(__file__).resolve().parents[2] / "traces" / "schema.json"
     assert json.loads(path.read_text()) == contract_schema()
-    assert contract_schema()["properties"]["v"]["enum"] == [2, 3] and SCHEMA_VERSION == 3
+    assert contract_schema()["properties"]["v"]["enum"] == [2, 3, 4] and SCHEMA_VERSION == 4
     # The reader decodes into the contract's own types (re-exported, not copies).
     assert traces.Envelope is events.Envelope and traces.ARGS_TYPES is events.ARGS_TYPES
     assert traces.DurableState is events.DurableState
 
 
 def test_version_2_is_read_and_other_versions_refused() -> None:
-    """Version 3 is written; version-2 lines are still read (their log_append has no
-    prev_term and terms); anything else is refused by name."""
+    """Version 4 is written; version-2 and version-3 lines are still read (a version-2
+    log_append has no prev_term and terms); anything else is refused by name."""
     d = json.loads(GOOD)
-    assert isinstance(parse_line(json.dumps(d | {"v": 2}).encode(), "f", 1, False), Envelope)
-    for v in (1, 4, "3"):
+    for v in (2, 3):
+        assert isinstance(parse_line(json.dumps(d | {"v": v}).encode(), "f", 1, False),
+                          Envelope)
+    for v in (1, 5, "3"):
         e = parse_line(json.dumps(d | {"v": v}).encode(), "f", 1, False)
         assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion", v
 

@@ -14,6 +14,7 @@ event the implementation names must be among the kinds validated."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,12 @@ from typing import Any
 
 from revivify.checker.traces import KNOWN_EVENTS
 from revivify.impl.consensus.core import Options
+from revivify.impl.master.calls import delete_tablet
+from revivify.impl.master.catalog import Catalog, Column
+from revivify.impl.master.errors import MasterError
+from revivify.impl.master.operations import CreateTable, plan_create_table
+from revivify.impl.master.placement import Candidate
+from revivify.impl.master.tracing import call_fact, commit_fact, ready_fact
 from revivify.impl.testing.raft import RaftCluster
 from revivify.impl.trace import TraceWriter, durable_state, startup_args
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal
@@ -111,8 +118,23 @@ def _state_builders(tmp: Path) -> Path:
         w.event("copy_abort", {"reason": "source gone"},
                 Durable(Sb.COPYING, tombstone_last=(1, 4), wal=Wal.ABSENT,
                         blocks=Blocks.PARTIAL, quarantine=(True, True)).record(), tablet="t2")
+        # A master's events (contract version 4), from its own fact builders.
+        w.event("master_ready", ready_fact(3, 7, _catalog()))
+        w.event("catalog_commit", commit_fact(3, 8, "create_table", _catalog().records()))
+        w.event("master_call", call_fact(3, delete_tablet("b" * 32, "c" * 32, "TOMBSTONE", 2,
+                                                          "evicted")))
         w.event("server_stop")
     return d
+
+
+def _catalog() -> Catalog:
+    """A catalog of one table of one tablet (through the master's own planner)."""
+    servers = [Candidate(c * 32, f"127.0.0.1:{7000 + i}") for i, c in enumerate("def")]
+    plan = plan_create_table(Catalog(), CreateTable("t", (Column("key", key=True),), 1, 3,
+                                                    "r1"),
+                             servers=servers, reserved=frozenset(), rng=random.Random(1))
+    assert not isinstance(plan, MasterError)
+    return Catalog().apply(plan.write)
 
 
 def test_writer_output_validates_against_the_schema(sim_traces: Path,
@@ -143,7 +165,7 @@ def test_the_validator_refuses_what_the_schema_refuses() -> None:
     del v2["args"]["prev_term"], v2["args"]["terms"]
     assert v.errors(v2) == []
     changes: list[Callable[[dict[str, Any]], object]] = [
-        lambda x: x.update(v=4), lambda x: x.update(event="nope"),
+        lambda x: x.update(v=5), lambda x: x.update(event="nope"),
         lambda x: x["args"].pop("terms"), lambda x: x["args"].update(terms=[[0, 1]]),
         lambda x: x["args"].update(extra=1), lambda x: x.update(tablet=None),
         lambda x: x["state"]["wal"].update(location="ELSEWHERE"), lambda x: x.pop("seq")]

@@ -43,7 +43,7 @@ def test_killed_writer_loses_nothing_written(tmp_path: Path) -> None:
 
 
 def test_writer_and_reader_agree_on_the_version() -> None:
-    assert WRITER_VERSION == SCHEMA_VERSION == 3
+    assert WRITER_VERSION == SCHEMA_VERSION == 4
 
 
 def test_writer_v2_batches_config_step_down_and_a_damaged_startup(tmp_path: Path) -> None:
