@@ -1,0 +1,45 @@
+"""Seeded bugs in the real master, caught by the trace checker: the catalog checks are
+shown able to fail on what a real master process writes, not only on hand-made traces.
+
+Each test starts a real cluster (one master, three tablet servers) whose master runs with
+one bug (mutants/sitecustomize.py, injected through PYTHONPATH: the product has no hook
+for it), creates a table, stops the cluster and checks the traces: the finding must be the
+rule the bug breaks. The same scenario without a bug checks clean in
+test_master_processes.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from revivify.checker.local import check_paths
+from revivify.impl.cli.mastercluster import MasterCluster
+
+from .test_master_processes import create_table, ready_leader, wait_live
+
+MUTANTS = Path(__file__).resolve().parent / "mutants"
+
+
+@pytest.mark.parametrize(("mutant", "rule"), [
+    ("calls_before_commit", "CallAfterCommit"),
+    ("table_before_tablets", "NoHalfCreatedTable"),
+])
+def test_a_seeded_master_bug_is_caught(mutant: str, rule: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{MUTANTS}{os.pathsep}{path}" if path else str(MUTANTS))
+    monkeypatch.setenv("REVIVIFY_MASTER_MUTANT", mutant)
+    with MasterCluster(str(tmp_path), masters=1, tservers=3) as cluster:
+        cluster.start_all()
+        ready_leader(cluster)
+        wait_live(cluster, 3)
+        create_table(cluster.master_addresses, "seeded", 2, 3)
+        cluster.stop_all()
+        report = check_paths([cluster.trace_dir])
+    kinds = report.kinds()
+    assert rule in kinds, report.text()
+    # Only the master's rules: the tablet servers did nothing wrong.
+    assert kinds <= {rule, "CallAfterCommit", "NoHalfCreatedTable"}, report.text()
