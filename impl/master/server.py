@@ -99,6 +99,8 @@ from revivify.impl.rpc import (
 )
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
+from revivify.impl.rpc.transport import Network
+from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.values import ConsensusMeta
 from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.manager.core import Kind
@@ -161,6 +163,7 @@ class MasterOptions:
     write_timeout: float = 10.0  # a catalog write not committed by then failed
     call_retry_seconds: float = 30.0
     call_timeout: float = 10.0
+    threads: bool = True  # False: disk calls inline (the in-process clusters, MockClock)
 
 
 def normalize(address: str) -> str:
@@ -228,7 +231,8 @@ class MasterServer:
         failures = 0
         while True:
             try:
-                async with open_rpc_client(host, port, "", self.uuid) as client:
+                async with open_rpc_client(host, port, "", self.uuid,
+                                           network=self.server.network) as client:
                     await client.call(api.MASTER_STATUS, api.Empty(), api.MasterStatus)
             except WrongServerUuid as exc:
                 return exc.expected
@@ -407,7 +411,8 @@ class MasterServer:
         try:
             with trio.fail_after(self.options.call_timeout):
                 async with open_rpc_client(host, port, call.dest, self.uuid,
-                                           app_errors=ts_api.APP_ERRORS) as client:
+                                           app_errors=ts_api.APP_ERRORS,
+                                           network=self.server.network) as client:
                     await client.call(call.method, call.body, _RESPONSE_OF[call.method])
             logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
                         call.tablet_id, call.why)
@@ -562,16 +567,20 @@ class MasterServer:
 
 
 @contextlib.asynccontextmanager
-async def open_master(options: MasterOptions) -> AsyncIterator[MasterServer]:
+async def open_master(options: MasterOptions, *, disk: Disk | None = None,
+                      network: Network | None = None) -> AsyncIterator[MasterServer]:
     """Run a master until the block exits. It serves RPC when this yields; it becomes ready
-    (if elected) once the catalog tablet exists and the gate opened."""
+    (if elected) once the catalog tablet exists and the gate opened. ``disk`` and
+    ``network``: as for a tablet server (impl/testing/cluster.py gives simulated ones)."""
     master = MasterServer(options)
     ts_options = ServerOptions(
         fs_root=options.fs_root, rpc_host=options.rpc_host, rpc_port=options.rpc_port,
         trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
         election_ticks=options.election_ticks, heartbeat_ticks=options.heartbeat_ticks,
-        fsync=options.fsync, seed=options.seed, internal_tablets=(CATALOG,))
-    async with open_tserver(ts_options, extend_service=master.register) as ts:
+        fsync=options.fsync, seed=options.seed, internal_tablets=(CATALOG,),
+        threads=options.threads)
+    async with open_tserver(ts_options, disk=disk, network=network,
+                            extend_service=master.register) as ts:
         master.ts = ts
         master.tservers = TabletServerMap(ts.uuid, options.dead_after)
         async with trio.open_nursery() as nursery:

@@ -76,7 +76,8 @@ class HeartbeatHost(Protocol):
     address: str
     tablets: TabletManager
     # and, optionally, ``schemas: SchemaVersions`` (schema.py): a host without it (a test's)
-    # reports no schema versions
+    # reports no schema versions; and ``network`` (the server's: an in-memory one in the
+    # in-process clusters), else real TCP
 
     @property
     def incarnation(self) -> int: ...
@@ -188,7 +189,9 @@ class Heartbeater:
         while True:
             try:
                 async with open_rpc_client(host, port, self.master_uuid, self.host.uuid,
-                                           app_errors=api.APP_ERRORS) as client:
+                                           app_errors=api.APP_ERRORS,
+                                           network=getattr(self.host, "network", None)
+                                           ) as client:
                     while True:
                         hb, sent = self.build()
                         response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
