@@ -28,7 +28,7 @@ from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Reje
 from revivify.impl.rpc import AppError
 from revivify.impl.rpc.address import BadAddress, parse_address
 
-from . import render
+from . import clusterfile, render
 
 DEFAULT_DEADLINE = 10.0
 BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
@@ -60,14 +60,27 @@ class Outcome:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
                ) -> argparse.Namespace | int:
-    """The parsed arguments, or the exit code when there is nothing to run (help, error)."""
+    """The parsed arguments, or the exit code when there is nothing to run (help, error).
+
+    A command given ``--root DIR`` (`masters_flags`) gets ``args.masters`` from
+    ``DIR/cluster.json`` here; a missing or malformed file is exit 2, one line naming it.
+    """
     try:
-        return parser.parse_args(list(argv))
+        args = parser.parse_args(list(argv))
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help printed its text
         return 0 if exc.code in (0, None) else 2
+    root = getattr(args, "cluster_root", None)
+    if root is not None:
+        try:
+            args.masters = clusterfile.master_addresses(root)
+        except clusterfile.ClusterFileError as exc:
+            cmd = getattr(args, "cmd", None)
+            prog = parser.prog + (f" {cmd}" if isinstance(cmd, str) else "")
+            return fail(prog, str(exc), 2)
+    return args
 
 
 def one_line(text: str) -> str:
@@ -136,6 +149,20 @@ def common_flags() -> Parser:
                    metavar="SECONDS",
                    help=f"give up after this long, retries included (default "
                         f"{DEFAULT_DEADLINE:g})")
+    return p
+
+
+def masters_flags(help_masters: str = "the masters, comma-separated (the leader is found "
+                                       "among them)") -> Parser:
+    """``--masters HOST:PORT,...`` or ``--root DIR`` (a local cluster's directory: the
+    masters of its ``cluster.json``), exactly one; `parse_args` fills ``args.masters``."""
+    p = Parser(add_help=False)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--masters", type=addresses_arg, metavar="HOST:PORT,...",
+                       help=help_masters)
+    group.add_argument("--root", dest="cluster_root", metavar="DIR",
+                       help="instead of --masters: the masters of the local cluster in DIR "
+                            "(DIR/cluster.json, written by 'revivify cluster start')")
     return p
 
 
@@ -210,6 +237,7 @@ __all__ = [
     "execute",
     "fail",
     "json_flag",
+    "masters_flags",
     "non_negative_int",
     "one_line",
     "parse_args",

@@ -13,9 +13,11 @@ UUID's traces are history the trace checker needs: there the wipe shows as a new
 anything that is not one of revivify's names. It asks for confirmation on a terminal unless
 ``--yes``; without a terminal ``--yes`` is required.
 
-``local-replica list`` shows every tablet on disk: its data state (superblock), the
-tombstone's last OpId, term, vote and committed config index (cmeta), its WAL (segments, last
-OpId) and its quarantine directories. Read-only: it may run while the server runs.
+``local-replica list`` shows every tablet on disk: its data state (the superblock's READY,
+COPYING or DELETED; not the lifecycle state RUNNING, TOMBSTONED, ... that a running
+server's ``replica list`` shows), the tombstone's last OpId, term, vote and committed
+config index (cmeta), its WAL (segments, last OpId) and its quarantine directories.
+Read-only: it may run while the server runs.
 
 ``local-replica purge-quarantine`` removes quarantine directories (all, or one tablet's) and
 the data blocks only they reference, and prints per tablet what went and the bytes freed;
@@ -300,7 +302,7 @@ def _list_text(report: DirectoryReport) -> str:
                      t.cmeta_state if cm is None else cm.current_term,
                      None if cm is None else cm.voted_for, wal, blocks, quarantine])
     if rows:
-        lines.append(render.table(["TABLET", "STATE", "TOMBSTONE", "TERM", "VOTE", "WAL",
+        lines.append(render.table(["TABLET", "DATA STATE", "TOMBSTONE", "TERM", "VOTE", "WAL",
                                    "BLOCKS", "QUARANTINE (S superblock, C cmeta, W wal)"],
                                   rows))
     if report.unreferenced_blocks:

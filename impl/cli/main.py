@@ -14,6 +14,8 @@ Subcommands:
   table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
   row ...                 put, get, delete, scan rows of a tablet or table (cli.admin)
+  cluster ...             start, status, stop, kill, restart a local cluster (cli.cluster)
+  ksck                    a cluster's health, like 'kudu cluster ksck' (cli.ksck)
 
 The CLI is the one part of impl/ that may call the checker (DESIGN.md): the servers never do.
 
@@ -28,12 +30,18 @@ with one line naming it: ``pip install 'revivify[check]'``.
 
 Exit codes: 0 success, 1 a check failed (a violation, a failed proof), 2 unusable input or
 bad arguments. Errors are one line naming what was wrong, never a traceback.
+
+Output into a pipe that closes early (``revivify ... | head``): the command stops quietly,
+exit 141 (128 + SIGPIPE, what a program killed by SIGPIPE reports), no traceback. It is
+handled here once for every command; the servers keep Python's default (SIGPIPE ignored,
+EPIPE an error on the socket it concerns).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
@@ -57,6 +65,12 @@ commands:
   replica     'replica list | delete | copy' on one server (--tserver HOST:PORT)
   copy        'copy list | cancel': the tablet copies running on a server (--tserver)
   local-replica  'local-replica list | purge-quarantine' on a server's directory (--fs-root)
+  cluster     'cluster start | status | stop | kill NAME | restart NAME' (--root DIR):
+              a local cluster of masters and tablet servers on this machine
+  ksck        'ksck --masters ... | --root DIR': masters, tablet servers, tables, tablets
+
+Every command that takes --masters HOST:PORT,... also takes --root DIR (a local cluster's
+masters, from DIR/cluster.json).
 
 'revivify COMMAND --help' describes each command.
 """
@@ -127,11 +141,31 @@ def _wants_spark(argv: list[str]) -> bool:
     return False
 
 
+def _missing_trace_paths(argv: list[str]) -> list[str]:
+    """The PATHs of ``trace check|validate`` that do not exist (none when the arguments do
+    not parse: the checker's own parser then says what is wrong)."""
+    from revivify.checker.cli import _parser
+
+    try:
+        args = _parser().parse_args(argv)
+    except (Exception, SystemExit):  # a usage error, --help: the checker says it
+        return []
+    return [p for p in args.paths if not os.path.exists(p)]
+
+
 def _trace(argv: list[str]) -> int:
     # The spec, which every trace check replays through, evaluates its guards with z3.
     needs = ["z3"] + (["pyspark", "pyarrow", "pandas"] if _wants_spark(argv) else [])
     with _extras("trace", *needs):
         from revivify.checker.cli import trace_main
+    # A PATH that does not exist is unusable input: one line, exit 2, before any check
+    # (the checker would otherwise report it inside a whole report, coverage and all).
+    missing = _missing_trace_paths(argv)
+    if missing:
+        for path in missing:
+            print(f"revivify trace {argv[0]}: {path}: no such file or directory",
+                  file=sys.stderr)
+        return 2
     return trace_main(argv)
 
 
@@ -169,10 +203,64 @@ def _tablet(argv: list[str]) -> int:
     return tablet_main(argv)
 
 
+def _root_to_masters(prog: str, argv: list[str]) -> list[str] | int:
+    """``--root DIR`` (or ``--root=DIR``) replaced by ``--masters ADDRESSES`` from
+    DIR/cluster.json, for a command whose parser has --masters but not --root yet (row);
+    exit 2 with one line if the file is missing or malformed."""
+    from revivify.impl.cli import clusterfile
+
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            out += argv[i:]
+            break
+        if token == "--root" or token.startswith("--root="):
+            if "=" in token:
+                root = token.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                i += 1
+                root = argv[i]
+            else:
+                print(f"{prog}: argument --root: expected one argument", file=sys.stderr)
+                return 2
+            if "--masters" in argv or any(a.startswith("--masters=") for a in argv):
+                print(f"{prog}: argument --root: not allowed with argument --masters",
+                      file=sys.stderr)
+                return 2
+            try:
+                masters = clusterfile.master_addresses(root)
+            except clusterfile.ClusterFileError as exc:
+                print(f"{prog}: {exc}", file=sys.stderr)
+                return 2
+            out += ["--masters", ",".join(masters)]
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
 def _row(argv: list[str]) -> int:
     from revivify.impl.cli.admin import row_main
 
-    return row_main(argv)
+    prog = "revivify row" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
+    rewritten = _root_to_masters(prog, argv)
+    if isinstance(rewritten, int):
+        return rewritten
+    return row_main(rewritten)
+
+
+def _cluster(argv: list[str]) -> int:
+    from revivify.impl.cli.cluster import cluster_main
+
+    return cluster_main(argv)
+
+
+def _ksck(argv: list[str]) -> int:
+    from revivify.impl.cli.ksck import ksck_main
+
+    return ksck_main(argv)
 
 
 def _replica(argv: list[str]) -> int:
@@ -206,6 +294,8 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "replica": _replica,
     "copy": _copy,
     "local-replica": _local_replica,
+    "cluster": _cluster,
+    "ksck": _ksck,
 }
 
 
@@ -219,13 +309,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"revivify: unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2
     try:
-        return command(args[1:])
+        code = command(args[1:])
+        sys.stdout.flush()  # a closed pipe shows here, not at exit, where it is a traceback
+        return code
     except MissingExtra as exc:
         print(str(exc), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("revivify: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:
+        if not _only_broken_pipes(exc):
+            raise
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """Whether `exc` is a BrokenPipeError, or a group (trio) of nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_broken_pipes(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is still buffered
+    does not fail again at exit (Python's documented recipe for SIGPIPE)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":

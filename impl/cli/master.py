@@ -11,6 +11,8 @@
   revivify table describe NAME --masters ...
   revivify tserver list --masters ...
 
+Every ``--masters HOST:PORT,...`` may be ``--root DIR`` instead: the masters of the local
+cluster in DIR (its cluster.json, written by ``revivify cluster start``).
 Every command takes ``--json`` and ``--deadline SECONDS`` (common.py). The catalog commands
 go to the ready leader master (impl/client/master.py: hints followed, retried until the
 deadline). Exit codes: 0 success; 1 the master refused the request (no such table, a name
@@ -32,11 +34,11 @@ from .common import (
     Outcome,
     Parser,
     address_arg,
-    addresses_arg,
     client_options,
     common_flags,
     execute,
     fail,
+    masters_flags,
     parse_args,
     positive_int,
 )
@@ -45,10 +47,8 @@ MASTER_MAIN = "revivify.impl.master.main"
 
 
 def _masters() -> Parser:
-    p = Parser(add_help=False)
-    p.add_argument("--masters", type=addresses_arg, required=True, metavar="HOST:PORT,...",
-                   help="the masters, comma-separated (the leader is found among them)")
-    return p
+    """``--masters HOST:PORT,...`` or ``--root DIR`` (common.masters_flags)."""
+    return masters_flags()
 
 
 # ---------------------------------------------------------------------------- master

@@ -1,13 +1,19 @@
 """A local cluster of real master and tablet-server processes on 127.0.0.1.
 
-The sibling of localcluster.py's ProcessCluster (which it uses for the tablet servers):
+The sibling of localcluster.py's ProcessCluster (which it uses for the tablet servers, and
+whose process manager it shares: spawn, await_listening, kill_process, stop_process):
 ``MasterCluster(root, masters=3, tservers=3)`` picks a free port for each master up front
-(every master must be given every master's address), starts ALL master processes before
-reading their "listening" lines (a master creates the catalog only once every master
-answers, so one-by-one start-and-wait would be fine too, but this is faster), then starts
-the tablet servers with ``--masters``. Masters live in ``root/m-<i>``, tablet servers in
-``root/ts-<i>``, all traces in ``root/traces``. ``kill_master`` is SIGKILL,
-``stop_master`` SIGTERM; ``close`` kills whatever still runs. Every wait has a deadline.
+(every master must be given every master's address), starts ALL the processes, masters and
+tablet servers (with ``--masters``), before reading their "listening" lines (a master
+creates the catalog only once every master answers, and a tablet server retries its
+heartbeats until the masters answer, so nothing waits on anything else), and then waits for
+each line. Masters live in ``root/m-<i>``, tablet servers in ``root/ts-<i>``, all traces in
+``root/traces``. ``kill_master`` is SIGKILL, ``stop_master`` SIGTERM; ``close`` kills
+whatever still runs. Every wait has a deadline.
+
+``detached=True`` (``revivify cluster start``, impl/cli/cluster.py) runs every process in a
+session of its own with its output in its log file, so the cluster outlives the command;
+``master_ports`` and ``tserver_ports`` bring a cluster back on the ports it had.
 """
 
 from __future__ import annotations
@@ -15,20 +21,20 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 import sys
 from collections.abc import Sequence
 from types import TracebackType
 
 from .localcluster import (
     ProcessCluster,
-    ProcessError,
     ServerProcess,
+    await_listening,
     kill_process,
+    spawn,
     stop_process,
 )
 
-_LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
+MASTER_LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
 
 
 def free_port() -> int:
@@ -42,22 +48,27 @@ def free_port() -> int:
 class MasterCluster:
     def __init__(self, root: str, masters: int = 3, tservers: int = 3, *,
                  master_args: Sequence[str] = (), tserver_args: Sequence[str] = (),
-                 python: str = sys.executable, start_timeout: float = 30.0) -> None:
+                 python: str = sys.executable, start_timeout: float = 30.0,
+                 detached: bool = False, master_ports: Sequence[int] = (),
+                 tserver_ports: Sequence[int] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         os.makedirs(self.trace_dir, exist_ok=True)
         self.python = python
         self.start_timeout = start_timeout
+        self.detached = detached
         self.master_args = list(master_args)
+        self.tserver_args = list(tserver_args)
+        assert not master_ports or len(master_ports) == masters, (master_ports, masters)
         self.masters = [
             ServerProcess(i, os.path.join(root, f"m-{i}"), self.trace_dir,
-                          os.path.join(root, f"m-{i}.log"), port=free_port())
+                          os.path.join(root, f"m-{i}.log"),
+                          port=master_ports[i] if master_ports else free_port())
             for i in range(masters)]
         self.tservers = ProcessCluster(
             root, tservers, python=python, start_timeout=start_timeout,
-            args=["--masters", self.master_list, *tserver_args])
-        # ProcessCluster reads lines with its own helper; reuse it for the masters.
-        self._reader = self.tservers
+            args=["--masters", self.master_list, *tserver_args], detached=detached,
+            ports=tserver_ports)
 
     def __enter__(self) -> MasterCluster:
         return self
@@ -74,39 +85,41 @@ class MasterCluster:
     def master_list(self) -> str:
         return ",".join(self.master_addresses)
 
+    def spawn_all(self) -> None:
+        """Start every process that is not running, masters first; no waiting."""
+        for i, m in enumerate(self.masters):
+            if not m.running:
+                self.spawn_master(i)
+        for i, s in enumerate(self.tservers.servers):
+            if not s.running:
+                self.tservers.spawn(i)
+
+    def await_all(self) -> None:
+        """Every process's "listening" line (after spawn_all)."""
+        for i in range(len(self.masters)):
+            self.await_master(i)
+        for i in range(len(self.tservers.servers)):
+            self.tservers.await_started(i)
+
     def start_all(self) -> None:
-        for i in range(len(self.masters)):
-            self._spawn_master(i)
-        for i in range(len(self.masters)):
-            self._await_master(i)
-        self.tservers.start_all()
+        self.spawn_all()
+        self.await_all()
 
     def start_master(self, i: int) -> ServerProcess:
-        self._spawn_master(i)
-        return self._await_master(i)
+        self.spawn_master(i)
+        return self.await_master(i)
 
-    def _spawn_master(self, i: int) -> None:
+    def spawn_master(self, i: int) -> None:
         m = self.masters[i]
-        if m.running:
-            raise ProcessError(f"master {i} is already running")
         cmd = [self.python, "-m", "revivify.impl.master.main", "--fs-root", m.fs_root,
                "--rpc-bind", m.address, "--trace-dir", m.trace_dir, *self.master_args]
         if len(self.masters) > 1:
             cmd += ["--masters", self.master_list]
-        log = open(m.log_path, "ab")  # noqa: SIM115 (the child keeps it)
-        try:
-            m.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log,
-                                      start_new_session=True)
-        finally:
-            log.close()
+        spawn(m, cmd, detached=self.detached)
 
-    def _await_master(self, i: int) -> ServerProcess:
+    def await_master(self, i: int) -> ServerProcess:
         m = self.masters[i]
-        assert m.proc is not None and m.proc.stdout is not None
-        line = self._reader._read_line(m, m.proc.stdout)
-        found = _LISTENING.search(line)
-        if found is None:
-            raise ProcessError(f"master {i}: unexpected first line {line!r}")
+        found = await_listening(m, MASTER_LISTENING, f"master {i}", self.start_timeout)
         m.uuid = found.group(1)
         return m
 
@@ -129,4 +142,4 @@ class MasterCluster:
             kill_process(m)
 
 
-__all__ = ["MasterCluster", "free_port"]
+__all__ = ["MASTER_LISTENING", "MasterCluster", "free_port"]

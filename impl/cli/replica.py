@@ -7,9 +7,14 @@
   revivify copy list --tserver HOST:PORT [--json]
   revivify copy cancel --tserver HOST:PORT --tablet ID [--json]
 
-``list`` prints every replica the server knows with its state (RUNNING, FAILED with its
-reason, TOMBSTONED), last OpId, term and vote; with --json ``{"replicas": [{"tablet_id",
-"state", "reason", "last_opid", "term", "voted_for"}, ...]}``. ``delete`` tombstones a
+``list`` prints every replica the server knows with its lifecycle state (STARTING, RUNNING,
+FAILED with its reason, COPYING, DELETING, TOMBSTONED: what the server is doing with the
+replica, not the superblock's data state READY / DELETED / COPYING that ``local-replica
+list`` shows), role, term, vote, last OpId, committed index and committed config index;
+with --json ``{"replicas": [...]}``, each replica the same document as in ``tserver status
+--json`` (``tablet_id``, ``state``, ``reason``, ``role``, ``term``, ``voted_for``,
+``leader``, ``last_opid``, ``commit_index``, ``applied_index``, ``config_index``,
+``member_type``, ``peers``). ``delete`` tombstones a
 replica (its cmeta and last logged OpId are kept: it goes on voting); a replica whose
 committed config index is above ``--cas-config-index`` is not deleted (exit 1); ``--mode
 deleted`` also removes the cmeta and the superblock (the table was dropped). ``copy`` has
@@ -34,8 +39,9 @@ from revivify.impl.client import (
     list_copies,
     server_status,
 )
-from revivify.impl.tserver.api import CopyInfo
+from revivify.impl.tserver.api import CopyInfo, ReplicaInfo
 
+from . import render
 from .common import (
     Outcome,
     Parser,
@@ -51,9 +57,10 @@ def replica_main(argv: list[str]) -> int:
     parser = Parser(prog="revivify replica", description="one tablet server's replicas")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,delete,copy}")
     listing = sub.add_parser("list", parents=[common_flags()], help="list a server's replicas",
-                             description="Every replica on the server: state (RUNNING, "
-                                         "FAILED with its reason, TOMBSTONED), last OpId, "
-                                         "term and vote.")
+                             description="Every replica on the server: its lifecycle "
+                                         "state (STARTING, RUNNING, FAILED with its reason, "
+                                         "COPYING, DELETING, TOMBSTONED), role, term, vote, "
+                                         "last OpId, committed index and config index.")
     listing.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
                          help="the server to ask")
     delete = sub.add_parser("delete", parents=[common_flags()], help="delete (tombstone) a replica",
@@ -93,7 +100,8 @@ def replica_main(argv: list[str]) -> int:
                 return Outcome(0, {"tablet_id": args.tablet, "state": "COPYING",
                                    "expected_state": expected},
                                f"tablet {args.tablet}: copy from {args.source} to "
-                               f"{args.destination} started (it was {expected} there)")
+                               f"{args.destination} started (its data state there was "
+                               f"{expected})")
             last: CopyInfo | None = None
             while True:
                 copies = {c.tablet_id: c for c in (await list_copies(args.destination)).copies}
@@ -117,17 +125,8 @@ def replica_main(argv: list[str]) -> int:
     if args.cmd == "list":
         async def list_work() -> Outcome:
             reply = await server_status(args.tserver)
-            rows: list[dict[str, Any]] = [
-                {"tablet_id": r.tablet_id, "state": r.state, "reason": r.reason,
-                 "last_opid": list(r.last_opid), "term": r.term, "voted_for": r.voted_for}
-                for r in reply.replicas]
-            text = "\n".join(
-                f"{r['tablet_id']}  {r['state']:<10}  term {r['term']:<4} "
-                f"last {r['last_opid'][0]}.{r['last_opid'][1]:<8} "
-                f"vote {r['voted_for'] or '-'}"
-                + (f"  ({r['reason']})" if r["reason"] else "") for r in rows) \
-                or "no replicas"
-            return Outcome(0, {"replicas": rows}, text)
+            rows: list[dict[str, Any]] = [render.replica_doc(r) for r in reply.replicas]
+            return Outcome(0, {"replicas": rows}, _replica_list_text(reply.replicas))
         return execute("revivify replica list", args, list_work)
 
     async def delete_work() -> Outcome:
@@ -136,6 +135,16 @@ def replica_main(argv: list[str]) -> int:
         return Outcome(0, {"tablet_id": args.tablet, "state": "TOMBSTONED"},
                        f"tablet {args.tablet} tombstoned on {args.tserver}")
     return execute("revivify replica delete", args, delete_work)
+
+
+def _replica_list_text(replicas: list[ReplicaInfo]) -> str:
+    if not replicas:
+        return "no replicas"
+    return render.table(
+        ["TABLET", "STATE", "ROLE", "TERM", "VOTE", "LAST", "COMMITTED", "CONFIG", "MEMBER"],
+        [[r.tablet_id, r.state if not r.reason else f"{r.state} ({r.reason})", r.role,
+          r.term, r.voted_for, render.opid(r.last_opid), r.commit_index, r.config_index,
+          r.member_type] for r in replicas])
 
 
 def _progress_line(c: CopyInfo) -> str:

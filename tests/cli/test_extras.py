@@ -118,11 +118,12 @@ def test_a_command_whose_extra_is_missing_names_it(argv: list[str], blocked: tup
 
 
 def test_the_local_trace_engine_needs_no_spark() -> None:
-    """``trace check`` with Spark uninstallable runs the checker (exit 2: no such path)."""
+    """``trace check`` with Spark uninstallable runs (exit 2: no such path, in one line)."""
     result = run_child(SPARK, [["trace", "check", "/nonexistent/traces", "--quiet"]])
     (run,) = result["runs"]  # type: ignore[misc]
     assert run["code"] == 2, run
-    assert "MissingPath" in run["stdout"], run
+    assert run["stdout"] == "", run
+    assert "/nonexistent/traces: no such file or directory" in run["stderr"], run
     assert "extra" not in run["stderr"], run
     assert not [m for m in result["loaded"]  # type: ignore[attr-defined]
                 if m.split(".")[0] in SPARK]

@@ -167,7 +167,8 @@ def test_replica_commands(tmp_path: object) -> None:
         row = json.loads(revivify("replica", "list", "--tserver", f.address,
                                   "--json").stdout)["replicas"][0]
         assert row["state"] == "TOMBSTONED" and row["term"] >= 1
-        assert set(row) == {"tablet_id", "state", "reason", "last_opid", "term", "voted_for"}
+        assert {"tablet_id", "state", "reason", "last_opid", "term", "voted_for", "role",
+                "commit_index", "config_index", "peers"} <= set(row)
         out = revivify("replica", "delete", "--tserver", f.address, "--tablet", "nope")
         assert out.returncode in (1, 2) and "nope" in out.stderr
         out = revivify("replica", "delete", "--tserver", "bad-address", "--tablet", "t1")

@@ -1,0 +1,403 @@
+"""``revivify cluster ...``: a local cluster of real processes on 127.0.0.1, for a person at a
+terminal (the tests and benchmarks use mastercluster.MasterCluster directly, the same code).
+
+  revivify cluster start --root DIR [--num-masters 3] [--num-tservers 3]
+                         [--master-arg ARG]... [--tserver-arg ARG]... [--timeout S] [--json]
+  revivify cluster status --root DIR [--json]
+  revivify cluster stop --root DIR [--timeout S] [--json]
+  revivify cluster kill NAME --root DIR [--json]
+  revivify cluster restart NAME --root DIR [--timeout S] [--json]
+
+``start`` chooses a free port for every server, starts the masters (``DIR/m-<i>``) and the
+tablet servers (``DIR/ts-<i>``) detached (a session of their own, output appended to
+``DIR/m-<i>.log`` / ``DIR/ts-<i>.log``, traces in ``DIR/traces``), so they keep running after
+the command exits; it records them in ``DIR/cluster.json`` (clusterfile.py) as soon as they
+are spawned, so a Ctrl-C part way still leaves them stoppable, and then waits until each
+has said its "listening" line, a master is the ready leader (``master status`` says ready)
+and the leader hears from every tablet server. A second ``start`` on a directory with a
+live process refuses (exit 1); on one whose processes are all dead it starts them again on
+the same directories and ports (their data and UUIDs kept). A start that fails kills what
+it started and names the server and its log (exit 2).
+
+``status`` lists every server: name (m0, m1, ... ts0, ts1, ...), UUID, address, pid, alive;
+exit 0 if all are alive, 1 if not. ``stop`` sends SIGTERM to every live server at once and
+waits; a server still running after ``--timeout`` gets SIGKILL. ``kill NAME`` is SIGKILL (a
+crash); ``restart NAME`` starts a stopped or killed server again on its directory and port
+and waits for its "listening" line.
+
+Exit codes: 0 done; 1 refused (a cluster already running, a server already running or
+already stopped) or, for status, a server not alive; 2 bad usage, a missing or malformed
+cluster.json, or a server that did not start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import trio
+
+from revivify.impl.client.master import master_call, master_status
+from revivify.impl.client.options import ClientOptions
+from revivify.impl.master import api
+
+from . import clusterfile, render
+from .clusterfile import ClusterFileError, ClusterRecord, ServerRecord
+from .common import (
+    Outcome,
+    Parser,
+    fail,
+    json_flag,
+    parse_args,
+    positive_float,
+    positive_int,
+    print_outcome,
+)
+from .localcluster import (
+    ProcessError,
+    ServerProcess,
+    kill_process,
+    pid_alive,
+    reap,
+    signal_process,
+)
+from .mastercluster import MasterCluster, free_port
+
+PROG = "revivify cluster"
+DEFAULT_START_TIMEOUT = 60.0
+DEFAULT_STOP_TIMEOUT = 30.0
+_POLL_SECONDS = 0.1
+
+
+class _Refused(Exception):
+    """The command will not go on: its one-line message and exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def _say(line: str) -> None:
+    """Progress on stderr (a start takes seconds)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- the record
+
+
+def _names(record: ClusterRecord) -> list[str]:
+    return [s.name for s in record.masters + record.tservers]
+
+
+def _cluster_of(root: str, record: ClusterRecord) -> MasterCluster:
+    """The MasterCluster the record describes (same directories, ports and flags), each
+    server knowing the process last started for it."""
+    cluster = MasterCluster(root, len(record.masters), len(record.tservers),
+                            master_args=record.master_args,
+                            tserver_args=record.tserver_args, detached=True,
+                            master_ports=[m.port for m in record.masters],
+                            tserver_ports=[t.port for t in record.tservers],
+                            start_timeout=DEFAULT_START_TIMEOUT)
+    for s, r in zip(_servers(cluster), record.masters + record.tservers, strict=True):
+        s.uuid, s.pid, s.start_ticks = r.uuid, r.pid, r.start_ticks
+    return cluster
+
+
+def _servers(cluster: MasterCluster) -> list[ServerProcess]:
+    return cluster.masters + cluster.tservers.servers
+
+
+def _record_of(cluster: MasterCluster) -> ClusterRecord:
+    def one(prefix: str, s: ServerProcess) -> ServerRecord:
+        return ServerRecord(name=f"{prefix}{s.index}", address=s.address, port=s.port,
+                            fs_root=s.fs_root, log=s.log_path, uuid=s.uuid, pid=s.pid,
+                            start_ticks=s.start_ticks)
+    return ClusterRecord(version=clusterfile.VERSION,
+                         masters=[one("m", m) for m in cluster.masters],
+                         tservers=[one("ts", t) for t in cluster.tservers.servers],
+                         master_args=cluster.master_args, tserver_args=cluster.tserver_args)
+
+
+def _find(cluster: MasterCluster, record: ClusterRecord, name: str) -> ServerProcess:
+    names = _names(record)
+    if name not in names:
+        raise _Refused(f"no server {name!r} in {clusterfile.path_of(cluster.root)} (it has "
+                       f"{', '.join(names)})", 2)
+    return _servers(cluster)[names.index(name)]
+
+
+def _alive(r: ServerRecord) -> bool:
+    return pid_alive(r.pid, r.start_ticks)
+
+
+def _status_rows(record: ClusterRecord) -> list[dict[str, Any]]:
+    return [{"name": r.name, "uuid": r.uuid or None, "address": r.address,
+             "pid": r.pid or None, "alive": _alive(r)}
+            for r in record.masters + record.tservers]
+
+
+def _status_doc(record: ClusterRecord) -> dict[str, Any]:
+    rows = _status_rows(record)
+    return {"masters": rows[:len(record.masters)], "tservers": rows[len(record.masters):]}
+
+
+def _status_text(record: ClusterRecord, root: str) -> str:
+    rows = _status_rows(record)
+    logs = [r.log for r in record.masters + record.tservers]
+    return render.table(
+        ["NAME", "UUID", "ADDRESS", "PID", "ALIVE", "LOG"],
+        [[r["name"], r["uuid"], r["address"], r["pid"], "yes" if r["alive"] else "NO",
+          os.path.relpath(log, root)] for r, log in zip(rows, logs, strict=True)])
+
+
+# ---------------------------------------------------------------------------- readiness
+
+
+async def _await_ready(cluster: MasterCluster, timeout: float) -> None:
+    """A ready leader master that hears from every tablet server, within `timeout`."""
+    masters = cluster.master_addresses
+    want = {s.uuid for s in cluster.tservers.servers}
+    with trio.move_on_after(timeout) as scope:
+        leader: str | None = None
+        while leader is None:
+            for address in masters:
+                try:
+                    if (await master_status(address)).ready:
+                        leader = address
+                        break
+                except Exception:  # not answering yet: ask the next, then again
+                    continue
+            else:
+                await trio.sleep(_POLL_SECONDS)
+        options = ClientOptions(deadline=timeout)
+        while want:
+            reply = await master_call([leader, *masters], api.MASTER_LIST_TSERVERS,
+                                      api.Empty(), api.TabletServerList, options)
+            want -= {t.uuid for t in reply.tservers if t.live}
+            if want:
+                await trio.sleep(_POLL_SECONDS)
+    if scope.cancelled_caught:
+        what = ("no master became the ready leader" if leader is None else
+                f"the leader master did not hear from tablet server(s) {', '.join(want)}")
+        raise ProcessError(f"{what} within {timeout:g}s; see the logs in {cluster.root}")
+
+
+def _check_dead(cluster: MasterCluster) -> None:
+    """A ProcessError if a server has exited since it started (a port taken, ...)."""
+    for s in _servers(cluster):
+        if not s.running:
+            raise ProcessError(f"{os.path.basename(s.fs_root)} exited; log "
+                               f"{s.log_path}:\n{s.stderr_tail()}")
+
+
+# ---------------------------------------------------------------------------- start
+
+
+def _start(args: argparse.Namespace) -> Outcome:
+    root = os.path.abspath(args.root)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise _Refused(f"{root} is not a directory", 2)
+    os.makedirs(root, exist_ok=True)
+    with clusterfile.locked(root):
+        if os.path.exists(clusterfile.path_of(root)):
+            record = clusterfile.load(root)
+            live = [f"{r.name} (pid {r.pid})" for r in record.masters + record.tservers
+                    if _alive(r)]
+            if live:
+                raise _Refused(f"a cluster is already running in {root}: {', '.join(live)} "
+                               f"('revivify cluster stop --root {args.root}' first)", 1)
+            for flag, asked, has in (("--num-masters", args.num_masters, len(record.masters)),
+                                     ("--num-tservers", args.num_tservers,
+                                      len(record.tservers))):
+                if asked is not None and asked != has:
+                    raise _Refused(f"{flag} {asked}: the cluster in {root} has {has} (a "
+                                   "restart keeps its servers; use another --root for a new "
+                                   "cluster)", 2)
+            if args.master_arg or args.tserver_arg:
+                raise _Refused("--master-arg and --tserver-arg apply to a new cluster only "
+                               f"(the one in {root} keeps the flags it was started with)", 2)
+            cluster = _cluster_of(root, record)
+            _say(f"restarting the cluster in {root} ({len(record.masters)} masters, "
+                 f"{len(record.tservers)} tablet servers, same directories and ports)")
+        else:
+            masters = 3 if args.num_masters is None else args.num_masters
+            tservers = 3 if args.num_tservers is None else args.num_tservers
+            cluster = MasterCluster(root, masters, tservers, master_args=args.master_arg,
+                                    tserver_args=args.tserver_arg, detached=True,
+                                    tserver_ports=[free_port() for _ in range(tservers)],
+                                    start_timeout=args.timeout)
+            _say(f"starting {masters} master{'s' if masters != 1 else ''} and {tservers} "
+                 f"tablet server{'s' if tservers != 1 else ''} in {root}")
+        cluster.start_timeout = args.timeout
+        deadline = time.monotonic() + args.timeout
+        try:
+            cluster.spawn_all()
+            clusterfile.save(root, _record_of(cluster))  # stoppable from here on
+            cluster.await_all()
+            clusterfile.save(root, _record_of(cluster))  # with the UUIDs
+            _say("waiting for the leader master to be ready and to hear from every tablet "
+                 "server")
+            trio.run(_await_ready, cluster, max(1.0, deadline - time.monotonic()))
+            _check_dead(cluster)
+        except (ProcessError, OSError) as exc:
+            for s in _servers(cluster):
+                kill_process(s)
+            clusterfile.save(root, _record_of(cluster))
+            raise _Refused(f"the cluster did not start (every server it started is "
+                           f"killed): {exc}", 2) from None
+        for s in _servers(cluster):
+            # Forget the Popen objects without waiting on them: the processes outlive us.
+            s.proc = None
+        record = _record_of(cluster)
+    return Outcome(0, _status_doc(record),
+                   _status_text(record, root) + f"\nmasters: {cluster.master_list}")
+
+
+# ---------------------------------------------------------------------------- stop, kill
+
+
+def _stop(args: argparse.Namespace) -> Outcome:
+    root = os.path.abspath(args.root)
+    with clusterfile.locked(root):
+        record = clusterfile.load(root)
+        cluster = _cluster_of(root, record)
+        live = [s for s in _servers(cluster) if s.running]
+        names = dict(zip(map(id, _servers(cluster)), _names(record), strict=True))
+        if live:
+            _say(f"stopping {', '.join(names[id(s)] for s in live)}")
+        for s in live:  # every SIGTERM first, then one wait for them all
+            signal_process(s, signal.SIGTERM)
+        deadline = time.monotonic() + args.timeout
+        while any(s.running for s in live) and time.monotonic() < deadline:
+            for s in live:
+                reap(s)
+            time.sleep(_POLL_SECONDS)
+        killed = [s for s in live if s.running]
+        for s in killed:
+            kill_process(s)
+        record = clusterfile.load(root)
+    text = (f"stopped {len(live) - len(killed)} server(s)"
+            + (f"; killed {', '.join(names[id(s)] for s in killed)} after "
+               f"{args.timeout:g}s" if killed else "")
+            + ("" if live else " (none was running)"))
+    return Outcome(0, _status_doc(record), text)
+
+
+def _kill(args: argparse.Namespace) -> Outcome:
+    root = os.path.abspath(args.root)
+    with clusterfile.locked(root):
+        record = clusterfile.load(root)
+        cluster = _cluster_of(root, record)
+        s = _find(cluster, record, args.name)
+        if not s.running:
+            raise _Refused(f"{args.name} is not running", 1)
+        kill_process(s)
+    return Outcome(0, _status_doc(record), f"{args.name} (pid {s.pid}) killed")
+
+
+def _restart(args: argparse.Namespace) -> Outcome:
+    root = os.path.abspath(args.root)
+    with clusterfile.locked(root):
+        record = clusterfile.load(root)
+        cluster = _cluster_of(root, record)
+        cluster.start_timeout = args.timeout
+        s = _find(cluster, record, args.name)
+        if s.running:
+            raise _Refused(f"{args.name} is running (pid {s.pid}); 'revivify cluster kill "
+                           f"{args.name}' or stop it first", 1)
+        _say(f"starting {args.name} on {s.address}")
+        try:
+            if s in cluster.masters:
+                cluster.start_master(cluster.masters.index(s))
+            else:
+                cluster.tservers.start(s.index)
+        except ProcessError as exc:
+            kill_process(s)
+            clusterfile.save(root, _record_of(cluster))
+            raise _Refused(f"{args.name} did not start: {exc}", 2) from None
+        s.proc = None  # it outlives us
+        record = _record_of(cluster)
+        clusterfile.save(root, record)
+    return Outcome(0, _status_doc(record), f"{args.name} (pid {s.pid}) listening on "
+                                           f"{s.address}")
+
+
+def _status(args: argparse.Namespace) -> Outcome:
+    root = os.path.abspath(args.root)
+    record = clusterfile.load(root)
+    doc = _status_doc(record)
+    dead = [r["name"] for r in doc["masters"] + doc["tservers"] if not r["alive"]]
+    return Outcome(1 if dead else 0, doc, _status_text(record, root))
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def cluster_main(argv: list[str]) -> int:
+    parser = Parser(prog=PROG, description="a local cluster of masters and tablet servers")
+    sub = parser.add_subparsers(dest="cmd", required=True,
+                                metavar="{start,status,stop,kill,restart}")
+    root = Parser(add_help=False)
+    root.add_argument("--root", required=True, metavar="DIR",
+                      help="the cluster's directory (servers' directories, logs, traces, "
+                           "cluster.json)")
+    start = sub.add_parser(
+        "start", parents=[root, json_flag()], help="start a cluster (or restart a stopped one)",
+        description="Start masters and tablet servers on 127.0.0.1, detached, and wait until "
+                    "they are ready; or start a stopped cluster again on its directories and "
+                    "ports.")
+    start.add_argument("--num-masters", type=positive_int, default=None, metavar="N",
+                       help="masters: 1 or 2N+1 (default 3)")
+    start.add_argument("--num-tservers", type=positive_int, default=None, metavar="N",
+                       help="tablet servers (default 3)")
+    start.add_argument("--master-arg", action="append", default=[], metavar="ARG",
+                       help="pass ARG to every 'master run' (repeatable; use --master-arg=ARG "
+                            "for an ARG starting with '-')")
+    start.add_argument("--tserver-arg", action="append", default=[], metavar="ARG",
+                       help="pass ARG to every 'tserver run' (repeatable)")
+    start.add_argument("--timeout", type=positive_float, default=DEFAULT_START_TIMEOUT,
+                       metavar="SECONDS",
+                       help=f"give up (and kill what started) after this long (default "
+                            f"{DEFAULT_START_TIMEOUT:g})")
+    sub.add_parser("status", parents=[root, json_flag()],
+                   help="every server: name, UUID, address, pid, alive")
+    stop = sub.add_parser("stop", parents=[root, json_flag()],
+                          help="SIGTERM every server; SIGKILL after --timeout")
+    stop.add_argument("--timeout", type=positive_float, default=DEFAULT_STOP_TIMEOUT,
+                      metavar="SECONDS",
+                      help=f"SIGKILL what still runs after this long (default "
+                           f"{DEFAULT_STOP_TIMEOUT:g})")
+    kill = sub.add_parser("kill", parents=[root, json_flag()], help="SIGKILL one server")
+    kill.add_argument("name", metavar="NAME", help="m0, m1, ..., ts0, ts1, ...")
+    restart = sub.add_parser("restart", parents=[root, json_flag()],
+                             help="start a stopped or killed server again")
+    restart.add_argument("name", metavar="NAME", help="m0, m1, ..., ts0, ts1, ...")
+    restart.add_argument("--timeout", type=positive_float, default=DEFAULT_START_TIMEOUT,
+                         metavar="SECONDS", help="give up after this long")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    prog = f"{PROG} {args.cmd}"
+    if args.cmd == "start":
+        masters = args.num_masters
+        if masters is not None and masters % 2 == 0:
+            return fail(prog, f"--num-masters {masters}: use 1 or 2N+1", 2)
+    work = {"start": _start, "status": _status, "stop": _stop, "kill": _kill,
+            "restart": _restart}[args.cmd]
+    try:
+        outcome = work(args)
+    except _Refused as exc:
+        return fail(prog, exc.message, exc.code)
+    except ClusterFileError as exc:
+        return fail(prog, str(exc), 2)
+    except (ProcessError, OSError) as exc:
+        return fail(prog, str(exc), 2)
+    return print_outcome(prog, args, outcome)
+
+
+__all__ = ["cluster_main"]

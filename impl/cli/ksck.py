@@ -1,0 +1,471 @@
+"""``revivify ksck``: is the cluster healthy? In the manner of ``kudu cluster ksck``.
+
+  revivify ksck --masters HOST:PORT,... | --root DIR [--json] [--deadline SECONDS]
+
+What it asks (existing RPCs only, through impl/client):
+
+1. every master, ``Master.Status``: reachable?, role, term, the leader it knows, ready, and
+   the catalog's voters (its committed config);
+2. the leader master: the tablet servers it hears from (live or dead by their heartbeats),
+   the tables, and each table's tablet locations (the catalog's record of every tablet's
+   replicas);
+3. every tablet server, once (``Admin.Status``): does it answer itself, and each of its
+   replicas' own state (lifecycle state, role, term, committed index, committed config
+   index, active config).
+
+What it checks, per tablet (the catalog's replicas against what the replicas say):
+
+    UNAVAILABLE         fewer live voters than a majority of the catalog's voters
+    CONSENSUS_MISMATCH  a running replica's config differs from the catalog's record
+    UNDER_REPLICATED    fewer live voters than the replica count
+    RECOVERING          no leader (yet), or the tablet not RUNNING in the catalog
+    HEALTHY             none of the above
+
+the first that holds, in that order. A live voter is a VOTER in the catalog whose server
+answers and whose replica is RUNNING there. The replica count is the catalog's voters
+(TableLocations does not carry the table's replication factor; ``num_replicas`` is used if a
+reply ever does). A replica is *lagging* when its committed index is behind the leader's:
+a warning, not a problem (every follower is a little behind under writes). A replica that
+is a tombstone where the catalog places a live one is *tombstoned* and is not a live voter;
+tombstones on other servers are listed, not problems.
+
+The cluster is healthy when every master answers, they agree on one leader and on the
+catalog's voters, a master is the ready leader, every tablet server is live and answers,
+and every tablet is HEALTHY. Exit 0 healthy; 1 not (every problem listed, then the
+summary line); 2 bad usage, or no master could be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from revivify.impl.client import ClientError, ClientOptions, server_status
+from revivify.impl.client.master import master_call, master_status
+from revivify.impl.master import api
+from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
+
+from . import render
+from .common import (
+    Outcome,
+    Parser,
+    common_flags,
+    execute,
+    masters_flags,
+    parse_args,
+)
+
+PROG = "revivify ksck"
+PER_CALL_SECONDS = 5.0  # one server's answer to one status call, at most
+VOTER = "VOTER"
+LEADER = "LEADER"
+RUNNING = "RUNNING"
+TOMBSTONED = "TOMBSTONED"
+
+HEALTHY = "HEALTHY"
+RECOVERING = "RECOVERING"
+UNDER_REPLICATED = "UNDER_REPLICATED"
+CONSENSUS_MISMATCH = "CONSENSUS_MISMATCH"
+UNAVAILABLE = "UNAVAILABLE"
+
+T = TypeVar("T")
+
+
+class _NoMaster(ClientError):
+    """No master answered (exit 2)."""
+
+
+# ---------------------------------------------------------------------------- gathering
+
+
+@attrs.frozen
+class Answer:
+    """One server's answer to one call, or why there is none."""
+
+    value: Any
+    error: str | None
+
+
+async def _ask(call: Callable[[], Awaitable[T]], seconds: float) -> Answer:
+    with trio.move_on_after(seconds):
+        try:
+            return Answer(await call(), None)
+        except (ClientError, OSError, Exception) as exc:  # an answer: it failed, and why
+            return Answer(None, f"{type(exc).__name__}: {exc}" if not str(exc)
+                          else str(exc))
+    return Answer(None, f"no answer within {seconds:g}s")
+
+
+async def _ask_all(calls: dict[str, Callable[[], Awaitable[T]]], seconds: float
+                   ) -> dict[str, Answer]:
+    """Every call at once; each one's Answer by its key."""
+    answers: dict[str, Answer] = {}
+
+    async def one(key: str, call: Callable[[], Awaitable[T]]) -> None:
+        answers[key] = await _ask(call, seconds)
+
+    async with trio.open_nursery() as nursery:
+        for key, call in calls.items():
+            nursery.start_soon(one, key, call)
+    return {key: answers[key] for key in calls}  # in the order asked, not answered
+
+
+@attrs.frozen
+class Facts:
+    """Everything ksck asked and what came back."""
+
+    masters: dict[str, Answer]  # address -> MasterStatus
+    tservers: list[api.TabletServerEntry] | None  # None: the leader master did not say
+    tables: list[tuple[api.TableInfo, api.TableLocationsReply | None, str | None]]
+    servers: dict[str, Answer]  # tablet server address -> ServerStatus
+    catalog_error: str | None
+
+
+async def gather(masters: list[str], deadline: float) -> Facts:
+    per_call = min(PER_CALL_SECONDS, deadline)
+    statuses = await _ask_all(
+        {m: (lambda m=m: master_status(m)) for m in masters}, per_call)  # type: ignore[misc]
+    if not any(a.error is None for a in statuses.values()):
+        raise _NoMaster("no master could be reached: " + "; ".join(
+            f"{m}: {a.error}" for m, a in statuses.items()))
+    ready = [m for m, a in statuses.items() if a.error is None and a.value.ready]
+    order = ready + [m for m in masters if m not in ready]
+    options = ClientOptions(deadline=max(1.0, deadline - per_call))
+    tservers: list[api.TabletServerEntry] | None = None
+    tables: list[tuple[api.TableInfo, api.TableLocationsReply | None, str | None]] = []
+    catalog_error: str | None = None
+    try:
+        tservers = list((await master_call(order, api.MASTER_LIST_TSERVERS, api.Empty(),
+                                           api.TabletServerList, options)).tservers)
+        listed = await master_call(order, api.MASTER_LIST_TABLES, api.Empty(), api.TableList,
+                                   options)
+        for table in listed.tables:
+            try:
+                where = await master_call(order, api.MASTER_TABLE_LOCATIONS,
+                                          api.TableName(table.name), api.TableLocationsReply,
+                                          options)
+            except ClientError as exc:  # deleted since the list, ...
+                tables.append((table, None, exc.message))
+            else:
+                tables.append((table, where, None))
+    except ClientError as exc:
+        catalog_error = exc.message
+    addresses = {t.address for t in tservers or []}
+    for _, located, _ in tables:
+        for tablet in located.tablets if located is not None else []:
+            addresses.update(r.address for r in tablet.replicas)
+    servers = await _ask_all(
+        {a: (lambda a=a: server_status(a)) for a in sorted(addresses)},  # type: ignore[misc]
+        per_call)
+    return Facts(statuses, tservers, tables, servers, catalog_error)
+
+
+# ---------------------------------------------------------------------------- checking
+
+
+@attrs.define
+class Verdict:
+    problems: list[str] = attrs.Factory(list)
+    warnings: list[str] = attrs.Factory(list)
+
+
+def _server_replicas(facts: Facts) -> dict[tuple[str, str], tuple[str, ReplicaInfo]]:
+    """(address, tablet id) -> (server uuid, its replica), for every server that answered."""
+    out: dict[tuple[str, str], tuple[str, ReplicaInfo]] = {}
+    for address, answer in facts.servers.items():
+        if answer.error is None:
+            status: ServerStatus = answer.value
+            for info in status.replicas:
+                out[(address, info.tablet_id)] = (status.uuid, info)
+    return out
+
+
+def _check_masters(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    leaders: set[str] = set()
+    configs: set[tuple[str, ...]] = set()
+    ready = 0
+    for address, answer in facts.masters.items():
+        if answer.error is not None:
+            verdict.problems.append(f"master {address} unreachable: {answer.error}")
+            rows.append({"address": address, "uuid": None, "reachable": False, "role": None,
+                         "term": None, "leader": None, "ready": False, "config": None,
+                         "error": answer.error})
+            continue
+        st: api.MasterStatus = answer.value
+        if st.leader:
+            leaders.add(st.leader)
+        configs.add(tuple(sorted(st.masters)))
+        ready += st.ready
+        rows.append({"address": address, "uuid": st.uuid, "reachable": True, "role": st.role,
+                     "term": st.term, "leader": st.leader, "ready": st.ready,
+                     "config": sorted(st.masters), "error": None})
+    if len(leaders) > 1:
+        verdict.problems.append(f"the masters disagree on the leader: {', '.join(sorted(leaders))}")
+    if ready != 1:
+        verdict.problems.append("no master is the ready leader" if ready == 0 else
+                                f"{ready} masters say they are the ready leader")
+    if len(configs) > 1:
+        verdict.problems.append("the masters disagree on the catalog's voters: " + " vs ".join(
+            ",".join(c) for c in sorted(configs)))
+    asked = sorted(facts.masters)
+    for config in configs:
+        if list(config) != asked:
+            verdict.warnings.append(f"the catalog's voters ({','.join(config)}) are not the "
+                                    f"masters given ({','.join(asked)})")
+    return rows
+
+
+def _check_tservers(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for t in sorted(facts.tservers or [], key=lambda t: t.address):
+        answer = facts.servers.get(t.address, Answer(None, "not asked"))
+        error = answer.error
+        if error is None and answer.value.uuid != t.uuid:
+            error = f"answers as {answer.value.uuid}, not {t.uuid} (wiped?)"
+        if not t.live:
+            verdict.problems.append(f"tablet server {t.uuid} ({t.address}) is dead: no "
+                                    f"heartbeat for {t.seconds_since_heartbeat:.1f}s")
+        if error is not None:
+            verdict.problems.append(f"tablet server {t.uuid} ({t.address}) does not answer: "
+                                    f"{error}")
+        rows.append({"uuid": t.uuid, "address": t.address, "live": t.live,
+                     "seconds_since_heartbeat": round(t.seconds_since_heartbeat, 3),
+                     "answers": error is None, "error": error,
+                     "replicas": None if error is not None else len(answer.value.replicas)})
+    return rows
+
+
+def _peer_set(peers: list[Any]) -> set[tuple[str, str]]:
+    return {(p.uuid, p.member_type) for p in peers}
+
+
+def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int,
+                  hosted: dict[tuple[str, str], tuple[str, ReplicaInfo]],
+                  facts: Facts, verdict: Verdict) -> dict[str, Any]:
+    issues: list[str] = []
+    catalog = {(r.uuid, r.member_type) for r in tablet.replicas}
+    voters = [r for r in tablet.replicas if r.member_type == VOTER]
+    infos: list[tuple[api.ReplicaLocationInfo, ReplicaInfo | None, str]] = []
+    for r in tablet.replicas:
+        server = facts.servers.get(r.address)
+        found = hosted.get((r.address, tablet.tablet_id))
+        if server is None or server.error is not None:
+            infos.append((r, None, "UNREACHABLE"))
+        elif server.value.uuid != r.uuid:
+            infos.append((r, None, "WRONG_SERVER"))
+        elif found is None:
+            infos.append((r, None, "NOT_HOSTED"))
+        else:
+            infos.append((r, found[1], found[1].state))
+    leaders = [(info.term, r.uuid) for r, info, _ in infos
+               if info is not None and info.role == LEADER]
+    leader_term, leader_uuid = max(leaders) if leaders else (None, None)
+    if len([t for t, _ in leaders if t == leader_term]) > 1:
+        issues.append(f"two leaders in term {leader_term}")
+    leader_info = next((info for r, info, _ in infos if r.uuid == leader_uuid), None)
+    live_voters = sum(1 for r, info, state in infos
+                      if r.member_type == VOTER and info is not None and state == RUNNING)
+    replicas: list[dict[str, Any]] = []
+    mismatched: list[str] = []
+    for r, info, state in infos:
+        lagging = (info is not None and leader_info is not None and state == RUNNING
+                   and info.commit_index < leader_info.commit_index)
+        mismatch = (info is not None and state == RUNNING and _peer_set(info.peers) != catalog)
+        if mismatch:
+            mismatched.append(r.uuid)
+        if state == TOMBSTONED:
+            issues.append(f"the replica on {r.uuid} ({r.address}) is a tombstone")
+        elif state != RUNNING:
+            issues.append(f"the replica on {r.uuid} ({r.address}) is {state}"
+                          + (f" ({info.reason})" if info is not None and info.reason else ""))
+        if lagging:
+            assert info is not None and leader_info is not None
+            verdict.warnings.append(
+                f"tablet {tablet.tablet_id} of {table}: the replica on {r.uuid} is lagging "
+                f"(committed {info.commit_index}, the leader {leader_info.commit_index})")
+        replicas.append({
+            "uuid": r.uuid, "address": r.address, "member_type": r.member_type,
+            "server_live": r.live, "state": state,
+            "role": info.role if info is not None else None,
+            "term": info.term if info is not None else None,
+            "last_opid": list(info.last_opid) if info is not None else None,
+            "commit_index": info.commit_index if info is not None else None,
+            "config_index": info.config_index if info is not None else None,
+            "lagging": lagging, "tombstoned": state == TOMBSTONED,
+            "config_mismatch": mismatch,
+            "peers": [render.peer_doc(p) for p in info.peers] if info is not None else None})
+    if mismatched:
+        issues.append(f"config mismatch: the catalog has {_config_text(catalog)}; "
+                      f"{', '.join(mismatched)} report otherwise")
+    tombstones = sorted(address for (address, tablet_id), (_, info) in hosted.items()
+                        if tablet_id == tablet.tablet_id and info.state == TOMBSTONED
+                        and address not in {r.address for r in tablet.replicas})
+    majority = len(voters) // 2 + 1
+    if live_voters < majority:
+        status = UNAVAILABLE
+        issues.append(f"{live_voters} of {len(voters)} voters live, a majority is {majority}")
+    elif mismatched:
+        status = CONSENSUS_MISMATCH
+    elif live_voters < replica_count:
+        status = UNDER_REPLICATED
+        issues.append(f"{live_voters} live voters, {replica_count} wanted")
+    elif leader_uuid is None or tablet.state != RUNNING:
+        status = RECOVERING
+        issues.append("no leader" if leader_uuid is None else f"{tablet.state} in the catalog")
+    else:
+        status = HEALTHY
+    if status != HEALTHY:
+        verdict.problems.append(f"tablet {tablet.tablet_id} of {table} is {status}: "
+                                + "; ".join(issues))
+    return {"tablet_id": tablet.tablet_id, "partition": tablet.partition,
+            "state": tablet.state, "status": status, "leader": leader_uuid,
+            "term": leader_term, "replica_count": replica_count, "live_voters": live_voters,
+            "issues": issues, "replicas": replicas, "tombstones_elsewhere": tombstones}
+
+
+def _config_text(config: set[tuple[str, str]]) -> str:
+    return "[" + ", ".join(f"{u}" + ("" if m == VOTER else f" ({m})")
+                           for u, m in sorted(config)) + "]"
+
+
+def check(facts: Facts) -> dict[str, Any]:
+    """The ksck document: every fact, every problem, the verdict."""
+    verdict = Verdict()
+    masters = _check_masters(facts, verdict)
+    if facts.catalog_error is not None:
+        verdict.problems.append(f"the leader master did not answer: {facts.catalog_error}")
+    tservers = _check_tservers(facts, verdict)
+    hosted = _server_replicas(facts)
+    tables: list[dict[str, Any]] = []
+    statuses: Counter[str] = Counter()
+    for table, where, error in facts.tables:
+        if where is None:
+            verdict.problems.append(f"table {table.name}: no locations: {error}")
+            tables.append({"name": table.name, "table_id": table.table_id,
+                           "state": table.state, "status": "UNKNOWN", "error": error,
+                           "tablets": []})
+            continue
+        tablets = []
+        for tablet in sorted(where.tablets, key=lambda t: t.partition):
+            voters = sum(1 for r in tablet.replicas if r.member_type == VOTER)
+            count = int(getattr(where, "num_replicas", 0) or voters)
+            tablets.append(_check_tablet(table.name, tablet, count, hosted, facts, verdict))
+        counts = Counter(t["status"] for t in tablets)
+        statuses.update(counts)
+        worst = next((s for s in (UNAVAILABLE, CONSENSUS_MISMATCH, UNDER_REPLICATED,
+                                  RECOVERING) if counts[s]), HEALTHY)
+        tables.append({"name": table.name, "table_id": table.table_id, "state": table.state,
+                       "status": worst, "error": None, "tablets": tablets})
+    healthy = not verdict.problems
+    summary = _summary(healthy, masters, tservers, tables, statuses, verdict)
+    return {"healthy": healthy, "summary": summary, "problems": verdict.problems,
+            "warnings": verdict.warnings, "masters": masters, "tservers": tservers,
+            "tables": tables}
+
+
+def _summary(healthy: bool, masters: list[dict[str, Any]], tservers: list[dict[str, Any]],
+             tables: list[dict[str, Any]], statuses: Counter[str], verdict: Verdict) -> str:
+    tablets = sum(statuses.values())
+    counts = (f"{len(masters)} master{'s' if len(masters) != 1 else ''}, {len(tservers)} "
+              f"tablet server{'s' if len(tservers) != 1 else ''}, {len(tables)} "
+              f"table{'s' if len(tables) != 1 else ''}, {tablets} "
+              f"tablet{'s' if tablets != 1 else ''}")
+    if healthy:
+        return f"HEALTHY: {counts}" + (f" ({len(verdict.warnings)} warning(s))"
+                                       if verdict.warnings else "")
+    bad: list[str] = []
+    down = sum(1 for m in masters if not m["reachable"])
+    if down:
+        bad.append(f"{down} master(s) unreachable")
+    if not any(m["ready"] for m in masters):
+        bad.append("no ready leader master")
+    dead = [t for t in tservers if not t["live"] or not t["answers"]]
+    if dead:
+        bad.append(f"{len(dead)} tablet server(s) dead or unreachable ("
+                   + ", ".join(f"{t['uuid']} at {t['address']}" for t in dead) + ")")
+    for status in (UNAVAILABLE, CONSENSUS_MISMATCH, UNDER_REPLICATED, RECOVERING):
+        if statuses[status]:
+            bad.append(f"{statuses[status]} tablet(s) {status.lower().replace('_', '-')}")
+    if not bad:
+        bad.append(f"{len(verdict.problems)} problem(s)")
+    return f"NOT HEALTHY: {'; '.join(bad)} [{counts}]"
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _text(doc: dict[str, Any]) -> str:
+    lines = ["Masters", render.table(
+        ["ADDRESS", "UUID", "ROLE", "TERM", "LEADER", "READY"],
+        [[m["address"], m["uuid"], m["role"] if m["reachable"] else "UNREACHABLE", m["term"],
+          m["leader"], "yes" if m["ready"] else None] for m in doc["masters"]])]
+    lines += ["", "Tablet servers", render.table(
+        ["UUID", "ADDRESS", "MASTER SAYS", "ANSWERS", "REPLICAS"],
+        [[t["uuid"], t["address"], "live" if t["live"] else "DEAD",
+          "yes" if t["answers"] else "NO", t["replicas"]] for t in doc["tservers"]])
+        if doc["tservers"] else "(none known)"]
+    lines += ["", "Tables"]
+    if doc["tables"]:
+        lines.append(render.table(
+            ["NAME", "STATE", "TABLETS", "HEALTHY", "STATUS"],
+            [[t["name"], t["state"], len(t["tablets"]),
+              sum(1 for x in t["tablets"] if x["status"] == HEALTHY), t["status"]]
+             for t in doc["tables"]]))
+    else:
+        lines.append("(no tables)")
+    for table in doc["tables"]:
+        for tablet in table["tablets"]:
+            if tablet["status"] == HEALTHY:
+                continue
+            lines += ["", f"Tablet {tablet['tablet_id']} of {table['name']}: "
+                          f"{tablet['status']} ({tablet['live_voters']} of "
+                          f"{tablet['replica_count']} voters live)"]
+            lines.append(render.table(
+                ["UUID", "ADDRESS", "MEMBER", "STATE", "ROLE", "TERM", "COMMITTED", "CONFIG",
+                 "NOTE"],
+                [[r["uuid"], r["address"], r["member_type"], r["state"], r["role"], r["term"],
+                  r["commit_index"], r["config_index"],
+                  ", ".join(n for n, on in (("lagging", r["lagging"]),
+                                            ("config mismatch", r["config_mismatch"]),
+                                            ("server dead", not r["server_live"])) if on)]
+                 for r in tablet["replicas"]]))
+    if doc["problems"]:
+        lines += ["", "Problems"] + [f"- {p}" for p in doc["problems"]]
+    if doc["warnings"]:
+        lines += ["", "Warnings"] + [f"- {w}" for w in doc["warnings"]]
+    lines += ["", f"ksck: {doc['summary']}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- command
+
+
+def ksck_main(argv: list[str]) -> int:
+    parser = Parser(prog=PROG, parents=[common_flags(), masters_flags()],
+                    description="Check a cluster's health: masters (reachable, role, term, "
+                                "leader agreement, ready), tablet servers (live as the "
+                                "leader master sees them, answering), every table and "
+                                "tablet (replicas, leader, lagging, tombstoned, "
+                                "under-replicated, config mismatch). Exit 0 healthy, 1 "
+                                "not, 2 bad usage or no master reachable.")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    if not isinstance(args, argparse.Namespace):  # pragma: no cover
+        return 2
+
+    async def work() -> Outcome:
+        facts = await gather(list(args.masters), args.deadline)
+        doc = check(facts)
+        return Outcome(0 if doc["healthy"] else 1, doc, _text(doc))
+
+    return execute(PROG, args, work)
+
+
+__all__ = ["check", "gather", "ksck_main"]
