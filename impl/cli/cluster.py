@@ -41,8 +41,8 @@ from typing import Any
 
 import trio
 
+from revivify.impl.client import ClientError, ClientOptions
 from revivify.impl.client.master import master_call, master_status
-from revivify.impl.client.options import ClientOptions
 from revivify.impl.master import api
 
 from . import clusterfile, render
@@ -210,7 +210,8 @@ def _start(args: argparse.Namespace) -> Outcome:
                     if _alive(r)]
             if live:
                 raise _Refused(f"a cluster is already running in {root}: {', '.join(live)} "
-                               f"('revivify cluster stop --root {args.root}' first)", 1)
+                               f"('revivify cluster stop --root {args.root}' first, or "
+                               "'cluster restart NAME' for a server that is down)", 1)
             for flag, asked, has in (("--num-masters", args.num_masters, len(record.masters)),
                                      ("--num-tservers", args.num_tservers,
                                       len(record.tservers))):
@@ -244,7 +245,7 @@ def _start(args: argparse.Namespace) -> Outcome:
                  "server")
             trio.run(_await_ready, cluster, max(1.0, deadline - time.monotonic()))
             _check_dead(cluster)
-        except (ProcessError, OSError) as exc:
+        except (ProcessError, ClientError, OSError) as exc:
             for s in _servers(cluster):
                 kill_process(s)
             clusterfile.save(root, _record_of(cluster))

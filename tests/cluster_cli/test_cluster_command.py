@@ -16,6 +16,9 @@ from clusterproc import as_json, assert_traces_clean, cleaned_up, here, ok, ok_h
 from revivify.impl.cli import clusterfile
 from revivify.impl.cli.localcluster import pid_alive
 
+# The commands' --deadline on a machine other tests load too (a bound, not a measurement).
+PATIENT = ("--deadline", "60")
+
 
 def _alive(root: str) -> dict[str, bool]:
     doc = as_json(here("cluster", "status", "--root", root, "--json"))
@@ -49,10 +52,11 @@ def test_one_master_round_trip_keeps_data_across_stop_and_start(tmp_path: Path) 
         assert again.returncode == 1
         assert "already running" in again.stderr and again.stderr.count("\n") == 1
 
-        ok_here("table", "create", "t1", "--root", root, "--tablets", "1", "--replicas", "1")
-        ok_here("row", "put", "--root", root, "--table", "t1", "greeting", "hello")
-        assert ok_here("row", "get", f"--root={root}", "--table", "t1",
-                  "greeting").stdout.strip() == "hello"
+        ok_here("table", "create", "t1", "--root", root, "--tablets", "1", "--replicas", "1",
+                *PATIENT)
+        ok_here("row", "put", "--root", root, "--table", "t1", "greeting", "hello", *PATIENT)
+        assert ok_here("row", "get", f"--root={root}", "--table", "t1", "greeting",
+                       *PATIENT).stdout.strip() == "hello"
         listed = as_json(ok_here("table", "list", "--root", root, "--json"))
         assert [t["name"] for t in listed["tables"]] == ["t1"]
         assert len(as_json(ok_here("tserver", "list", "--root", root, "--json"))["tservers"]) == 2
@@ -84,8 +88,8 @@ def test_one_master_round_trip_keeps_data_across_stop_and_start(tmp_path: Path) 
         restarted = clusterfile.load(root)
         assert [(r.uuid, r.port) for r in restarted.masters + restarted.tservers] == \
             [(r.uuid, r.port) for r in record.masters + record.tservers]
-        assert ok_here("row", "get", "--root", root, "--table", "t1",
-                  "greeting").stdout.strip() == "hello"
+        assert ok_here("row", "get", "--root", root, "--table", "t1", "greeting",
+                       *PATIENT).stdout.strip() == "hello"
         ok("cluster", "stop", "--root", root)
         assert not any(_alive(root).values())
     assert_traces_clean(root)

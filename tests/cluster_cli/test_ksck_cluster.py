@@ -25,21 +25,22 @@ from revivify.impl.cli import clusterfile
 
 
 def _ksck(root: str) -> tuple[int, dict[str, Any]]:
-    out = here("ksck", "--root", root, "--json")
+    out = here("ksck", "--root", root, "--json", "--deadline", "30")
     assert out.returncode in (0, 1), (out.returncode, out.stderr)
     doc: dict[str, Any] = as_json(out)
     return out.returncode, doc
 
 
 def _healthy(root: str) -> bool:
-    return _ksck(root)[0] == 0
+    return here("ksck", "--root", root, "--json", "--deadline", "30").returncode == 0
 
 
 def test_ksck_healthy_then_a_killed_tablet_server_then_healthy_again(tmp_path: Path) -> None:
     root = str(tmp_path / "c")
     with cleaned_up(root):
         ok("cluster", "start", "--root", root)
-        ok_here("table", "create", "t1", "--root", root, "--tablets", "2", "--replicas", "3")
+        ok_here("table", "create", "t1", "--root", root, "--tablets", "2", "--replicas", "3",
+                "--deadline", "60")
         eventually("ksck healthy after the table's creation", lambda: _healthy(root))
         code, doc = _ksck(root)
         assert code == 0 and doc["healthy"] and doc["problems"] == []
