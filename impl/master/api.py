@@ -15,6 +15,9 @@ Methods
     Master.AlterTable         AlterTableRequest         -> TableAlteredReply    (ready leader)
     Master.ListTables         Empty                     -> TableList            (ready leader)
     Master.GetTableLocations  TableName                 -> TableLocationsReply  (ready leader)
+    Master.AddReplica         ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
+    Master.RemoveReplica      ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
+    Master.MoveReplica        MoveReplicaRequest        -> MoveReplicaReply     (ready leader)
 
 Every master answers Heartbeat (liveness: KUDU-1358), Status and ListTabletServers (its own
 tablet-server map). The catalog operations are served by the ready leader only (seed 004:
@@ -61,6 +64,9 @@ MASTER_DELETE_TABLE: Final = "Master.DeleteTable"
 MASTER_ALTER_TABLE: Final = "Master.AlterTable"
 MASTER_LIST_TABLES: Final = "Master.ListTables"
 MASTER_TABLE_LOCATIONS: Final = "Master.GetTableLocations"
+MASTER_ADD_REPLICA: Final = "Master.AddReplica"
+MASTER_REMOVE_REPLICA: Final = "Master.RemoveReplica"
+MASTER_MOVE_REPLICA: Final = "Master.MoveReplica"
 
 # The catalog tablet's well-known id: one tablet, hosted by every master.
 CATALOG_TABLET_ID: Final = "sys-catalog"
@@ -158,6 +164,8 @@ class TabletLocationInfo(msgspec.Struct, frozen=True):
     state: str
     term: int
     replicas: list[ReplicaLocationInfo]
+    config_index: int = 0  # the recorded committed config's opid_index
+    moving_from: str | None = None  # a replica move off that server is in progress
 
 
 class TableLocationsReply(msgspec.Struct, frozen=True):
@@ -166,6 +174,43 @@ class TableLocationsReply(msgspec.Struct, frozen=True):
     schema_version: int
     num_tablets: int
     tablets: list[TabletLocationInfo]
+    num_replicas: int = 0  # the table's replica count (0: a master that did not say)
+
+
+class ReplicaChangeRequest(msgspec.Struct, frozen=True):
+    """AddReplica (``member_type`` NON_VOTER: added with promote, the leader makes it a
+    VOTER once caught up; or VOTER at once) or RemoveReplica (``member_type`` ignored)."""
+
+    tablet_id: str
+    uuid: str
+    member_type: str = "NON_VOTER"
+
+
+class ReplicaChangeReply(msgspec.Struct, frozen=True):
+    """The ChangeConfig sent to ``leader`` with ``cas_config_index``; ``already_done``: the
+    server was already a member (add) or not one (remove), nothing was sent."""
+
+    tablet_id: str
+    leader: str | None
+    cas_config_index: int
+    already_done: bool = False
+
+
+class MoveReplicaRequest(msgspec.Struct, frozen=True):
+    """Move the replica of ``tablet_id`` off ``from_uuid`` (to ``to_uuid``, or where
+    placement chooses when None). Recorded in the catalog; the leader master drives it."""
+
+    tablet_id: str
+    from_uuid: str
+    to_uuid: str | None = None
+
+
+class MoveReplicaReply(msgspec.Struct, frozen=True):
+    tablet_id: str
+    from_uuid: str
+    to_uuid: str | None
+    already_recorded: bool = False  # the same move was in progress: nothing written
+    done: bool = False  # ``from_uuid`` is no longer a member: the move is over
 
 
 # ---------------------------------------------------------------------------- errors
@@ -233,12 +278,15 @@ def refusal(error: MasterError) -> Refused:
 __all__ = [
     "APP_ERRORS",
     "CATALOG_TABLET_ID",
+    "MASTER_ADD_REPLICA",
     "MASTER_ALTER_TABLE",
     "MASTER_CREATE_TABLE",
     "MASTER_DELETE_TABLE",
     "MASTER_HEARTBEAT",
     "MASTER_LIST_TABLES",
     "MASTER_LIST_TSERVERS",
+    "MASTER_MOVE_REPLICA",
+    "MASTER_REMOVE_REPLICA",
     "MASTER_STATUS",
     "MASTER_TABLE_LOCATIONS",
     "REASONS",
@@ -248,7 +296,11 @@ __all__ = [
     "Empty",
     "MasterNotLeader",
     "MasterStatus",
+    "MoveReplicaReply",
+    "MoveReplicaRequest",
     "Refused",
+    "ReplicaChangeReply",
+    "ReplicaChangeRequest",
     "ReplicaLocationInfo",
     "ServiceUnavailable",
     "TableAlteredReply",

@@ -185,6 +185,18 @@ class ConsensusState(msgspec.Struct, frozen=True):
     config: Config
 
 
+class ReplicaMove(msgspec.Struct, frozen=True):
+    """A decision to move one replica of a tablet off ``from_uuid`` (replication.py):
+    recorded in the tablet's row before anything is sent, so that a new leader master
+    re-drives it from the records alone. ``to_uuid``: the destination an operator named
+    (None: placement chooses a live server that is not a member). Cleared by the write
+    that finds ``from_uuid`` outside the recorded config (the move is done)."""
+
+    from_uuid: str
+    to_uuid: str | None = None
+    reason: str = ""
+
+
 class TableRecord(msgspec.Struct, frozen=True):
     table_id: str
     name: str
@@ -220,6 +232,9 @@ class TabletRecord(msgspec.Struct, frozen=True):
     state_message: str = ""
     replaces: str | None = None  # the timed-out tablet this one replaced
     replaced_by: str | None = None  # set when this one is REPLACED
+    # A replica move in progress (re-replication, MoveReplica, a retiring server): at most
+    # one per tablet, so a tablet never has two changes decided at once.
+    move: ReplicaMove | None = None
     format: int = FORMAT
 
     @property
@@ -552,6 +567,7 @@ __all__ = [
     "ConsensusState",
     "IllegalTransition",
     "Record",
+    "ReplicaMove",
     "TableEvent",
     "TableRecord",
     "TableState",

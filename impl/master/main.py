@@ -4,6 +4,7 @@
                         [--trace-dir DIR] [--tick-ms 50] [--election-ticks 10]
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
+                        [--tserver-failed-after-ms 3000] [--no-heal]
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
@@ -51,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tserver-dead-after-ms", type=int, default=3000,
                    help="a tablet server without a heartbeat this long is dead (default "
                         "3000)")
+    p.add_argument("--tserver-failed-after-ms", type=int, default=3000,
+                   help="the healing policy: a tablet server silent this long has failed and "
+                        "its replicas are re-replicated elsewhere (default 3000; minutes in "
+                        "production)")
+    p.add_argument("--no-heal", action="store_true",
+                   help="do not run the healing policy (no automatic replica moves)")
     p.add_argument("--creation-timeout-s", type=float, default=60.0,
                    help="a tablet still CREATING after this long is replaced (default 60)")
     p.add_argument("--write-timeout-s", type=float, default=10.0,
@@ -85,9 +92,9 @@ def parse(argv: list[str]) -> MasterOptions:
             or args.election_ticks <= args.heartbeat_ticks:
         raise UsageError("need --tick-ms >= 1 and 1 <= --heartbeat-ticks < --election-ticks")
     if args.tserver_dead_after_ms < 1 or args.creation_timeout_s <= 0 \
-            or args.write_timeout_s <= 0:
-        raise UsageError("--tserver-dead-after-ms, --creation-timeout-s and "
-                         "--write-timeout-s must be positive")
+            or args.write_timeout_s <= 0 or args.tserver_failed_after_ms < 1:
+        raise UsageError("--tserver-dead-after-ms, --tserver-failed-after-ms, "
+                         "--creation-timeout-s and --write-timeout-s must be positive")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
@@ -96,7 +103,9 @@ def parse(argv: list[str]) -> MasterOptions:
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
                          seed=args.seed, dead_after=args.tserver_dead_after_ms / 1000,
                          creation_timeout=args.creation_timeout_s,
-                         write_timeout=args.write_timeout_s)
+                         write_timeout=args.write_timeout_s,
+                         failed_after=args.tserver_failed_after_ms / 1000,
+                         heal=not args.no_heal)
 
 
 async def serve(options: MasterOptions) -> None:

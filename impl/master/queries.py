@@ -42,6 +42,8 @@ class TabletLocation:
     state: TabletState
     term: int
     replicas: tuple[ReplicaLocation, ...]
+    config_index: int = 0  # the recorded committed config's opid_index
+    moving_from: str | None = None  # a replica move off that server is in progress
 
 
 @attrs.frozen
@@ -51,6 +53,7 @@ class TableLocations:
     schema_version: int
     num_tablets: int
     tablets: tuple[TabletLocation, ...]
+    num_replicas: int = 0
 
 
 def list_tables(catalog: Catalog) -> list[TableSummary]:
@@ -75,10 +78,12 @@ def table_locations(catalog: Catalog, name: str, *, address: Callable[[str], str
                             member_type=p.member_type, leader=p.uuid == consensus.leader,
                             live=live(p.uuid))
             for p in consensus.config.peers)
-        tablets.append(TabletLocation(tablet.tablet_id, tablet.partition, tablet.state,
-                                      consensus.term, replicas))
+        tablets.append(TabletLocation(
+            tablet.tablet_id, tablet.partition, tablet.state, consensus.term, replicas,
+            consensus.config.opid_index,
+            None if tablet.move is None else tablet.move.from_uuid))
     return TableLocations(table.table_id, table.name, table.schema_version, table.num_tablets,
-                          tuple(tablets))
+                          tuple(tablets), table.num_replicas)
 
 
 __all__ = [

@@ -1,60 +1,110 @@
-"""Moving replicas: AddReplica, RemoveReplica, and the re-replication policy (seed 001).
+"""Moving replicas: AddReplica, RemoveReplica, MoveReplica and the healing policy (seed 001).
 
 Seed 001 "Master implementation for adding a new peer": the master changes a tablet's
 config by sending ONE idempotent RPC to the tablet's leader, ChangeConfig(ADD or REMOVE,
-cas_config_index = the committed config's opid_index the master knows), and stores nothing
-about it: the result comes back in the next reports (reports.py records the new config and
-tombstones a removed peer). A master with stale information is refused by the CAS (appendix
-A: "ChangeConfig is safe due to the use of CAS on the last change config opid"); the policy
-simply runs again on fresher records. A new member is added as a NON_VOTER with ``promote``
-(the seed's PRE_VOTER): the leader copies the tablet to it (auto-vivification by tablet
-copy, no CreateTablet needed) and makes it a VOTER once it has caught up.
+cas_config_index = the committed config's opid_index the master knows). A master with
+stale information is refused by the CAS (appendix A: "ChangeConfig is safe due to the use of
+CAS on the last change config opid"); the policy simply runs again on fresher records. A new
+member is added as a NON_VOTER with ``promote`` (the seed's PRE_VOTER): the leader copies
+the tablet to it (auto-vivification by tablet copy, no CreateTablet needed) and makes it a
+VOTER once it has caught up. The result comes back in the reports (reports.py records the
+new config and tombstones a removed peer with the new config's index as CAS).
 
-So these plans have an empty catalog write: `Plan.commit` releases their call at once, on
-the snapshot they were planned on (their ``reads`` let the shell check freshness first).
+What is recorded, and why
+-------------------------
+A single AddReplica or RemoveReplica stores nothing (an empty write: `Plan.commit` releases
+its call at once): its effect is in the tablet's config, which the reports bring back, so a
+new leader sees it. A *move* is two changes (add a replacement, wait until it is a VOTER,
+remove the old one), and between them the config alone does not say which replica was meant
+to go: a tablet with four voters is over-replicated, and a new leader that guessed could
+remove the new replica and keep the one being drained. So a move is decided by ONE catalog
+write that records it in the tablet's row (`TabletRecord.move`, a `ReplicaMove`), and only
+the records drive it from then on: a leader master that takes over mid-move continues it
+from the row alone. The write that finds the old replica outside the recorded config clears
+the move (done). At most one move per tablet: a tablet never has two changes decided at
+once (and the tablet's own leader refuses a second uncommitted change: CHANGE_PENDING).
 
-The policy (`rereplication_calls`), evaluated by the leader in the background over the
-committed records and the live servers, one change per tablet at a time. It is Kudu's later
-"3-4-3" scheme (KUDU-1097): a replacement is added before the dead replica is removed, so a
-tablet never runs on fewer voters than its replica count because of the policy itself.
+The policy (`decide`), a pure function of the committed catalog and the tablet servers'
+liveness (`ServerView`), evaluated by the ready leader master every background round. Per
+RUNNING tablet of a live table:
 
-  1. only a RUNNING tablet of a live table, with a known leader and no NON_VOTER still
-     catching up (a change in progress), is considered;
-  2. fewer VOTERs than the table's replica count: ADD the least-loaded live server that is
-     not a member, as NON_VOTER with promote;
-  3. a VOTER other than the leader on a dead server: if there are more voters than the
-     replica count (its replacement was promoted), REMOVE it; else ADD a replacement as in 2.
+  1. a move whose source is outside the config is done: clear it (the round's one write);
+  2. no move yet:
+       a member on a dead server          record move(from = that member)     (one write)
+       more VOTERs than the replica count record move(from = the surplus voter: a dead one,
+                                          else a non-leader on the most loaded server; the
+                                          master has no per-replica progress, so "least
+                                          caught-up" is approximated by "dead first")
+       fewer VOTERs, nobody dead          ADD a live non-member, NON_VOTER + promote
+  3. a move recorded (`drive`), with the tablet's leader known and live:
+       a NON_VOTER still catching up      wait (its server dead: REMOVE it, it never will)
+       the source is a NON_VOTER          REMOVE it (it counts toward no majority)
+       enough voters without the source   REMOVE the source, unless it leads (wait for the
+                                          leadership to move: `tserver retire` asks it to
+                                          step down) or the voters left would not hold a
+                                          live majority
+       else                               ADD the named destination, or a live non-member
+                                          (placement: least loaded), NON_VOTER + promote
 
-This is what makes the masters move replicas after a disk loss by themselves: the wiped
-server comes back under a new UUID, its old UUID goes dead, the policy removes it and adds
-a live server, and the leader copies the tablet there.
+So a replacement is always added before the replica it replaces is removed (Kudu's later
+"3-4-3" scheme, KUDU-1097): the policy itself never takes a tablet below its replica count
+of voters, nor below a live majority. A server is *dead* when silent longer than the
+master's timeout; one the master has not heard from is *unknown* until the master has run
+that long (a restarted master does not take every server for dead), and a tablet with an
+unknown or dead leader waits for a live leader's report.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import attrs
 
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, Peer
 
-from .calls import TabletServerCall, change_config
-from .catalog import Catalog, CatalogWrite, TabletRecord, TabletState, tablet_key
+from .calls import change_config
+from .catalog import (
+    Catalog,
+    CatalogWrite,
+    ReplicaMove,
+    TableRecord,
+    TabletRecord,
+    TabletState,
+    evolve,
+    table_key,
+    tablet_key,
+)
 from .errors import IllegalState, InvalidArgument, MasterError, NotEnoughServers, NotFound
 from .operations import Plan, make_plan
 from .placement import Candidate, choose
+
+# ---------------------------------------------------------------------------- replies
 
 
 @attrs.frozen
 class ConfigChangeSent:
     tablet_id: str
-    leader: str
-    change: ConfigChange
+    leader: str | None  # None: nothing sent, the change was already made
+    change: ConfigChange | None
     cas_config_index: int
+    already_done: bool = False
 
 
-def _changeable(catalog: Catalog, tablet_id: str) -> TabletRecord | MasterError:
+@attrs.frozen
+class MoveRecorded:
+    tablet_id: str
+    from_uuid: str
+    to_uuid: str | None
+    already_recorded: bool = False  # a retry of the same move: nothing written
+    done: bool = False  # the source is no longer a member (a retry after it finished)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _changeable(catalog: Catalog, tablet_id: str, *,
+                need_leader: bool = True) -> TabletRecord | MasterError:
     tablet = catalog.tablets.get(tablet_id)
     if tablet is None:
         return NotFound("tablet", tablet_id)
@@ -62,47 +112,78 @@ def _changeable(catalog: Catalog, tablet_id: str) -> TabletRecord | MasterError:
     if tablet.state is not TabletState.RUNNING or not table.live:
         return IllegalState(f"tablet {tablet_id} is {tablet.state.value} in a "
                             f"{table.state.value} table: only a RUNNING tablet's config changes")
-    if tablet.consensus.leader is None:
+    if need_leader and tablet.consensus.leader is None:
         return IllegalState(f"tablet {tablet_id} has no known leader in term "
                             f"{tablet.consensus.term}; retry once one reports")
     return tablet
 
 
+def _reads(tablet: TabletRecord, table: TableRecord | None = None) -> dict[bytes, int]:
+    reads = {tablet_key(tablet.tablet_id): tablet.version}
+    if table is not None:
+        reads[table_key(table.table_id)] = table.version
+    return reads
+
+
 def _change_plan(tablet: TabletRecord, change: ConfigChange,
                  why: str) -> Plan[ConfigChangeSent]:
+    """An empty write and ONE ChangeConfig to the recorded leader, CAS = the recorded
+    config's index. The shell checks freshness first (the tablet row was read)."""
     leader = tablet.consensus.leader
     assert leader is not None
     cas = tablet.consensus.config.opid_index
     call = change_config(leader, tablet.tablet_id, change, cas, why)
     return make_plan("change_config", CatalogWrite(),
                      ConfigChangeSent(tablet.tablet_id, leader, change, cas), (call,),
-                     tables=(), tablets=(), reads={tablet_key(tablet.tablet_id): tablet.version})
+                     tables=(), tablets=(), reads=_reads(tablet))
+
+
+def _nothing_to_do(tablet: TabletRecord) -> Plan[ConfigChangeSent]:
+    return make_plan("change_config", CatalogWrite(),
+                     ConfigChangeSent(tablet.tablet_id, None, None,
+                                      tablet.consensus.config.opid_index, already_done=True),
+                     (), tables=(), tablets=(), reads=_reads(tablet))
+
+
+def _new_peer(server: Candidate, voter: bool) -> Peer:
+    return Peer(server.uuid, server.address, VOTER) if voter else \
+        Peer(server.uuid, server.address, NON_VOTER, promote=True)
+
+
+def majority(voters: int) -> int:
+    return voters // 2 + 1
+
+
+# ---------------------------------------------------------------------------- operations
 
 
 def plan_add_replica(catalog: Catalog, tablet_id: str, server: Candidate, *,
                      voter: bool = False) -> Plan[ConfigChangeSent] | MasterError:
-    """AddReplica(tablet, server, role): NON_VOTER with promote by default (PRE_VOTER), or
-    a VOTER at once. ``server`` must be live (the caller takes it from the live map)."""
+    """AddReplica(tablet, server, member type): NON_VOTER with promote by default
+    (PRE_VOTER), or a VOTER at once. ``server`` must be live (the caller takes it from the
+    live map). Idempotent: a server already a member of that type is an empty plan."""
     tablet = _changeable(catalog, tablet_id)
     if isinstance(tablet, MasterError):
         return tablet
-    if tablet.is_member(server.uuid):
-        return InvalidArgument(f"{server.uuid} is already a member of tablet {tablet_id}")
-    peer = Peer(server.uuid, server.address, VOTER) if voter else \
-        Peer(server.uuid, server.address, NON_VOTER, promote=True)
-    return _change_plan(tablet, ConfigChange("ADD", peer), "add replica")
+    current = tablet.consensus.config.peer(server.uuid)
+    if current is not None:
+        if current.member_type == VOTER or not voter:
+            return _nothing_to_do(tablet)
+        return InvalidArgument(f"{server.uuid} is a NON_VOTER of tablet {tablet_id}; it is "
+                               "promoted by its leader once it has caught up")
+    return _change_plan(tablet, ConfigChange("ADD", _new_peer(server, voter)), "add replica")
 
 
 def plan_remove_replica(catalog: Catalog, tablet_id: str,
                         uuid: str) -> Plan[ConfigChangeSent] | MasterError:
     """RemoveReplica(tablet, server). The leader itself is not removed (ask it to step down
-    first); neither is the last voter."""
+    first); neither is the last voter. Idempotent: a non-member is an empty plan."""
     tablet = _changeable(catalog, tablet_id)
     if isinstance(tablet, MasterError):
         return tablet
     peer = tablet.consensus.config.peer(uuid)
     if peer is None:
-        return InvalidArgument(f"{uuid} is not a member of tablet {tablet_id}")
+        return _nothing_to_do(tablet)
     if uuid == tablet.consensus.leader:
         return IllegalState(f"{uuid} leads tablet {tablet_id}: transfer leadership first")
     if tablet.consensus.config.voters() == {uuid}:
@@ -110,40 +191,224 @@ def plan_remove_replica(catalog: Catalog, tablet_id: str,
     return _change_plan(tablet, ConfigChange("REMOVE", peer), "remove replica")
 
 
-def rereplication_calls(catalog: Catalog, *, live: Callable[[str], bool],
-                        candidates: Sequence[Candidate],
-                        rng: random.Random) -> tuple[TabletServerCall, ...]:
-    """One ChangeConfig per tablet that needs one (module docstring), from committed
-    records only; send them as they are (each is fenced by its CAS)."""
+def plan_move_replica(catalog: Catalog, tablet_id: str, from_uuid: str,
+                      to: Candidate | None, *, reason: str = "move replica"
+                      ) -> Plan[MoveRecorded] | MasterError:
+    """MoveReplica(tablet, from, to): ONE write recording the move in the tablet's row
+    (module docstring); the policy drives it. ``to``: a live server (None: placement
+    chooses). Idempotent: the same move again writes nothing; after it finished (``from``
+    gone, ``to`` a member) it answers done."""
+    tablet = _changeable(catalog, tablet_id, need_leader=False)
+    if isinstance(tablet, MasterError):
+        return tablet
+    to_uuid = None if to is None else to.uuid
+    if to_uuid == from_uuid:
+        return InvalidArgument("a move needs two different servers")
+    config = tablet.consensus.config
+    reads = _reads(tablet)
+    existing = tablet.move
+    if existing is not None:
+        if existing.from_uuid == from_uuid and (to_uuid is None
+                                                or existing.to_uuid == to_uuid):
+            return make_plan("move_replica", CatalogWrite(),
+                             MoveRecorded(tablet_id, from_uuid, existing.to_uuid,
+                                          already_recorded=True), (),
+                             tables=(), tablets=(), reads=reads)
+        return IllegalState(f"tablet {tablet_id} is already moving a replica off "
+                            f"{existing.from_uuid}; retry once that move is done")
+    if config.peer(from_uuid) is None:
+        if to_uuid is None or config.peer(to_uuid) is not None:
+            return make_plan("move_replica", CatalogWrite(),
+                             MoveRecorded(tablet_id, from_uuid, to_uuid, done=True), (),
+                             tables=(), tablets=(), reads=reads)
+        return InvalidArgument(f"{from_uuid} is not a member of tablet {tablet_id}")
+    moving = evolve(tablet, move=ReplicaMove(from_uuid, to_uuid, reason))
+    return make_plan("move_replica", CatalogWrite(tablets=(moving,)),
+                     MoveRecorded(tablet_id, from_uuid, to_uuid), (),
+                     tables=(), tablets=(tablet_id,), reads=reads)
+
+
+# ---------------------------------------------------------------------------- the policy
+
+
+@attrs.frozen
+class ServerView:
+    """The tablet servers as the shell's map sees them at one instant. A uuid in neither
+    set is unknown (not heard from, and the master has not run long enough to call it
+    dead): the policy decides nothing that depends on it."""
+
+    live: frozenset[str]
+    dead: frozenset[str]
+    candidates: tuple[Candidate, ...]  # the live servers that may receive a replica
+
+    def __attrs_post_init__(self) -> None:
+        assert not self.live & self.dead
+        assert {c.uuid for c in self.candidates} <= self.live
+
+
+@attrs.frozen
+class Healing:
+    """One round's decisions: ``write`` the ONE catalog write of the round (moves recorded,
+    finished moves cleared) or None, ``changes`` the ChangeConfig plans (empty writes, one
+    per tablet at most, none for a tablet the write touches), ``waiting`` why a tablet that
+    needs something got nothing this round (logs, tests)."""
+
+    write: Plan[tuple[str, ...]] | None
+    changes: tuple[Plan[ConfigChangeSent], ...]
+    waiting: Mapping[str, str]
+
+
+def _surplus_victim(tablet: TabletRecord, servers: ServerView,
+                    load: Mapping[str, int]) -> str | None:
+    """The voter an over-replicated tablet loses: a dead one, else a non-leader on the most
+    loaded server (ties: the highest uuid, deterministic)."""
+    voters = sorted(tablet.consensus.config.voters())
+    dead = [v for v in voters if v in servers.dead]
+    if dead:
+        return dead[0]
+    others = [v for v in voters if v != tablet.consensus.leader]
+    if not others:
+        return None
+    return max(others, key=lambda v: (load.get(v, 0), v))
+
+
+def _new_move(tablet: TabletRecord, table: TableRecord, servers: ServerView,
+              load: Mapping[str, int]) -> ReplicaMove | None:
+    """The move a tablet without one needs (policy step 2), if any."""
+    config = tablet.consensus.config
+    if any(p.member_type == NON_VOTER for p in config.peers
+           if p.uuid not in servers.dead):
+        return None  # a member catching up: the last change is not finished
+    dead = sorted(p.uuid for p in config.peers if p.uuid in servers.dead)
+    if dead:
+        return ReplicaMove(dead[0], None, f"tablet server {dead[0]} is dead")
+    if len(config.voters()) > table.num_replicas:
+        victim = _surplus_victim(tablet, servers, load)
+        if victim is not None:
+            return ReplicaMove(victim, None, "over-replicated")
+    return None
+
+
+def drive(tablet: TabletRecord, table: TableRecord, servers: ServerView,
+          load: dict[str, int], rng: random.Random
+          ) -> Plan[ConfigChangeSent] | str | None:
+    """The next change of a tablet (policy steps 2's ADD and 3), or why it waits (a
+    string), or None when it needs nothing."""
+    config = tablet.consensus.config
+    leader = tablet.consensus.leader
+    move = tablet.move
+    voters = config.voters()
+    if move is None and len(voters) >= table.num_replicas:
+        return None
+    if leader is None or leader not in servers.live:
+        return "no live leader known"
+    if not all(p.uuid in servers.live or p.uuid in servers.dead for p in config.peers):
+        return "a member's liveness is not known yet"
+    source = None if move is None else move.from_uuid
+    for member in config.peers:
+        if member.member_type == NON_VOTER and member.uuid != source:
+            if member.uuid in servers.dead:
+                return _change_plan(tablet, ConfigChange("REMOVE", member),
+                                    "a NON_VOTER on a dead server never catches up")
+            return f"{member.uuid} is catching up"
+    if move is not None:
+        peer = config.peer(move.from_uuid)
+        assert peer is not None, "a finished move is cleared, not driven"
+        if peer.member_type == NON_VOTER:
+            return _change_plan(tablet, ConfigChange("REMOVE", peer), move.reason)
+        remaining = voters - {peer.uuid}
+        if len(remaining) >= table.num_replicas:
+            if peer.uuid == leader:
+                return f"{peer.uuid} leads: waiting for the leadership to move"
+            if sum(v in servers.live for v in remaining) < majority(len(remaining)):
+                return "removing it would leave no live majority"
+            return _change_plan(tablet, ConfigChange("REMOVE", peer), move.reason)
+    else:
+        remaining = voters
+    if len(remaining) >= table.num_replicas:
+        return None
+    # ADD: the named destination, or the least-loaded live server that is not a member.
+    exclude = set(config.uuids()) | ({source} if source else set())
+    if move is not None and move.to_uuid is not None:
+        named = next((c for c in servers.candidates if c.uuid == move.to_uuid), None)
+        if named is None:
+            return f"the destination {move.to_uuid} is not live"
+        chosen = [named]
+    else:
+        picked = choose(servers.candidates, load, 1, rng, exclude=exclude)
+        if isinstance(picked, NotEnoughServers):
+            return "no live server to add"
+        chosen = picked
+    load[chosen[0].uuid] = load.get(chosen[0].uuid, 0) + 1
+    why = "under-replicated" if move is None else move.reason
+    return _change_plan(tablet, ConfigChange("ADD", _new_peer(chosen[0], voter=False)), why)
+
+
+def plan_record_moves(catalog: Catalog, moves: Mapping[str, ReplicaMove | None]
+                      ) -> Plan[tuple[str, ...]] | MasterError:
+    """ONE write: each tablet's move set (or cleared, None). Refused if a tablet changed so
+    that the decision no longer holds (the shell re-plans anyway: it read the rows)."""
+    written: list[TabletRecord] = []
+    reads: dict[bytes, int] = {}
+    for tablet_id in sorted(moves):
+        tablet = catalog.tablets.get(tablet_id)
+        if tablet is None:
+            return NotFound("tablet", tablet_id)
+        written.append(evolve(tablet, move=moves[tablet_id]))
+        reads.update(_reads(tablet))
+    if not written:
+        return InvalidArgument("no move to record")
+    return make_plan("record_moves", CatalogWrite(tablets=tuple(written)),
+                     tuple(sorted(moves)), (), tables=(), tablets=sorted(moves), reads=reads)
+
+
+def decide(catalog: Catalog, servers: ServerView, rng: random.Random) -> Healing:
+    """The policy (module docstring): one round's write and changes, from committed records
+    and liveness alone."""
     load = catalog.replica_counts()
-    calls: list[TabletServerCall] = []
+    moves: dict[str, ReplicaMove | None] = {}
+    changes: list[Plan[ConfigChangeSent]] = []
+    waiting: dict[str, str] = {}
     for tablet_id in sorted(catalog.tablets):
         tablet = catalog.tablets[tablet_id]
         table = catalog.tables[tablet.table_id]
-        config = tablet.consensus.config
-        if tablet.state is not TabletState.RUNNING or not table.live \
-                or tablet.consensus.leader is None \
-                or any(p.member_type == NON_VOTER for p in config.peers):
+        if tablet.state is not TabletState.RUNNING or not table.live:
             continue
-        voters = sorted(config.voters())
-        dead = [v for v in voters if not live(v) and v != tablet.consensus.leader]
-        plan: Plan[ConfigChangeSent] | MasterError | None = None
-        if dead and len(voters) > table.num_replicas:
-            plan = plan_remove_replica(catalog, tablet_id, dead[0])
-        elif dead or len(voters) < table.num_replicas:
-            chosen = choose(candidates, load, 1, rng, exclude=config.uuids())
-            if isinstance(chosen, NotEnoughServers):
-                continue  # no live server to add: try again on a later round
-            plan = plan_add_replica(catalog, tablet_id, chosen[0])
-            load[chosen[0].uuid] = load.get(chosen[0].uuid, 0) + 1
-        if isinstance(plan, Plan):
-            calls.extend(plan.commit(catalog).calls)
-    return tuple(calls)
+        config = tablet.consensus.config
+        if tablet.move is not None and config.peer(tablet.move.from_uuid) is None:
+            moves[tablet_id] = None  # done: cleared in this round's write
+            continue
+        if tablet.move is None:
+            new = _new_move(tablet, table, servers, load)
+            if new is not None:
+                moves[tablet_id] = new  # recorded first; driven from the next round on
+                continue
+        decided = drive(tablet, table, servers, load, rng)
+        if isinstance(decided, str):
+            waiting[tablet_id] = decided
+        elif decided is not None:
+            changes.append(decided)
+    write = plan_record_moves(catalog, moves) if moves else None
+    assert not isinstance(write, MasterError)
+    return Healing(write, tuple(changes), waiting)
+
+
+def server_view(live: Collection[str], dead: Collection[str],
+                candidates: Sequence[Candidate]) -> ServerView:
+    return ServerView(frozenset(live), frozenset(dead), tuple(candidates))
 
 
 __all__ = [
     "ConfigChangeSent",
+    "Healing",
+    "MoveRecorded",
+    "ServerView",
+    "decide",
+    "drive",
+    "majority",
     "plan_add_replica",
+    "plan_move_replica",
+    "plan_record_moves",
     "plan_remove_replica",
-    "rereplication_calls",
+    "server_view",
 ]

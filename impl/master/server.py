@@ -110,7 +110,7 @@ from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserv
 from . import api
 from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall
 from .catalog import Catalog, Column
-from .errors import MasterError
+from .errors import InvalidArgument, MasterError
 from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 from .operations import (
     AlterTable,
@@ -124,7 +124,17 @@ from .operations import (
     plan_delete_table,
     plan_replace_tablets,
 )
+from .placement import Candidate
 from .queries import list_tables, table_locations
+from .replication import (
+    Healing,
+    ServerView,
+    decide,
+    plan_add_replica,
+    plan_move_replica,
+    plan_remove_replica,
+    server_view,
+)
 from .reports import process_report
 from .tracing import call_fact, commit_fact, ready_fact
 from .tserver_map import TabletServerMap
@@ -163,6 +173,14 @@ class MasterOptions:
     write_timeout: float = 10.0  # a catalog write not committed by then failed
     call_retry_seconds: float = 30.0
     call_timeout: float = 10.0
+    # The healing policy (replication.py): a tablet server silent this long is failed and
+    # its replicas are moved elsewhere (`master run --tserver-failed-after-ms`). A few
+    # heartbeats' worth by default, for tests and demos; minutes in production.
+    failed_after: float = 3.0
+    heal: bool = True  # run the healing policy (moves, re-replication) in the background
+    # A ChangeConfig the policy sent is not sent again for the same tablet, config index and
+    # leader for this long (its effect comes back in a report; the CAS fences the rest).
+    change_backoff: float = 5.0
     threads: bool = True  # False: disk calls inline (the in-process clusters, MockClock)
 
 
@@ -190,6 +208,10 @@ class MasterServer:
         self._nursery: trio.Nursery | None = None
         self._rng = random.Random(options.seed)
         self._bootstrapped = trio.Event()
+        self._started_at: float | None = None
+        self._wake = trio.Event()  # a recorded move: run a background round now
+        # tablet id -> (CAS index, leader, when) of the last ChangeConfig the policy sent
+        self._changes_sent: dict[str, tuple[int, str, float]] = {}
 
     # ------------------------------------------------------------------ identity
 
@@ -422,7 +444,19 @@ class MasterServer:
             logger.info("%s to %s for %s: moot: %s", call.method, call.dest, call.tablet_id,
                         exc)
             return True
+        except (ts_api.NotLeader, ts_api.TabletNotRunning) as exc:
+            if call.method == ts_api.ADMIN_CHANGE_CONFIG:
+                # Decided on a leader the records no longer agree with: moot; the policy
+                # decides again once a report names the tablet's new leader.
+                logger.info("%s to %s for %s: moot: %s", call.method, call.dest,
+                            call.tablet_id, exc)
+                self._changes_sent.pop(call.tablet_id, None)
+                return True
+            return False
         except ts_api.TabletNotFound:
+            if call.method == ts_api.ADMIN_CHANGE_CONFIG:
+                self._changes_sent.pop(call.tablet_id, None)
+                return True
             return call.method == ts_api.ADMIN_DELETE_TABLET
         except (RpcError, OSError, trio.TooSlowError) as exc:
             logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id, exc)
@@ -432,7 +466,9 @@ class MasterServer:
 
     async def background(self) -> None:
         while True:
-            await trio.sleep(self.options.background_seconds)
+            with trio.move_on_after(self.options.background_seconds):
+                await self._wake.wait()
+            self._wake = trio.Event()
             if self.ready_term is None:
                 continue
             try:
@@ -448,15 +484,73 @@ class MasterServer:
         self.send_calls(creation_nudges(self.catalog), term)
         self._watch = self._watch.observe(self.catalog, now)
         timed_out = self._watch.timed_out(now, self.options.creation_timeout)
-        if not timed_out:
+        if timed_out:
+            servers = self.tmap().candidates(now)
+            result = await self.run_plan(lambda c: plan_replace_tablets(
+                c, timed_out, servers=servers, rng=self._rng))
+            if isinstance(result, MasterError):
+                logger.info("replacing timed-out tablets %s: %s", timed_out, result.message)
+            else:
+                logger.info("replaced timed-out tablets: %s", result.reply.replaced)
+        if self.options.heal:
+            await self._heal_round(term)
+
+    # ------------------------------------------------------------------ healing
+
+    def server_view(self, catalog: Catalog) -> ServerView:
+        """Liveness for the policy (replication.py): live = heard from within
+        ``failed_after``; dead = silent longer, or never heard from once this master has
+        run that long (a restarted master does not take every server for dead)."""
+        now = self.now()
+        tmap = self.tmap()
+        limit = self.options.failed_after
+        started = self._started_at if self._started_at is not None else now
+        warm = now - started > limit
+        uuids = {i.uuid for i in tmap.describe(now)} | set(catalog.replica_counts())
+        live: set[str] = set()
+        dead: set[str] = set()
+        for uuid in uuids:
+            entry = tmap.entry(uuid)
+            if entry is not None and now - entry.last_heartbeat <= limit:
+                live.add(uuid)
+            elif entry is not None or warm:
+                dead.add(uuid)
+        candidates = [c for c in tmap.candidates(now) if c.uuid in live]
+        return server_view(live, dead, candidates)
+
+    async def _heal_round(self, term: int) -> None:
+        """One round of the healing policy: its one write (moves recorded or cleared),
+        then its ChangeConfig calls, each decided on the committed catalog."""
+        healing = decide(self.catalog, self.server_view(self.catalog), self._rng)
+        if healing.write is not None:
+            result = await self.run_plan(lambda c: _heal_write(
+                decide(c, self.server_view(c), self._rng)))
+            if isinstance(result, MasterError):
+                logger.info("recording moves: %s", result.message)
+            else:
+                logger.info("moves recorded or finished: %s", result.reply)
+            # The calls are decided again on the snapshot that holds the write.
+            healing = decide(self.catalog, self.server_view(self.catalog), self._rng)
+        if self.ready_term != term:
             return
-        servers = self.tmap().candidates(now)
-        result = await self.run_plan(lambda c: plan_replace_tablets(
-            c, timed_out, servers=servers, rng=self._rng))
-        if isinstance(result, MasterError):
-            logger.info("replacing timed-out tablets %s: %s", timed_out, result.message)
-        else:
-            logger.info("replaced timed-out tablets: %s", result.reply.replaced)
+        now = self.now()
+        for plan in healing.changes:
+            if plan.write.is_empty() and not plan.is_fresh(self.catalog):
+                continue
+            done = plan.commit(self.catalog)
+            for call in done.calls:
+                assert isinstance(call.body, ts_api.ChangeConfig)
+                sent = self._changes_sent.get(call.tablet_id)
+                mark = (call.body.cas_config_index, call.dest)
+                if sent is not None and sent[:2] == mark \
+                        and now - sent[2] < self.options.change_backoff:
+                    continue  # sent already: its effect comes back in a report
+                self._changes_sent[call.tablet_id] = (*mark, now)
+                logger.info("healing %s: %s %s (%s)", call.tablet_id, call.body.change.kind,
+                            call.body.change.peer.uuid, call.why)
+                self.send_calls((call,), term)
+        for tablet_id, why in sorted(healing.waiting.items()):
+            logger.debug("healing %s waits: %s", tablet_id, why)
 
     # ------------------------------------------------------------------ RPC handlers
 
@@ -545,8 +639,51 @@ class MasterServer:
                                        found.num_tablets, [
             api.TabletLocationInfo(t.tablet_id, t.partition, t.state.value, t.term, [
                 api.ReplicaLocationInfo(r.uuid, r.address, r.member_type, r.leader, r.live)
-                for r in t.replicas])
-            for t in found.tablets])
+                for r in t.replicas], t.config_index, t.moving_from)
+            for t in found.tablets], found.num_replicas)
+
+    def _live_server(self, uuid: str) -> Candidate | MasterError:
+        found = next((c for c in self.tmap().candidates(self.now()) if c.uuid == uuid), None)
+        if found is None:
+            return InvalidArgument(f"{uuid} is not a live tablet server")
+        return found
+
+    async def on_add_replica(self, req: api.ReplicaChangeRequest, ctx: CallContext
+                             ) -> api.ReplicaChangeReply:
+        self._require_started()
+        if req.member_type not in ("VOTER", "NON_VOTER"):
+            raise api.refusal(InvalidArgument(f"member type {req.member_type!r}: VOTER or "
+                                              "NON_VOTER"))
+        server = self._live_server(req.uuid)
+        if isinstance(server, MasterError):
+            raise api.refusal(server)
+        reply = await self.run_or_refuse(lambda c: plan_add_replica(
+            c, req.tablet_id, server, voter=req.member_type == "VOTER"))
+        return api.ReplicaChangeReply(reply.tablet_id, reply.leader, reply.cas_config_index,
+                                      reply.already_done)
+
+    async def on_remove_replica(self, req: api.ReplicaChangeRequest, ctx: CallContext
+                                ) -> api.ReplicaChangeReply:
+        self._require_started()
+        reply = await self.run_or_refuse(lambda c: plan_remove_replica(
+            c, req.tablet_id, req.uuid))
+        return api.ReplicaChangeReply(reply.tablet_id, reply.leader, reply.cas_config_index,
+                                      reply.already_done)
+
+    async def on_move_replica(self, req: api.MoveReplicaRequest, ctx: CallContext
+                              ) -> api.MoveReplicaReply:
+        self._require_started()
+        to: Candidate | None = None
+        if req.to_uuid:
+            found = self._live_server(req.to_uuid)
+            if isinstance(found, MasterError):
+                raise api.refusal(found)
+            to = found
+        reply = await self.run_or_refuse(lambda c: plan_move_replica(
+            c, req.tablet_id, req.from_uuid, to))
+        self._wake.set()
+        return api.MoveReplicaReply(reply.tablet_id, reply.from_uuid, reply.to_uuid,
+                                    reply.already_recorded, reply.done)
 
     def register(self, service: Service) -> None:
         """The master's methods, on the embedded tablet server's RPC service."""
@@ -564,6 +701,20 @@ class MasterServer:
                          self.on_list_tables)
         service.register(api.MASTER_TABLE_LOCATIONS, api.TableName,
                          api.TableLocationsReply, self.on_table_locations)
+        service.register(api.MASTER_ADD_REPLICA, api.ReplicaChangeRequest,
+                         api.ReplicaChangeReply, self.on_add_replica)
+        service.register(api.MASTER_REMOVE_REPLICA, api.ReplicaChangeRequest,
+                         api.ReplicaChangeReply, self.on_remove_replica)
+        service.register(api.MASTER_MOVE_REPLICA, api.MoveReplicaRequest,
+                         api.MoveReplicaReply, self.on_move_replica)
+
+
+def _heal_write(healing: Healing) -> Plan[tuple[str, ...]] | MasterError:
+    """The round's one write, planned again on the current snapshot (run_plan re-plans a
+    plan whose rows changed; nothing to write any more is a refusal, logged)."""
+    if healing.write is None:
+        return InvalidArgument("no move to record or clear any more")
+    return healing.write
 
 
 @contextlib.asynccontextmanager
@@ -583,6 +734,7 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
                             extend_service=master.register) as ts:
         master.ts = ts
         master.tservers = TabletServerMap(ts.uuid, options.dead_after)
+        master._started_at = trio.current_time()
         async with trio.open_nursery() as nursery:
             master._nursery = nursery
             nursery.start_soon(master.bootstrap)

@@ -52,9 +52,11 @@ from revivify.impl.master.operations import (
     plan_replace_tablets,
 )
 from revivify.impl.master.replication import (
+    decide,
     plan_add_replica,
+    plan_move_replica,
     plan_remove_replica,
-    rereplication_calls,
+    server_view,
 )
 from revivify.impl.master.reports import process_report
 
@@ -255,14 +257,31 @@ class MasterMachine(RuleBasedStateMachine):
         else:
             self.propose(plan_remove_replica(self.catalog, tablet_id, uuid))
 
+    @rule(data=st.data(), to=st.booleans())
+    def move(self, data: st.DataObject, to: bool) -> None:
+        ids = sorted(self.catalog.tablets)
+        if not ids:
+            return
+        tablet_id = data.draw(st.sampled_from(ids))
+        source = data.draw(st.sampled_from(UUIDS))
+        dest = data.draw(st.sampled_from(SERVERS)) if to else None
+        self.propose(plan_move_replica(self.catalog, tablet_id, source, dest))
+
     @rule(dead=st.sets(st.sampled_from(UUIDS), max_size=2))
-    def rereplicate(self, dead: set[str]) -> None:
+    def heal(self, dead: set[str]) -> None:
         live = [s for s in SERVERS if s.uuid not in dead]
-        for call in rereplication_calls(self.catalog, live=lambda u: u not in dead,
-                                        candidates=live, rng=self.rng):
+        view = server_view({s.uuid for s in live}, dead, live)
+        healing = decide(self.catalog, view, self.rng)
+        changed = set() if healing.write is None else \
+            {t.tablet_id for t in healing.write.write.tablets}
+        for plan in healing.changes:
+            ((call,),) = [plan.commit(self.catalog).calls]
+            assert call.tablet_id not in changed, "one decision per tablet and round"
             check_call(self.catalog, call)
             assert call.body.change.peer.uuid not in dead or \
                 call.body.change.kind == "REMOVE"  # type: ignore[union-attr]
+        if healing.write is not None:
+            self.propose(healing.write)
 
     # -- invariants
 
