@@ -33,6 +33,13 @@ def fake() -> Iterator[ThreadedCluster]:
         yield running
 
 
+@pytest.fixture(autouse=True)
+def no_failures_left(fake: ThreadedCluster) -> Iterator[None]:
+    """Whatever a test armed is disarmed after it, passed or failed."""
+    yield
+    fail_leader(fake, [])
+
+
 @pytest.fixture
 def tablet(fake: ThreadedCluster) -> FakeTablet:
     name = f"outcome-tablet-{next(_ids)}"
@@ -70,7 +77,6 @@ def test_a_write_that_may_have_been_applied_is_unknown(
     assert doc == {"key": "k", "value": "v", "outcome": "unknown", "error": doc["error"]}
     assert "may or may not have been applied" in err
     assert "may or may not have been applied" in doc["error"]
-    fail_leader(fake, [])
 
 
 def test_a_write_refused_by_the_leader_is_failed_and_a_no(
@@ -91,7 +97,6 @@ def test_a_write_never_applied_is_failed_and_says_so(
     assert code == 2
     assert doc["outcome"] == "failed"
     assert "it was not applied" in err
-    fail_leader(fake, [])
 
 
 def test_text_mode_prints_nothing_on_stdout_and_one_line(
@@ -102,7 +107,6 @@ def test_text_mode_prints_nothing_on_stdout_and_one_line(
     assert code == 2 and captured.out == ""
     assert captured.err.startswith("revivify row put: ")
     assert "may or may not have been applied" in captured.err
-    fail_leader(fake, [])
 
 
 def test_an_unknown_tablet_is_a_definite_no(capsys: pytest.CaptureFixture[str],
