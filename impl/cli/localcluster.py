@@ -81,8 +81,10 @@ def pid_alive(pid: int, start_ticks: int) -> bool:
         except PermissionError:
             return True
         return True
+    # No start time recorded: the process had already exited when it was spawned (a zombie
+    # at once), so whatever has the pid now is another process.
     ticks = process_start_ticks(pid)
-    return ticks is not None and (start_ticks == 0 or ticks == start_ticks)
+    return ticks is not None and start_ticks != 0 and ticks == start_ticks
 
 
 @attrs.define
