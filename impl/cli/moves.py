@@ -1,0 +1,180 @@
+"""``revivify tserver retire UUID --masters ...``: move every replica off a tablet server.
+
+The masters do the moving (impl/master/replication.py): for each tablet with a replica on
+the server, this command asks the leader master for ``Master.MoveReplica(tablet, from=UUID)``,
+which records the move in the tablet's catalog row (one write); the leader master then adds
+a replacement on another live server (NON_VOTER with promote: the tablet's leader copies the
+tablet there and promotes it once caught up) and removes the retiring replica. Recorded moves
+survive a master failover, and the command itself keeps no state: run it again after it was
+stopped or killed and it continues from what the catalog says (a move already recorded is
+not recorded twice). New replicas placed on the server meanwhile (a tablet healed onto it)
+are found on the next look and moved too.
+
+The one step the masters do not take: a replica that LEADS its tablet is not removed (the
+Raft leader cannot remove itself). Once its replacement is a voter, this command asks that
+server to hand the leadership to another live voter (``Admin.StepDown`` with a new leader,
+the same call as ``revivify tablet step-down``), and the masters finish the move.
+
+Progress on stderr: one line per tablet moved (table, tablet, the new replica) and a count.
+Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to"}], "count",
+"remaining"}. Exit 0 once the server holds no replica in any live tablet's config; 1 for an
+unknown server or a refusal; 2 for bad usage or when ``--deadline`` (default 600 s) passes
+first (run it again to continue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Final
+
+import trio
+
+from revivify.impl.client import ClientOptions
+from revivify.impl.client.master import MasterClient, open_master_client
+from revivify.impl.master import api
+from revivify.impl.rpc import RpcError, open_rpc_client
+from revivify.impl.rpc.address import parse_address
+from revivify.impl.tserver import api as ts_api
+
+from .common import Outcome, Parser, common_flags, execute, masters_flags, parse_args
+
+PROG: Final = "revivify tserver retire"
+RETIRE_DEADLINE: Final = 600.0
+POLL_SECONDS: Final = 0.5
+CALL_DEADLINE: Final = 30.0  # each master call's own bound, retries included
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _holding(client: MasterClient, uuid: str
+                   ) -> dict[str, tuple[str, api.TabletLocationInfo, int]]:
+    """tablet id -> (table name, its location, the table's replica count) for every live
+    tablet with a replica on ``uuid``."""
+    tables = await client.call(api.MASTER_LIST_TABLES, api.Empty(), api.TableList)
+    out: dict[str, tuple[str, api.TabletLocationInfo, int]] = {}
+    for table in tables.tables:
+        try:
+            locs = await client.call(api.MASTER_TABLE_LOCATIONS, api.TableName(table.name),
+                                     api.TableLocationsReply)
+        except RpcError:
+            continue  # deleted meanwhile
+        for tablet in locs.tablets:
+            if any(r.uuid == uuid for r in tablet.replicas):
+                out[tablet.tablet_id] = (table.name, tablet, locs.num_replicas)
+    return out
+
+
+async def _hand_over_leadership(tablet: api.TabletLocationInfo, uuid: str,
+                                num_replicas: int) -> None:
+    """The retiring replica leads and its replacement is a voter: ask it to transfer the
+    leadership to another live voter (the masters never remove a tablet's leader)."""
+    me = next((r for r in tablet.replicas if r.uuid == uuid), None)
+    others = [r for r in tablet.replicas
+              if r.uuid != uuid and r.member_type == "VOTER" and r.live]
+    if me is None or not me.leader or len(others) < max(num_replicas, 1):
+        return
+    host, port = parse_address(me.address)
+    try:
+        with trio.fail_after(5.0):
+            async with open_rpc_client(host, port, uuid, "revivify-retire",
+                                       app_errors=ts_api.APP_ERRORS) as rpc:
+                await rpc.call(ts_api.ADMIN_STEP_DOWN,
+                               ts_api.StepDown(tablet.tablet_id, others[0].uuid), ts_api.Ack)
+        _progress(f"{tablet.tablet_id}: leadership handed from {uuid} to {others[0].uuid}")
+    except (RpcError, OSError, trio.TooSlowError):
+        pass  # not the leader any more, or unreachable: looked at again next round
+
+
+async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
+    options = ClientOptions(deadline=min(CALL_DEADLINE, deadline))
+    give_up = trio.current_time() + deadline - 1.0
+    moved: list[dict[str, Any]] = []
+    first_seen: dict[str, tuple[str, frozenset[str]]] = {}
+    async with open_master_client(masters, options=options) as client:
+        servers = await client.call(api.MASTER_LIST_TSERVERS, api.Empty(),
+                                    api.TabletServerList)
+        if not any(t.uuid == uuid for t in servers.tservers):
+            return Outcome(1, {"tserver": uuid, "error": "unknown tablet server"}, "",
+                           f"no tablet server {uuid} is known to the masters")
+        holding = await _holding(client, uuid)
+        _progress(f"retiring {uuid}: {len(holding)} tablet(s) hold a replica there")
+        while True:
+            for tablet_id, (table, tablet, _) in holding.items():
+                first_seen.setdefault(tablet_id, (table, frozenset(
+                    r.uuid for r in tablet.replicas)))
+            for tablet_id, (table, _) in sorted(first_seen.items()):
+                if tablet_id in holding or any(m["tablet"] == tablet_id for m in moved):
+                    continue
+                moved.append({"table": table, "tablet": tablet_id, "to": None})
+                _progress(f"moved {table} {tablet_id} off {uuid} "
+                          f"({len(moved)}/{len(first_seen)})")
+            if not holding:
+                break
+            if trio.current_time() >= give_up:
+                return Outcome(2, _summary(uuid, moved, len(holding)), "",
+                               f"{len(holding)} tablet(s) still hold a replica on {uuid} "
+                               "at the deadline; run the command again to continue")
+            for tablet_id, (_, tablet, num_replicas) in sorted(holding.items()):
+                if tablet.state != "RUNNING":
+                    continue
+                if tablet.moving_from is None:
+                    try:
+                        await client.call(api.MASTER_MOVE_REPLICA,
+                                          api.MoveReplicaRequest(tablet_id, uuid),
+                                          api.MoveReplicaReply)
+                    except RpcError as exc:  # another move of that tablet: later
+                        _progress(f"{tablet_id}: {exc}")
+                elif tablet.moving_from == uuid:
+                    await _hand_over_leadership(tablet, uuid, num_replicas)
+            await trio.sleep(POLL_SECONDS)
+            holding = await _holding(client, uuid)
+        # Where each replica went: the members now that were not members before.
+        for entry in moved:
+            entry["to"] = await _new_member(client, entry["table"], entry["tablet"],
+                                            first_seen[entry["tablet"]][1])
+    return Outcome(0, _summary(uuid, moved, 0),
+                   f"{uuid} holds no replica: {len(moved)} tablet(s) moved")
+
+
+async def _new_member(client: MasterClient, table: str, tablet_id: str,
+                      before: frozenset[str]) -> str | None:
+    try:
+        locs = await client.call(api.MASTER_TABLE_LOCATIONS, api.TableName(table),
+                                 api.TableLocationsReply)
+    except RpcError:
+        return None
+    tablet = next((t for t in locs.tablets if t.tablet_id == tablet_id), None)
+    new = sorted({r.uuid for r in tablet.replicas} - before) if tablet else []
+    return new[0] if new else None
+
+
+def _summary(uuid: str, moved: list[dict[str, Any]], remaining: int) -> dict[str, Any]:
+    return {"tserver": uuid, "moved": moved, "count": len(moved), "remaining": remaining}
+
+
+def tserver_retire_main(argv: list[str]) -> int:
+    """``revivify tserver retire UUID --masters ...`` (argv after 'retire')."""
+    parser = Parser(prog=PROG, parents=[common_flags(), masters_flags()],
+                    description="move every replica off a tablet server (then it can be "
+                                "stopped for good); resumable: run it again to continue")
+    parser.add_argument("uuid", help="the tablet server's UUID")
+    parser.set_defaults(deadline=RETIRE_DEADLINE)
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    assert isinstance(args, argparse.Namespace)
+
+    async def work() -> Outcome:
+        return await retire(list(args.masters), args.uuid, args.deadline)
+
+    return execute(PROG, args, work)
+
+
+__all__ = ["retire", "tserver_retire_main"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(tserver_retire_main(sys.argv[1:]))
