@@ -195,6 +195,9 @@ class ReplicaMove(msgspec.Struct, frozen=True):
     from_uuid: str
     to_uuid: str | None = None
     reason: str = ""
+    # Decided by the policy (a dead server, an over-replicated tablet), not asked for by an
+    # operator: abandoned if its reason went away before a replacement was added.
+    automatic: bool = False
 
 
 class TableRecord(msgspec.Struct, frozen=True):

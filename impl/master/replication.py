@@ -29,6 +29,8 @@ liveness (`ServerView`), evaluated by the ready leader master every background r
 RUNNING tablet of a live table:
 
   1. a move whose source is outside the config is done: clear it (the round's one write);
+     so is an automatic move whose source is live again before a replacement was added
+     (a server back from a restart or a stall: nothing to move any more);
   2. no move yet:
        a member on a dead server          record move(from = that member)     (one write)
        more VOTERs than the replica count record move(from = the surplus voter: a dead one,
@@ -281,12 +283,24 @@ def _new_move(tablet: TabletRecord, table: TableRecord, servers: ServerView,
         return None  # a member catching up: the last change is not finished
     dead = sorted(p.uuid for p in config.peers if p.uuid in servers.dead)
     if dead:
-        return ReplicaMove(dead[0], None, f"tablet server {dead[0]} is dead")
+        return ReplicaMove(dead[0], None, f"tablet server {dead[0]} is dead",
+                           automatic=True)
     if len(config.voters()) > table.num_replicas:
         victim = _surplus_victim(tablet, servers, load)
         if victim is not None:
-            return ReplicaMove(victim, None, "over-replicated")
+            return ReplicaMove(victim, None, "over-replicated", automatic=True)
     return None
+
+
+def _abandoned(tablet: TabletRecord, table: TableRecord, move: ReplicaMove,
+               servers: ServerView) -> bool:
+    """An automatic move whose source is live again before its replacement was added (a
+    server back from a restart or a stall): nothing to move any more. An operator's move
+    (MoveReplica, retire) is never abandoned."""
+    config = tablet.consensus.config
+    return move.automatic and move.from_uuid in servers.live \
+        and not any(p.member_type == NON_VOTER for p in config.peers) \
+        and len(config.voters() - {move.from_uuid}) < table.num_replicas
 
 
 def drive(tablet: TabletRecord, table: TableRecord, servers: ServerView,
@@ -377,6 +391,9 @@ def decide(catalog: Catalog, servers: ServerView, rng: random.Random) -> Healing
         config = tablet.consensus.config
         if tablet.move is not None and config.peer(tablet.move.from_uuid) is None:
             moves[tablet_id] = None  # done: cleared in this round's write
+            continue
+        if tablet.move is not None and _abandoned(tablet, table, tablet.move, servers):
+            moves[tablet_id] = None  # its reason went away: cleared, nothing was added
             continue
         if tablet.move is None:
             new = _new_move(tablet, table, servers, load)

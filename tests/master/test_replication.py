@@ -145,7 +145,7 @@ class TestPolicy:
         catalog, _, calls = heal(running(), dead={"ts-3"})
         tablet_id = tablets(catalog)[0].tablet_id
         assert catalog.tablets[tablet_id].move == ReplicaMove(
-            "ts-3", None, "tablet server ts-3 is dead")
+            "ts-3", None, "tablet server ts-3 is dead", automatic=True)
         ((dest, kind, added),) = calls
         assert (dest, kind) == ("ts-1", "ADD") and added in {"ts-4", "ts-5"}
         pending = Config(5, (*config(0, "ts-1", "ts-2", "ts-3").peers,
@@ -170,6 +170,21 @@ class TestPolicy:
         catalog = record_config(catalog, config(6, "ts-1", "ts-2", "ts-3", added))
         _, _, calls = heal(catalog)  # nobody dead now, a fresh rng
         assert calls == [("ts-1", "REMOVE", "ts-3")]
+
+    def test_an_automatic_move_is_abandoned_when_its_server_returns_before_the_add(
+            self) -> None:
+        """ts-3 stalls past the timeout with no spare server to add: the move is recorded,
+        nothing can be added; ts-3 comes back and the move is cleared (an operator's move
+        would stay)."""
+        catalog, healing, calls = heal(running(), dead={"ts-3"}, n=3)
+        tablet_id = tablets(catalog)[0].tablet_id
+        assert calls == [] and healing.waiting[tablet_id] == "no live server to add"
+        assert catalog.tablets[tablet_id].move is not None
+        catalog, _, calls = heal(catalog, n=3)
+        assert calls == [] and catalog.tablets[tablet_id].move is None
+        catalog, _, _ = run(catalog, ok(plan_move_replica(catalog, tablet_id, "ts-3", None)))
+        catalog, _, _ = heal(catalog, n=3)
+        assert catalog.tablets[tablet_id].move is not None
 
     def test_a_named_destination_is_used(self) -> None:
         catalog = running()
