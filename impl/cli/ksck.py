@@ -22,12 +22,13 @@ What it checks, per tablet (the catalog's replicas against what the replicas say
     HEALTHY             none of the above
 
 the first that holds, in that order. A live voter is a VOTER in the catalog whose server
-answers and whose replica is RUNNING there. The replica count is the catalog's voters
-(TableLocations does not carry the table's replication factor; ``num_replicas`` is used if a
-reply ever does). A replica is *lagging* when its committed index is behind the leader's:
-a warning, not a problem (every follower is a little behind under writes). A replica that
-is a tombstone where the catalog places a live one is *tombstoned* and is not a live voter;
-tombstones on other servers are listed, not problems.
+answers and whose replica is RUNNING there. The replica count is the table's
+(``num_replicas`` in the locations; the catalog's voters for the tablet from a master that
+does not say). A replica is *lagging* when its committed index is behind the leader's: a
+warning, not a problem (every follower is a little behind under writes). A replica that is
+a tombstone where the catalog places a live one is *tombstoned* and is not a live voter;
+tombstones on other servers are listed, not problems. A replica move the masters are
+making (``moving_from``) is shown with the tablet.
 
 The cluster is healthy when every master answers, they agree on one leader and on the
 catalog's voters, a master is the ready leader, every tablet server is live and answers,
@@ -324,7 +325,8 @@ def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int
         verdict.problems.append(f"tablet {tablet.tablet_id} of {table} is {status}: "
                                 + "; ".join(issues))
     return {"tablet_id": tablet.tablet_id, "partition": tablet.partition,
-            "state": tablet.state, "status": status, "leader": leader_uuid,
+            "state": tablet.state, "catalog_config_index": tablet.config_index,
+            "moving_from": tablet.moving_from, "status": status, "leader": leader_uuid,
             "term": leader_term, "replica_count": replica_count, "live_voters": live_voters,
             "issues": issues, "replicas": replicas, "tombstones_elsewhere": tombstones}
 
@@ -354,7 +356,7 @@ def check(facts: Facts) -> dict[str, Any]:
         tablets = []
         for tablet in sorted(where.tablets, key=lambda t: t.partition):
             voters = sum(1 for r in tablet.replicas if r.member_type == VOTER)
-            count = int(getattr(where, "num_replicas", 0) or voters)
+            count = where.num_replicas or voters  # 0: a master that does not say
             tablets.append(_check_tablet(table.name, tablet, count, hosted, facts, verdict))
         counts = Counter(t["status"] for t in tablets)
         statuses.update(counts)
@@ -423,9 +425,11 @@ def _text(doc: dict[str, Any]) -> str:
         for tablet in table["tablets"]:
             if tablet["status"] == HEALTHY:
                 continue
+            moving = (f"; a replica moving off {tablet['moving_from']}"
+                      if tablet["moving_from"] else "")
             lines += ["", f"Tablet {tablet['tablet_id']} of {table['name']}: "
                           f"{tablet['status']} ({tablet['live_voters']} of "
-                          f"{tablet['replica_count']} voters live)"]
+                          f"{tablet['replica_count']} voters live{moving})"]
             lines.append(render.table(
                 ["UUID", "ADDRESS", "MEMBER", "STATE", "ROLE", "TERM", "COMMITTED", "CONFIG",
                  "NOTE"],

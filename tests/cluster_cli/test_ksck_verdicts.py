@@ -160,3 +160,13 @@ def test_masters_unreachable_disagreeing_or_without_a_ready_leader() -> None:
     voters = attrs.evolve(facts, masters={**facts.masters,
                                           MASTERS[1]: master(1, voters=MASTERS[:1])})
     assert any("disagree on the catalog's voters" in p for p in check(voters)["problems"])
+
+
+def test_the_tables_replica_count_from_the_locations_wins() -> None:
+    facts = healthy()
+    table, located, error = facts.tables[0]
+    assert located is not None
+    five = msgspec.structs.replace(located, num_replicas=5)
+    doc = check(attrs.evolve(facts, tables=[(table, five, error)]))
+    assert tablet_of(doc)["status"] == "UNDER_REPLICATED"
+    assert tablet_of(doc)["replica_count"] == 5 and tablet_of(doc)["live_voters"] == 3
