@@ -10,6 +10,7 @@ Subcommands:
   tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
   local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
   tserver list            the tablet servers the masters hear from (revivify.impl.cli.master)
+  tserver retire UUID     move every replica off a tablet server (revivify.impl.cli.moves)
   master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.master.main)
   table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
@@ -55,6 +56,7 @@ commands:
   history     'history check FILE --model register|kv': is a client history linearizable?
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
               'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
+              'tserver retire UUID --masters ...' (move every replica off it),
               or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
   master      'master status --master HOST:PORT', 'master list --masters ...', 'master run ...'
   table       'table create NAME | delete NAME | alter NAME | list | describe NAME'
@@ -180,6 +182,10 @@ def _tserver(argv: list[str]) -> int:
         from revivify.impl.cli.master import tserver_list_main
 
         return tserver_list_main(argv[1:])
+    if argv and argv[0] == "retire":
+        from revivify.impl.cli.moves import tserver_retire_main
+
+        return tserver_retire_main(argv[1:])
     from revivify.impl.cli.admin import tserver_main
 
     return tserver_main(argv)
