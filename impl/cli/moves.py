@@ -1,4 +1,5 @@
-"""``revivify tserver retire UUID --masters ...``: move every replica off a tablet server.
+"""``revivify tserver retire UUID --masters ...``: move every replica off a tablet server;
+``revivify master add HOST:PORT`` / ``master remove UUID``: the masters join and leave.
 
 The masters do the moving (impl/master/replication.py): for each tablet with a replica on
 the server, this command asks the leader master for ``Master.MoveReplica(tablet, from=UUID)``,
@@ -20,6 +21,19 @@ Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to"}], "c
 "remaining"}. Exit 0 once the server holds no replica in any live tablet's config; 1 for an
 unknown server or a refusal; 2 for bad usage or when ``--deadline`` (default 600 s) passes
 first (run it again to continue).
+
+``master add HOST:PORT --masters ...``: the new master must already run with ``master run
+--join`` (it never creates a catalog of its own). The leader master adds it to the catalog
+tablet's Raft config as a NON_VOTER with promote (``Master.AddMaster``, CAS on the committed
+config index, one change at a time); the leader copies the catalog to it (tablet copy) and
+streams its WAL, and promotes it to VOTER once it has caught up. ``master remove UUID``
+takes a master out of the config (``Master.RemoveMaster``); the leader master cannot be
+removed (make another lead first). Both are idempotent (a member added again, a non-member
+removed again: exit 0, "already"). ``--cas INDEX`` names the committed config index the
+change was planned on (a change planned on a stale view is refused: exit 1). Output: text,
+or ``--json`` {"uuid", "address", "config_index", "already_done"}. Tablet servers and
+clients keep the master list they were started with (learning it from the masters is not
+built yet).
 """
 
 from __future__ import annotations
@@ -155,6 +169,72 @@ def _summary(uuid: str, moved: list[dict[str, Any]], remaining: int) -> dict[str
     return {"tserver": uuid, "moved": moved, "count": len(moved), "remaining": remaining}
 
 
+def _master_change(kind: str, argv: list[str]) -> int:
+    prog = f"revivify master {kind}"
+    parser = Parser(prog=prog, parents=[common_flags(), masters_flags()],
+                    description="add a master (running with 'master run --join') to the "
+                                "catalog's Raft config" if kind == "add" else
+                                "remove a master from the catalog's Raft config")
+    parser.add_argument("target", metavar="HOST:PORT" if kind == "add" else "UUID",
+                        help="the new master's address" if kind == "add"
+                        else "the master's UUID")
+    parser.add_argument("--cas", type=int, default=None, metavar="INDEX",
+                        help="the committed config index this change was planned on")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+    assert isinstance(args, argparse.Namespace)
+    if kind == "add":
+        try:
+            parse_address(args.target)
+        except ValueError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        request = api.MasterChangeRequest(address=args.target, cas_config_index=args.cas)
+        method = api.MASTER_ADD_MASTER
+    else:
+        request = api.MasterChangeRequest(uuid=args.target, cas_config_index=args.cas)
+        method = api.MASTER_REMOVE_MASTER
+
+    async def work() -> Outcome:
+        async with open_master_client(list(args.masters),
+                                      options=ClientOptions(deadline=args.deadline)) as client:
+            reply = await client.call(method, request, api.MasterChangeReply)
+        document = {"uuid": reply.uuid, "address": reply.address,
+                    "config_index": reply.config_index, "already_done": reply.already_done}
+        verb = "added" if kind == "add" else "removed"
+        text = (f"master {reply.uuid} {reply.address} was already "
+                f"{'a member' if kind == 'add' else 'not a member'}"
+                if reply.already_done else
+                f"master {reply.uuid} {reply.address} {verb} (config index "
+                f"{reply.config_index})")
+        return Outcome(0, document, text)
+
+    return execute(prog, args, work)
+
+
+def master_add_main(argv: list[str]) -> int:
+    """``revivify master add HOST:PORT --masters ...`` (argv after 'add')."""
+    return _master_change("add", argv)
+
+
+def master_remove_main(argv: list[str]) -> int:
+    """``revivify master remove UUID --masters ...`` (argv after 'remove')."""
+    return _master_change("remove", argv)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m revivify.impl.cli.moves tserver retire ... | master add|remove ...``."""
+    commands = {("tserver", "retire"): tserver_retire_main, ("master", "add"): master_add_main,
+                ("master", "remove"): master_remove_main}
+    command = commands.get((argv[0], argv[1])) if len(argv) >= 2 else None
+    if command is None:
+        print("usage: tserver retire UUID | master add HOST:PORT | master remove UUID "
+              "(--masters ...)", file=sys.stderr)
+        return 2
+    return command(argv[2:])
+
+
 def tserver_retire_main(argv: list[str]) -> int:
     """``revivify tserver retire UUID --masters ...`` (argv after 'retire')."""
     parser = Parser(prog=PROG, parents=[common_flags(), masters_flags()],
@@ -173,8 +253,8 @@ def tserver_retire_main(argv: list[str]) -> int:
     return execute(PROG, args, work)
 
 
-__all__ = ["retire", "tserver_retire_main"]
+__all__ = ["main", "master_add_main", "master_remove_main", "retire", "tserver_retire_main"]
 
 
 if __name__ == "__main__":
-    raise SystemExit(tserver_retire_main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))

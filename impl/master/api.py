@@ -18,6 +18,8 @@ Methods
     Master.AddReplica         ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
     Master.RemoveReplica      ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
     Master.MoveReplica        MoveReplicaRequest        -> MoveReplicaReply     (ready leader)
+    Master.AddMaster          MasterChangeRequest       -> MasterChangeReply    (ready leader)
+    Master.RemoveMaster       MasterChangeRequest       -> MasterChangeReply    (ready leader)
 
 Every master answers Heartbeat (liveness: KUDU-1358), Status and ListTabletServers (its own
 tablet-server map). The catalog operations are served by the ready leader only (seed 004:
@@ -67,6 +69,8 @@ MASTER_TABLE_LOCATIONS: Final = "Master.GetTableLocations"
 MASTER_ADD_REPLICA: Final = "Master.AddReplica"
 MASTER_REMOVE_REPLICA: Final = "Master.RemoveReplica"
 MASTER_MOVE_REPLICA: Final = "Master.MoveReplica"
+MASTER_ADD_MASTER: Final = "Master.AddMaster"
+MASTER_REMOVE_MASTER: Final = "Master.RemoveMaster"
 
 # The catalog tablet's well-known id: one tablet, hosted by every master.
 CATALOG_TABLET_ID: Final = "sys-catalog"
@@ -205,6 +209,24 @@ class MoveReplicaRequest(msgspec.Struct, frozen=True):
     to_uuid: str | None = None
 
 
+class MasterChangeRequest(msgspec.Struct, frozen=True):
+    """A change of the catalog tablet's Raft config, one master at a time. AddMaster names
+    the new master's ``address`` (it must run with ``master run --join``: it waits for the
+    catalog to be copied to it); RemoveMaster its ``uuid``. ``cas_config_index``: the
+    committed config index the change was planned on (None: the leader's current one)."""
+
+    address: str = ""
+    uuid: str = ""
+    cas_config_index: int | None = None
+
+
+class MasterChangeReply(msgspec.Struct, frozen=True):
+    uuid: str
+    address: str
+    config_index: int  # the index of the config entry that carries the change (or the
+    already_done: bool = False  # committed one, when the master already was / was not in)
+
+
 class MoveReplicaReply(msgspec.Struct, frozen=True):
     tablet_id: str
     from_uuid: str
@@ -278,6 +300,7 @@ def refusal(error: MasterError) -> Refused:
 __all__ = [
     "APP_ERRORS",
     "CATALOG_TABLET_ID",
+    "MASTER_ADD_MASTER",
     "MASTER_ADD_REPLICA",
     "MASTER_ALTER_TABLE",
     "MASTER_CREATE_TABLE",
@@ -286,6 +309,7 @@ __all__ = [
     "MASTER_LIST_TABLES",
     "MASTER_LIST_TSERVERS",
     "MASTER_MOVE_REPLICA",
+    "MASTER_REMOVE_MASTER",
     "MASTER_REMOVE_REPLICA",
     "MASTER_STATUS",
     "MASTER_TABLE_LOCATIONS",
@@ -294,6 +318,8 @@ __all__ = [
     "CatalogWriteFailed",
     "CreateTableRequest",
     "Empty",
+    "MasterChangeReply",
+    "MasterChangeRequest",
     "MasterNotLeader",
     "MasterStatus",
     "MoveReplicaReply",

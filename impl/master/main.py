@@ -4,7 +4,7 @@
                         [--trace-dir DIR] [--tick-ms 50] [--election-ticks 10]
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
-                        [--tserver-failed-after-ms 3000] [--no-heal]
+                        [--tserver-failed-after-ms 3000] [--no-heal] [--join]
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "production)")
     p.add_argument("--no-heal", action="store_true",
                    help="do not run the healing policy (no automatic replica moves)")
+    p.add_argument("--join", action="store_true",
+                   help="join a running cluster (then 'revivify master add HOST:PORT'): never "
+                        "create the catalog, wait for the leader to copy it here; --masters "
+                        "may then list any number of masters")
     p.add_argument("--creation-timeout-s", type=float, default=60.0,
                    help="a tablet still CREATING after this long is replaced (default 60)")
     p.add_argument("--write-timeout-s", type=float, default=10.0,
@@ -83,7 +87,7 @@ def parse(argv: list[str]) -> MasterOptions:
     if masters:
         if len(set(masters)) != len(masters):
             raise UsageError("--masters lists an address twice")
-        if len(masters) % 2 == 0:
+        if len(masters) % 2 == 0 and not args.join:
             raise UsageError(f"--masters: {len(masters)} masters; use 1 or 2N+1")
         if normalize(args.rpc_bind) not in masters:
             raise UsageError(f"--masters must include this master's --rpc-bind "
@@ -105,7 +109,7 @@ def parse(argv: list[str]) -> MasterOptions:
                          creation_timeout=args.creation_timeout_s,
                          write_timeout=args.write_timeout_s,
                          failed_after=args.tserver_failed_after_ms / 1000,
-                         heal=not args.no_heal)
+                         heal=not args.no_heal, join=args.join)
 
 
 async def serve(options: MasterOptions) -> None:

@@ -87,7 +87,7 @@ import attrs
 import msgspec
 import trio
 
-from revivify.impl.consensus.messages import Config, Peer
+from revivify.impl.consensus.messages import NON_VOTER, Config, ConfigChange, Peer
 from revivify.impl.rpc import (
     AppError,
     CallContext,
@@ -110,7 +110,7 @@ from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserv
 from . import api
 from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall
 from .catalog import Catalog, Column
-from .errors import InvalidArgument, MasterError
+from .errors import IllegalState, InvalidArgument, MasterError
 from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 from .operations import (
     AlterTable,
@@ -178,6 +178,9 @@ class MasterOptions:
     # heartbeats' worth by default, for tests and demos; minutes in production.
     failed_after: float = 3.0
     heal: bool = True  # run the healing policy (moves, re-replication) in the background
+    # A master that joins a running cluster (`master add`): it never creates the catalog,
+    # the leader copies it here once this master is added to the catalog's config.
+    join: bool = False
     # A ChangeConfig the policy sent is not sent again for the same tablet, config index and
     # leader for this long (its effect comes back in a report; the CAS fences the rest).
     change_backoff: float = 5.0
@@ -283,8 +286,13 @@ class MasterServer:
             await tablets.create(CATALOG, cmeta, sorted(config.voters()))
 
     async def bootstrap(self) -> None:
-        """Create the catalog if it is not here yet (it waits for the other masters)."""
-        await self.ensure_catalog()
+        """Create the catalog if it is not here yet (it waits for the other masters); a
+        joining master waits for the leader to copy it here instead."""
+        if not self.options.join:
+            await self.ensure_catalog()
+        elif self.server.tablets.core.state(CATALOG).kind is Kind.ABSENT:
+            logger.info("master %s joins: waiting for the catalog to be copied here",
+                        self.uuid)
         self._bootstrapped.set()
 
     # ------------------------------------------------------------------ the gate
@@ -685,6 +693,72 @@ class MasterServer:
         return api.MoveReplicaReply(reply.tablet_id, reply.from_uuid, reply.to_uuid,
                                     reply.already_recorded, reply.done)
 
+    # ------------------------------------------------------------------ master config
+
+    async def _change_masters(self, change: ConfigChange, cas: int | None
+                              ) -> api.MasterChangeReply:
+        """One change of the catalog tablet's Raft config, proposed by this ready leader
+        with the CAS on the committed config's index (seed 004 "Master Raft configuration
+        changes"): one at a time (the core refuses a second one while one is pending)."""
+        self.require_ready()
+        replica = self.catalog_replica()
+        assert replica is not None
+        committed = replica.core.status().committed_config
+        cas_index = committed.opid_index if cas is None else cas
+        try:
+            with trio.fail_after(self.options.write_timeout):
+                index = await replica.change_config(change, cas_index)
+        except ts_api.ConfigChangeRefused as exc:
+            retryable = exc.reason in ("CHANGE_PENDING", "LEADER_NOT_READY")
+            raise api.Refused("ILLEGAL_STATE", exc.detail, int(retryable)) from None
+        except trio.TooSlowError:
+            raise api.CatalogWriteFailed("the master config change did not commit in "
+                                         "time") from None
+        peer = change.peer
+        logger.info("master config: %s %s (%s) at index %d", change.kind, peer.uuid,
+                    peer.address, index)
+        return api.MasterChangeReply(peer.uuid, peer.address, index)
+
+    async def on_add_master(self, req: api.MasterChangeRequest, ctx: CallContext
+                            ) -> api.MasterChangeReply:
+        self._require_started()
+        self.require_ready()
+        try:
+            address = normalize(req.address)
+        except ValueError as exc:
+            raise api.refusal(InvalidArgument(f"address: {exc}")) from None
+        with trio.move_on_after(self.options.call_timeout):
+            uuid = await self.discover_uuid(address)
+            replica = self.catalog_replica()
+            assert replica is not None
+            committed = replica.core.status().committed_config
+            current = committed.peer(uuid)
+            if current is not None:
+                return api.MasterChangeReply(uuid, address, committed.opid_index,
+                                             already_done=True)
+            # A NON_VOTER with promote: the leader copies the catalog to it (it has none:
+            # `master run --join`), streams its WAL, and makes it a VOTER once caught up.
+            return await self._change_masters(
+                ConfigChange("ADD", Peer(uuid, address, NON_VOTER, promote=True)),
+                req.cas_config_index)
+        raise api.refusal(InvalidArgument(f"no master answers at {address}"))
+
+    async def on_remove_master(self, req: api.MasterChangeRequest, ctx: CallContext
+                               ) -> api.MasterChangeReply:
+        self._require_started()
+        self.require_ready()
+        if req.uuid == self.uuid:
+            raise api.refusal(IllegalState(f"{self.uuid} is the leader master: it cannot "
+                                           "be removed; make another master lead first"))
+        replica = self.catalog_replica()
+        assert replica is not None
+        committed = replica.core.status().committed_config
+        peer = committed.peer(req.uuid)
+        if peer is None:
+            return api.MasterChangeReply(req.uuid, "", committed.opid_index,
+                                         already_done=True)
+        return await self._change_masters(ConfigChange("REMOVE", peer), req.cas_config_index)
+
     def register(self, service: Service) -> None:
         """The master's methods, on the embedded tablet server's RPC service."""
         service.register(MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse, self.on_heartbeat)
@@ -707,6 +781,10 @@ class MasterServer:
                          api.ReplicaChangeReply, self.on_remove_replica)
         service.register(api.MASTER_MOVE_REPLICA, api.MoveReplicaRequest,
                          api.MoveReplicaReply, self.on_move_replica)
+        service.register(api.MASTER_ADD_MASTER, api.MasterChangeRequest,
+                         api.MasterChangeReply, self.on_add_master)
+        service.register(api.MASTER_REMOVE_MASTER, api.MasterChangeRequest,
+                         api.MasterChangeReply, self.on_remove_master)
 
 
 def _heal_write(healing: Healing) -> Plan[tuple[str, ...]] | MasterError:

@@ -1,0 +1,104 @@
+"""Masters join and leave (issue 19, "Masters join and leave"), in real processes.
+
+One master and one tablet server; a second master started with ``master run --join`` is
+added (``master add``): the leader copies the catalog to it and promotes it to VOTER once
+caught up; it is then removed (``master remove``). The leader master cannot be removed.
+Traces clean, the catalog tablet's copy to the new master included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from integration.helpers import call, run, wait_for
+
+from master_integration.test_master_processes import (
+    assert_traces_clean,
+    create_table,
+    ready_leader,
+    table_names,
+    wait_live,
+)
+from revivify.impl.cli.localcluster import (
+    ServerProcess,
+    await_listening,
+    kill_process,
+    spawn,
+    stop_process,
+)
+from revivify.impl.cli.mastercluster import MASTER_LISTENING, MasterCluster, free_port
+from revivify.impl.client.master import master_status
+from revivify.impl.master import api
+from revivify.impl.tserver import api as ts_api
+
+
+def moves(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.moves", *argv],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def catalog_member_type(address: str, uuid: str) -> str | None:
+    """The new master's own view of its place in the catalog's config (None: no catalog
+    there yet)."""
+    try:
+        info = call(address, uuid, ts_api.ADMIN_CONSENSUS_STATE,
+                    ts_api.TabletRef(api.CATALOG_TABLET_ID), ts_api.ReplicaInfo)
+    except Exception:
+        return None
+    return info.member_type if info.state == "RUNNING" else None
+
+
+@pytest.mark.slow
+def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
+    root = str(tmp_path)
+    with MasterCluster(root, masters=1, tservers=1) as cluster:
+        cluster.start_all()
+        old = cluster.masters[0]
+        masters = cluster.master_list
+        ready_leader(cluster)
+        wait_live(cluster, 1)
+        create_table(cluster.master_addresses, "before", 1, 1)
+
+        new = ServerProcess(1, os.path.join(root, "m-new"), cluster.trace_dir,
+                            os.path.join(root, "m-new.log"), port=free_port())
+        spawn(new, [sys.executable, "-m", "revivify.impl.master.main", "--fs-root",
+                    new.fs_root, "--rpc-bind", new.address, "--trace-dir", new.trace_dir,
+                    "--join", "--masters", f"{old.address},{new.address}"])
+        try:
+            new.uuid = await_listening(new, MASTER_LISTENING, "the new master", 30).group(1)
+            added = moves("master", "add", new.address, "--masters", masters, "--json",
+                          "--deadline", "30")
+            assert added.returncode == 0, added.stderr
+            doc = json.loads(added.stdout)
+            assert doc["uuid"] == new.uuid and not doc["already_done"]
+
+            # Copied and caught up: a VOTER on its own side, listed by the leader.
+            wait_for(lambda: catalog_member_type(new.address, new.uuid) == "VOTER", 60,
+                     "the new master a VOTER of the catalog")
+            status = run(lambda: master_status(old.address))
+            assert sorted(status.masters) == sorted([old.address, new.address])
+            again = moves("master", "add", new.address, "--masters", masters, "--json")
+            assert again.returncode == 0 and json.loads(again.stdout)["already_done"]
+            # The catalog is served on: DDL through the two-master cluster.
+            create_table(cluster.master_addresses, "after", 1, 1)
+            assert table_names(cluster.master_addresses) == ["after", "before"]
+
+            leader = moves("master", "remove", old.uuid, "--masters", masters)
+            assert leader.returncode == 1 and "cannot be removed" in leader.stderr
+            stale = moves("master", "remove", new.uuid, "--masters", masters, "--cas", "0")
+            assert stale.returncode == 1, stale.stderr
+            removed = moves("master", "remove", new.uuid, "--masters", masters, "--json")
+            assert removed.returncode == 0, removed.stderr
+            wait_for(lambda: run(lambda: master_status(old.address)).masters
+                     == [old.address], 30, "one master again")
+            bad = moves("master", "add", "nonsense", "--masters", masters)
+            assert bad.returncode == 2
+            stop_process(new, "the new master", 30)
+        finally:
+            kill_process(new)
+        cluster.stop_all()
+        assert_traces_clean(cluster)
