@@ -12,6 +12,7 @@ Subcommands:
   tserver list            the tablet servers the masters hear from (revivify.impl.cli.master)
   tserver retire UUID     move every replica off a tablet server (revivify.impl.cli.moves)
   master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.master.main)
+  master add | remove     a master joins or leaves the catalog's Raft config (cli.moves)
   table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
   row ...                 put, get, delete, scan rows of a tablet or table (cli.admin)
@@ -192,6 +193,10 @@ def _tserver(argv: list[str]) -> int:
 
 
 def _master(argv: list[str]) -> int:
+    if argv and argv[0] in ("add", "remove"):
+        from revivify.impl.cli.moves import master_add_main, master_remove_main
+
+        return (master_add_main if argv[0] == "add" else master_remove_main)(argv[1:])
     from revivify.impl.cli.master import master_main
 
     return master_main(argv)

@@ -6,7 +6,8 @@
                  pure planners returning a Plan (one write; calls only after commit) or a
                  typed refusal; creation nudges and the creation watch
     reports      tablet-report processing (seed 004 appendix B with its fixes) as a Plan
-    replication  AddReplica, RemoveReplica and the 3-4-3 re-replication policy (seed 001)
+    replication  AddReplica, RemoveReplica, MoveReplica (recorded in the tablet's row) and
+                 the healing policy decide(catalog, servers, rng) (seed 001, 3-4-3)
     placement    replica placement over the live tablet servers
     tserver_map  registration, liveness and full-report bookkeeping from heartbeats
     queries      ListTables, GetTableLocations over a committed snapshot

@@ -16,8 +16,8 @@ are learnt over RPC from their addresses (a call naming no UUID is refused with
 WrongServerUuid, which names the server's; tests/integration/helpers.py discover_uuid does
 the same), retried until every master answered. From then on the config is in the catalog's
 cmeta: a restart finds the tablet on disk (STARTING, then RUNNING) and discovers nothing.
-A master whose directory is wiped gets a new UUID and is not a member any more (master
-config change is not built: issue 19).
+A master whose directory is wiped gets a new UUID and is not a member any more: remove
+its old UUID and add it again (below, "Masters join and leave").
 
 The leader-ready gate (seed 004; issue 18). A loop watches the catalog replica every tick:
 
@@ -62,7 +62,26 @@ Background (the ready leader, every ``background_seconds``): CreateTablet nudges
 replica of every CREATING tablet (creation_nudges: from committed records alone, so a new
 leader continues its predecessor's creations), and the replacement of tablets CREATING for
 longer than ``creation_timeout`` under this leader (plan_replace_tablets: old REPLACED and
-new CREATING in one write).
+new CREATING in one write), then one round of the healing policy (replication.py ``decide``,
+unless ``heal`` is off): its ONE write (moves recorded for tablets with a member on a server
+silent longer than ``failed_after``, or over-replicated; finished or abandoned moves
+cleared) through run_plan, then its ChangeConfig calls, decided again on the snapshot that
+holds that write and released through send_calls (so each is traced as ``master_call``
+after the write's ``catalog_commit``, for a tablet the committed catalog holds, CAS = the
+recorded config index). A ChangeConfig sent is not sent again for the same tablet, CAS and
+leader for ``change_backoff`` seconds (its effect comes back in a report); NotLeader,
+TabletNotRunning and TabletNotFound make it moot (the policy decides again from fresher
+records). Liveness for the policy (``server_view``): live = heard from within
+``failed_after``; dead = silent longer, or never heard from once this master has run that
+long. A recorded MoveReplica wakes the background task at once.
+
+Masters join and leave (seed 004 "Master Raft configuration changes"): Master.AddMaster
+proposes ADD(NON_VOTER, promote) of a master started with ``--join`` (it never creates a
+catalog; the leader's Raft sees the tablet missing there and copies it, then promotes the
+new member once caught up), Master.RemoveMaster proposes REMOVE; both on the local catalog
+replica with the CAS on its committed config index, one at a time (the Raft core refuses a
+second change while one is pending); the leader itself is never removed. These are Raft
+config changes of the catalog tablet, traced by its Raft events, not catalog writes.
 
 AlterTable: the table row's one write (schema version + 1, ALTERING), then an AlterSchema
 to each tablet's recorded leader (impl/tserver/schema.py records it durably); the reports
@@ -71,7 +90,8 @@ bring the versions back, and the write that records the last one makes the table
 
 Known limits: the master also serves the tablet-server methods of its embedded server (the
 catalog tablet itself refuses client and admin calls: ServerOptions.internal_tablets; Raft
-and tablet copy still reach it); no master config change.
+and tablet copy still reach it); tablet servers and clients keep the master list they were
+started with (a master added later is not learnt from the masters yet).
 """
 
 from __future__ import annotations

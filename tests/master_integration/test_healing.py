@@ -51,7 +51,7 @@ def cli(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 
 def retire_cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.moves", "tserver",
+    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "tserver",
                            "retire", *argv],
                           capture_output=True, text=True, timeout=timeout, check=False)
 

@@ -37,7 +37,7 @@ from revivify.impl.tserver import api as ts_api
 
 
 def moves(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.moves", *argv],
+    return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *argv],
                           capture_output=True, text=True, timeout=120, check=False)
 
 
