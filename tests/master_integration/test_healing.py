@@ -41,8 +41,11 @@ from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client.master import master_call
 from revivify.impl.master import api
 
-# Fast failure detection for the tests: a server silent 2 s is failed (the default is 3 s).
+# Fast failure detection for the kill test: a server silent 2 s is failed (the default is
+# 3 s). The retire and failover tests need no failure detection: a long timeout keeps a
+# server stalled by a loaded machine from starting a move of its own in the middle of them.
 MASTER_ARGS = ("--tserver-failed-after-ms", "2000")
+PATIENT_ARGS = ("--tserver-failed-after-ms", "30000")
 
 
 def cli(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -124,7 +127,7 @@ def test_kill_9_of_a_tablet_server_is_healed(tmp_path: pytest.TempPathFactory) -
 @pytest.mark.slow
 def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> None:
     with MasterCluster(str(tmp_path), masters=1, tservers=4,
-                       master_args=MASTER_ARGS) as cluster:
+                       master_args=PATIENT_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_list
         ready_leader(cluster)
@@ -158,7 +161,7 @@ def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> Non
 @pytest.mark.slow
 def test_master_failover_in_the_middle_of_a_move(tmp_path: pytest.TempPathFactory) -> None:
     with MasterCluster(str(tmp_path), masters=3, tservers=4,
-                       master_args=MASTER_ARGS) as cluster:
+                       master_args=PATIENT_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         ready_leader(cluster)
