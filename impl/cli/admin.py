@@ -374,9 +374,14 @@ def _row_target() -> Parser:
     p.add_argument("--tservers", type=addresses_arg, default=None, metavar="HOST:PORT,...",
                    help="tablet servers to ask, comma-separated (with --tablet)")
     p.add_argument("--tablet", default=None, metavar="ID", help="the tablet's id")
-    p.add_argument("--masters", type=addresses_arg, default=None, metavar="HOST:PORT,...",
-                   help="the masters, comma-separated (with --table: each key goes to the "
-                        "table's tablet for its hash bucket)")
+    masters = p.add_mutually_exclusive_group()
+    masters.add_argument("--masters", type=addresses_arg, default=None,
+                         metavar="HOST:PORT,...",
+                         help="the masters, comma-separated (with --table: each key goes "
+                              "to the table's tablet for its hash bucket)")
+    masters.add_argument("--root", dest="cluster_root", default=None, metavar="DIR",
+                         help="instead of --masters: the masters of the local cluster in "
+                              "DIR (DIR/cluster.json, written by 'revivify cluster start')")
     p.add_argument("--table", default=None, metavar="NAME", help="the table's name")
     return p
 

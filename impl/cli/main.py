@@ -144,31 +144,11 @@ def _wants_spark(argv: list[str]) -> bool:
     return False
 
 
-def _missing_trace_paths(argv: list[str]) -> list[str]:
-    """The PATHs of ``trace check|validate`` that do not exist (none when the arguments do
-    not parse: the checker's own parser then says what is wrong)."""
-    from revivify.checker.cli import _parser
-
-    try:
-        args = _parser().parse_args(argv)
-    except (Exception, SystemExit):  # a usage error, --help: the checker says it
-        return []
-    return [p for p in args.paths if not os.path.exists(p)]
-
-
 def _trace(argv: list[str]) -> int:
     # The spec, which every trace check replays through, evaluates its guards with z3.
     needs = ["z3"] + (["pyspark", "pyarrow", "pandas"] if _wants_spark(argv) else [])
     with _extras("trace", *needs):
         from revivify.checker.cli import trace_main
-    # A PATH that does not exist is unusable input: one line, exit 2, before any check
-    # (the checker would otherwise report it inside a whole report, coverage and all).
-    missing = _missing_trace_paths(argv)
-    if missing:
-        for path in missing:
-            print(f"revivify trace {argv[0]}: {path}: no such file or directory",
-                  file=sys.stderr)
-        return 2
     return trace_main(argv)
 
 
@@ -214,52 +194,10 @@ def _tablet(argv: list[str]) -> int:
     return tablet_main(argv)
 
 
-def _root_to_masters(prog: str, argv: list[str]) -> list[str] | int:
-    """``--root DIR`` (or ``--root=DIR``) replaced by ``--masters ADDRESSES`` from
-    DIR/cluster.json, for a command whose parser has --masters but not --root yet (row);
-    exit 2 with one line if the file is missing or malformed."""
-    from revivify.impl.cli import clusterfile
-
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            out += argv[i:]
-            break
-        if token == "--root" or token.startswith("--root="):
-            if "=" in token:
-                root = token.split("=", 1)[1]
-            elif i + 1 < len(argv):
-                i += 1
-                root = argv[i]
-            else:
-                print(f"{prog}: argument --root: expected one argument", file=sys.stderr)
-                return 2
-            if "--masters" in argv or any(a.startswith("--masters=") for a in argv):
-                print(f"{prog}: argument --root: not allowed with argument --masters",
-                      file=sys.stderr)
-                return 2
-            try:
-                masters = clusterfile.master_addresses(root)
-            except clusterfile.ClusterFileError as exc:
-                print(f"{prog}: {exc}", file=sys.stderr)
-                return 2
-            out += ["--masters", ",".join(masters)]
-        else:
-            out.append(token)
-        i += 1
-    return out
-
-
 def _row(argv: list[str]) -> int:
     from revivify.impl.cli.admin import row_main
 
-    prog = "revivify row" + (f" {argv[0]}" if argv and not argv[0].startswith("-") else "")
-    rewritten = _root_to_masters(prog, argv)
-    if isinstance(rewritten, int):
-        return rewritten
-    return row_main(rewritten)
+    return row_main(argv)
 
 
 def _cluster(argv: list[str]) -> int:
