@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JAVA_STAMP := $(VENV)/.java
 PYTEST_FLAGS ?=
 
-.PHONY: all test lint fast demo soak bench prove explore clean java venv nemesis
+.PHONY: all test lint fast demo soak bench prove explore clean java venv nemesis mutants
 
 all: test
 
@@ -119,6 +119,18 @@ NEMESIS_DIR ?=
 nemesis: $(STAMP)
 	$(BIN)/python -m revivify.impl.testing.nemesis --profile $(PROFILE) --seed $(SEED) \
 	  --duration $(DURATION) $(if $(NEMESIS_DIR),--workdir $(NEMESIS_DIR) --keep)
+
+# Mutants of the implementation (issue 20): seeded bugs in impl/, injected from outside
+# (tests/impl_mutants/sitecustomize.py), each run against the in-process scenarios + trace
+# checker, then the tablet-server/consensus/storage tests, then the short nemesis, until one
+# catches it. Prints the table and the kill rate (exit 1 below 90%); JSON in MUTANTS_JSON.
+# MUTANTS='a b' runs only those; MUTANT_DETECTORS=sim,tests,nemesis picks the detectors.
+MUTANTS ?=
+MUTANTS_JSON ?= build/mutants.json
+MUTANT_DETECTORS ?= sim,tests,nemesis
+mutants: $(STAMP)
+	$(BIN)/python tests/impl_mutants/impl_mutant_run.py --json $(MUTANTS_JSON) \
+	  --detectors $(MUTANT_DETECTORS) $(if $(MUTANTS),--only $(MUTANTS))
 
 clean:
 	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \
