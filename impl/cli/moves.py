@@ -16,9 +16,11 @@ Raft leader cannot remove itself). Once its replacement is a voter, this command
 server to hand the leadership to another live voter (``Admin.StepDown`` with a new leader,
 the same call as ``revivify tablet step-down``), and the masters finish the move.
 
-Progress on stderr: one line per tablet moved (table, tablet, the new replica) and a count.
-Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to"}], "count",
-"remaining"}. Exit 0 once the server holds no replica in any live tablet's config; 1 for an
+Progress on stderr: one line per tablet moved (table, tablet, k/N: a running count).
+Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to", "replicas"}],
+"count", "remaining"} ("to": the replacement, null when it was already a voter at this run's
+first look, e.g. added for an earlier, killed run; "replicas": the tablet's members after).
+Exit 0 once the server holds no replica in any live tablet's config; 1 for an
 unknown server or a refusal; 2 for bad usage or when ``--deadline`` (default 600 s) passes
 first (run it again to continue).
 
@@ -45,6 +47,7 @@ from typing import Any, Final
 import trio
 
 from revivify.impl.client import ClientOptions
+from revivify.impl.client.errors import Rejected, Unavailable
 from revivify.impl.client.master import MasterClient, open_master_client
 from revivify.impl.master import api
 from revivify.impl.rpc import RpcError, open_rpc_client
@@ -73,7 +76,7 @@ async def _holding(client: MasterClient, uuid: str
         try:
             locs = await client.call(api.MASTER_TABLE_LOCATIONS, api.TableName(table.name),
                                      api.TableLocationsReply)
-        except RpcError:
+        except Rejected:
             continue  # deleted meanwhile
         for tablet in locs.tablets:
             if any(r.uuid == uuid for r in tablet.replicas):
@@ -117,8 +120,10 @@ async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
         _progress(f"retiring {uuid}: {len(holding)} tablet(s) hold a replica there")
         while True:
             for tablet_id, (table, tablet, _) in holding.items():
+                # Its voters at the first look: the replacement is a member it lacked
+                # (added as a NON_VOTER, possibly by an earlier, killed run).
                 first_seen.setdefault(tablet_id, (table, frozenset(
-                    r.uuid for r in tablet.replicas)))
+                    r.uuid for r in tablet.replicas if r.member_type == "VOTER")))
             for tablet_id, (table, _) in sorted(first_seen.items()):
                 if tablet_id in holding or any(m["tablet"] == tablet_id for m in moved):
                     continue
@@ -139,30 +144,38 @@ async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
                         await client.call(api.MASTER_MOVE_REPLICA,
                                           api.MoveReplicaRequest(tablet_id, uuid),
                                           api.MoveReplicaReply)
-                    except RpcError as exc:  # another move of that tablet: later
+                    except (Rejected, Unavailable) as exc:
+                        # Another move of that tablet in progress (an automatic one for a
+                        # failed server, say), or the masters busy: asked again next round.
                         _progress(f"{tablet_id}: {exc}")
                 elif tablet.moving_from == uuid:
                     await _hand_over_leadership(tablet, uuid, num_replicas)
             await trio.sleep(POLL_SECONDS)
-            holding = await _holding(client, uuid)
+            try:
+                holding = await _holding(client, uuid)
+            except Unavailable as exc:  # a master failover: look again next round
+                _progress(f"asking the masters: {exc}")
         # Where each replica went: the members now that were not members before.
         for entry in moved:
-            entry["to"] = await _new_member(client, entry["table"], entry["tablet"],
-                                            first_seen[entry["tablet"]][1])
+            entry["to"], entry["replicas"] = await _new_member(
+                client, entry["table"], entry["tablet"], first_seen[entry["tablet"]][1])
     return Outcome(0, _summary(uuid, moved, 0),
                    f"{uuid} holds no replica: {len(moved)} tablet(s) moved")
 
 
 async def _new_member(client: MasterClient, table: str, tablet_id: str,
-                      before: frozenset[str]) -> str | None:
+                      before: frozenset[str]) -> tuple[str | None, list[str]]:
+    """(the replacement, if this run can tell it: None when it was a voter already at the
+    first look; the tablet's members now)."""
     try:
         locs = await client.call(api.MASTER_TABLE_LOCATIONS, api.TableName(table),
                                  api.TableLocationsReply)
-    except RpcError:
-        return None
+    except (Rejected, Unavailable):
+        return None, []
     tablet = next((t for t in locs.tablets if t.tablet_id == tablet_id), None)
-    new = sorted({r.uuid for r in tablet.replicas} - before) if tablet else []
-    return new[0] if new else None
+    members = sorted(r.uuid for r in tablet.replicas) if tablet else []
+    new = sorted(set(members) - before)
+    return (new[0] if new else None), members
 
 
 def _summary(uuid: str, moved: list[dict[str, Any]], remaining: int) -> dict[str, Any]:
