@@ -124,7 +124,6 @@ def test_kill_9_of_a_tablet_server_is_healed(tmp_path: pytest.TempPathFactory) -
         assert_traces_clean(cluster)
 
 
-@pytest.mark.slow
 def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> None:
     with MasterCluster(str(tmp_path), masters=1, tservers=4,
                        master_args=PATIENT_ARGS) as cluster:
@@ -173,7 +172,6 @@ def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> Non
         assert_traces_clean(cluster)
 
 
-@pytest.mark.slow
 def test_master_failover_in_the_middle_of_a_move(tmp_path: pytest.TempPathFactory) -> None:
     with MasterCluster(str(tmp_path), masters=3, tservers=4,
                        master_args=PATIENT_ARGS) as cluster:

@@ -52,7 +52,6 @@ def catalog_member_type(address: str, uuid: str) -> str | None:
     return info.member_type if info.state == "RUNNING" else None
 
 
-@pytest.mark.slow
 def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
     root = str(tmp_path)
     with MasterCluster(root, masters=1, tservers=1) as cluster:
