@@ -105,6 +105,20 @@ async def until_state(cluster: Cluster, i: int, wanted: str) -> None:
         await trio.sleep(0.05)
 
 
+async def no_failed_replica(cluster: Cluster) -> None:
+    """No disk fault is injected here, so a replica that startup finds FAILED (a file it
+    made durable is missing or damaged) is a bug. Called a (virtual) second after restarts,
+    when startup has classified every tablet."""
+    await trio.sleep(1)
+    for i, s in enumerate(cluster.servers):
+        if s.server is None:
+            continue
+        status = await cluster.call(i, api.ADMIN_STATUS, api.Empty(), api.ServerStatus)
+        for r in status.replicas:
+            if r.state == "FAILED":
+                raise Found("ReplicaFailed", f"server {i} {r.tablet_id}: {r.reason}")
+
+
 def crash_after(cluster: Cluster, i: int, event: str) -> trio.Event:
     """Arm a machine crash of server ``i`` right after it traces ``event`` (the durable
     step is done, nothing after it is): the returned event is set once it is down."""
@@ -157,11 +171,13 @@ async def crash_restart(cluster: Cluster) -> None:
     await cluster.wait_for_leader("t1", among=[i for i in range(3) if i != lead])
     await write_many(cluster, acked, 30, 10)
     await cluster.start(lead)
+    await no_failed_replica(cluster)
     await check_reads(cluster, acked)
     for i in range(3):
         await cluster.crash(i)
     for i in range(3):
         await cluster.start(i)
+    await no_failed_replica(cluster)
     await cluster.wait_for_leader("t1")
     await check_reads(cluster, acked)
 
@@ -243,6 +259,7 @@ async def _tombstone_with_crash(cluster: Cluster, event: str) -> None:
                 await cluster.call(f, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1"), api.Ack)
     await down.wait()
     await cluster.start(f)
+    await no_failed_replica(cluster)
     await until_state(cluster, f, "RUNNING")
     await write_many(cluster, acked, 20, 5)
     await cluster.crash(lead)  # the re-created replica is needed for a majority
@@ -329,9 +346,10 @@ def run_scenario(scenario: Callable[[Cluster], Awaitable[None]], workdir: str | 
         for v in bad:
             if v.kind not in kinds:
                 kinds.append(v.kind)
-        if bad and not detail:
+        if bad:  # the checker's evidence first: it names the rule
             v = bad[0]
-            detail = f"{v.kind} {Path(v.file).name}:{v.line} {v.message}"[:300]
+            detail = f"{v.kind} {Path(v.file).name}:{v.line} {v.message}"[:300] + \
+                (f" | {detail}" if detail else "")
         # The checker's finding first: it names the rule, a symptom does not.
         return Outcome((*kinds, *direct), detail)
 
