@@ -241,6 +241,34 @@ async def copy_after_leader_change(cluster: Cluster) -> None:
     await cluster.start(g)
 
 
+async def stale_copy_request(cluster: Cluster) -> None:
+    """A deposed leader's StartTabletCopy (its term below the tombstone's last logged term)
+    reaches a tombstoned follower: it must be refused (STALE_TERM). The follower is cut off
+    from its peers meanwhile, so the current leader's own copy does not race it."""
+    acked: dict[bytes, bytes] = {}
+    lead = await setup(cluster, acked, 5)
+    f, g = (lead + 1) % 3, (lead + 2) % 3
+    old_term = (await cluster.state(lead, "t1")).term
+    await cluster.call(lead, api.ADMIN_STEP_DOWN, api.StepDown("t1", cluster.uuids[g]),
+                       api.Ack)
+    while await cluster.wait_for_leader("t1") != g:
+        await trio.sleep(0.1)
+    await write_many(cluster, acked, 5, 5)
+    new_term = (await cluster.state(g, "t1")).term
+    while (await cluster.state(f, "t1")).last_opid[0] < new_term:
+        await trio.sleep(0.05)
+    cluster.net.partition([cluster.servers[f].host],
+                          [cluster.servers[lead].host, cluster.servers[g].host])
+    await cluster.call(f, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1"), api.Ack)
+    with contextlib.suppress(api.CopyRefused, RpcError):
+        await cluster.call(f, api.ADMIN_START_TABLET_COPY, api.StartTabletCopy(
+            "t1", cluster.uuids[lead], old_term, cluster.uuids[lead], cluster.address(lead),
+            "DELETED"), api.Ack)
+    cluster.net.heal()
+    await until_state(cluster, f, "RUNNING")
+    await check_reads(cluster, acked)
+
+
 async def _tombstone_with_crash(cluster: Cluster, event: str) -> None:
     """A follower is tombstoned and its machine crashes right after ``event`` (a deletion
     step, or a step of the copy by which its leader then re-creates it); it restarts, is
@@ -304,6 +332,7 @@ SCENARIOS: tuple[Callable[[Cluster], Awaitable[None]], ...] = (
     partitioned_leader,
     tombstone_vote,
     copy_after_leader_change,
+    stale_copy_request,
     crash_in_delete("delete_copy_superblock"),
     crash_in_delete("delete_mark_deleted"),
     crash_in_delete("delete_move_wal"),
