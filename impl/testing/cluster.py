@@ -81,6 +81,7 @@ class Cluster:
                     startup_gate: Callable[[str], Awaitable[None]] | None = None) -> TabletServer:
         """Start (or restart, from its disk) server ``i``; ``startup_gate(tablet_id)`` is
         awaited before each tablet's startup (the server already serves meanwhile)."""
+        await self._reap(i)
         s = self.servers[i]
         if s.server is not None:
             raise RuntimeError(f"server {i} is already running")
@@ -121,15 +122,30 @@ class Cluster:
 
     async def crash(self, i: int) -> None:
         """A machine crash: the disk keeps exactly what was fsync'd; nothing more is traced."""
+        self.crash_now(i)
+        await self._reap(i)
+
+    def crash_now(self, i: int) -> bool:
+        """The synchronous half of ``crash``, callable from inside the server itself (a
+        trace hook: the crash falls right after a chosen durable step). The disk image is
+        taken now; the server's tasks, cancelled, may still write to the old disk until they
+        finish, which no longer matters. ``start`` (or ``crash``) waits for them. False if
+        the server was not running (or is already crashing)."""
         s = self.servers[i]
-        if s.server is None or s.scope is None or s.done is None:
-            return
+        if s.server is None or s.scope is None or s.scope.cancel_called:
+            return False
         crashed = s.disk.crash()
         s.server.tracer.silence()
         s.scope.cancel()
-        await s.done.wait()
-        s.scope = None
-        s.disk = crashed
+        s.disk = crashed  # the running server keeps its own reference to the old disk
+        return True
+
+    async def _reap(self, i: int) -> None:
+        """Wait for a crashed (cancelled) server's tasks to finish."""
+        s = self.servers[i]
+        if s.scope is not None and s.scope.cancel_called and s.done is not None:
+            await s.done.wait()
+            s.scope = None
 
     def address(self, i: int) -> str:
         return self.servers[i].address
