@@ -7,16 +7,20 @@
   revivify table delete NAME --masters ...
   revivify table alter NAME --masters ... [--add-column COL[:TYPE]]... [--drop-column COL]...
                                            [--rename NEW]
-  revivify table list --masters ...
-  revivify table describe NAME --masters ...
+  revivify table list --masters ... [--freshness SECONDS]
+  revivify table describe NAME --masters ... [--freshness SECONDS]
   revivify tserver list --masters ...
 
 Every ``--masters HOST:PORT,...`` may be ``--root DIR`` instead: the masters of the local
 cluster in DIR (its cluster.json, written by ``revivify cluster start``).
 Every command takes ``--json`` and ``--deadline SECONDS`` (common.py). The catalog commands
 go to the ready leader master (impl/client/master.py: hints followed, retried until the
-deadline). Exit codes: 0 success; 1 the master refused the request (no such table, a name
-already taken, not enough live tablet servers...); 2 bad usage or no master answered.
+deadline), except ``table list`` and ``table describe`` with ``--freshness S``: then any
+master whose applied catalog is known to be no older than S seconds answers (a follower
+read, KUDU-500; impl/master/queries.py), and the answer says which master served it and
+how stale it may be (text: a last line "served by ..."; --json: "served_by"). Exit codes:
+0 success; 1 the master refused the request (no such table, a name already taken, not
+enough live tablet servers...); 2 bad usage or no master answered.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .common import (
     fail,
     masters_flags,
     parse_args,
+    positive_float,
     positive_int,
 )
 
@@ -144,10 +149,16 @@ def table_main(argv: list[str]) -> int:
     alter.add_argument("--drop-column", action="append", default=[], metavar="COL",
                        help="drop a column (not the key); repeatable")
     alter.add_argument("--rename", default=None, metavar="NEW", help="the table's new name")
-    sub.add_parser("list", parents=[common_flags(), _masters()], help="the live tables")
+    listing = sub.add_parser("list", parents=[common_flags(), _masters()],
+                             help="the live tables")
     describe = sub.add_parser("describe", parents=[common_flags(), _masters()],
                               help="a table's tablets, replicas, roles and leaders")
     describe.add_argument("name")
+    for read in (listing, describe):
+        read.add_argument("--freshness", type=_freshness_arg, default=None,
+                          metavar="SECONDS",
+                          help="let any master answer from a catalog known to be at most "
+                               "this old (a follower read); default: the leader only")
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
@@ -179,19 +190,28 @@ def table_main(argv: list[str]) -> int:
                        f"table {args.rename or args.name} {reply.table_id}: schema version "
                        f"{reply.schema_version}")
 
+    freshness: float | None = getattr(args, "freshness", None)
+    follower_read = freshness is not None
+
     async def list_work() -> Outcome:
-        reply = await master_call(args.masters, api.MASTER_LIST_TABLES, api.Empty(),
-                                  api.TableList, options)
+        reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
+                                  api.ListTablesRequest(freshness), api.TableList, options,
+                                  any_master=follower_read)
         tables = [{"name": t.name, "table_id": t.table_id, "state": t.state,
                    "schema_version": t.schema_version, "tablets": t.num_tablets}
                   for t in reply.tables]
         text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
                          f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
-        return Outcome(0, {"tables": tables}, text)
+        doc: dict[str, Any] = {"tables": tables}
+        if follower_read:
+            doc["served_by"] = _served_doc(reply.served_by)
+            text = "\n".join(filter(None, [text, _served_text(reply.served_by)]))
+        return Outcome(0, doc, text)
 
     async def describe_work() -> Outcome:
         r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
-                              api.TableName(args.name), api.TableLocationsReply, options)
+                              api.TableLocationsRequest(args.name, freshness),
+                              api.TableLocationsReply, options, any_master=follower_read)
         tablets: list[dict[str, Any]] = [
                    {"tablet_id": t.tablet_id, "partition": t.partition, "state": t.state,
                     "term": t.term,
@@ -201,6 +221,8 @@ def table_main(argv: list[str]) -> int:
                    for t in r.tablets]
         doc = {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
                "num_tablets": r.num_tablets, "tablets": tablets}
+        if follower_read:
+            doc["served_by"] = _served_doc(r.served_by)
         lines = [f"table {r.name} {r.table_id} v{r.schema_version}"]
         for t in r.tablets:
             replicas = ", ".join(
@@ -208,11 +230,35 @@ def table_main(argv: list[str]) -> int:
                 f"{'' if p.live else ' (dead)'}" for p in t.replicas)
             lines.append(f"  [{t.partition}] {t.tablet_id} {t.state} term={t.term}: "
                          f"{replicas}")
-        return Outcome(0, doc, "\n".join(lines))
+        if follower_read:
+            lines.append(_served_text(r.served_by))
+        return Outcome(0, doc, "\n".join(filter(None, lines)))
 
     work = {"create": create_work, "delete": delete_work, "alter": alter_work,
             "list": list_work, "describe": describe_work}[args.cmd]
     return execute(prog, args, work)
+
+
+def _freshness_arg(text: str) -> float:
+    """SECONDS >= 0 (0: only a master that knows it is up to date, in practice the leader)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return positive_float(text)
+
+
+def _served_doc(served: api.ServedBy | None) -> dict[str, Any] | None:
+    if served is None:
+        return None
+    return {"uuid": served.uuid, "leader": served.leader, "staleness": served.staleness,
+            "applied_index": served.applied_index}
+
+
+def _served_text(served: api.ServedBy | None) -> str:
+    if served is None:
+        return ""
+    who = "the leader" if served.leader else "a follower"
+    return (f"served by {served.uuid} ({who}), at most {served.staleness:.3f} s stale, "
+            f"catalog index {served.applied_index}")
 
 
 # ---------------------------------------------------------------------------- tserver list

@@ -35,6 +35,15 @@ refused (NOT_FOUND; INVALID_ARGUMENT, the column exists), as before. Giving up a
 deadline raises DeadlineExceeded, with outcome_unknown when an attempt of a call that
 changes the catalog may have run (cut off after it was sent).
 
+Follower reads (KUDU-500; impl/master/queries.py "Follower reads"). ``call_any`` sends a
+read that names a freshness bound (ListTablesRequest / TableLocationsRequest with
+``freshness``) to ANY master: the masters in the order given, starting with the one that
+answered last, each bounded by the call timeout. A master whose catalog is too old
+(StaleCatalog), that is not ready, not reachable or that refuses follower reads
+(MasterNotLeader, from a master older than them) is passed over for the next; after a
+round with no answer, a backoff, until the deadline. A non-retryable refusal (NOT_FOUND)
+is Rejected at once. The answer says who served it and how stale it may be (``served_by``).
+
 `master_call` is a one-shot MasterClient (the CLI's commands); `master_status` asks one
 master, whatever its role (``revivify master status``, ``master list``), bounded by the
 call timeout too, so a stalled master is a NoAnswer (ServerUnreachable) for the caller to
@@ -101,6 +110,7 @@ class MasterClient:
         self._rng = random.Random() if rng is None else rng
         self._connections = connections
         self._leader: str | None = None
+        self._last_reader: str | None = None  # the master that answered the last call_any
         self.discoveries = 0  # rounds of leader discovery run (tests)
 
     @property
@@ -158,6 +168,39 @@ class MasterClient:
                     break
                 await trio.sleep(delay)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
+
+    async def call_any(self, method: str, body: msgspec.Struct, response: type[T]) -> T:
+        """A read with a freshness bound, answered by any master (module docstring)."""
+        assert method in READ_ONLY, f"{method} changes the catalog: call() the leader"
+        options = self.options
+        attempts = 0
+        last: BaseException | None = None
+        deadline = trio.current_time() + options.deadline
+        with trio.CancelScope(deadline=deadline):
+            while True:
+                attempts += 1
+                start = self.masters.index(self._last_reader) \
+                    if self._last_reader in self.masters else 0
+                for address in self.masters[start:] + self.masters[:start]:
+                    try:
+                        answer = await self._connections.bounded_call(
+                            options.call_timeout, address, method, body, response)
+                    except api.Refused as exc:
+                        if not exc.retryable:
+                            raise Rejected(address, exc) from None
+                        last = exc
+                    except (ServerUnreachable, RpcError, OSError) as exc:
+                        # StaleCatalog, MasterNotLeader, ServiceUnavailable (all RpcError),
+                        # NoAnswer, a connection error: this master cannot answer now
+                        last = exc
+                    else:
+                        self._last_reader = address
+                        return answer
+                delay = options.backoff.delay(attempts, self._rng)
+                if trio.current_time() + delay >= deadline:
+                    break
+                await trio.sleep(delay)
+        raise DeadlineExceeded(method, attempts, last, outcome_unknown=False)
 
     async def _find_leader(self) -> str:
         """One round of Master.Status to every master at once (module docstring)."""
@@ -245,9 +288,12 @@ async def open_master_client(masters: Sequence[str], *, network: Network | None 
 
 async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
                       response: type[T], options: ClientOptions | None = None, *,
-                      network: Network | None = None) -> T:
-    """``method`` answered by the ready leader master (a one-shot MasterClient)."""
+                      network: Network | None = None, any_master: bool = False) -> T:
+    """``method`` answered by the ready leader master (a one-shot MasterClient); with
+    ``any_master``, a read whose body names a freshness bound, by any master (call_any)."""
     async with open_master_client(masters, network=network, options=options) as client:
+        if any_master:
+            return await client.call_any(method, body, response)
         return await client.call(method, body, response)
 
 

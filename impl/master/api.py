@@ -13,17 +13,26 @@ Methods
     Master.CreateTable        CreateTableRequest        -> TableCreatedReply    (ready leader)
     Master.DeleteTable        TableName                 -> TableDeletedReply    (ready leader)
     Master.AlterTable         AlterTableRequest         -> TableAlteredReply    (ready leader)
-    Master.ListTables         Empty                     -> TableList            (ready leader)
-    Master.GetTableLocations  TableName                 -> TableLocationsReply  (ready leader)
+    Master.ListTables         ListTablesRequest         -> TableList            (ready leader*)
+    Master.GetTableLocations  TableLocationsRequest     -> TableLocationsReply  (ready leader*)
+    Master.ReadIndex          Empty                     -> ReadIndexReply       (ready leader)
     Master.AddReplica         ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
     Master.RemoveReplica      ReplicaChangeRequest      -> ReplicaChangeReply   (ready leader)
     Master.MoveReplica        MoveReplicaRequest        -> MoveReplicaReply     (ready leader)
     Master.AddMaster          MasterChangeRequest       -> MasterChangeReply    (ready leader)
     Master.RemoveMaster       MasterChangeRequest       -> MasterChangeReply    (ready leader)
 
+    * or any master, when the request names a ``freshness`` bound (below)
+
 Every master answers Heartbeat (liveness: KUDU-1358), Status and ListTabletServers (its own
 tablet-server map). The catalog operations are served by the ready leader only (seed 004:
-followers reject client requests; KUDU-500's follower reads are not done):
+followers reject client requests), except the two reads when the request names a
+``freshness`` bound (KUDU-500 follower reads, queries.py "Follower reads"): a follower then
+answers from its applied catalog if that is known to be no older than the bound, and a
+follower asks the leader for ``Master.ReadIndex`` to know it. ListTablesRequest and
+TableLocationsRequest are Empty and TableName on the wire plus an optional field, so old
+and new clients and masters understand each other (a master that ignores ``freshness``
+answers as a leader, or refuses as a follower).
 
     MasterNotLeader(leader_uuid, leader_address, term)   this master is not the catalog's
                                                          leader: try the hint (may be None)
@@ -37,6 +46,11 @@ followers reject client requests; KUDU-500's follower reads are not done):
                                                          operation did not commit (lost
                                                          leadership, timeout: KUDU-495);
                                                          nothing was changed, retry
+    StaleCatalog(staleness_ms, bound_ms, applied_index)  a follower asked for a bounded-
+                                                         staleness read cannot show its
+                                                         catalog is that fresh (-1: it has
+                                                         no read index from a leader yet);
+                                                         retryable, at another master
 """
 
 from __future__ import annotations
@@ -71,6 +85,7 @@ MASTER_REMOVE_REPLICA: Final = "Master.RemoveReplica"
 MASTER_MOVE_REPLICA: Final = "Master.MoveReplica"
 MASTER_ADD_MASTER: Final = "Master.AddMaster"
 MASTER_REMOVE_MASTER: Final = "Master.RemoveMaster"
+MASTER_READ_INDEX: Final = "Master.ReadIndex"
 
 # The catalog tablet's well-known id: one tablet, hosted by every master.
 CATALOG_TABLET_ID: Final = "sys-catalog"
@@ -142,6 +157,37 @@ class TableAlteredReply(msgspec.Struct, frozen=True):
     schema_version: int
 
 
+class ListTablesRequest(msgspec.Struct, frozen=True):
+    """``freshness``: None, the ready leader answers (seed 004); a number of seconds, any
+    master whose applied catalog is known to be no older than that answers (queries.py)."""
+
+    freshness: float | None = None
+
+
+class TableLocationsRequest(msgspec.Struct, frozen=True):
+    """GetTableLocations of table ``name``; ``freshness`` as for ListTablesRequest."""
+
+    name: str
+    freshness: float | None = None
+
+
+class ReadIndexReply(msgspec.Struct, frozen=True):
+    """The leader confirmed its leadership (Raft ReadIndex) in ``term`` and has applied
+    the catalog up to ``index``, at least its commit index when the request reached it."""
+
+    term: int
+    index: int
+
+
+class ServedBy(msgspec.Struct, frozen=True):
+    """Which master answered a read, and how fresh its catalog was known to be."""
+
+    uuid: str
+    leader: bool  # the ready leader answered (its snapshot: staleness 0)
+    staleness: float  # seconds: the catalog holds every write committed before now - this
+    applied_index: int
+
+
 class TableInfo(msgspec.Struct, frozen=True):
     name: str
     table_id: str
@@ -152,6 +198,7 @@ class TableInfo(msgspec.Struct, frozen=True):
 
 class TableList(msgspec.Struct, frozen=True):
     tables: list[TableInfo]
+    served_by: ServedBy | None = None  # None: a master older than follower reads
 
 
 class ReplicaLocationInfo(msgspec.Struct, frozen=True):
@@ -179,6 +226,7 @@ class TableLocationsReply(msgspec.Struct, frozen=True):
     num_tablets: int
     tablets: list[TabletLocationInfo]
     num_replicas: int = 0  # the table's replica count (0: a master that did not say)
+    served_by: ServedBy | None = None  # None: a master older than follower reads
 
 
 class ReplicaChangeRequest(msgspec.Struct, frozen=True):
@@ -284,7 +332,26 @@ class CatalogWriteFailed(AppError):
         self.detail = detail
 
 
-APP_ERRORS: Final = (MasterNotLeader, ServiceUnavailable, Refused, CatalogWriteFailed)
+class StaleCatalog(AppError):
+    """A follower cannot show that its applied catalog is within the read's freshness
+    bound: ``staleness_ms`` is how old it is known to be (-1: unknown, no read index from a
+    leader yet). Retryable: another master, or this one once it hears from the leader."""
+
+    code = "master.stale_catalog"
+    fields = ("staleness_ms", "bound_ms", "applied_index")
+
+    def __init__(self, staleness_ms: int, bound_ms: int, applied_index: int) -> None:
+        known = "unknown (no read index from the leader yet)" if staleness_ms < 0 \
+            else f"{staleness_ms / 1000:.3f} s"
+        super().__init__(f"this follower's catalog (applied index {applied_index}) is "
+                         f"stale: {known} old, the bound is {bound_ms / 1000:.3f} s")
+        self.staleness_ms = staleness_ms
+        self.bound_ms = bound_ms
+        self.applied_index = applied_index
+
+
+APP_ERRORS: Final = (MasterNotLeader, ServiceUnavailable, Refused, CatalogWriteFailed,
+                     StaleCatalog)
 
 
 def refusal(error: MasterError) -> Refused:
@@ -309,6 +376,7 @@ __all__ = [
     "MASTER_LIST_TABLES",
     "MASTER_LIST_TSERVERS",
     "MASTER_MOVE_REPLICA",
+    "MASTER_READ_INDEX",
     "MASTER_REMOVE_MASTER",
     "MASTER_REMOVE_REPLICA",
     "MASTER_STATUS",
@@ -318,23 +386,28 @@ __all__ = [
     "CatalogWriteFailed",
     "CreateTableRequest",
     "Empty",
+    "ListTablesRequest",
     "MasterChangeReply",
     "MasterChangeRequest",
     "MasterNotLeader",
     "MasterStatus",
     "MoveReplicaReply",
     "MoveReplicaRequest",
+    "ReadIndexReply",
     "Refused",
     "ReplicaChangeReply",
     "ReplicaChangeRequest",
     "ReplicaLocationInfo",
+    "ServedBy",
     "ServiceUnavailable",
+    "StaleCatalog",
     "TableAlteredReply",
     "TableCreatedReply",
     "TableDeletedReply",
     "TableInfo",
     "TableList",
     "TableLocationsReply",
+    "TableLocationsRequest",
     "TableName",
     "TabletLocationInfo",
     "TabletServerEntry",

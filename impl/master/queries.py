@@ -5,6 +5,33 @@ concurrent readers see the snapshot of the last commit). Locations are computed 
 tablet records' committed consensus state and the tablet-server map, never from a cache of
 per-tablet replica locations (KUDU-1353: right after a failover that cache was empty; the
 records are complete as soon as the leader rebuilt its snapshot from the catalog).
+
+Follower reads (KUDU-500; issue 19 "Beyond Kudu 1.0")
+----------------------------------------------------
+A follower master may answer ListTables and GetTableLocations from its own catalog replica
+when the client names a freshness bound B (seconds). Two rules, and why they suffice:
+
+1. Only what is applied. The follower reads the rows of its catalog replica at its applied
+   index, and a replica applies committed entries only: it never shows a table the leader
+   has not committed (nor a write a later leader will truncate).
+2. Only what is fresh. ``Freshness`` holds *anchors* (asked_at, index): at time
+   ``asked_at`` on the follower's own clock, it asked the leader master for a read index
+   (Master.ReadIndex: the leader confirms its leadership with a majority, Raft's ReadIndex,
+   and answers an index it has applied, at least its commit index at the time the request
+   reached it). The request left after ``asked_at``, so every catalog write committed
+   before ``asked_at`` (by this leader or any earlier one) is at or below that index.
+   Once the follower has applied up to the index, its catalog therefore holds every write
+   committed before ``asked_at``: it is no older than ``now - asked_at``. ``staleness`` is
+   that age for the latest anchor already applied, and the follower answers only when it
+   is at most B; otherwise it refuses (StaleCatalog, retryable, naming the staleness).
+
+The argument needs no lease and no synchronised clocks: both times are read from the
+follower's own monotonic clock, and the leader's side is Raft's ReadIndex (no clock). A
+follower cut off from the leader gets no new anchor, so its staleness grows with the
+follower's clock and it refuses once it exceeds the bound. A deposed leader that still
+believes it leads cannot fool it: its ReadIndex round needs a majority's acknowledgement
+in its own term, which it cannot get once a majority follows a newer leader, so it answers
+no anchor. The leader master itself answers as before, from its ready snapshot.
 """
 
 from __future__ import annotations
@@ -15,6 +42,8 @@ import attrs
 
 from .catalog import Catalog, TableState, TabletState
 from .errors import NotFound
+
+ANCHORS_KEPT = 8  # read indexes asked for and not yet applied, at most (the oldest go)
 
 
 @attrs.frozen
@@ -86,7 +115,63 @@ def table_locations(catalog: Catalog, name: str, *, address: Callable[[str], str
                           tuple(tablets), table.num_replicas)
 
 
+@attrs.frozen
+class Anchor:
+    """At ``asked_at`` (this master's clock) a read index was asked for: once the catalog
+    replica has applied ``index``, it holds every write committed before ``asked_at``."""
+
+    asked_at: float
+    index: int
+
+
+@attrs.define
+class Freshness:
+    """How old a follower's applied catalog may be (the module docstring's rule 2).
+
+    ``fresh_as_of`` is the latest ``asked_at`` of an anchor whose index is applied; the
+    anchors still waiting for their index to be applied are kept (a bounded list, in order
+    of ``asked_at``: the read indexes a leader answers never decrease)."""
+
+    fresh_as_of: float | None = None
+    pending: list[Anchor] = attrs.Factory(list)
+
+    def anchor(self, asked_at: float, index: int, applied_index: int) -> None:
+        """A leader answered ``index`` to a read-index request sent at ``asked_at``."""
+        assert index >= 0, index
+        self.pending.append(Anchor(asked_at, index))
+        self.pending.sort(key=lambda a: a.asked_at)
+        del self.pending[:-ANCHORS_KEPT]
+        self.settle(applied_index)
+
+    def settle(self, applied_index: int) -> None:
+        """Anchors whose index is applied now count; the newest of them sets the age."""
+        still: list[Anchor] = []
+        for a in self.pending:
+            if a.index <= applied_index:
+                if self.fresh_as_of is None or a.asked_at > self.fresh_as_of:
+                    self.fresh_as_of = a.asked_at
+            else:
+                still.append(a)
+        self.pending = still
+        assert len(self.pending) <= ANCHORS_KEPT
+
+    def staleness(self, now: float, applied_index: int) -> float | None:
+        """Seconds the applied catalog may lag the leader's commits (None: never anchored)."""
+        self.settle(applied_index)
+        if self.fresh_as_of is None:
+            return None
+        return max(0.0, now - self.fresh_as_of)
+
+    def forget(self) -> None:
+        """A new incarnation of the catalog replica (copied, restarted): start over."""
+        self.fresh_as_of = None
+        self.pending.clear()
+
+
 __all__ = [
+    "ANCHORS_KEPT",
+    "Anchor",
+    "Freshness",
     "ReplicaLocation",
     "TableLocations",
     "TableSummary",

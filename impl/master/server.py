@@ -88,6 +88,19 @@ to each tablet's recorded leader (impl/tserver/schema.py records it durably); th
 bring the versions back, and the write that records the last one makes the table RUNNING
 (reports.py). A tablet that reports an old version gets the alter again.
 
+Follower reads (KUDU-500; queries.py "Follower reads" argues the rule). ListTables and
+GetTableLocations that name a ``freshness`` bound are answered by any master: the ready
+leader from its snapshot, as always; a follower from the rows its catalog replica has
+applied (never an entry it has not applied, so never a table the leader has not
+committed), and only when ``Freshness`` shows that catalog no older than the bound, else
+StaleCatalog (retryable, naming the staleness). A follower learns its freshness by asking
+the leader for Master.ReadIndex (the leader's Raft ReadIndex round, then its applied
+index): an anchor (asked_at, index) on the follower's own clock. It asks in the
+background every ``read_refresh_seconds`` while follower reads were served in the last
+``read_refresh_idle`` seconds, and once more, briefly (at most ``read_wait_seconds``), when
+a read finds its catalog too old; requests for an anchor are single-flight. Nothing here
+is durable or traced: a read changes nothing.
+
 Known limits: the master also serves the tablet-server methods of its embedded server (the
 catalog tablet itself refuses client and admin calls: ServerOptions.internal_tablets; Raft
 and tablet copy still reach it); tablet servers and clients keep the master list they were
@@ -145,7 +158,7 @@ from .operations import (
     plan_replace_tablets,
 )
 from .placement import Candidate
-from .queries import list_tables, table_locations
+from .queries import Freshness, list_tables, table_locations
 from .replication import (
     Healing,
     ServerView,
@@ -205,6 +218,12 @@ class MasterOptions:
     # leader for this long (its effect comes back in a report; the CAS fences the rest).
     change_backoff: float = 5.0
     threads: bool = True  # False: disk calls inline (the in-process clusters, MockClock)
+    # Follower reads (module docstring): a follower asks the leader for a read index this
+    # often while it served follower reads in the last ``read_refresh_idle`` seconds, and
+    # a read that finds the catalog too old waits at most ``read_wait_seconds`` for one.
+    read_refresh_seconds: float = 0.25
+    read_refresh_idle: float = 60.0
+    read_wait_seconds: float = 1.0
 
 
 def normalize(address: str) -> str:
@@ -235,6 +254,13 @@ class MasterServer:
         self._wake = trio.Event()  # a recorded move: run a background round now
         # tablet id -> (CAS index, leader, when) of the last ChangeConfig the policy sent
         self._changes_sent: dict[str, tuple[int, str, float]] = {}
+        # Follower reads: the anchors, when one was last served, the request for an anchor
+        # in flight (single-flight), and the catalog built from the applied rows, by the
+        # (replica, applied index) it was built at.
+        self.freshness = Freshness()
+        self._follower_read_at: float | None = None
+        self._anchoring: trio.Event | None = None
+        self._applied_catalog: tuple[int, int, Catalog] | None = None
 
     # ------------------------------------------------------------------ identity
 
@@ -646,20 +672,21 @@ class MasterServer:
             c, request, reserved=frozenset(self.reserved)))
         return api.TableAlteredReply(reply.table_id, reply.schema_version)
 
-    async def on_list_tables(self, req: api.Empty, ctx: CallContext) -> api.TableList:
+    async def on_list_tables(self, req: api.ListTablesRequest, ctx: CallContext
+                             ) -> api.TableList:
         self._require_started()
-        self.require_ready()
+        catalog, served_by = await self._read_view(req.freshness)
         return api.TableList([
             api.TableInfo(t.name, t.table_id, t.state.value, t.schema_version, t.num_tablets)
-            for t in list_tables(self.catalog)])
+            for t in list_tables(catalog)], served_by)
 
-    async def on_table_locations(self, req: api.TableName, ctx: CallContext
+    async def on_table_locations(self, req: api.TableLocationsRequest, ctx: CallContext
                                  ) -> api.TableLocationsReply:
         self._require_started()
-        self.require_ready()
+        catalog, served_by = await self._read_view(req.freshness)
         now = self.now()
         tmap = self.tmap()
-        found = table_locations(self.catalog, req.name, address=tmap.address,
+        found = table_locations(catalog, req.name, address=tmap.address,
                                 live=lambda uuid: tmap.is_live(uuid, now))
         if isinstance(found, MasterError):
             raise api.refusal(found)
@@ -668,7 +695,114 @@ class MasterServer:
             api.TabletLocationInfo(t.tablet_id, t.partition, t.state.value, t.term, [
                 api.ReplicaLocationInfo(r.uuid, r.address, r.member_type, r.leader, r.live)
                 for r in t.replicas], t.config_index, t.moving_from)
-            for t in found.tablets], found.num_replicas)
+            for t in found.tablets], found.num_replicas, served_by)
+
+    # ------------------------------------------------------------------ follower reads
+
+    async def _read_view(self, freshness: float | None) -> tuple[Catalog, api.ServedBy]:
+        """The catalog a read is answered from (module docstring "Follower reads"): the
+        ready leader's snapshot, or, with a ``freshness`` bound, a follower's applied
+        catalog known to be no older than the bound; else the typed refusal."""
+        if freshness is not None and not (0 <= freshness < float("inf")):
+            raise api.refusal(InvalidArgument(f"freshness {freshness}: a number of seconds "
+                                              ">= 0"))
+        replica = self.catalog_replica()
+        if freshness is None or (replica is not None and replica.core.is_leader()):
+            self.require_ready()
+            index = replica.store.applied_index if replica is not None else 0
+            return self.catalog, api.ServedBy(self.uuid, True, 0.0, index)
+        if replica is None:
+            raise api.ServiceUnavailable("this master holds no catalog yet")
+        self._follower_read_at = self.now()
+        staleness = self.freshness.staleness(self.now(), replica.store.applied_index)
+        if staleness is None or staleness > freshness:
+            # Too old: ask the leader for a read index now, and wait a little for it to be
+            # applied (a follower in touch with the leader answers; a cut-off one refuses).
+            with trio.move_on_after(min(freshness, self.options.read_wait_seconds)):
+                await self._anchor_once()
+                while True:
+                    staleness = self.freshness.staleness(self.now(),
+                                                         replica.store.applied_index)
+                    if staleness is not None and staleness <= freshness:
+                        break
+                    await trio.sleep(self.options.tick_seconds)
+            staleness = self.freshness.staleness(self.now(), replica.store.applied_index)
+        applied = replica.store.applied_index
+        if staleness is None or staleness > freshness:
+            raise api.StaleCatalog(-1 if staleness is None else round(staleness * 1000),
+                                   round(freshness * 1000), applied)
+        # No await from the staleness check to here: the rows are those of ``applied``.
+        return self._catalog_at(replica), api.ServedBy(self.uuid, False,
+                                                       round(staleness, 3), applied)
+
+    def _catalog_at(self, replica: Replica) -> Catalog:
+        """The catalog of the rows ``replica`` has applied (kept while the index holds)."""
+        key = (id(replica), replica.store.applied_index)
+        cached = self._applied_catalog
+        if cached is None or cached[:2] != key:
+            cached = (*key, Catalog.from_rows(replica.store.scan()))
+            self._applied_catalog = cached
+        return cached[2]
+
+    async def _anchor_once(self) -> None:
+        """Ask the leader master for a read index (single-flight: a request already in
+        flight is waited for instead). Failures leave the anchors as they were."""
+        if self._anchoring is not None:
+            await self._anchoring.wait()
+            return
+        self._anchoring = done = trio.Event()
+        try:
+            await self._ask_read_index()
+        finally:
+            self._anchoring = None
+            done.set()
+
+    async def _ask_read_index(self) -> None:
+        replica = self.catalog_replica()
+        if replica is None or replica.core.is_leader():
+            return
+        _, _, leader, address = self._leader_of(replica)
+        if leader is None or address is None:
+            return  # no known leader: nothing to anchor on (the staleness grows)
+        asked_at = self.now()  # before the request leaves (queries.py rule 2)
+        host, port = parse_address(address)
+        try:
+            with trio.fail_after(self.options.call_timeout):
+                async with open_rpc_client(host, port, leader, self.uuid,
+                                           app_errors=api.APP_ERRORS,
+                                           network=self.server.network) as client:
+                    reply = await client.call(api.MASTER_READ_INDEX, api.Empty(),
+                                              api.ReadIndexReply)
+        except (RpcError, OSError, trio.TooSlowError) as exc:
+            logger.debug("read index from %s: %s", leader, exc)
+            return
+        self.freshness.anchor(asked_at, reply.index, replica.store.applied_index)
+
+    async def follower_reads(self) -> None:
+        """Keep a follower's anchors fresh while follower reads are being asked for."""
+        while True:
+            await trio.sleep(self.options.read_refresh_seconds)
+            served = self._follower_read_at
+            if served is None or self.now() - served > self.options.read_refresh_idle:
+                continue
+            await self._anchor_once()
+
+    async def on_read_index(self, req: api.Empty, ctx: CallContext) -> api.ReadIndexReply:
+        """The ready leader confirms its leadership (Raft ReadIndex: a heartbeat round a
+        majority acknowledged) and answers its applied index, at least the read index."""
+        self._require_started()
+        term = self.require_ready()
+        replica = self.catalog_replica()
+        assert replica is not None
+        try:
+            with trio.fail_after(self.options.call_timeout):
+                await replica.read_barrier()
+        except trio.TooSlowError:
+            raise api.ServiceUnavailable("the read index was not confirmed in time") from None
+        except ts_api.NotLeader:
+            raise api.MasterNotLeader(None, None, term) from None
+        # No await since read_barrier returned: this index is applied here, so committed.
+        return api.ReadIndexReply(term, replica.store.applied_index)
 
     def _live_server(self, uuid: str) -> Candidate | MasterError:
         found = next((c for c in self.tmap().candidates(self.now()) if c.uuid == uuid), None)
@@ -791,10 +925,12 @@ class MasterServer:
                          self.on_delete_table)
         service.register(api.MASTER_ALTER_TABLE, api.AlterTableRequest,
                          api.TableAlteredReply, self.on_alter_table)
-        service.register(api.MASTER_LIST_TABLES, api.Empty, api.TableList,
+        service.register(api.MASTER_LIST_TABLES, api.ListTablesRequest, api.TableList,
                          self.on_list_tables)
-        service.register(api.MASTER_TABLE_LOCATIONS, api.TableName,
+        service.register(api.MASTER_TABLE_LOCATIONS, api.TableLocationsRequest,
                          api.TableLocationsReply, self.on_table_locations)
+        service.register(api.MASTER_READ_INDEX, api.Empty, api.ReadIndexReply,
+                         self.on_read_index)
         service.register(api.MASTER_ADD_REPLICA, api.ReplicaChangeRequest,
                          api.ReplicaChangeReply, self.on_add_replica)
         service.register(api.MASTER_REMOVE_REPLICA, api.ReplicaChangeRequest,
@@ -838,6 +974,7 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
             nursery.start_soon(master.bootstrap)
             nursery.start_soon(master.gate)
             nursery.start_soon(master.background)
+            nursery.start_soon(master.follower_reads)
             try:
                 yield master
             finally:
