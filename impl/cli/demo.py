@@ -1,267 +1,526 @@
-"""``make demo``: the whole checking pipeline, end to end, on an embedded default.
+"""``make demo``: what checks the system, then a cluster that heals itself, as a user runs it.
 
-The demo shows what checks the system, then runs the real thing (masters come later):
+    python -m revivify.impl.cli.demo [--quick [--short]] [--workdir DIR]
 
-1. ``revivify prove``: z3 proves the spec's invariants inductive for every term;
-2. ``revivify prove --mutant stc_seed_order``: the seed's StartTabletCopy order (delete
-   first, check the caller's term after) fails, with a counterexample from Init;
-3. ``revivify explore``: every reachable state within the default bounds, all invariants;
-4. traces: fresh random walks of the spec written as trace files (one per incarnation,
-   crashes included), checked by ``revivify trace check`` and by ``revivify trace validate
-   --engine spark`` on a local Spark session;
-5. a known-bad trace (a tombstone that votes twice in one term after a restart) rejected
-   with its evidence, by the local checker and by Spark's dataframe plan;
-6. a real cluster: three ``revivify tserver run`` processes on 127.0.0.1, a 3-replica tablet
-   created with ``revivify tablet create``, a workload of concurrent writes, the leader killed
-   with SIGKILL mid-workload (a new leader takes over; no acknowledged write is lost), the
-   killed server restarted, every acknowledged row read back;
-7. the replica lifecycle on that cluster: a follower's server is killed and its disk wiped
-   (``revivify tserver wipe``); it restarts with a new UUID, the operator swaps the UUIDs in
-   the config (``tablet change-config``) and the leader re-creates the replica by tablet
-   copy (progress shown as ``revivify copy list`` reports it); another replica is tombstoned
-   (``replica delete``) and copied back by the leader; every server restarts; every
-   acknowledged row is read back; a clean stop; and the traces the servers wrote are
-   checked against the spec locally and on Spark.
+Part one, the checking (skipped with ``--quick``), a line each: ``revivify prove`` (z3: the
+spec's invariants inductive for every term); ``prove --mutant stc_seed_order`` (the seed's
+StartTabletCopy order fails its proof); ``explore`` within small bounds; a known-bad trace
+(a tombstone voting twice in one term) rejected by ``trace check``; random walks of the spec
+written as trace files and checked clean.
 
-Each step runs the real ``revivify`` command in its own process; the demo stops at the
-first step whose exit code is not the expected one.
+Part two, the cluster, driving the real ``revivify`` commands, each its own process, as a
+person at a terminal would (the demo is also a test of the CLI):
+
+ 1. ``cluster start --num-masters 3 --num-tservers 4`` in a fresh directory;
+ 2. ``table create demo --tablets 4 --replicas 3``;
+ 3. writers start: 4 clients writing distinct keys through the masters (the client
+    library, in a thread of this process: a command per row would measure Python's
+    start-up), every acknowledged write recorded, every outcome-unknown one too; they run
+    until stage 11;
+ 4. ``cluster kill`` of a tablet server (SIGKILL): ``ksck`` says NOT HEALTHY,
+    under-replicated;
+ 5. the masters re-replicate by tablet copy on their own: ``ksck --json`` polled, a line
+    per tablet as it turns HEALTHY again, the time from the kill;
+ 6. the dead server restarted (``cluster restart``): its removed replicas become tombstones,
+    ``ksck`` exits 0;
+ 7. ``cluster kill`` of the leader master: the time until another master is the ready
+    leader, then a DDL (``table create demo2``) works; the old leader restarted;
+ 8. a fourth master started with ``master run --join`` (``cluster`` has no command for an
+    extra master, so the demo starts the process), ``master add``, caught up as a VOTER,
+    ``master remove``, stopped (stages 8 and 9 not with ``--short``);
+ 9. ``tserver retire`` of a tablet server: every replica moved off it;
+10. ``ksck`` healthy; 11. the writers stop; 12. ``cluster stop`` then ``cluster start``;
+13. ``row scan --json`` of the table: every acknowledged row read back (exit 1 if any is
+    lost); 14. ``cluster stop``;
+15. every trace checked by ``trace check`` and (not with ``--quick``) by ``trace validate
+    --engine spark``.
+
+A numbered line per stage with its figures, then a summary table. Every command's full
+output goes to ``DIR/demo.log``. Exit 0 when every stage did what it should, 1 when one did
+not (a lost row, a command's unexpected exit code, a stage that did not finish in time).
+Nothing is left running on any exit, Ctrl-C and SIGTERM included: every process
+``DIR/cluster.json`` records, and the extra master, is SIGKILLed on the way out.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
-OUT = Path(os.environ.get("REVIVIFY_DEMO_OUT", "demo-out"))
+import attrs
 
-
-def banner(text: str) -> None:
-    print(f"\n{'=' * 78}\n== {text}\n{'=' * 78}", flush=True)
-
-
-def run(args: list[str], expect: int = 0) -> None:
-    cmd = [sys.executable, "-m", "revivify.impl.cli.main", *args]
-    print(f"$ revivify {' '.join(args)}", flush=True)
-    start = time.perf_counter()
-    code = subprocess.call(cmd)
-    print(f"[exit {code}, {time.perf_counter() - start:.1f} s]", flush=True)
-    if code != expect:
-        print(f"demo: expected exit {expect}, got {code}", file=sys.stderr)
-        raise SystemExit(1)
+# Figures and bounds. The bounds only stop a stage that hangs; they are not measurements.
+STAGE_TIMEOUT = 180.0  # seconds a polled stage (healing, ksck turning healthy) may take
+COMMAND_TIMEOUT = 600.0  # seconds any one command may run (retire, Spark)
+WRITERS = 4
+WRITE_PAUSE = 0.03  # seconds each writer rests between writes: leave the 2 cores room
+TABLETS = 4
+REPLICAS = 3
+MASTER_FAILED_AFTER_MS = 3000  # --tserver-failed-after-ms for the masters: the policy's timeout
+DEFAULT_OUT = Path(os.environ.get("REVIVIFY_DEMO_OUT", "demo-out"))
 
 
-def write_walks(root: Path, seeds: range, steps: int) -> None:
-    from revivify.checker.walks import random_walk
-
-    shutil.rmtree(root, ignore_errors=True)
-    for seed in seeds:
-        random_walk(seed, steps=steps).write(str(root / f"walk-{seed:03d}"))
-    files = sum(1 for _ in root.rglob("*.jsonl"))
-    print(f"wrote {files} trace files ({len(seeds)} walks of {steps} steps) under {root}")
+class DemoFailed(Exception):
+    """A stage did not do what it should: the one line to print (exit 1)."""
 
 
-def capture(args: list[str]) -> str:
-    cmd = [sys.executable, "-m", "revivify.impl.cli.main", *args]
-    print(f"$ revivify {' '.join(args)}", flush=True)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    print(out.stdout, end="", flush=True)
-    if out.returncode != 0:
-        print(out.stderr, end="", file=sys.stderr)
-        raise SystemExit(f"demo: revivify {args[0]} exited {out.returncode}")
-    return out.stdout
+@attrs.define
+class Writers:
+    """WRITERS clients in a background thread, each writing its own keys (w<c>-<n>) through
+    the masters until `stop`; what was acknowledged, and what may or may not have been."""
+
+    masters: list[str]
+    table: str
+    acked: dict[bytes, bytes] = attrs.Factory(dict)
+    unknown: dict[bytes, bytes] = attrs.Factory(dict)
+    failed: int = 0
+    errors: list[str] = attrs.Factory(list)
+    stop_event: threading.Event = attrs.Factory(threading.Event)
+    thread: threading.Thread | None = None
+    started_at: float = 0.0
+    stopped_at: float = 0.0
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.thread = threading.Thread(target=self._run, name="demo-writers", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.thread is not None:
+            self.thread.join(timeout=60)
+        if not self.stopped_at:
+            self.stopped_at = time.monotonic()
+
+    def _run(self) -> None:
+        import trio
+
+        trio.run(self._all)
+
+    async def _all(self) -> None:
+        import trio
+
+        async with trio.open_nursery() as nursery:
+            for c in range(WRITERS):
+                nursery.start_soon(self._one, c)
+
+    async def _one(self, c: int) -> None:
+        import trio
+
+        from revivify.impl.client import ClientOptions, open_table_client
+        from revivify.impl.client.errors import OUTCOME_UNKNOWN, outcome_of
+
+        options = ClientOptions(deadline=20.0)
+        n = 0
+        while not self.stop_event.is_set():
+            try:
+                async with open_table_client(self.masters, self.table,
+                                             options=options) as table:
+                    while not self.stop_event.is_set():
+                        key, value = b"w%d-%06d" % (c, n), b"v%d-%d" % (c, n)
+                        n += 1
+                        try:
+                            await table.put(key, value)
+                        except Exception as exc:  # recorded, then the next key
+                            if outcome_of(exc) == OUTCOME_UNKNOWN:
+                                self.unknown[key] = value
+                            else:
+                                self.failed += 1
+                            self.errors.append(f"{key.decode()}: {exc}")
+                            continue
+                        self.acked[key] = value
+                        await trio.sleep(WRITE_PAUSE)
+            except Exception as exc:  # the client itself (masters unreachable): a new one
+                self.errors.append(f"writer {c}: {exc}")
+                await trio.sleep(0.5)
+        self.stopped_at = time.monotonic()
+
+    def progress(self) -> str:
+        return f"{len(self.acked)} acked, {len(self.unknown)} unknown, {self.failed} failed"
 
 
-def real_cluster(root: Path) -> None:
-    import json
+@attrs.define
+class Demo:
+    root: Path
+    quick: bool
+    short: bool = False
+    log: Any = None
+    stage_no: int = 0
+    summary: list[tuple[str, str]] = attrs.Factory(list)
+    writers: Writers | None = None
+    extra_master: Any = None  # a localcluster.ServerProcess while it runs
 
-    import trio
+    # ------------------------------------------------------------------ printing, commands
 
-    from revivify.impl.cli.localcluster import ProcessCluster
+    def say(self, line: str) -> None:
+        print(line, flush=True)
+        self.note(line)
 
-    shutil.rmtree(root, ignore_errors=True)
-    with ProcessCluster(str(root), 3) as cluster:
-        cluster.start_all()
-        for s in cluster.servers:
-            print(f"tablet server {s.index}: uuid {s.uuid} on {s.address} "
-                  f"(directory {s.fs_root})")
-        servers = ",".join(cluster.addresses)
-        tablet = json.loads(capture(["tablet", "create", "--tservers", servers, "--replicas",
-                                     "3", "--json"]))["tablet_id"]
-        capture(["tablet", "status", "--tservers", servers, "--tablet", tablet])
-        acked = trio.run(workload, cluster, servers, tablet)
-        capture(["row", "get", "--tservers", servers, "--tablet", tablet, "row-00042"])
-        killed = next(s for s in cluster.servers if s.proc is None)
-        print(f"restarting tablet server {killed.index} (it rejoins as a follower)")
-        cluster.start(killed.index)
-        capture(["tablet", "status", "--tservers", servers, "--tablet", tablet])
-        rows = trio.run(read_back, servers, tablet)
-        lost = [k for k, v in acked.items() if rows.get(k) != v]
-        print(f"{len(acked)} acknowledged rows, {len(rows)} rows read back, {len(lost)} lost")
-        if lost:
-            raise SystemExit(f"demo: acknowledged rows lost: {lost[:5]}")
-        lifecycle(cluster, tablet, acked)
-        for s in cluster.servers:
-            cluster.stop(s.index)
-        print("all tablet servers stopped cleanly (SIGTERM)")
-    run(["trace", "check", cluster.trace_dir])
-    run(["trace", "validate", cluster.trace_dir, "--engine", "spark", "--master", "local[2]"])
+    def note(self, text: str) -> None:
+        if self.log is not None:
+            self.log.write(text.rstrip("\n") + "\n")
+            self.log.flush()
 
+    def stage(self, text: str) -> None:
+        self.stage_no += 1
+        self.say(f"{self.stage_no:>2}. {text}")
 
-def lifecycle(cluster: object, tablet: str, acked: dict[bytes, bytes]) -> None:
-    """Part 7: a server's disk is lost and it is re-replicated by tablet copy; a replica is
-    tombstoned and the leader copies it back; every server restarts; nothing is lost."""
-    import json
+    def detail(self, text: str) -> None:
+        self.say(f"      {text}")
 
-    import trio
+    def figure(self, name: str, value: str) -> None:
+        self.summary.append((name, value))
 
-    from revivify.impl.cli.localcluster import ProcessCluster
-    from revivify.impl.client import list_copies
+    def cli(self, *argv: str, expect: tuple[int, ...] = (0,),
+            timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
+        """`revivify ARGV` in its own process, as a user runs it; its output to demo.log."""
+        cmd = [sys.executable, "-m", "revivify.impl.cli.main", *argv]
+        started = time.monotonic()
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL, check=False)
+        self.note(f"$ revivify {' '.join(argv)}\n{out.stdout}{out.stderr}"
+                  f"[exit {out.returncode}, {time.monotonic() - started:.1f} s]")
+        if out.returncode not in expect:
+            last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise DemoFailed(f"revivify {' '.join(argv[:3])} exited {out.returncode}, "
+                             f"expected {' or '.join(map(str, expect))}: {last}")
+        return out
 
-    assert isinstance(cluster, ProcessCluster)
-    servers = ",".join(cluster.addresses)
-    acked.update(trio.run(big_rows, servers, tablet))
-    info = json.loads(capture(["tablet", "status", "--tservers", servers, "--tablet", tablet,
-                               "--json"]))
-    leader_uuid = info["leader"]
-    victim = next(s for s in cluster.servers if s.uuid != leader_uuid)
-    old = victim.uuid
-    print(f"\n-- tablet server {victim.index} loses its disk: SIGKILL, then wipe")
-    cluster.kill(victim.index)
-    run(["tserver", "wipe", "--fs-root", victim.fs_root, "--yes"])
-    cluster.start(victim.index)
-    print(f"tablet server {victim.index} restarted empty with a new uuid {victim.uuid} "
-          f"(was {old})")
-    # The config without the lost server commits once every remaining voter holds it: a
-    # follower that fell behind during the faults must catch up first (seconds), so the
-    # changes get a longer deadline than the default.
-    capture(["tablet", "change-config", "--tservers", servers, "--tablet", tablet,
-             "--deadline", "60", "remove", old])
-    capture(["tablet", "change-config", "--tservers", servers, "--tablet", tablet,
-             "--deadline", "60", "add", victim.uuid, victim.address])
-    print("the leader finds the new member has no replica and copies the tablet to it:")
-    watch_copy(cluster, victim.index, tablet, list_copies)
-    capture(["replica", "list", "--tserver", victim.address])
+    def cli_json(self, *argv: str, expect: tuple[int, ...] = (0,)) -> Any:
+        return json.loads(self.cli(*argv, "--json", expect=expect).stdout)
 
-    other = next(s for s in cluster.servers if s.uuid not in (leader_uuid, victim.uuid))
-    print(f"\n-- tombstone the replica on tablet server {other.index}; the leader copies "
-          "it back (it is still a member)")
-    capture(["replica", "delete", "--tserver", other.address, "--tablet", tablet])
-    capture(["replica", "list", "--tserver", other.address])
-    watch_copy(cluster, other.index, tablet, list_copies)
-    capture(["replica", "list", "--tserver", other.address])
+    @property
+    def cluster_dir(self) -> str:
+        return str(self.root / "cluster")
 
-    print("\n-- restart every tablet server")
-    for s in cluster.servers:
-        cluster.stop(s.index)
-    for s in cluster.servers:
-        cluster.start(s.index)
-    capture(["tablet", "status", "--tservers", servers, "--tablet", tablet])
-    rows = trio.run(read_back, servers, tablet)
-    lost = [k for k, v in acked.items() if rows.get(k) != v]
-    print(f"{len(acked)} acknowledged rows, {len(rows)} rows read back, {len(lost)} lost")
-    if lost:
-        raise SystemExit(f"demo: acknowledged rows lost: {lost[:5]}")
+    def at(self, *argv: str) -> tuple[str, ...]:
+        return (*argv, "--root", self.cluster_dir)
 
+    # ------------------------------------------------------------------ part one
 
-def watch_copy(cluster: object, index: int, tablet: str, list_copies: object) -> None:
-    """Poll the destination's copies (what `revivify copy list` shows) until the replica
-    runs there; print each progress change."""
-    import trio
+    def checking(self) -> None:
+        for text, argv, expect in (
+            ("z3: every invariant of the spec is inductive (3 servers, any term)",
+             ("prove",), 0),
+            ("z3: the seed's StartTabletCopy order (delete, then check the term) fails its "
+             "proof", ("prove", "--mutant", "stc_seed_order", "--bmc-depth", "8",
+                       "--timeout", "5"), 1),
+            ("explore: every reachable state within term 1, index 1, all invariants hold",
+             ("explore", "--max-term", "1", "--max-index", "1"), 0),
+            ("a known-bad trace (a tombstone votes twice in a term) is rejected with its "
+             "evidence",
+             ("trace", "check", "traces/bad/vote-twice-after-restart"), 1),
+        ):
+            started = time.monotonic()
+            self.cli(*argv, expect=(expect,))
+            self.stage(f"{text} [exit {expect}, {time.monotonic() - started:.1f} s]")
+        self.spec_walks()
 
-    from revivify.impl.cli.localcluster import ProcessCluster
-    from revivify.impl.client import server_status
+    def spec_walks(self) -> None:
+        """Random walks of the spec, crashes included, written as trace files (one per
+        incarnation) and checked as a server's traces are."""
+        from revivify.checker.walks import random_walk
 
-    assert isinstance(cluster, ProcessCluster)
-    address = cluster.servers[index].address
+        started = time.monotonic()
+        walks = self.root / "spec-walks"
+        for seed in range(100, 112):
+            random_walk(seed, steps=160).write(str(walks / f"walk-{seed:03d}"))
+        report = self.cli_json("trace", "check", str(walks))
+        self.stage(f"12 random walks of the spec (crashes included) written as traces: "
+                   f"trace check, {report['events']} events in {report['files']} files clean "
+                   f"[{time.monotonic() - started:.1f} s]")
 
-    async def watch() -> str:
-        seen = ""
-        with trio.fail_after(120):
+    # ------------------------------------------------------------------ part two
+
+    def cluster(self) -> None:
+        started = time.monotonic()
+        self.cli("cluster", "start", "--root", self.cluster_dir, "--num-masters", "3",
+                 "--num-tservers", "4",
+                 f"--master-arg=--tserver-failed-after-ms={MASTER_FAILED_AFTER_MS}")
+        status = self.cli_json(*self.at("cluster", "status"))
+        self.stage(f"cluster start: 3 masters, 4 tablet servers ready in "
+                   f"{time.monotonic() - started:.1f} s (under {self.cluster_dir})")
+        self.figure("cluster start", f"{time.monotonic() - started:.1f} s")
+        masters = [m["address"] for m in status["masters"]]
+
+        created = self.cli_json(*self.at("table", "create", "demo", "--tablets", str(TABLETS),
+                                         "--replicas", str(REPLICAS)))
+        self.stage(f"table create demo: {len(created['tablets'])} tablets x {REPLICAS} "
+                   f"replicas on 4 servers")
+
+        self.writers = Writers(masters, "demo")
+        self.writers.start()
+        self.wait_for("the writers' first acknowledged writes",
+                      lambda: len(self.writers.acked) >= 20 if self.writers else False, 60)
+        self.stage(f"{WRITERS} writers running through the masters: "
+                   f"{self.writers.progress()} so far")
+
+        self.heal_after_tserver_kill(status)
+        self.master_failover(status)
+        if not self.short:
+            self.master_add_remove(status, masters)
+            self.retire(status)
+
+        self.ksck_healthy("ksck")
+        writers = self.writers
+        writers.stop()
+        seconds = writers.stopped_at - writers.started_at
+        self.stage(f"writers stopped after {seconds:.0f} s: {writers.progress()} "
+                   f"({len(writers.acked) / max(seconds, 0.1):.0f} acked writes/s)")
+        self.figure("rows acknowledged", f"{len(writers.acked)} "
+                    f"({len(writers.unknown)} outcome unknown, {writers.failed} failed)")
+        for line in writers.errors[:5]:
+            self.note(f"writer error: {line}")
+
+        started = time.monotonic()
+        self.cli("cluster", "stop", "--root", self.cluster_dir)
+        self.cli("cluster", "start", "--root", self.cluster_dir)
+        self.ksck_healthy(None)
+        self.stage(f"cluster stop, cluster start: every server back on its directory, port "
+                   f"and UUID; ksck healthy after {time.monotonic() - started:.1f} s")
+        self.figure("full restart to healthy", f"{time.monotonic() - started:.1f} s")
+
+        self.read_back(writers)
+
+        self.cli("cluster", "stop", "--root", self.cluster_dir)
+        alive = self.cli_json(*self.at("cluster", "status"), expect=(1,))
+        running = [s["name"] for s in alive["masters"] + alive["tservers"] if s["alive"]]
+        if running:
+            raise DemoFailed(f"still running after cluster stop: {', '.join(running)}")
+        self.stage("cluster stop: every server stopped cleanly (SIGTERM)")
+
+    def heal_after_tserver_kill(self, status: dict[str, Any]) -> None:
+        victim = status["tservers"][1]
+        # From the start of `cluster kill` (an upper bound: its Python start-up included).
+        killed_at = time.monotonic()
+        self.cli(*self.at("cluster", "kill", victim["name"]))
+        report = self.wait_ksck(lambda d: any(
+            t["status"] == "UNDER_REPLICATED" for t in self.tablets(d)), "under-replicated")
+        under = sum(t["status"] == "UNDER_REPLICATED" for t in self.tablets(report))
+        self.stage(f"cluster kill {victim['name']} (SIGKILL): ksck NOT HEALTHY, {under} "
+                   f"tablet(s) under-replicated")
+        self.stage("the masters re-replicate by tablet copy (ksck polled):")
+        healed: dict[str, float] = {}
+
+        def progress(doc: dict[str, Any]) -> bool:
+            for t in self.tablets(doc):
+                if t["status"] == "HEALTHY" and t["tablet_id"] not in healed and all(
+                        r["uuid"] != victim["uuid"] for r in t["replicas"]):
+                    healed[t["tablet_id"]] = time.monotonic() - killed_at
+                    on = [r["address"] for r in t["replicas"]]
+                    self.detail(f"tablet {t['tablet_id'][:8]} healed at "
+                                f"{healed[t['tablet_id']]:5.1f} s: 3 live voters "
+                                f"({', '.join(on)}); writers: {self.progress()}")
+            return all(t["status"] == "HEALTHY" and all(
+                r["uuid"] != victim["uuid"] for r in t["replicas"]) for t in self.tablets(doc))
+
+        self.wait_ksck(progress, "every tablet HEALTHY without the dead server")
+        heal = time.monotonic() - killed_at
+        self.detail(f"every tablet fully replicated again {heal:.1f} s after the kill "
+                    f"(failure timeout {MASTER_FAILED_AFTER_MS / 1000:g} s included)")
+        self.figure("tserver kill -9 to every tablet healed", f"{heal:.1f} s")
+
+        started = time.monotonic()
+        self.cli(*self.at("cluster", "restart", victim["name"]))
+        self.ksck_healthy(None)
+        self.stage(f"cluster restart {victim['name']}: its removed replicas tombstoned; ksck "
+                   f"HEALTHY after {time.monotonic() - started:.1f} s")
+
+    def master_failover(self, status: dict[str, Any]) -> None:
+        import trio
+
+        from revivify.impl.client.master import master_status
+
+        listed = self.cli_json(*self.at("master", "list"))
+        leader = next(m for m in listed["masters"] if m["role"] == "LEADER" and m["ready"])
+        name = next(m["name"] for m in status["masters"] if m["uuid"] == leader["uuid"])
+        others: list[str] = [m["address"] for m in status["masters"]
+                             if m["uuid"] != leader["uuid"]]
+        killed_at = time.monotonic()  # an upper bound again: `cluster kill`'s start-up
+        self.cli(*self.at("cluster", "kill", name))
+
+        async def new_leader() -> str:
             while True:
-                for c in (await list_copies(address)).copies:  # type: ignore[operator]
-                    line = (f"  copy {c.tablet_id[:8]}: {c.phase:<8} {c.bytes_done:>10,} of "
-                            f"{c.total_bytes:,} bytes, {c.files_done}/{c.files_total} files, "
-                            f"{c.rate_bytes_per_second / (1 << 20):.1f} MB/s")
-                    if line != seen:
-                        print(line, flush=True)
-                        seen = line
-                status = await server_status(address)
-                state = next((r.state for r in status.replicas if r.tablet_id == tablet), "")
-                if state == "RUNNING":
-                    return state
-                await trio.sleep(0.05)
-    print(f"  replica on tablet server {index}: {trio.run(watch)}")
+                for address in others:
+                    with contextlib.suppress(Exception):
+                        if (await master_status(address)).ready:
+                            return address
+                await trio.sleep(0.02)
+
+        address = trio.run(new_leader)
+        failover = time.monotonic() - killed_at
+        self.cli(*self.at("table", "create", "demo2", "--tablets", "2", "--replicas", "3",
+                          "--deadline", "60"))
+        ddl = time.monotonic() - killed_at
+        self.stage(f"cluster kill {name} (the leader master, SIGKILL): {address} the ready "
+                   f"leader after {failover:.2f} s; table create demo2 done at {ddl:.1f} s")
+        self.figure("leader master kill -9 to a new ready leader", f"{failover:.2f} s")
+        self.figure("... to a DDL done (CLI start-up included)", f"{ddl:.1f} s")
+        self.cli(*self.at("cluster", "restart", name))
+        self.detail(f"cluster restart {name}: a follower again; writers: {self.progress()}")
+
+    def master_add_remove(self, status: dict[str, Any], masters: list[str]) -> None:
+        from revivify.impl.cli.localcluster import (
+            ServerProcess,
+            await_listening,
+            spawn,
+            stop_process,
+        )
+        from revivify.impl.cli.mastercluster import MASTER_LISTENING, free_port
+
+        started = time.monotonic()
+        new = ServerProcess(len(masters), os.path.join(self.cluster_dir, "m-extra"),
+                            os.path.join(self.cluster_dir, "traces"),
+                            os.path.join(self.cluster_dir, "m-extra.log"), port=free_port())
+        self.extra_master = new
+        spawn(new, [sys.executable, "-m", "revivify.impl.cli.main", "master", "run",
+                    "--fs-root", new.fs_root, "--rpc-bind", new.address,
+                    "--trace-dir", new.trace_dir, "--join",
+                    "--masters", ",".join([*masters, new.address])], detached=True)
+        new.uuid = await_listening(new, MASTER_LISTENING, "the new master", 60).group(1)
+        self.cli(*self.at("master", "add", new.address, "--deadline", "60"))
+        self.wait_for("the new master a VOTER of the catalog",
+                      lambda: self.catalog_member_type(new.address) == "VOTER", STAGE_TIMEOUT)
+        joined = time.monotonic() - started
+        self.stage(f"master run --join + master add {new.address}: the catalog copied to it, "
+                   f"a VOTER after {joined:.1f} s (4 masters)")
+        self.figure("master add to VOTER", f"{joined:.1f} s")
+        started = time.monotonic()
+        self.cli(*self.at("master", "remove", new.uuid, "--deadline", "60"))
+        self.wait_for("three masters again", lambda: len(
+            self.cli_json(*self.at("ksck"), expect=(0, 1))["masters"][0]["config"]) == 3,
+            STAGE_TIMEOUT)
+        stop_process(new, "the extra master", 30)
+        self.extra_master = None
+        self.stage(f"master remove {new.uuid[:8]}: 3 masters in the catalog's config again "
+                   f"after {time.monotonic() - started:.1f} s; the extra master stopped")
+
+    def catalog_member_type(self, address: str) -> str | None:
+        out = self.cli("replica", "list", "--tserver", address, "--json", expect=(0, 1, 2))
+        if out.returncode != 0:
+            return None
+        rows = json.loads(out.stdout)["replicas"]
+        return next((str(r.get("member_type")) for r in rows if r.get("state") == "RUNNING"),
+                    None)
+
+    def retire(self, status: dict[str, Any]) -> None:
+        victim = status["tservers"][2]
+        started = time.monotonic()
+        out = self.cli_json(*self.at("tserver", "retire", victim["uuid"]))
+        self.stage(f"tserver retire {victim['name']}: {out['count']} replica(s) moved off it "
+                   f"in {time.monotonic() - started:.1f} s; it holds none")
+        self.figure("tserver retire", f"{out['count']} replicas in "
+                    f"{time.monotonic() - started:.1f} s")
+
+    def read_back(self, writers: Writers) -> None:
+        doc = self.cli_json(*self.at("row", "scan", "--table", "demo", "--deadline", "60"))
+        rows = {r["key"].encode(): r["value"].encode() for r in doc["rows"]}
+        lost = sorted(k for k, v in writers.acked.items() if rows.get(k) != v)
+        unknown_applied = sum(rows.get(k) == v for k, v in writers.unknown.items())
+        self.stage(f"row scan --table demo: {len(rows)} rows read back; "
+                   f"{len(writers.acked)} acknowledged, {len(lost)} lost; "
+                   f"{unknown_applied}/{len(writers.unknown)} outcome-unknown writes applied")
+        self.figure("acknowledged rows lost", str(len(lost)))
+        if lost:
+            raise DemoFailed(f"{len(lost)} acknowledged row(s) lost, e.g. "
+                             f"{', '.join(k.decode() for k in lost[:5])}")
+
+    def traces(self) -> None:
+        traces = os.path.join(self.cluster_dir, "traces")
+        started = time.monotonic()
+        report = self.cli_json("trace", "check", traces)
+        self.stage(f"trace check: {report['events']} events in {report['files']} files "
+                   f"(every master and tablet server incarnation): 0 violations "
+                   f"[{time.monotonic() - started:.1f} s]")
+        self.figure("trace events checked", f"{report['events']}, 0 violations")
+        if self.quick:
+            return
+        started = time.monotonic()
+        self.cli("trace", "validate", traces, "--engine", "spark", "--master", "local[2]",
+                 "--out", str(self.root / "spark-report"))
+        self.stage(f"trace validate --engine spark (local[2]): the same traces clean "
+                   f"[{time.monotonic() - started:.1f} s]")
+        self.figure("Spark validation", "clean")
+
+    # ------------------------------------------------------------------ helpers
+
+    def progress(self) -> str:
+        return self.writers.progress() if self.writers else "-"
+
+    @staticmethod
+    def tablets(doc: dict[str, Any]) -> list[dict[str, Any]]:
+        return [t for table in doc["tables"] if table["name"] == "demo"
+                for t in table["tablets"]]
+
+    def wait_for(self, what: str, probe: Callable[[], bool], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not probe():
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"not within {seconds:g} s: {what}")
+            time.sleep(0.2)
+
+    def wait_ksck(self, probe: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + STAGE_TIMEOUT
+        while True:
+            doc: dict[str, Any] = self.cli_json(*self.at("ksck"), expect=(0, 1))
+            if probe(doc):
+                return doc
+            if time.monotonic() > deadline:
+                raise DemoFailed(f"not within {STAGE_TIMEOUT:g} s: {what} (ksck: "
+                                 f"{doc['summary']})")
+            time.sleep(0.3)
+
+    def ksck_healthy(self, stage: str | None) -> None:
+        started = time.monotonic()
+        doc = self.wait_ksck(lambda d: bool(d["healthy"]), "ksck healthy")
+        self.cli(*self.at("ksck"))  # exit 0, as a user would see it
+        if stage is not None:
+            self.stage(f"{stage}: {doc['summary']} "
+                       f"[{time.monotonic() - started:.1f} s]")
+
+    def cleanup(self) -> None:
+        """Leave nothing running: the writers, the extra master, every recorded process."""
+        from revivify.impl.cli import clusterfile
+        from revivify.impl.cli.localcluster import kill_process, pid_alive
+
+        if self.writers is not None:
+            self.writers.stop_event.set()
+        if self.extra_master is not None:
+            kill_process(self.extra_master)
+        with contextlib.suppress(clusterfile.ClusterFileError):
+            record = clusterfile.load(self.cluster_dir)
+            servers = record.masters + record.tservers
+            for r in servers:
+                if pid_alive(r.pid, r.start_ticks):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(r.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while any(pid_alive(r.pid, r.start_ticks) for r in servers) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+        if self.writers is not None:
+            self.writers.stop()
 
 
-async def big_rows(servers: str, tablet: str) -> dict[bytes, bytes]:
-    """24 MB of 64 KiB rows, so that the copies below take long enough to watch."""
-    import trio
-
-    from revivify.impl.client import open_tablet_client
-
-    acked: dict[bytes, bytes] = {}
-
-    async def client(c: int) -> None:
-        async with open_tablet_client(servers.split(","), tablet) as tc:
-            for i in range(c, 384, 4):
-                key, value = b"big-%05d" % i, (b"%05d" % i) * ((64 << 10) // 5)
-                await tc.put(key, value)
-                acked[key] = value
-    async with trio.open_nursery() as nursery:
-        for c in range(4):
-            nursery.start_soon(client, c)
-    print(f"{len(acked)} rows of 64 KiB acknowledged")
-    return acked
-
-
-async def workload(cluster: object, servers: str, tablet: str) -> dict[bytes, bytes]:
-    """8 concurrent clients write 400 rows; after 150 the leader is killed (SIGKILL)."""
-    import trio
-
-    from revivify.impl.cli.localcluster import ProcessCluster
-    from revivify.impl.client import open_tablet_client
-
-    assert isinstance(cluster, ProcessCluster)
-    acked: dict[bytes, bytes] = {}
-    done = 0
-    killed = trio.Event()
-
-    async def client(c: int) -> None:
-        nonlocal done
-        async with open_tablet_client(servers.split(","), tablet) as tc:
-            for i in range(c, 400, 8):
-                key, value = b"row-%05d" % i, b"value-%d" % i
-                await tc.put(key, value)
-                acked[key] = value
-                done += 1
-                if done == 150 and not killed.is_set():
-                    info = await tc.leader_info()
-                    victim = next(s for s in cluster.servers if s.uuid == info.leader)
-                    print(f"{done} rows acknowledged; killing the leader, tablet server "
-                          f"{victim.index} (SIGKILL)", flush=True)
-                    cluster.kill(victim.index)
-                    killed.set()
-                if done % 100 == 0:
-                    print(f"  {done} rows acknowledged", flush=True)
-
-    start = trio.current_time()
-    async with trio.open_nursery() as nursery:
-        for c in range(8):
-            nursery.start_soon(client, c)
-    print(f"{len(acked)} rows acknowledged in {trio.current_time() - start:.1f} s "
-          "(a new leader was elected after the kill)")
-    return acked
-
-
-async def read_back(servers: str, tablet: str) -> dict[bytes, bytes]:
-    from revivify.impl.client import open_tablet_client
-
-    async with open_tablet_client(servers.split(","), tablet) as tc:
-        return dict(await tc.scan())
+def print_summary(demo: Demo, seconds: float, verdict: str) -> None:
+    rows = [*demo.summary, ("demo duration", f"{seconds:.0f} s"), ("verdict", verdict)]
+    width = max(len(name) for name, _ in rows)
+    print("\n" + "-" * (width + 40))
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    print("-" * (width + 40), flush=True)
 
 
 def missing_extras() -> list[str]:
@@ -274,44 +533,64 @@ def missing_extras() -> list[str]:
                    if importlib.util.find_spec(module) is None})
 
 
-def main() -> int:
-    missing = missing_extras()
-    if missing:  # every step but the cluster's runs the checker, on z3 and on Spark
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m revivify.impl.cli.demo",
+                                     description="the checking, then a cluster that heals "
+                                                 "itself")
+    parser.add_argument("--quick", action="store_true",
+                        help="the cluster part only, and no Spark (what the tests run)")
+    parser.add_argument("--short", action="store_true",
+                        help="with --quick: no master add/remove and no retire either (their "
+                             "own tests cover them; what `make test` runs)")
+    parser.add_argument("--workdir", default=None, metavar="DIR",
+                        help=f"where the cluster, its logs and traces go (emptied first; "
+                             f"default {DEFAULT_OUT})")
+    args = parser.parse_args(argv)
+    missing = [] if args.quick else missing_extras()
+    if missing:  # the checking runs z3 and Spark
         print(f"demo: needs the {' and '.join(repr(m) for m in missing)} extra"
               f"{'s' if len(missing) > 1 else ''}: pip install "
               f"'revivify[{','.join(missing)}]'", file=sys.stderr)
         return 2
-    OUT.mkdir(parents=True, exist_ok=True)
-    banner("1. z3: every invariant of the spec is inductive (3 servers, any term)")
-    run(["prove"])
-
-    banner("2. the seed's StartTabletCopy order is unsafe: the mutant fails its proof")
-    run(["prove", "--mutant", "stc_seed_order", "--bmc-depth", "8", "--timeout", "5"],
-        expect=1)
-
-    banner("3. exhaustive exploration of the spec within the default bounds")
-    run(["explore"])
-
-    banner("4. traces of spec walks with crashes, checked locally and on Spark")
-    walks = OUT / "traces"
-    write_walks(walks, range(100, 112), steps=160)
-    run(["trace", "check", str(walks)])
-    run(["trace", "validate", str(walks), "--engine", "spark", "--master", "local[2]",
-         "--out", str(OUT / "spark-report")])
-
-    banner("5. a known-bad trace: a tombstone votes twice in a term after restart")
-    run(["trace", "check", "traces/bad/vote-twice-after-restart"], expect=1)
-    # The same on Spark's dataframe plan (Spark reads and shuffles the lines by node).
-    run(["trace", "validate", "traces/bad/vote-twice-after-restart", "--engine", "spark",
-         "--plan", "dataframe", "--master", "local[2]"], expect=1)
-
-    banner("6-7. a real cluster: a workload, a leader killed, a disk wiped and re-copied, a "
-           "tombstone copied back, every server restarted, traces checked")
-    real_cluster(OUT / "cluster")
-
-    banner("demo complete")
-    print(f"outputs under {OUT}/")
-    return 0
+    root = Path(args.workdir) if args.workdir else DEFAULT_OUT
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    demo = Demo(root.resolve(), args.quick or args.short, args.short)
+    started = time.monotonic()
+    verdict, code = "PASS", 0
+    with open(root / "demo.log", "w") as log, sigterm_as_interrupt():
+        demo.log = log
+        print(f"revivify demo: every command's output in {root / 'demo.log'}", flush=True)
+        try:
+            if not args.quick:
+                demo.checking()
+            demo.cluster()
+            demo.traces()
+        except DemoFailed as exc:
+            demo.say(f"demo: FAILED: {exc}")
+            verdict, code = f"FAIL: {exc}", 1
+        except KeyboardInterrupt:
+            demo.say("demo: interrupted; killing every process it started")
+            verdict, code = "interrupted", 130
+        except subprocess.TimeoutExpired as exc:
+            demo.say(f"demo: FAILED: a command hung: {exc}")
+            verdict, code = "FAIL: a command hung", 1
+        finally:
+            demo.cleanup()
+    print_summary(demo, time.monotonic() - started, verdict)
+    return code
 
 
 if __name__ == "__main__":
