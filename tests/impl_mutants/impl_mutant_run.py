@@ -43,7 +43,7 @@ from impl_mutant_list import BY_NAME, ENV, MUTANTS  # noqa: E402
 TESTS = ("tests/consensus", "tests/storage", "tests/copy", "tests/tserver", "tests/tablet")
 DETECTORS = ("sim", "tests", "nemesis")
 TESTS_TIMEOUT = 900
-NEMESIS_TIMEOUT = 900
+NEMESIS_TIMEOUT = 300
 
 
 def _env(mutant: str | None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from impl_mutant_sim import (
     crash_in_delete,
     partitioned_leader,
     run_scenario,
+    stale_copy_request,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -31,17 +32,28 @@ def test_mutant_names_are_unique_and_at_least_fifteen() -> None:
     assert len(BY_NAME) == len(MUTANTS) >= 15
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
+# (mutant, the scenario that catches it, the finding it must produce): one per part of the
+# server (copy, Raft shell, deletion, StartTabletCopy); none of them makes its scenario hang.
+CAUGHT = [
+    ("merge_adopts_remote_vote", copy_after_leader_change, "StateMismatch"),
+    ("write_acked_before_commit", partitioned_leader, "LostWrite"),
+    ("deleted_superblock_not_fsynced", crash_in_delete("delete_move_wal"), "StateMismatch"),
+    ("stc_ignores_caller_term", stale_copy_request, "GuardFailed"),
+]
+
+
+@pytest.mark.parametrize("scenario", [c[1] for c in CAUGHT], ids=lambda s: s.__name__)
 def test_no_mutant_no_finding(scenario) -> None:  # type: ignore[no-untyped-def]
+    """Without a bug the scenarios below find nothing (``make mutants`` checks them all)."""
     assert run_scenario(scenario).findings == ()
 
 
-@pytest.mark.parametrize(("mutant", "scenario", "finding"), [
-    ("merge_adopts_remote_vote", copy_after_leader_change, "StateMismatch"),
-    ("write_acked_before_commit", partitioned_leader, "LostWrite"),
-    ("deleted_superblock_not_fsynced", crash_in_delete("delete_move_wal"), None),
-    ("startup_skips_roll_forward", crash_in_delete("delete_mark_deleted"), None),
-], ids=lambda v: v if isinstance(v, str) else "")
+def test_every_scenario_is_listed() -> None:
+    assert len({s.__name__ for s in SCENARIOS}) == len(SCENARIOS) >= 10
+
+
+@pytest.mark.parametrize(("mutant", "scenario", "finding"), CAUGHT,
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_a_seeded_bug_is_caught(mutant, scenario, finding) -> None:  # type: ignore[no-untyped-def]
     patcher = Patcher()
     BY_NAME[mutant].apply(patcher)
@@ -49,9 +61,7 @@ def test_a_seeded_bug_is_caught(mutant, scenario, finding) -> None:  # type: ign
         outcome = run_scenario(scenario)
     finally:
         patcher.undo()
-    assert outcome.findings, f"{mutant} survived {scenario.__name__}"
-    if finding is not None:
-        assert finding in outcome.findings, outcome
+    assert finding in outcome.findings, f"{mutant} in {scenario.__name__}: {outcome}"
 
 
 def test_sitecustomize_applies_the_named_mutant() -> None:
