@@ -285,9 +285,14 @@ class GlobalChecks:
 
     def _majority_violations(self) -> list[Violation]:
         out: list[Violation] = []
-        granted_to: dict[tuple[str, int, str], set[str]] = {}
-        for tablet, term, cand, voter in self.votes:
-            granted_to.setdefault((tablet, term, cand), set()).add(voter)
+        # Each grant's (lowest) clock: a vote counts toward a leader's majority only if it
+        # is traced below the leader's become_leader. A voter traces its vote before the
+        # answer leaves (the plan order, impl/consensus/plan.py) and the answer carries its
+        # clock, so a vote that helped win the term is below it; one traced at or above it
+        # was answered before it was durable, or came after the election was won.
+        granted_to: dict[tuple[str, int, str], dict[str, int]] = {}
+        for (tablet, term, cand, voter), (vlam, _, _) in self.votes.items():
+            granted_to.setdefault((tablet, term, cand), {})[voter] = vlam
         for (tablet, term), leads in self.leads.items():
             for lam, node, f, ln, cfg, payload, _ in sorted(leads):
                 if cfg < 0 or not payload:
@@ -295,8 +300,8 @@ class GlobalChecks:
                 voters: list[str] = json.loads(payload)
                 if not voters or not all(self._complete(v) for v in voters):
                     continue
-                votes = granted_to.get((tablet, term, node), set())
-                granted = sorted(v for v in voters if v == node or v in votes
+                votes = granted_to.get((tablet, term, node), {})
+                granted = sorted(v for v in voters if v == node or votes.get(v, lam) < lam
                                  or self._may_have_lost(v, lam))
                 slack = self._slack(tablet, cfg)
                 if 2 * len(granted) + slack <= len(voters):

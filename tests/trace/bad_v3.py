@@ -254,6 +254,17 @@ def bad_terms() -> tuple[Recorder, Line, list[str]]:
     return r, at, []
 
 
+@case("votes-traced-after-the-election", "LeaderWithoutMajority",
+      "the one vote a leader needed is traced after its become_leader: answered before "
+      "it was durable (a crash then could let the voter vote again)")
+def votes_after_election() -> tuple[Recorder, Line, list[str]]:
+    r = new(171)
+    r.step(0, "start_election", me=0)
+    at = r.step(0, "become_leader", check=False, me=0, t=1)
+    r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
+    return r.stop_all(), at, []
+
+
 def write(root: str) -> list[str]:
     """(Re)write ``root/<case>/`` for every case; return the names."""
     for name, (build, kind, what) in CASES.items():

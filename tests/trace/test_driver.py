@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from revivify.checker.catalog import CatalogReplay
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import _input_error, check_paths, drain_facts, group_files
 from revivify.checker.replay import KeyState, NodeState, Replayer
@@ -26,6 +27,7 @@ from revivify.checker.traces import (
     open_trace,
 )
 from revivify.checker.walks import random_walk
+from revivify.contract.events import MASTER_EVENTS
 
 from .conftest import TRACES
 
@@ -45,6 +47,7 @@ def reference(paths: list[str]) -> Report:
         keys: dict[str, KeyState] = {}
         clean: set[tuple[str, int]] = set()
         ns = NodeState("")
+        masters: CatalogReplay | None = None
         for f in group:
             empty = True
             # The file's (node, incarnation, first and highest Lamport clock).
@@ -71,6 +74,11 @@ def reference(paths: list[str]) -> Report:
                         elif item.event == "server_format":
                             g.server_format(item.node, f, lineno)
                             ns.born = ns.born or item.inc == 1
+                        elif item.event in MASTER_EVENTS:
+                            if masters is None:
+                                masters = CatalogReplay(item.node, g, report.add)
+                            masters.feed(f, lineno, item.inc, item.lamport, item.event,
+                                         bytes(item.args))
                         continue
                     k = keys.get(item.tablet)
                     if k is None or k.node != item.node:
