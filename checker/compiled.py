@@ -346,6 +346,24 @@ def compile_action(action: Action, scalars: bool = False) -> CompiledAction:
     return CompiledAction(action.name, guard, effect, _fields_read(em.read, "s"))
 
 
+def compile_guard(action: Action) -> CompiledPredicate:
+    """The action's local guard alone, as ``fn(s, *parameters in the action's order)`` over
+    ``ServerState`` objects, maps included (a ``Select`` is an ``FMap`` lookup), and the
+    fields of ``s`` it reads: the explorer's guard (its effects stay interpreted, maps and
+    all), whose verdicts it caches on that footprint."""
+    s = _sym_state("s")
+    params = _sym_params(action.params)
+    names = _state_names("s", "s") | {f"p.{p}": f"p_{p}" for p in action.params}
+    signature = ", ".join(["s", *(f"p_{p}" for p in action.params)])
+    g = _as_expr(_run_sym(action.guard, s, **params))
+    em = _Emitter(names)
+    em.count(g)
+    result = em.expr(g)
+    return CompiledPredicate(action.name, _build(signature, em.lines, result, {},
+                                                 f"{action.name} guard"),
+                             _fields_read(em.read, "s"))
+
+
 def compile_all(preds: list[tuple[Callable[..., Any], tuple[Any, ...]]], signature: str,
                 names: dict[str, str], label: str) -> Callable[..., bool]:
     """The conjunction of several predicates as one function (shared subterms computed
@@ -374,6 +392,21 @@ def cached_action(action: Action, scalars: bool = False) -> CompiledAction | Non
         except NotCompilable:
             _ACTIONS[key] = None
     return _ACTIONS[key]
+
+
+_GUARDS: dict[tuple[Any, ...], CompiledPredicate | None] = {}
+
+
+def cached_guard(action: Action) -> CompiledPredicate | None:
+    """``compile_guard``, once per guard function and parameter list (None: not
+    compilable, keep the interpreted guard)."""
+    key = (action.guard, action.params)
+    if key not in _GUARDS:
+        try:
+            _GUARDS[key] = compile_guard(action)
+        except NotCompilable:
+            _GUARDS[key] = None
+    return _GUARDS[key]
 
 
 def cached_invariant(inv: Invariant, scalars: bool = False) -> CompiledPredicate | None:
@@ -430,6 +463,7 @@ def steps_hold(props: tuple[StepProperty, ...],
 
 
 __all__ = ["FIELDS", "SCALAR_FIELDS", "CompiledAction", "CompiledPredicate", "NotCompilable",
-           "Scalars", "cached_action", "cached_invariant", "cached_step_property",
-           "compile_action", "compile_all", "compile_invariant", "compile_step_property",
-           "from_scalars", "invariants_hold", "steps_hold", "to_scalars"]
+           "Scalars", "cached_action", "cached_guard", "cached_invariant",
+           "cached_step_property", "compile_action", "compile_all", "compile_guard",
+           "compile_invariant", "compile_step_property", "from_scalars", "invariants_hold",
+           "steps_hold", "to_scalars"]

@@ -49,8 +49,6 @@ class StateChecks:
         self.server_free = [k for k in self.per_server if not invs[k].uses_term]
         self.server_term = [k for k in self.per_server if invs[k].uses_term]
         self.cross = [k for k, inv in enumerate(invs) if plain and not inv.per_server]
-        self.cross_free = [k for k in self.cross if not invs[k].uses_term]
-        self.cross_term = [k for k in self.cross if invs[k].uses_term]
         self.server_inv_cache: dict[int, tuple[int, ...]] = {}  # (tid, sid) packed
         self.server_free_cache: dict[int, tuple[int, ...]] = {}  # sid
         self.server_term_cache: dict[tuple[int, int], tuple[int, ...]] = {}  # (sid, term)
@@ -58,8 +56,12 @@ class StateChecks:
         self.cross_fields: frozenset[str] = frozenset()
         self.cross_proj = Projections((), interner.objs)
         self.cross_cache: dict[int, tuple[int, ...]] = {}  # (tid, pids) packed
-        self.cross_free_cache: dict[tuple[int, ...], tuple[int, ...]] = {}  # pids
-        self.cross_term_cache: dict[tuple[int, ...], tuple[int, ...]] = {}  # (term, pids)
+        # per cross-server invariant: the projection onto the fields it was seen to read,
+        # and its verdict (True: it fails) on (the term, if it reads it, and) the servers'
+        # projections
+        self.inv_proj: dict[int, Projections] = {
+            k: Projections((), interner.objs) for k in self.cross}
+        self.inv_cache: dict[int, dict[tuple[int, ...], bool]] = {k: {} for k in self.cross}
 
     def system(self, sids: Sequence[int]) -> SystemState:
         objs = self.interner.objs
@@ -138,7 +140,11 @@ class StateChecks:
                 return not self.state_failures(sids)
             if self.cross:
                 tab = self.cross_proj.tab
-                if (self.cross_off or len(tab) < len(self.interner.objs)
+                if len(tab) < len(self.interner.objs):
+                    # server states interned since the table was last filled (a move's
+                    # orbit): fill it, or every check would miss until one is visited
+                    tab = self.cross_proj.fill()
+                if (self.cross_off
                         or self.cross_cache.get((tid << 72) | (tab[a] << 48) | (tab[b] << 24)
                                                 | tab[c]) != ()):
                     return not self.state_failures(sids)
@@ -151,7 +157,9 @@ class StateChecks:
                 return not self.state_failures(sids)
         if self.cross:
             tab = self.cross_proj.tab
-            if (self.cross_off or len(tab) < len(self.interner.objs)
+            if len(tab) < len(self.interner.objs):
+                tab = self.cross_proj.fill()
+            if (self.cross_off
                     or self.cross_cache.get(pack([tid, *[tab[s] for s in sids]])) != ()):
                 return not self.state_failures(sids)
         return True
@@ -180,8 +188,9 @@ class StateChecks:
 
     def cross_failures(self, sids: Sequence[int], tid: int) -> tuple[int, ...]:
         """The cross-server invariants, cached on (terms, each server's projection onto the
-        fields they were seen to read), and below that per term (those that read it) or
-        once (those that do not): read-set memoisation, as for neighbourhoods."""
+        fields they were seen to read), and below that per invariant on each server's
+        projection onto the fields that invariant was seen to read (and the term, for
+        those that read it): read-set memoisation, as for the explorer's moves."""
         invs = self.spec.invariants
         terms = self.terms_list[tid]
         if self.cross_off:
@@ -190,44 +199,50 @@ class StateChecks:
                          if not all(invs[k].pred(system, t)
                                     for t in (terms if invs[k].uses_term else terms[:1])))
         pid = self.cross_proj.pid
-        pids = [pid(s) for s in sids]
-        ck = pack([tid, *pids])
+        ck = pack([tid, *[pid(s) for s in sids]])
         got = self.cross_cache.get(ck)
         if got is not None:
             return got
-        failed: set[int] = set()
-        jobs: list[tuple[tuple[int, ...], list[int], int, dict[Any, tuple[int, ...]]]] = []
-        if self.cross_free:
-            jobs.append(((*pids,), self.cross_free, terms[0], self.cross_free_cache))
-        if self.cross_term:
-            jobs += [((t, *pids), self.cross_term, t, self.cross_term_cache) for t in terms]
-        for key, which, t, cache in jobs:
-            got_t = cache.get(key)
-            if got_t is None:
-                reads: set[str] = set()
-                probed: Any = tuple([FieldProbe(s, reads) for s in self.system(sids)])
-                try:
-                    got_t = tuple(k for k in which if not bool(invs[k].pred(probed, t)))
-                except Exception:
-                    self.cross_off = True
-                    self._drop_cross()
-                    return self.cross_failures(sids, tid)
-                if not reads <= self.cross_fields:
-                    # a field never read before: key everything on the larger projection
-                    self.cross_fields = self.cross_fields | reads
-                    self.cross_proj = Projections(tuple(sorted(self.cross_fields)),
-                                                  self.interner.objs)
-                    self._drop_cross()
-                    return self.cross_failures(sids, tid)
-                cache[key] = got_t
-            failed.update(got_t)
-        got = self.cross_cache[ck] = tuple(sorted(failed))
+        failed: list[int] = []
+        for k in self.cross:
+            proj = self.inv_proj[k]
+            kp = tuple([proj.pid(s) for s in sids])
+            cache = self.inv_cache[k]
+            uses_term = invs[k].uses_term
+            for t in (terms if uses_term else terms[:1]):
+                key = (t, *kp) if uses_term else kp
+                fails = cache.get(key)
+                if fails is None:
+                    reads: set[str] = set()
+                    probed: Any = tuple([FieldProbe(s, reads) for s in self.system(sids)])
+                    try:
+                        fails = not bool(invs[k].pred(probed, t))
+                    except Exception:
+                        self.cross_off = True
+                        self._drop_cross()
+                        return self.cross_failures(sids, tid)
+                    if not reads <= proj.fields_set:
+                        # a field never read before: key this invariant (and the union
+                        # over all of them) on the larger projection
+                        fields = tuple(sorted(proj.fields_set | reads))
+                        self.inv_proj[k] = Projections(fields, self.interner.objs)
+                        self.inv_cache[k] = {}
+                        self.cross_fields = self.cross_fields | reads
+                        self.cross_proj = Projections(tuple(sorted(self.cross_fields)),
+                                                      self.interner.objs)
+                        self.cross_cache.clear()
+                        return self.cross_failures(sids, tid)
+                    cache[key] = fails
+                if fails:
+                    failed.append(k)
+                    break
+        got = self.cross_cache[ck] = tuple(failed)
         return got
 
     def _drop_cross(self) -> None:
         self.cross_cache.clear()
-        self.cross_free_cache.clear()
-        self.cross_term_cache.clear()
+        for cache in self.inv_cache.values():
+            cache.clear()
 
 
 __all__ = ["StateChecks"]

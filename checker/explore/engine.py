@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from revivify.checker.compiled import cached_guard
 from revivify.spec.actions import (
     FAILURE_ACTIONS,
     FAULT_ACTIONS,
@@ -90,16 +91,39 @@ class Explorer:
         self.limits = budget_limits(bounds)
         self.interner = Interner(self.n, symmetry)
         self.canon = make_canon(self.interner)
+        # Each local guard compiled from its z3 form (``checker.compiled``: the guard as z3
+        # sees it, printed as Python), None where it will not compile (the interpreted one
+        # is used). ``tests/spec/test_compiled.py`` holds them equal to the spec's guards;
+        # ``verify`` re-checks every successor set against the interpreted spec.
+        self.guards: list[Any] = [
+            (cg.fn, a.params) if (cg := cached_guard(a)) is not None else None
+            for a in self.actions]
+        # A compiled guard reads nothing but its footprint (the fields its code names), so
+        # its verdict is cached on the server state's projection onto it and the parameters
+        # (``guard_cache``); an interpreted guard's on the whole state (projection None).
+        footprints: dict[frozenset[str], Projections] = {}
+        self.guard_proj: list[Projections | None] = [
+            footprints.setdefault(cg.footprint, Projections(tuple(sorted(cg.footprint)),
+                                                            self.interner.objs))
+            if (cg := cached_guard(a)) is not None else None for a in self.actions]
+        self.guard_cache: dict[tuple[Any, ...], bool] = {}
         self.plans: dict[tuple[int, int], Plan] = {}
         self.moves: dict[tuple[int, int, tuple[tuple[str, Any], ...]], int] = {}  # -1: off
         # neighbourhoods: read sets per action, projections per set of fields
         # per action: parameters (non-local enumerators) or moves (system guards)
-        self.act_cache: dict[tuple[int, ...], tuple[list[Any], dict[int, Any]]] = {}
+        # per action answer: (parameters or moves, finished Moves by (action, sid), the
+        # parameters' keys)
+        self.act_cache: dict[tuple[int, ...], tuple[list[Any], dict[tuple[int, int], Moves],
+                                                    list[Any] | None]] = {}
         self.act_fs: list[int] = [-1 for _ in self.actions]  # ids of act_fields, act_own
         self.act_fo: list[int] = [-1 for _ in self.actions]
-        self.moves_cache: dict[tuple[int, ...], Moves] = {}
         self.neigh_off = False
         self.gen = 0
+        # Actions with the same enumerator and system guard (RequestVote granted and
+        # denied) share their parameters' answer and its read sets: ``rep`` is the first.
+        firsts: dict[tuple[Any, Any], int] = {}
+        self.rep = [firsts.setdefault((a.enum, a.system_guard), k)
+                    for k, a in enumerate(self.actions)]
         self.act_fields: list[frozenset[str]] = [frozenset() for _ in self.actions]
         self.act_own: list[frozenset[str]] = [frozenset() for _ in self.actions]
         self.fieldsets: dict[frozenset[str], int] = {}
@@ -127,16 +151,40 @@ class Explorer:
 
     # -- transitions -------------------------------------------------------------------
 
-    def local_move(self, a_idx: int, sid: int, p: Params) -> int:
-        """The next sid if the action's local guard holds for server state sid, else -1."""
-        mk = (a_idx, sid, params_key(p))
+    def local_move(self, a_idx: int, sid: int, p: Params,
+                   pk: tuple[tuple[str, Any], ...] | None = None) -> int:
+        """The next sid if the action's local guard holds for server state sid, else -1
+        (``pk``: ``params_key(p)``, when the caller has it)."""
+        if pk is None:
+            pk = params_key(p)
+        mk = (a_idx, sid, pk)
         got = self.moves.get(mk)
         if got is None:
-            action = self.actions[a_idx]
-            s = self.interner.objs[sid]
-            got = self.interner.sid(action.effect(s, **p)) if action.guard(s, **p) else -1
+            if self.guard_holds(a_idx, sid, p, pk):
+                got = self.interner.sid(self.actions[a_idx].effect(self.interner.objs[sid],
+                                                                   **p))
+            else:
+                got = -1
             self.moves[mk] = got
         return got
+
+    def guard_holds(self, a_idx: int, sid: int, p: Params,
+                    pk: tuple[tuple[str, Any], ...]) -> bool:
+        """The action's local guard for server state sid and parameters p, cached on the
+        state's projection onto the guard's footprint."""
+        proj = self.guard_proj[a_idx]
+        gk = (a_idx, sid if proj is None else proj.pid(sid), proj is None, pk)
+        ok = self.guard_cache.get(gk)
+        if ok is None:
+            s = self.interner.objs[sid]
+            compiled = self.guards[a_idx]
+            if compiled is not None:
+                fn, names = compiled
+                ok = bool(fn(s, *[p[name] for name in names]))
+            else:
+                ok = bool(self.actions[a_idx].guard(s, **p))
+            self.guard_cache[gk] = ok
+        return ok
 
     def make_moves(self, sid: int, full: list[tuple[int, Params, int]]) -> Moves:
         if not full:
@@ -205,20 +253,19 @@ class Explorer:
         return [(a, p, nsid) for a, p, nsid in plan.guarded
                 if a == a_idx and guard(system, i, **p)]
 
-    def local_moves(self, a_idx: int, sid: int,
-                    params: list[Params]) -> list[tuple[int, Params, int]]:
+    def local_moves(self, a_idx: int, sid: int, params: list[Params],
+                    keys: list[tuple[tuple[str, Any], ...]] | None = None,
+                    ) -> list[tuple[int, Params, int]]:
+        """The moves of server state sid by the action for each of ``params`` whose local
+        guard holds (``keys``: their ``params_key``, when the caller has them)."""
         out = []
-        for p in params:
-            nsid = self.local_move(a_idx, sid, p)
-            if nsid >= 0:
-                out.append((a_idx, p, nsid))
+        if keys is None:
+            keys = [params_key(p) for p in params]
+        holds = self.guard_holds
+        for p, pk in zip(params, keys, strict=True):
+            if holds(a_idx, sid, p, pk):
+                out.append((a_idx, p, self.local_move(a_idx, sid, p, pk)))
         return out
-
-    def nonlocal_moves(self, i: int, sid: int, plan: Plan,
-                       system: SystemState) -> list[tuple[int, Params, int]]:
-        """The moves of server i that depend on other servers (all budgets ignored)."""
-        return [m for a_idx in plan.neigh_actions
-                for m in self.action_moves(a_idx, i, sid, plan, system)]
 
     def fieldset(self, fields: frozenset[str]) -> int:
         """The id of a set of fields (its projections are interned under that id)."""
@@ -228,124 +275,159 @@ class Explorer:
             self.projections.append(Projections(tuple(sorted(fields)), self.interner.objs))
         return fs
 
-    def plan_key(self, plan: Plan, sids: Sequence[int]) -> Any:
-        """The key of plan's neighbourhood cache for the other servers of sids (the
-        explorer's loop computes the same inline)."""
-        if plan.gen != self.gen:
-            fields = frozenset().union(*(self.act_fields[a] for a in plan.neigh_actions))
-            plan.proj = self.projections[self.fieldset(fields)]
-            plan.tab = plan.proj.tab
-            plan.nb = {}
-            plan.gen = self.gen
-        tab = plan.tab
+    def act_key(self, a_idx: int, i: int, sids: Sequence[int], own: bool) -> tuple[int, ...]:
+        """The key of one action's cached answer: the other servers' projections onto the
+        fields it read from them, and server i's projection onto the fields it read from
+        server i (``own``: a non-local action's parameters), or server i's whole state."""
+        r = self.rep[a_idx]
+        fs = self.act_fs[r]
+        if fs < 0:
+            fs = self.act_fs[r] = self.fieldset(self.act_fields[r])
+            self.act_fo[r] = self.fieldset(self.act_own[r])
+        tab = self.projections[fs].tab
         if len(tab) < len(self.interner.objs):
-            assert plan.proj is not None
-            plan.proj.fill()  # appends to tab in place
+            tab = self.projections[fs].fill()
+        if own:
+            # the parameters: shared by the actions of one enumerator and system guard
+            fo = self.act_fo[r]
+            me = self.projections[fo].pid(sids[i])
+            who = r
+        else:
+            fo, me, who = -1, sids[i], -1 - a_idx
+        others = self.others_of[i]
+        if len(others) == 2:  # three servers: the common case, without a loop
+            return (who, fs, fo, i, me, tab[sids[others[0]]], tab[sids[others[1]]])
+        return (who, fs, fo, i, me, *[tab[sids[j]] for j in others])
+
+    def neighbourhood(self, i: int, sids: Sequence[int], plan: Plan) -> list[Moves]:
+        """The moves of server i that depend on other servers, one finished Moves per
+        action of ``plan.neigh_actions`` (budgets ignored; empty ones left out), from the
+        per-plan caches (what the explorer's loop looks up inline)."""
+        out = []
+        for pos in range(len(plan.neigh_actions)):
+            mv = self.part(i, sids, plan, pos)
+            if mv.full:
+                out.append(mv)
+        return out
+
+    def part(self, i: int, sids: Sequence[int], plan: Plan, pos: int) -> Moves:
+        """The moves of server i by the action at ``pos`` of ``plan.neigh_actions``,
+        cached per plan on the other servers' projections onto the fields that action was
+        ever seen to read, and below that per action across server states
+        (``action_part``).
+
+        Read-set memoisation: each action runs on a system whose other servers record the
+        fields read from them. A cached answer was computed from those fields only, so any
+        state that agrees with it on them gets the same answer (the spec is deterministic);
+        when an action reads a field it never read before, its read set grows and the
+        per-plan caches are rebuilt on the larger projection (per-action answers are keyed
+        by their field set, so they stay valid)."""
+        a_idx = plan.neigh_actions[pos]
+        sid = sids[i]
+        if self.neigh_off:
+            return self.make_moves(sid, self.action_moves(a_idx, i, sid, plan,
+                                                          self.system(sids)))
+        if plan.act_gen != self.gen:
+            self.plan_actions(plan)
+        ak = self.part_key(plan, pos, sids)
+        moves = plan.act_nb[pos].get(ak)
+        if moves is None:
+            gen = self.gen
+            moves = self.action_part(a_idx, i, sids, plan)
+            if self.neigh_off:
+                return self.part(i, sids, plan, pos)
+            if self.gen != gen:
+                # the action read a field it never read before: key on the larger
+                # projection from now on
+                self.plan_actions(plan)
+                ak = self.part_key(plan, pos, sids)
+            plan.act_nb[pos][ak] = moves
+        return moves
+
+    def part_key(self, plan: Plan, pos: int, sids: Sequence[int]) -> Any:
+        """The key of a plan's cache of one action: the other servers' projections onto
+        the fields it reads (the explorer's loop computes the same inline)."""
+        tab = plan.act_tabs[pos]
+        if len(tab) < len(self.interner.objs):
+            tab = self.projections[plan.act_proj[pos]].fill()
         o = plan.others
         if len(o) == 2:
             return (tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
         return tuple([tab[sids[j]] for j in o])
 
-    def act_key(self, a_idx: int, i: int, sids: Sequence[int], own: bool) -> tuple[int, ...]:
-        """The key of one action's cached answer: the other servers' projections onto the
-        fields it read from them, and server i's projection onto the fields it read from
-        server i (``own``: a non-local action's parameters), or server i's whole state."""
-        fs = self.act_fs[a_idx]
-        if fs < 0:
-            fs = self.act_fs[a_idx] = self.fieldset(self.act_fields[a_idx])
-            self.act_fo[a_idx] = self.fieldset(self.act_own[a_idx])
-        tab = self.projections[fs].tab
-        if len(tab) < len(self.interner.objs):
-            tab = self.projections[fs].fill()
-        if own:
-            fo = self.act_fo[a_idx]
-            me = self.projections[fo].pid(sids[i])
-        else:
-            fo, me = -1, sids[i]
-        others = self.others_of[i]
-        if len(others) == 2:  # three servers: the common case, without a loop
-            return (a_idx, fs, fo, i, me, tab[sids[others[0]]], tab[sids[others[1]]])
-        return (a_idx, fs, fo, i, me, *[tab[sids[j]] for j in others])
-
-    def neighbourhood(self, i: int, sids: Sequence[int], plan: Plan) -> Moves:
-        """nonlocal_moves, cached on (i, sid_i, the other servers' projections onto the
-        fields that these actions' enumerators and system guards were ever seen to read),
-        and below that per action (on the fields that action was seen to read).
-
-        Read-set memoisation: each action runs on a system whose other servers record the
-        fields read from them. A cached answer was computed from those fields only, so any
-        state that agrees with it on them gets the same answer (the spec is deterministic);
-        when an action reads a field it never read before, its read set grows, and the
-        cached neighbourhoods are dropped (per-action answers are keyed by their field set,
-        so they stay valid)."""
-        sid = sids[i]
-        if self.neigh_off:
-            return self.make_moves(sid, self.nonlocal_moves(i, sid, plan, self.system(sids)))
-        nk = self.plan_key(plan, sids)
-        got = plan.nb.get(nk)
-        if got is not None:
-            return got
-        system: SystemState | None = None
-        parts: list[list[tuple[int, Params, int]]] = []
-        grown = False
+    def plan_actions(self, plan: Plan) -> None:
+        """(Re)build a plan's per-action caches for the current read sets."""
+        plan.act_proj = []
         for a_idx in plan.neigh_actions:
-            own = a_idx in plan.nonlocal_actions
-            ak = self.act_key(a_idx, i, sids, own)
-            entry: Any = self.act_cache.get(ak)
-            if entry is None:
-                if system is None:
-                    system = self.system(sids)
-                reads: set[str] = set()
-                reads_own: set[str] = set()
-                me = FieldProbe(system[i], reads_own) if own else system[i]
-                probed: Any = tuple([me if j == i else FieldProbe(s, reads)
-                                     for j, s in enumerate(system)])
-                try:
-                    answer: list[Any]
-                    if own:
-                        answer = self.action_params(a_idx, i, probed)
-                        values = [v for p in answer for v in p.values()]
-                    else:
-                        answer = self.action_moves(a_idx, i, sid, plan, probed)
-                        values = [v for _, p, _n in answer for v in p.values()]
-                    if any(type(v) is not int and type(v) is not bool and type(v) is not FMap
-                           for v in values):
-                        raise Undecided
-                except Exception:
-                    # Something the probe cannot stand in for (identity, hashing, a server
-                    # object in the parameters): stop caching, run plainly from now on.
-                    self.neigh_off = True
-                    self.act_cache.clear()
-                    return self.make_moves(sid, self.nonlocal_moves(i, sid, plan,
-                                                                    self.system(sids)))
-                if not (reads <= self.act_fields[a_idx] and reads_own <= self.act_own[a_idx]):
-                    self.act_fields[a_idx] = self.act_fields[a_idx] | reads
-                    self.act_own[a_idx] = self.act_own[a_idx] | reads_own
-                    self.act_fs[a_idx] = -1
-                    grown = True
-                    ak = self.act_key(a_idx, i, sids, own)
-                entry = self.act_cache[ak] = (answer, {})
-            if own:
-                # the parameters, through the local guard and effect of this server state
-                by_sid = entry[1]
-                moves = by_sid.get(sid)
-                if moves is None:
-                    moves = by_sid[sid] = self.local_moves(a_idx, sid, entry[0])
-                parts.append(moves)
-            else:
-                parts.append(entry[0])
-        if grown:
-            self.gen += 1
-            nk = self.plan_key(plan, sids)
-        # the same per-action answers give the same moves (the lists are cached, so their
-        # ids are stable)
-        mk = (sid, *[id(m) for m in parts])
-        got = self.moves_cache.get(mk)
-        if got is None:
-            got = self.moves_cache[mk] = self.make_moves(
-                sid, [m for part in parts for m in part])
-        plan.nb[nk] = got
-        return got
+            r = self.rep[a_idx]
+            fs = self.act_fs[r]
+            if fs < 0:
+                fs = self.act_fs[r] = self.fieldset(self.act_fields[r])
+                self.act_fo[r] = self.fieldset(self.act_own[r])
+            plan.act_proj.append(fs)
+        plan.act_tabs = [self.projections[fs].tab for fs in plan.act_proj]
+        plan.act_nb = [{} for _ in plan.neigh_actions]
+        plan.act_gen = self.gen
+
+    def action_part(self, a_idx: int, i: int, sids: Sequence[int], plan: Plan) -> Moves:
+        """The finished moves of server i by one action that depends on other servers,
+        from its answer cached across server states (``act_cache``: keyed on server i's
+        projection onto the fields the action read from it, for a non-local enumerator, or
+        on server i's state, for a system guard, and on the others' projections), with
+        read-set growth (``self.gen`` goes up) and the fall-back to plain runs
+        (``self.neigh_off``) when a probe cannot stand in."""
+        sid = sids[i]
+        own = a_idx in plan.nonlocal_actions
+        ak = self.act_key(a_idx, i, sids, own)
+        entry: Any = self.act_cache.get(ak)
+        if entry is None:
+            system = self.system(sids)
+            reads: set[str] = set()
+            reads_own: set[str] = set()
+            me = FieldProbe(system[i], reads_own) if own else system[i]
+            probed: Any = tuple([me if j == i else FieldProbe(s, reads)
+                                 for j, s in enumerate(system)])
+            keys: list[Any] | None = None
+            try:
+                answer: list[Any]
+                if own:
+                    params = self.action_params(a_idx, i, probed)
+                    answer = params
+                    values = [v for p in params for v in p.values()]
+                    keys = [params_key(p) for p in params]
+                else:
+                    answer = self.action_moves(a_idx, i, sid, plan, probed)
+                    values = [v for _, p, _n in answer for v in p.values()]
+                if any(type(v) is not int and type(v) is not bool and type(v) is not FMap
+                       for v in values):
+                    raise Undecided
+            except Exception:
+                # Something the probe cannot stand in for (identity, hashing, a server
+                # object in the parameters): stop caching, run plainly from now on.
+                self.neigh_off = True
+                self.act_cache.clear()
+                return NO_MOVES
+            r = self.rep[a_idx]
+            if not (reads <= self.act_fields[r] and reads_own <= self.act_own[r]):
+                self.act_fields[r] = self.act_fields[r] | reads
+                self.act_own[r] = self.act_own[r] | reads_own
+                self.act_fs[r] = -1
+                self.gen += 1
+                ak = self.act_key(a_idx, i, sids, own)
+            entry = self.act_cache[ak] = (answer, {}, keys)
+        if not entry[0]:
+            return NO_MOVES
+        # Each action's moves, finished (budget groups, step verdicts) once: for a
+        # non-local enumerator per server state and action (its parameters through the
+        # local guard and effect of that state), for a system guard in the entry itself
+        # (its key holds the server state).
+        by_sid = entry[1]
+        mk = (a_idx, sid)
+        moves: Moves | None = by_sid.get(mk)
+        if moves is None:
+            moves = by_sid[mk] = self.make_moves(
+                sid, self.local_moves(a_idx, sid, entry[0], entry[2]) if own else entry[0])
+        return moves
 
     def budget_ok(self, a_idx: int, mask: int) -> bool:
         kind = self.kind_of[a_idx]
@@ -360,9 +442,7 @@ class Explorer:
         out: list[tuple[int, int, Params, int]] = []
         for i, sid in enumerate(sids):
             plan = self.plans.get((i, sid)) or self.plan(i, sids)
-            groups = [plan.local]
-            if plan.neigh_actions:
-                groups.append(self.neighbourhood(i, sids, plan))
+            groups = [plan.local, *self.neighbourhood(i, sids, plan)]
             out.extend((a_idx, i, p, nsid) for mv in groups for a_idx, p, nsid in mv.full
                        if self.budget_ok(a_idx, mask))
         return out

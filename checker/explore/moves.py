@@ -122,12 +122,13 @@ class Plan:
     nonlocal_actions: list[int]  # enumerator reads other servers: enumerate in each state
     neigh_actions: list[int]  # the actions of guarded and nonlocal_actions, in order
     others: tuple[int, ...]  # the other servers' positions
-    # The neighbourhood cache (valid while gen is the explorer's read-set generation): the
-    # other servers' projections (table tab) onto the fields these actions read -> moves.
-    gen: int = -1
-    proj: Projections | None = None
-    tab: list[int] = attrs.Factory(list)  # proj.tab
-    nb: dict[Any, Moves] = attrs.Factory(dict)
+    # Per action of neigh_actions (valid while act_gen is the explorer's read-set
+    # generation): the projection id of the fields the action reads from the other servers,
+    # its table (sid -> projection id), and the other servers' projections -> its moves.
+    act_gen: int = -1
+    act_proj: list[int] = attrs.Factory(list)
+    act_tabs: list[list[int]] = attrs.Factory(list)
+    act_nb: list[dict[Any, Moves]] = attrs.Factory(list)
 
 
 class Projections:
@@ -135,6 +136,7 @@ class Projections:
 
     def __init__(self, fields: tuple[str, ...], objs: list[ServerState]) -> None:
         self.fields = fields
+        self.fields_set = frozenset(fields)
         self.objs = objs
         self.tab: list[int] = []  # sid -> projection id, for every sid interned so far
         self.intern: dict[tuple[Any, ...], int] = {}

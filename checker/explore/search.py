@@ -14,7 +14,7 @@ from revivify.spec.system import Spec
 
 from .counterexample import replay
 from .engine import Explorer
-from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
+from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, counter_add
 from .results import ExploreResult, Progress, Violation
 from .symmetry import SID_BITS, SID_MASK
 
@@ -118,7 +118,7 @@ class Search:
         n = ex.n
         plans = ex.plans
         plan_of = ex.plan
-        neighbourhood = ex.neighbourhood
+        part = ex.part
         state_ok = ex.checks.state_ok
         objs = ex.interner.objs
         canon = ex.canon
@@ -151,18 +151,29 @@ class Search:
                     plan = plans.get((i, sid))
                     if plan is None:
                         plan = plan_of(i, sids)
-                    mv: Moves | None = plan.local
-                    nb = None
+                    # Its moves: those that depend on it alone, then one Moves per action
+                    # that depends on the others, from the plan's per-action caches (the
+                    # lookup of ex.part, inline; n == 3: two other servers).
+                    mvs = [plan.local]
                     if plan.neigh_actions:
-                        if plan.gen == ex.gen:  # the cache lookup of ex.neighbourhood, inline
-                            tab = plan.tab
+                        if plan.act_gen != ex.gen or ex.neigh_off:
+                            mvs.extend(ex.neighbourhood(i, sids, plan))
+                        else:
                             o = plan.others
-                            if len(tab) == len(objs):
-                                nb = plan.nb.get((tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
-                                                 if n == 3 else tuple([tab[sids[j]] for j in o]))
-                        if nb is None:
-                            nb = neighbourhood(i, sids, plan)
-                    while mv is not None:
+                            tables = plan.act_nb
+                            for pos, tab in enumerate(plan.act_tabs):
+                                got = None
+                                if len(tab) == len(objs):
+                                    got = tables[pos].get(
+                                        (tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                                        if n == 3 else tuple([tab[sids[j]] for j in o]))
+                                if got is None:
+                                    got = part(i, sids, plan, pos)
+                                    # (a read set that grew rebuilt the plan's tables)
+                                    tables = plan.act_nb
+                                if got.full:
+                                    mvs.append(got)
+                    for mv in mvs:
                         if mv.bad:
                             prop = mv.bad_at[budget]
                             if prop is not None:
@@ -193,7 +204,6 @@ class Search:
                                 break
                         if self.violation_at is not None:
                             break
-                        mv, nb = nb, None
                     if self.violation_at is not None:
                         break
                 if self.violation_at is not None:

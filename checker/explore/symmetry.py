@@ -59,6 +59,10 @@ class Interner:
         self.n = n
         self.perms: list[tuple[int, ...]] = (
             list(itertools.permutations(range(n))) if symmetry else [tuple(range(n))])
+        # compose[p][q]: the index of the permutation p o q (v -> p[q[v]])
+        index = {p: k for k, p in enumerate(self.perms)}
+        self.compose: list[list[int]] = [
+            [index[tuple(p[q[v]] for v in range(n))] for q in self.perms] for p in self.perms]
         self.sid_of: dict[ServerState, int] = {}
         self.objs: list[ServerState] = []
         self.relab: list[list[int]] = [[] for _ in self.perms]  # relab[p][sid]
@@ -70,8 +74,13 @@ class Interner:
         got = self.sid_of.get(s)
         if got is not None:
             return got
-        orbit = {relabel(s, p) for p in self.perms}
-        for m in orbit:
+        # The orbit: s relabeled by every permutation (images[q] = q.s). The relabeling
+        # of an image by p is an image too: p.(q.s) = (p o q).s, so n! relabelings give
+        # every entry of the tables (``compose``), not n! * n!.
+        images = [relabel(s, p) for p in self.perms]
+        for m in images:
+            if m in self.sid_of:
+                continue
             self.sid_of[m] = len(self.objs)
             self.objs.append(m)
             terms = frozenset(spec_invariants.relevant_terms((m,))[:-1])
@@ -79,10 +88,10 @@ class Interner:
             self.termset_id.append(self.termset_ids.setdefault(terms, len(self.termset_ids)))
             for table in self.relab:
                 table.append(-1)
-        for m in orbit:
-            k = self.sid_of[m]
-            for pi, p in enumerate(self.perms):
-                self.relab[pi][k] = self.sid_of[relabel(m, p)]
+        ids = [self.sid_of[m] for m in images]
+        for qi, k in enumerate(ids):
+            for pi, table in enumerate(self.relab):
+                table[k] = ids[self.compose[pi][qi]]
         if len(self.objs) > SID_MASK:
             raise ExplorerError(f"more than {SID_MASK} distinct server states")
         return self.sid_of[s]
