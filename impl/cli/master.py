@@ -34,6 +34,7 @@ from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
 from revivify.impl.master.catalog import COLUMN_TYPES, Column
 
+from . import render
 from .common import (
     Outcome,
     Parser,
@@ -98,6 +99,9 @@ def master_main(argv: list[str]) -> int:
                          "term": st.term, "ready": st.ready})
         text = "\n".join(f"{r['address']} {r['uuid']} {r['role']} term={r['term']}"
                          for r in rows)
+        if render.is_terminal():
+            text = render.table(["ADDRESS", "UUID", "ROLE", "TERM"], [
+                [r["address"], r["uuid"], r["role"], r["term"]] for r in rows])
         code = 0 if len(unreachable) < len(args.masters) else 2
         return Outcome(code, {"masters": rows}, text)
 
@@ -202,6 +206,10 @@ def table_main(argv: list[str]) -> int:
                   for t in reply.tables]
         text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
                          f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
+        if tables and render.is_terminal():  # a person: a table (scripts keep the lines)
+            text = render.table(["NAME", "TABLE ID", "STATE", "VERSION", "TABLETS"], [
+                [t["name"], t["table_id"], t["state"], f"v{t['schema_version']}",
+                 t["tablets"]] for t in tables])
         doc: dict[str, Any] = {"tables": tables}
         if follower_read:
             doc["served_by"] = _served_doc(reply.served_by)
@@ -294,6 +302,10 @@ def tserver_list_main(argv: list[str]) -> int:
                 for t in reply.tservers]
         text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
                          f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
+        if rows and render.is_terminal():
+            text = render.table(["UUID", "ADDRESS", "LIVE", "SINCE HEARTBEAT"], [
+                [r["uuid"], r["address"], "live" if r["live"] else "DEAD",
+                 f"{r['seconds_since_heartbeat']:.1f}s"] for r in rows])
         return Outcome(0, {"tservers": rows}, text)
 
     return execute("revivify tserver list", args, work)

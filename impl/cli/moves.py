@@ -16,7 +16,9 @@ Raft leader cannot remove itself). Once its replacement is a voter, this command
 server to hand the leadership to another live voter (``Admin.StepDown`` with a new leader,
 the same call as ``revivify tablet step-down``), and the masters finish the move.
 
-Progress on stderr: one line per tablet moved (table, tablet, k/N: a running count).
+Progress on stderr: one line per tablet moved (table, tablet, k/N: a running count), and
+on a terminal a live bar under those lines (render.progress: tablets moved of those found,
+elapsed time); without a terminal, or with ``--json``, the lines alone.
 Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to", "replicas"}],
 "count", "remaining"} ("to": the replacement, null when it was already a voter at this run's
 first look, e.g. added for an earlier, killed run; "replicas": the tablet's members after).
@@ -54,16 +56,13 @@ from revivify.impl.rpc import RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tserver import api as ts_api
 
+from . import render
 from .common import Outcome, Parser, common_flags, execute, masters_flags, parse_args
 
 PROG: Final = "revivify tserver retire"
 RETIRE_DEADLINE: Final = 600.0
 POLL_SECONDS: Final = 0.5
 CALL_DEADLINE: Final = 30.0  # each master call's own bound, retries included
-
-
-def _progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 async def _holding(client: MasterClient, uuid: str
@@ -85,7 +84,7 @@ async def _holding(client: MasterClient, uuid: str
 
 
 async def _hand_over_leadership(tablet: api.TabletLocationInfo, uuid: str,
-                                num_replicas: int) -> None:
+                                num_replicas: int, shown: render.Progress) -> None:
     """The retiring replica leads and its replacement is a voter: ask it to transfer the
     leadership to another live voter (the masters never remove a tablet's leader)."""
     me = next((r for r in tablet.replicas if r.uuid == uuid), None)
@@ -100,12 +99,21 @@ async def _hand_over_leadership(tablet: api.TabletLocationInfo, uuid: str,
                                        app_errors=ts_api.APP_ERRORS) as rpc:
                 await rpc.call(ts_api.ADMIN_STEP_DOWN,
                                ts_api.StepDown(tablet.tablet_id, others[0].uuid), ts_api.Ack)
-        _progress(f"{tablet.tablet_id}: leadership handed from {uuid} to {others[0].uuid}")
+        shown.note(f"{tablet.tablet_id}: leadership handed from {uuid} to {others[0].uuid}")
     except (RpcError, OSError, trio.TooSlowError):
         pass  # not the leader any more, or unreachable: looked at again next round
 
 
-async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
+async def retire(masters: list[str], uuid: str, deadline: float, *,
+                 bar: bool = True) -> Outcome:
+    """Move every replica off ``uuid`` (module docstring); ``bar``: a progress bar on
+    stderr when it is a terminal (render.progress)."""
+    with render.progress(f"retiring {uuid[:8]}", 0, enabled=bar) as shown:
+        return await _retire(masters, uuid, deadline, shown)
+
+
+async def _retire(masters: list[str], uuid: str, deadline: float,
+                  shown: render.Progress) -> Outcome:
     options = ClientOptions(deadline=min(CALL_DEADLINE, deadline))
     give_up = trio.current_time() + deadline - 1.0
     moved: list[dict[str, Any]] = []
@@ -117,19 +125,21 @@ async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
             return Outcome(1, {"tserver": uuid, "error": "unknown tablet server"}, "",
                            f"no tablet server {uuid} is known to the masters")
         holding = await _holding(client, uuid)
-        _progress(f"retiring {uuid}: {len(holding)} tablet(s) hold a replica there")
+        shown.note(f"retiring {uuid}: {len(holding)} tablet(s) hold a replica there")
         while True:
             for tablet_id, (table, tablet, _) in holding.items():
                 # Its voters at the first look: the replacement is a member it lacked
                 # (added as a NON_VOTER, possibly by an earlier, killed run).
                 first_seen.setdefault(tablet_id, (table, frozenset(
                     r.uuid for r in tablet.replicas if r.member_type == "VOTER")))
+            shown.set_total(len(first_seen))
             for tablet_id, (table, _) in sorted(first_seen.items()):
                 if tablet_id in holding or any(m["tablet"] == tablet_id for m in moved):
                     continue
                 moved.append({"table": table, "tablet": tablet_id, "to": None})
-                _progress(f"moved {table} {tablet_id} off {uuid} "
-                          f"({len(moved)}/{len(first_seen)})")
+                shown.advance()
+                shown.note(f"moved {table} {tablet_id} off {uuid} "
+                           f"({len(moved)}/{len(first_seen)})")
             if not holding:
                 break
             if trio.current_time() >= give_up:
@@ -147,14 +157,15 @@ async def retire(masters: list[str], uuid: str, deadline: float) -> Outcome:
                     except (Rejected, Unavailable) as exc:
                         # Another move of that tablet in progress (an automatic one for a
                         # failed server, say), or the masters busy: asked again next round.
-                        _progress(f"{tablet_id}: {exc}")
+                        shown.note(f"{tablet_id}: {exc}")
                 elif tablet.moving_from == uuid:
-                    await _hand_over_leadership(tablet, uuid, num_replicas)
+                    await _hand_over_leadership(tablet, uuid, num_replicas, shown)
             await trio.sleep(POLL_SECONDS)
+            shown.refresh()  # the bar's elapsed time
             try:
                 holding = await _holding(client, uuid)
             except Unavailable as exc:  # a master failover: look again next round
-                _progress(f"asking the masters: {exc}")
+                shown.note(f"asking the masters: {exc}")
         # Where each replica went: the members now that were not members before.
         for entry in moved:
             entry["to"], entry["replicas"] = await _new_member(
@@ -261,7 +272,8 @@ def tserver_retire_main(argv: list[str]) -> int:
     assert isinstance(args, argparse.Namespace)
 
     async def work() -> Outcome:
-        return await retire(list(args.masters), args.uuid, args.deadline)
+        return await retire(list(args.masters), args.uuid, args.deadline,
+                            bar=not args.json)
 
     return execute(PROG, args, work)
 

@@ -1,16 +1,28 @@
-"""How the server commands print: aligned text tables for people, JSON for programs.
+"""How the server commands print: tables and progress bars for people, JSON for programs.
 
 Every command builds one plain JSON-able document (dicts, lists, strings, numbers, None)
 and one text rendering of the same facts; ``--json`` prints the document (one line, UTF-8),
 otherwise the text. Bytes (row keys and values) are shown as UTF-8 text, undecodable bytes
 as backslash escapes, or as lowercase hex with ``--hex``, in both forms.
+
+Two audiences for the text. A person at a terminal gets ``table`` drawn by rich (bold
+headers, a rule under them, columns fitted to the terminal) and ``progress`` as a live bar
+on stderr. A script (stdout or stderr not a terminal, or ``TERM=dumb``) gets exactly the
+plain forms it always had, which scripts and tests parse: columns aligned on the widest
+cell, two spaces apart, the same column names in the same order, and one progress line per
+event on stderr. rich is imported only on the terminal path.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
-from typing import Any
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 from revivify.impl.client import ReplicaStatus, TabletStatus
 from revivify.impl.consensus.messages import Peer
@@ -25,7 +37,36 @@ def show_bytes(data: bytes, hex_mode: bool) -> str:
     return data.hex() if hex_mode else data.decode("utf-8", "backslashreplace")
 
 
+def is_terminal(stream: TextIO | None = None) -> bool:
+    """Output for a person: ``stream`` (stdout by default) is a terminal, not TERM=dumb."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream: not a person
+        return False
+    return tty and os.environ.get("TERM") != "dumb"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """The rows under their headers: a rich table on a terminal, else plain_table."""
+    if not is_terminal():
+        return plain_table(headers, rows)
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    drawn = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False)
+    for header in headers:
+        drawn.add_column(str(header), overflow="fold")
+    for row in rows:
+        drawn.add_row(*[_cell(c) for c in row])
+    buffer = io.StringIO()
+    Console(file=buffer, force_terminal=True,
+            width=shutil.get_terminal_size().columns).print(drawn)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines())
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns aligned on the widest cell, two spaces apart, no trailing blanks."""
     cells = [[str(h) for h in headers], *[[_cell(c) for c in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
@@ -35,6 +76,79 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def _cell(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
+
+
+class Progress:
+    """Progress of long work on stderr (``progress``): ``note`` a line, ``advance`` the
+    count of items done, ``set_total`` when more items turn up, ``refresh`` the bar."""
+
+    def __init__(self, description: str, total: int) -> None:
+        self.description = description
+        self.total = total
+        self.done = 0
+
+    def note(self, line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+
+    def set_total(self, total: int) -> None:
+        self.total = total
+
+    def refresh(self) -> None:
+        pass
+
+
+class _BarProgress(Progress):
+    """The terminal form: a rich bar (description, bar, done/total, elapsed) on stderr,
+    the notes printed above it. Refreshed by the caller (no thread of its own)."""
+
+    def __init__(self, description: str, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as RichProgress
+
+        super().__init__(description, total)
+        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                console=Console(file=sys.stderr), auto_refresh=False)
+        self.task = self.bar.add_task(description, total=total)
+
+    def note(self, line: str) -> None:
+        self.bar.console.print(line, highlight=False, markup=False)
+        self.refresh()
+
+    def advance(self, count: int = 1) -> None:
+        super().advance(count)
+        self.bar.update(self.task, completed=self.done)
+        self.refresh()
+
+    def set_total(self, total: int) -> None:
+        super().set_total(total)
+        self.bar.update(self.task, total=total)
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.bar.refresh()
+
+
+@contextmanager
+def progress(description: str, total: int, *, enabled: bool = True) -> Iterator[Progress]:
+    """Progress on stderr for work of ``total`` items: a live bar when stderr is a
+    terminal, else one plain line per ``note`` (what scripts and tests read). ``enabled``
+    False (``--json``): notes still go to stderr as lines, no bar."""
+    if not (enabled and is_terminal(sys.stderr)):
+        yield Progress(description, total)
+        return
+    shown = _BarProgress(description, total)
+    with shown.bar:
+        yield shown
 
 
 def opid(value: tuple[int, int] | Sequence[int]) -> str:
@@ -123,9 +237,13 @@ def tablet_status_text(status: TabletStatus) -> str:
 
 
 __all__ = [
+    "Progress",
     "dumps",
+    "is_terminal",
     "opid",
     "peer_doc",
+    "plain_table",
+    "progress",
     "replica_doc",
     "server_status_doc",
     "server_status_text",
