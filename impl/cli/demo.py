@@ -306,7 +306,7 @@ class Demo:
         # The SIGKILL is sent between the start of `cluster kill` and its end: the times
         # below count from the start (an upper bound: the command's Python start-up too),
         # with the time from its end beside them (a lower bound).
-        killed_at = time.monotonic()
+        killed_at, killed_ns = time.monotonic(), time.time_ns()
         self.cli(*self.at("cluster", "kill", victim["name"]))
         kill_took = time.monotonic() - killed_at
         report = self.wait_ksck(lambda d: any(
@@ -333,7 +333,8 @@ class Demo:
         heal = time.monotonic() - killed_at
         self.detail(f"every tablet fully replicated again {heal - kill_took:.1f}-{heal:.1f} s "
                     f"after the kill (failure timeout {MASTER_FAILED_AFTER_MS / 1000:g} s "
-                    f"included)")
+                    f"included), by {self.copies_since(killed_ns)} tablet copies (the servers' "
+                    f"traces: copy_start_replica)")
         self.figure("tserver kill -9 to every tablet healed",
                     f"{heal - kill_took:.1f}-{heal:.1f} s")
 
@@ -425,10 +426,11 @@ class Demo:
 
     def retire(self, status: dict[str, Any]) -> None:
         victim = status["tservers"][2]
-        started = time.monotonic()
+        started, started_ns = time.monotonic(), time.time_ns()
         out = self.cli_json(*self.at("tserver", "retire", victim["uuid"]))
         self.stage(f"tserver retire {victim['name']}: {out['count']} replica(s) moved off it "
-                   f"in {time.monotonic() - started:.1f} s; it holds none")
+                   f"in {time.monotonic() - started:.1f} s ({self.copies_since(started_ns)} "
+                   f"tablet copies); it holds none")
         self.figure("tserver retire", f"{out['count']} replicas in "
                     f"{time.monotonic() - started:.1f} s")
 
@@ -463,6 +465,20 @@ class Demo:
         self.figure("Spark validation", "clean")
 
     # ------------------------------------------------------------------ helpers
+
+    def copies_since(self, wall_ns: int) -> int:
+        """Tablet copies finished since `wall_ns`, as the servers' traces record them."""
+        count = 0
+        for path in Path(self.cluster_dir, "traces").glob("*.jsonl"):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if '"copy_start_replica"' not in line:
+                        continue
+                    with contextlib.suppress(ValueError):
+                        event = json.loads(line)
+                        count += (event.get("event") == "copy_start_replica"
+                                  and event.get("wall_ns", 0) >= wall_ns)
+        return count
 
     def progress(self) -> str:
         return self.writers.progress() if self.writers else "-"
