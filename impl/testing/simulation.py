@@ -64,6 +64,7 @@ judges them when the next incarnation's ``startup`` event shows what was found.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import math
@@ -96,6 +97,7 @@ from revivify.impl.tserver.manager.core import Case
 from revivify.impl.tserver.manager.shell import TabletManager
 
 from .cluster import Cluster, open_cluster
+from .memnet import LinkFaults
 from .simdisk import SimDisk
 
 logger = logging.getLogger(__name__)
@@ -123,6 +125,11 @@ class Write:
     rows: int = 1
 
 
+# ``server`` in Crash, CrashAtStep and Isolate is an index into the running servers (modulo
+# their number), in Restart into the servers that are down: a shrunk or replayed program
+# then still does something, and crashes and restarts meet.
+
+
 @attrs.frozen
 class Crash:
     """A machine crash now: the disk keeps what was fsync'd."""
@@ -133,7 +140,7 @@ class Crash:
 @attrs.frozen
 class CrashAtStep:
     """A machine crash right after the server's ``after``-th next durable (traced tablet)
-    step; then a write and some time, so that steps happen. Disarmed at the step's end."""
+    step; meanwhile writes and some time, so that steps happen. Disarmed at the step's end."""
 
     server: int
     after: int
@@ -147,14 +154,23 @@ class Restart:
 
 @attrs.frozen
 class Isolate:
-    """Cut ``server`` off from the other servers (the test client still reaches it)."""
+    """Cut a server off from the other servers (the test client still reaches it)."""
 
     server: int
 
 
 @attrs.frozen
+class Flaky:
+    """Every link between two servers drops chunks (a drop resets its connection: Raft
+    re-sends) with ``drop`` probability and delays each by ``delay`` seconds, until Heal."""
+
+    drop: float
+    delay: float
+
+
+@attrs.frozen
 class Heal:
-    pass
+    """Every cut and every link fault removed."""
 
 
 @attrs.frozen
@@ -194,8 +210,8 @@ class Wait:
     seconds: float
 
 
-Step: TypeAlias = (CreateTablet | Write | Crash | CrashAtStep | Restart | Isolate | Heal
-                   | Tombstone | Move | Wipe | Drop | Wait)
+Step: TypeAlias = (CreateTablet | Write | Crash | CrashAtStep | Restart | Isolate | Flaky
+                   | Heal | Tombstone | Move | Wipe | Drop | Wait)
 
 
 # ---------------------------------------------------------------------------- determinism
@@ -318,6 +334,14 @@ def durable_view(disk: SimDisk, root: str, tablets: set[str]) -> dict[str, Any]:
     return out
 
 
+def _aborted_wal_download(claim: Any, found: Any) -> bool:
+    """The known server bug (tests/simulation: a copy aborted in its WAL phase): the disk
+    holds a quarantined partial WAL download where the trace says no WAL at all, and
+    nothing else differs."""
+    return (found["wal"]["location"] == "QUARANTINED" and claim["wal"]["location"] == "ABSENT"
+            and {**found, "wal": claim["wal"]} == claim)
+
+
 class TraceTail:
     """Reads the trace directory incrementally: the last ``state`` each (node, tablet)
     traced, and each node's newest incarnation."""
@@ -327,6 +351,8 @@ class TraceTail:
         self.offsets: dict[str, int] = {}
         self.claims: dict[tuple[str, str], Any] = {}
         self.events = 0
+        self.kinds: collections.Counter[str] = collections.Counter()  # event name -> times
+        self.aborted: set[tuple[str, str]] = set()  # (node, tablet) that traced copy_abort
 
     def poll(self) -> None:
         if not os.path.isdir(self.directory):
@@ -342,6 +368,9 @@ class TraceTail:
             for line in data[:end].splitlines():
                 event = msgspec.json.decode(line)
                 self.events += 1
+                self.kinds[event["event"]] += 1
+                if event["event"] == "copy_abort":
+                    self.aborted.add((event["node"], event["tablet"]))
                 if event.get("tablet") is not None and event.get("state") is not None:
                     self.claims[(event["node"], event["tablet"])] = event["state"]
             self.offsets[path] = offset + end
@@ -367,9 +396,12 @@ class Counters:
     writes_acked: int = 0
     writes_unknown: int = 0
     crashes_at_step: int = 0
-    copies_seen: int = 0
-    durable_checks: int = 0
-    frontier: int = 0
+    tombstones: int = 0  # DeleteTablet TOMBSTONE accepted
+    moves: int = 0  # a replica moved (ADD, promoted, REMOVE, tombstoned)
+    wipes: int = 0
+    durable_checks: int = 0  # (server, tablet) states compared
+    frontier: int = 0  # of those, a crashed server's tablet one untraced step ahead
+    known_mismatch: int = 0  # of those, the known bug tolerated (tolerate_aborted_...)
 
 
 class SimulationFailed(AssertionError):
@@ -385,7 +417,8 @@ class Simulation:
 
     def __init__(self, trace_dir: str, *, seed: int, servers: int = 4, replicas: int = 3,
                  step_seconds: float = 30.0, options: dict[str, object] | None = None,
-                 wal_segment_bytes: int | None = 64 << 10) -> None:
+                 wal_segment_bytes: int | None = 64 << 10,
+                 tolerate_aborted_wal_download: bool = False) -> None:
         assert 1 <= replicas <= servers
         self.trace_dir = trace_dir
         self.seed = seed
@@ -393,6 +426,9 @@ class Simulation:
         self.replicas = replicas
         self.step_seconds = step_seconds
         self.wal_segment_bytes = wal_segment_bytes
+        # A known server bug (tests/simulation/test_simulation.py, the xfail test): count
+        # it instead of failing, so that the machine looks for others meanwhile.
+        self.tolerate_aborted_wal_download = tolerate_aborted_wal_download
         self.options: dict[str, object] = {"flush_threshold": 256, **(options or {})}
         self.clock = trio.testing.MockClock(rate=0, autojump_threshold=math.inf)
         self.tablets: list[TabletModel] = []
@@ -404,7 +440,8 @@ class Simulation:
         self.isolated: set[int] = set()
         self.crashed_at_step: set[int] = set()  # down after a CrashAtStep, until restarted
         self.wiped: set[str] = set()  # UUIDs whose disks were wiped
-        self._views: dict[int, tuple[object, dict[str, Any]]] = {}  # check_durable's cache
+        # check_durable's cache: server -> ((disk, its fsync count, tablets traced), view)
+        self._views: dict[int, tuple[tuple[SimDisk, int, frozenset[str]], dict[str, Any]]] = {}
         self._cluster: Cluster | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._finish: trio.Event | None = None
@@ -526,16 +563,30 @@ class Simulation:
                 for _ in range(step.rows):
                     await self._write(t)
         elif isinstance(step, Crash):
-            await self.cluster.crash(step.server)
+            i = self._pick(step.server, running=True)
+            if i is not None:
+                await self.cluster.crash(i)
         elif isinstance(step, CrashAtStep):
-            await self._crash_at_step(step)
+            i = self._pick(step.server, running=True)
+            if i is not None:
+                await self._crash_at_step(i, step)
         elif isinstance(step, Restart):
-            await self._restart(step.server)
+            i = self._pick(step.server, running=False)
+            if i is not None:
+                await self.cluster.start(i)
+                self.crashed_at_step.discard(i)
         elif isinstance(step, Isolate):
-            self._isolate(step.server)
+            i = self._pick(step.server, running=True)
+            if i is not None:
+                self._isolate(i)
+        elif isinstance(step, Flaky):
+            hosts = [s.host for s in self.cluster.servers]
+            for a in hosts:
+                for b in hosts:
+                    if a != b:
+                        self.cluster.net.set_link_faults(a, b, LinkFaults(step.drop, step.delay))
         elif isinstance(step, Heal):
-            self.isolated.clear()
-            self.cluster.net.heal()
+            self._heal()
         elif isinstance(step, Tombstone):
             await self._tombstone(step)
         elif isinstance(step, Move):
@@ -553,6 +604,14 @@ class Simulation:
             self.counters.skipped += 1
             return None
         return self.tablets[index % len(self.tablets)]
+
+    def _pick(self, index: int, *, running: bool) -> int | None:
+        """The ``index``-th (modulo) server that runs (or is down); None: there is none."""
+        among = [i for i in range(self.n) if self._running(i) == running]
+        if not among:
+            self.counters.skipped += 1
+            return None
+        return among[index % len(among)]
 
     def _running(self, i: int) -> bool:
         return self.cluster.servers[i].server is not None
@@ -626,11 +685,7 @@ class Simulation:
         t.unknown[key] = value
         self.counters.writes_unknown += 1
 
-    async def _crash_at_step(self, step: CrashAtStep) -> None:
-        i = step.server
-        if not self._running(i):
-            self.counters.skipped += 1
-            return
+    async def _crash_at_step(self, i: int, step: CrashAtStep) -> None:
         node = self.cluster.uuids[i]
         remaining = [step.after]
         crashed = trio.Event()
@@ -668,12 +723,10 @@ class Simulation:
             self.crashed_at_step.add(i)
             await self.cluster.crash(i)  # reap its tasks
 
-    async def _restart(self, i: int) -> None:
-        if self._running(i):
-            self.counters.skipped += 1
-            return
-        await self.cluster.start(i)
-        self.crashed_at_step.discard(i)
+    def _heal(self) -> None:
+        self.isolated.clear()
+        self.cluster.net.heal()
+        self.cluster.net.clear_link_faults()
 
     def _isolate(self, i: int) -> None:
         self.isolated.add(i)
@@ -706,9 +759,10 @@ class Simulation:
                 t.tablet_id, others):
             self.counters.skipped += 1
             return
-        with contextlib.suppress(RpcError, *api.APP_ERRORS):
-            await self._call_rpc(victim, api.ADMIN_DELETE_TABLET,
-                                 api.DeleteTablet(t.tablet_id, "TOMBSTONE"), api.Ack)
+        with contextlib.suppress(*_REFUSALS):
+            if await self._call_rpc(victim, api.ADMIN_DELETE_TABLET,
+                                    api.DeleteTablet(t.tablet_id, "TOMBSTONE"), api.Ack):
+                self.counters.tombstones += 1
 
     async def _all_running(self, tablet_id: str, servers: list[int | None]) -> bool:
         for i in servers:
@@ -780,7 +834,8 @@ class Simulation:
                                    info.config_index)
         if index is None or not self._running(source):
             return
-        with contextlib.suppress(RpcError, *api.APP_ERRORS):
+        self.counters.moves += 1
+        with contextlib.suppress(*_REFUSALS):
             await self._call_rpc(source, api.ADMIN_DELETE_TABLET,
                                  api.DeleteTablet(t.tablet_id, "TOMBSTONE", index), api.Ack)
 
@@ -793,6 +848,7 @@ class Simulation:
         self.cluster.servers[i].disk = SimDisk()
         self.crashed_at_step.discard(i)
         self.wiped.add(old)
+        self.counters.wipes += 1
         await self.cluster.start(i)
         new = self.cluster.uuids[i]
         # Put the new server in the old one's place (the leader copies the tablet to it).
@@ -862,9 +918,9 @@ class Simulation:
                 continue
             traced = self.tail.tablets_of(node)
             # A crash image changes only at an fsync: reuse the last view until one.
-            key = (id(s.disk), s.disk.sync_count, frozenset(traced))
+            key = (s.disk, s.disk.sync_count, frozenset(traced))  # the disk itself, not id()
             cached = self._views.get(s.index)
-            if cached is not None and cached[0] == key:
+            if cached is not None and cached[0][0] is s.disk and cached[0][1:] == key[1:]:
                 view = cached[1]
             else:
                 view = durable_view(s.disk, f"{ROOT}/{s.host}", traced)
@@ -876,6 +932,11 @@ class Simulation:
                         and found["quarantine"] is None and found["wal"]["location"] == "ABSENT":
                     continue
                 if claim == found:
+                    continue
+                if self.tolerate_aborted_wal_download and claim is not None and \
+                        _aborted_wal_download(claim, found) and \
+                        (node, tablet_id) in self.tail.aborted:
+                    self.counters.known_mismatch += 1
                     continue
                 if s.index in self.crashed_at_step and s.server is None:
                     self.counters.frontier += 1  # the crash frontier: the checker judges it
@@ -891,8 +952,7 @@ class Simulation:
         self._call(lambda: self._verify(seconds), budget=seconds + 60)
 
     async def _verify(self, seconds: float) -> None:
-        self.isolated.clear()
-        self.cluster.net.heal()
+        self._heal()
         for i in range(self.n):
             if not self._running(i):
                 await self.cluster.start(i)
@@ -936,6 +996,7 @@ __all__ = [
     "CrashAtStep",
     "CreateTablet",
     "Drop",
+    "Flaky",
     "Heal",
     "Isolate",
     "Move",

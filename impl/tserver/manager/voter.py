@@ -92,7 +92,6 @@ class TombstoneVoter:
     async def _run(self) -> None:
         manager, core = self.manager, self.core
         host = manager.host
-        traced: set[int] = set()  # steps whose fact went out with their Persist
         while True:
             if not self._inbox:
                 await self._wake.wait()
@@ -105,6 +104,11 @@ class TombstoneVoter:
                     core.step(m)
             while core.has_ready():
                 rd = core.ready()
+                # Steps of this batch whose fact went out with their Persist. The steps
+                # themselves, not their id(): a set of ids kept across batches matched a
+                # later step that reused a freed step's address, and its fact was never
+                # traced (found by tests/simulation: traces differed between two runs).
+                traced: list[Any] = []
                 # The one order every Raft shell follows (impl/consensus/plan.py): a vote is
                 # durable and traced before its answer leaves.
                 for effect in plan(rd):
@@ -121,9 +125,9 @@ class TombstoneVoter:
                                 durable = manager.vote_recorded(self.tablet_id, cmeta)
                                 host.tracer.event(step.fact.event, step.fact.args,
                                                   durable.record(), tablet=self.tablet_id)
-                                traced.add(id(step))
+                                traced.append(step)
                     elif isinstance(effect, Trace):
-                        if id(effect.step) in traced:
+                        if any(effect.step is s for s in traced):
                             continue  # traced with its Persist, under the step lock
                         durable_now = manager.durable_of(self.tablet_id)
                         assert durable_now is not None
