@@ -418,7 +418,8 @@ class Simulation:
     def __init__(self, trace_dir: str, *, seed: int, servers: int = 4, replicas: int = 3,
                  step_seconds: float = 30.0, options: dict[str, object] | None = None,
                  wal_segment_bytes: int | None = 64 << 10,
-                 tolerate_aborted_wal_download: bool = False) -> None:
+                 tolerate_aborted_wal_download: bool = False,
+                 wall_seconds_per_step: float = 120.0) -> None:
         assert 1 <= replicas <= servers
         self.trace_dir = trace_dir
         self.seed = seed
@@ -426,6 +427,7 @@ class Simulation:
         self.replicas = replicas
         self.step_seconds = step_seconds
         self.wal_segment_bytes = wal_segment_bytes
+        self.wall_seconds_per_step = wall_seconds_per_step
         # A known server bug (tests/simulation/test_simulation.py, the xfail test): count
         # it instead of failing, so that the machine looks for others meanwhile.
         self.tolerate_aborted_wal_download = tolerate_aborted_wal_download
@@ -514,27 +516,42 @@ class Simulation:
         """Run ``fn`` in the trio thread, within the step budget, then settle."""
         seconds = self.step_seconds if budget is None else budget
 
+        # Virtual time bounds a step that waits; wall time bounds one that never waits (a
+        # busy loop at one virtual instant, where the clock never gets to jump): a timer
+        # thread cancels the step through the run's token, which the loop serves even then.
+        wall = trio.CancelScope()
+        token = self._token
+        assert token is not None
+        timer = threading.Timer(self.wall_seconds_per_step,
+                                lambda: token.run_sync_soon(wall.cancel))
+
         async def step() -> T:
             self.clock.autojump_threshold = 0
             try:
-                with trio.fail_after(seconds):
-                    return await fn()
+                with wall:
+                    with trio.fail_after(seconds):
+                        return await fn()
+                raise SimulationFailed(
+                    f"a step ran over {self.wall_seconds_per_step} s of wall time at virtual "
+                    f"time {self.now:.3f} (a busy loop?); steps: {self.history}")
             except trio.TooSlowError:
                 raise SimulationFailed(
                     f"a step took over {seconds} virtual seconds (a hang?); steps: "
                     f"{self.history}") from None
             finally:
-                await self._settle()
+                if not wall.cancel_called:  # a busy loop would never let it settle
+                    await self._settle()
 
-        assert self._token is not None
         started = time.perf_counter()
+        timer.start()
         try:
-            return trio.from_thread.run(step, trio_token=self._token)
+            return trio.from_thread.run(step, trio_token=token)
         except (trio.RunFinishedError, trio.Cancelled):
             if self._error is not None:
                 raise SimulationFailed(f"the simulation died: {self._error!r}") from self._error
             raise
         finally:
+            timer.cancel()
             self.wall_seconds += time.perf_counter() - started
 
     @property

@@ -372,3 +372,18 @@ def test_a_copy_aborted_in_its_wal_phase_traces_the_wal_it_quarantines(tmp_path:
         for step in ABORTED_WAL_DOWNLOAD:
             sim.execute(step)
             sim.check_durable()
+
+
+def test_a_busy_loop_at_one_virtual_instant_is_stopped_by_wall_time(tmp_path: Path) -> None:
+    """A step that never waits keeps the MockClock from jumping, so no virtual deadline
+    fires: the wall-clock watchdog stops it and says so."""
+    import trio
+
+    async def spin() -> None:
+        while True:
+            await trio.lowlevel.checkpoint()
+
+    with Simulation(str(tmp_path / "traces"), seed=1, servers=3,
+                    wall_seconds_per_step=1.0) as sim, \
+            pytest.raises(SimulationFailed, match="wall time at virtual time"):
+        sim._call(spin)
