@@ -1,15 +1,31 @@
 """Benchmarks of the spec tools: the z3 proofs, the exhaustive explorer, the Hypothesis machine.
 
+    python bench/spec.py [--before REV] [--prefix N] [--only explorer]
+
 Each measurement is a function returning rows (name, value, unit, target); ``main`` runs
 them all and prints one table with each value's ratio to its target (seconds: lower is
 better, so the ratio is target / value; rates: value / target). More rows are added by
 appending a function to ``MEASUREMENTS``.
+
+The explorer before and after, in one run: the explorer of ``--before`` (a git revision,
+default the one before issue 21's work; its ``spec`` and ``checker`` exported with ``git
+archive`` and imported from there) and the working tree's explore the first ``--prefix``
+states of the default bounds, alternately in fresh processes, on the same loaded machine;
+then the working tree's explorer runs the default bounds to the end. CPU time is reported
+beside wall time (other engineers' jobs share the cores: CPU time is the fairer rate).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -31,6 +47,75 @@ def proof_rows() -> list[Row]:
         raise SystemExit("bench/spec.py: the proofs failed; run `revivify prove`")
     return [(f"proof seconds ({len(report.obligations)} obligations, all proved)",
              seconds, "s", 30.0)]
+
+
+# The revision before issue 21's explorer work (the "before" of the explorer rows).
+BEFORE: str = "dd1c6a5"
+PREFIX: int = 300_000
+ROOT = Path(__file__).resolve().parent.parent
+
+# One explorer run in a fresh process: the first PREFIX states of the default bounds (0: all).
+_RUN = """
+import json, sys, time
+from revivify.checker.explore import DEFAULT_BOUNDS, DEFAULT_SERVERS, explore
+from revivify.spec import default_spec
+cap = int(sys.argv[1]) or None
+cpu = time.process_time()
+r = explore(default_spec(DEFAULT_SERVERS), DEFAULT_BOUNDS, max_states=cap)
+print(json.dumps({"states": r.distinct_states, "transitions": r.transitions,
+                  "wall": r.seconds, "cpu": time.process_time() - cpu,
+                  "complete": r.complete, "violation": r.violation is not None}))
+"""
+
+
+def _run_explorer(cap: int, pythonpath: str | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    out = subprocess.run([sys.executable, "-c", _RUN, str(cap)], env=env, check=True,
+                         capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
+    got: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return got
+
+
+def _export(rev: str, into: Path) -> Path:
+    """``spec`` and ``checker`` of revision ``rev``, importable as ``revivify.*`` from the
+    returned directory."""
+    src = into / "src"
+    src.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "spec", "checker",
+                              "contract"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    pkg = into / "pkg" / "revivify"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for part in ("spec", "checker", "contract"):
+        (pkg / part).symlink_to(src / part)
+    return into / "pkg"
+
+
+def explorer_before_after_rows() -> list[Row]:
+    """The explorer of BEFORE and of the working tree on the first PREFIX states of the
+    default bounds, alternately (before, after, before, after), in fresh processes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        before_path = str(_export(BEFORE, Path(tmp)))
+        runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        for _ in range(2):
+            runs["before"].append(_run_explorer(PREFIX, before_path))
+            runs["after"].append(_run_explorer(PREFIX, None))
+    rows: list[Row] = []
+    best = {k: min(v, key=lambda r: r["cpu"]) for k, v in runs.items()}
+    for k in ("before", "after"):
+        r = best[k]
+        rows.append((f"explorer {k} ({BEFORE if k == 'before' else 'working tree'}): "
+                     f"states/s, CPU, first {PREFIX:,} states", r["states"] / r["cpu"],
+                     "states/s", None))
+        rows.append((f"explorer {k}: states/s, wall", r["states"] / r["wall"], "states/s",
+                     None))
+    rows.append(("explorer after / before (CPU rate)",
+                 (best["after"]["states"] / best["after"]["cpu"])
+                 / (best["before"]["states"] / best["before"]["cpu"]), "x", None))
+    return rows
 
 
 def explorer_rows() -> list[Row]:
@@ -69,12 +154,27 @@ def hypothesis_rows() -> list[Row]:
             ("hypothesis spec steps/s", steps[0] / seconds, "steps/s", None)]
 
 
-MEASUREMENTS: list[Callable[[], list[Row]]] = [proof_rows, explorer_rows, hypothesis_rows]
+MEASUREMENTS: list[Callable[[], list[Row]]] = [proof_rows, explorer_before_after_rows,
+                                                explorer_rows, hypothesis_rows]
 
 
 def main() -> int:
+    global BEFORE, PREFIX
+    ap = argparse.ArgumentParser(description="benchmarks of the spec tools")
+    ap.add_argument("--before", default=BEFORE,
+                    help=f"the git revision of the explorer's before (default {BEFORE})")
+    ap.add_argument("--prefix", type=int, default=PREFIX,
+                    help=f"states of the before/after comparison (default {PREFIX:,})")
+    ap.add_argument("--only", choices=["explorer"], help="the explorer rows only")
+    a = ap.parse_args()
+    BEFORE, PREFIX = a.before, a.prefix
+    measures = MEASUREMENTS
+    if a.only == "explorer":
+        measures = [explorer_before_after_rows, explorer_rows]
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     rows: list[Row] = []
-    for measure in MEASUREMENTS:
+    for measure in measures:
         rows.extend(measure())
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'value':>14}  {'unit':<12}  {'target':>10}  ratio")
@@ -86,6 +186,8 @@ def main() -> int:
             ratio = target / value if unit == "s" else value / target
             tail = f"{target:>10,.0f}  {ratio:.2f}"
         print(f"{name:<{width}}  {shown:>14}  {unit:<12}  {tail}")
+    load = os.getloadavg()
+    print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0
 
 

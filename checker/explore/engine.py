@@ -107,6 +107,7 @@ class Explorer:
                                                             self.interner.objs))
             if (cg := cached_guard(a)) is not None else None for a in self.actions]
         self.guard_cache: dict[tuple[Any, ...], bool] = {}
+        self.never_cache: dict[tuple[int, int, bool], bool] = {}
         self.plans: dict[tuple[int, int], Plan] = {}
         self.moves: dict[tuple[int, int, tuple[tuple[str, Any], ...]], int] = {}  # -1: off
         # neighbourhoods: read sets per action, projections per set of fields
@@ -186,6 +187,17 @@ class Explorer:
             self.guard_cache[gk] = ok
         return ok
 
+    def never(self, a_idx: int, sid: int) -> bool:
+        """``never_enabled`` (the local guard false whatever the parameters), cached like
+        the guard's verdicts on the state's projection onto the guard's footprint."""
+        proj = self.guard_proj[a_idx]
+        key = (a_idx, sid if proj is None else proj.pid(sid), proj is None)
+        got = self.never_cache.get(key)
+        if got is None:
+            got = self.never_cache[key] = never_enabled(self.actions[a_idx],
+                                                        self.interner.objs[sid])
+        return got
+
     def make_moves(self, sid: int, full: list[tuple[int, Params, int]]) -> Moves:
         if not full:
             return NO_MOVES
@@ -208,7 +220,7 @@ class Explorer:
         guarded: list[tuple[int, Params, int]] = []
         nonlocal_actions: list[int] = []
         for a_idx, action in enumerate(self.actions):
-            if never_enabled(action, self.interner.objs[sid]):
+            if self.never(a_idx, sid):
                 continue
             rp = probe(system, i)
             params = list(action.enum(rp, i, self.bounds))

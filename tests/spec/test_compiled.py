@@ -16,6 +16,7 @@ from revivify.checker.compiled import (
     SCALAR_FIELDS,
     NotCompilable,
     cached_action,
+    cached_guard,
     cached_invariant,
     cached_step_property,
     from_scalars,
@@ -168,6 +169,64 @@ def test_footprints_are_what_invariants_read(s: ServerState, other: ServerState)
             continue
         mixed = attrs.evolve(other, **{f: getattr(s, f) for f in c.footprint})
         assert check_state([inv], (s,)) == check_state([inv], (mixed,)), inv.name
+
+
+def _map_params(draw: Any, a: Any) -> dict[str, Any]:
+    """Parameters for an action, maps (``entries``, ``remote_log``) small but not empty."""
+    out: dict[str, Any] = {}
+    for q in a.params:
+        if q in MAP_PARAMS:
+            m = FMap((), 0)
+            for k, v in draw(st.dictionaries(st.integers(0, 3), ints, max_size=3)).items():
+                m = m.set(k, v)
+            out[q] = m
+        else:
+            out[q] = draw(ints)
+    return out
+
+
+def _guards_agree(name: str, data: Any) -> None:
+    spec = SPECS[name]
+    s = data.draw(states(maps=True))
+    other = data.draw(states(maps=True))
+    for a in spec.actions:
+        if name != "real" and a in SPEC.actions:
+            continue
+        c = cached_guard(a)
+        if c is None:
+            continue
+        p = _map_params(data.draw, a)
+        want = bool(a.guard(s, **p))
+        assert bool(c.fn(s, *[p[q] for q in a.params])) == want, a.name
+        # the footprint: a state that agrees with s on it gets the same verdict from the
+        # interpreted guard (the explorer caches verdicts on it)
+        mixed = attrs.evolve(other, **{f: getattr(s, f) for f in c.footprint})
+        assert bool(a.guard(mixed, **p)) == want, a.name
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_explorer_guards_agree(data: Any) -> None:
+    """The explorer's compiled guards (``compile_guard``: states with maps, map
+    parameters) give the interpreted verdict, and a state's projection onto a guard's
+    footprint decides it."""
+    _guards_agree("real", data)
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutant_explorer_guards_agree(name: str, data: Any) -> None:
+    """The same for the rows each mutant changes."""
+    _guards_agree(name, data)
+
+
+def test_the_real_spec_guards_compile() -> None:
+    """Every local guard of the real spec compiles for the explorer."""
+    for a in SPEC.actions:
+        assert cached_guard(a) is not None, a.name
 
 
 def test_what_does_not_compile_says_so() -> None:
