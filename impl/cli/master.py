@@ -102,8 +102,11 @@ def master_main(argv: list[str]) -> int:
         if render.is_terminal():
             text = render.table(["ADDRESS", "UUID", "ROLE", "TERM"], [
                 [r["address"], r["uuid"], r["role"], r["term"]] for r in rows])
-        code = 0 if len(unreachable) < len(args.masters) else 2
-        return Outcome(code, {"masters": rows}, text)
+        if len(unreachable) < len(args.masters):
+            return Outcome(0, {"masters": rows}, text)
+        return Outcome(2, {"masters": rows}, text, complaint=(
+            f"no master answered ({len(unreachable)} unreachable: "
+            f"{', '.join(unreachable)})"))
 
     return execute(prog, args, status_work if args.cmd == "status" else list_work)
 

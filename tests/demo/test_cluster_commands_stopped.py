@@ -96,8 +96,6 @@ def test_a_command_against_a_stopped_cluster_is_one_line_exit_2(stopped: str,
     assert_one_line_error(code, err, argv)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: `master list` with no master reachable exits 2 "
-                   "with no error line on stderr (only UNREACHABLE rows on stdout)")
 def test_master_list_against_a_stopped_cluster_says_why(stopped: str) -> None:
     code, _, err = here("master", "list", "--root", stopped, *DEADLINE)
     assert_one_line_error(code, err, ("master", "list"))
