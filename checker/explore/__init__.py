@@ -78,15 +78,24 @@ explorer asks each question once:
 * *Neighbourhoods.* The other actions (their enumerator or system guard read other servers)
   run on a system whose servers are :class:`FieldProbe` s that record which fields are read.
   Their answer is cached per action on (the projection of server i onto the fields read from
-  it, the projection of every other server onto the fields read from the others), and per
-  plan on (i, s, the other servers' projections onto the union of its actions' fields). This
-  is read-set memoisation: a cached answer was computed from those fields only and the spec
-  is deterministic, so any state that agrees on them gets the same answer; when an action
+  it, the projection of every other server onto the fields read from the others; RequestVote
+  granted and denied, which share enumerator and system guard, share it), and its moves per
+  plan and action on (i, s, the other servers' projections onto that action's fields): one
+  finished ``Moves`` per action, which the search loop looks up inline (a key that holds the
+  union of every action's fields, tried before, was new in most states). This is read-set
+  memoisation: a cached answer was computed from those fields only and the spec is
+  deterministic, so any state that agrees on them gets the same answer; when an action
   reads a field it never read before, its field set grows and the per-plan caches are
-  dropped. It is sound for any spec, mutants included; a call the probes cannot stand in for
+  rebuilt. It is sound for any spec, mutants included; a call the probes cannot stand in for
   (hashing or comparing a whole server) switches the caching off.
-* *Guards and effects* take one server state and the parameters, so their results are cached
-  on (action, sid, parameters).
+* *Guards and effects* take one server state and the parameters. Each local guard runs
+  compiled from its z3 form (``checker.compiled.compile_guard``: the guard as z3 sees it,
+  printed as Python; the interpreted guard where it will not compile), and its verdict is
+  cached on (action, the server state's projection onto the guard's *footprint*, the fields
+  its code names, parameters): a derived footprint, so it cannot be wrong, and
+  ``tests/spec/test_compiled.py`` checks that the projection decides the interpreted guard
+  too. ``never_enabled`` is cached the same way. Effects (interpreted, maps and all) are
+  cached on (action, sid, parameters).
 * *Step properties* are defined over one server's pre- and post-state: cached on the pair and
   decided when a plan or neighbourhood is built (a move that leaves the system unchanged,
   say a rejected StartTabletCopy, is then only counted: its successor is the state itself).
@@ -94,9 +103,11 @@ explorer asks each question once:
   (``Invariant.uses_term``) for every term relevant to the system, the others once. The
   invariants the spec flags ``per_server`` ("every server satisfies f") are cached per
   server state (and per term, for those that read it), evaluated on a system of n copies
-  of that one server (so n is unchanged); all the others are cached on the projection of
-  each server onto the fields they were seen to read (and the term), by the same read-set
-  memoisation (``checks``).
+  of that one server (so n is unchanged); each of the others is cached on the projection of
+  each server onto the fields *it* was seen to read (and the term), by the same read-set
+  memoisation, and their verdicts together on the projections onto the union of those
+  fields (``checks``). A step that leaves a server's projection unchanged therefore never
+  re-evaluates an invariant: the invariant's footprint, derived by the probes.
   ``verify=True`` cross-checks every cached answer against the generic ``Spec`` methods (the
   tests run with it).
 
