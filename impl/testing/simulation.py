@@ -5,10 +5,14 @@ What it runs
 The in-process cluster of ``cluster.py``: the real tablet-server code (``open_tserver``),
 each server on its own crash-simulating ``SimDisk``, all on one seeded ``MemoryNetwork``,
 under ``trio.testing.MockClock``. A *step* (one of the frozen values below: create a tablet,
-write, crash, crash right after the k-th next durable step, restart, isolate, heal,
-tombstone a replica, move a replica, wipe a disk, drop a tablet, let time pass) is executed
-by ``Simulation.execute``; after it the caller runs the checks (``check_durable``, the
-traces through an injected checker, ``verify_writes`` at the end).
+write, crash, crash right after the k-th next durable step, restart, isolate, make links
+drop and delay, heal, tombstone a replica, move a replica, wipe a disk, drop a tablet, let
+time pass) is executed by ``Simulation.execute``; after it the caller runs the checks
+(``check_durable``; the traces through a checker the caller brings, since impl never
+imports the checker; ``verify_writes`` at the end). A step is bounded in virtual time (a
+hang) and in wall time (a busy loop at one virtual instant, where the clock cannot jump).
+A step that cannot apply (no such tablet, nobody to crash) is counted as skipped; steps
+name servers and tablets by index modulo what exists, so a shrunk program still runs.
 
 Why a thread
 ------------

@@ -2,9 +2,10 @@
 Hypothesis stateful machine.
 
 Each rule is one step of the simulation (create a tablet, write, crash now or right after
-the k-th next durable step, restart, isolate a server, heal, tombstone a member, move a
-replica, wipe a disk, drop a tablet, let time pass), run by the real server code on SimDisk,
-MemoryNetwork and MockClock in a background trio thread. After every rule:
+the k-th next durable step, restart, isolate a server, make links drop and delay, heal,
+tombstone a member, move a replica, wipe a disk, drop a tablet, let time pass), run by the
+real server code on SimDisk, MemoryNetwork and MockClock in a background trio thread.
+After every rule:
 
   (a) each server's fsync'd state, read as its startup would read it, is what its last
       traced event of each tablet claims (``Simulation.check_durable``);
@@ -13,8 +14,8 @@ and at teardown
   (c) with the network healed and every server running, each acknowledged write reads back
       from a leader (``Simulation.verify_writes``), and the traces are clean again.
 
-Profiles: ``make test`` runs a dozen derandomized examples of a dozen steps (the ``ci``
-profile: the same examples every run); ``make soak`` (``HYPOTHESIS_PROFILE=soak``) runs
+Profiles: ``make test`` runs 20 derandomized examples of up to 15 steps (the ``ci``
+profile: the same examples every run; about 20 s); ``make soak`` (``HYPOTHESIS_PROFILE=soak``) runs
 hundreds of random ones with longer programs, and the ``slow`` test a longer derandomized
 batch. A failure prints the steps (``state.write(...)``...) and the seed the simulation
 ran with; the run is a function of those (the module header of simulation.py), so pasting
