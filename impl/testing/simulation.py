@@ -339,9 +339,9 @@ def durable_view(disk: SimDisk, root: str, tablets: set[str]) -> dict[str, Any]:
 
 
 def _aborted_wal_download(claim: Any, found: Any) -> bool:
-    """The known server bug (tests/simulation: a copy aborted in its WAL phase): the disk
-    holds a quarantined partial WAL download where the trace says no WAL at all, and
-    nothing else differs."""
+    """The known server bug (tests/simulation: a copy aborted, or cut by a crash, in its WAL
+    phase): the disk holds a quarantined partial WAL download where the trace says no WAL
+    at all, and nothing else differs."""
     return (found["wal"]["location"] == "QUARANTINED" and claim["wal"]["location"] == "ABSENT"
             and {**found, "wal": claim["wal"]} == claim)
 
@@ -356,7 +356,8 @@ class TraceTail:
         self.claims: dict[tuple[str, str], Any] = {}
         self.events = 0
         self.kinds: collections.Counter[str] = collections.Counter()  # event name -> times
-        self.aborted: set[tuple[str, str]] = set()  # (node, tablet) that traced copy_abort
+        # (node, tablet) whose copy ended early: copy_abort, or a startup that found COPYING
+        self.aborted: set[tuple[str, str]] = set()
 
     def poll(self) -> None:
         if not os.path.isdir(self.directory):
@@ -373,7 +374,9 @@ class TraceTail:
                 event = msgspec.json.decode(line)
                 self.events += 1
                 self.kinds[event["event"]] += 1
-                if event["event"] == "copy_abort":
+                if event["event"] == "copy_abort" or (
+                        event["event"] == "startup"
+                        and event["args"].get("case") == "COPYING_TO_DELETED"):
                     self.aborted.add((event["node"], event["tablet"]))
                 if event.get("tablet") is not None and event.get("state") is not None:
                     self.claims[(event["node"], event["tablet"])] = event["state"]

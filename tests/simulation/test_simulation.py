@@ -353,24 +353,29 @@ def test_a_program_replays_exactly_in_another_process(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- found here
 
-ABORTED_WAL_DOWNLOAD: list[Step] = [
-    CreateTablet(0), Write(0, 1), Heal(), Write(0, 2), Wipe(0), Flaky(0.0, 0.005),
-    Write(0, 3), Wipe(3), Isolate(3), Write(1, 1), Restart(0), Wait(0.5), Restart(1),
-    Isolate(1),
+# Shrunk by Hypothesis from the machine. Seed 12680: the wiped server 0 is added back to
+# t0, its copy from the leader is cut by a partition in phase wal (copy_abort), it
+# tombstones. Seed 0 (the soak profile): the copy to the wiped server 0 is cut by a machine
+# crash right after its second durable step; the restart finds COPYING and tombstones it.
+INTERRUPTED_WAL_DOWNLOADS: list[tuple[int, list[Step]]] = [
+    (12680, [CreateTablet(0), Write(0, 1), Heal(), Write(0, 2), Wipe(0), Flaky(0.0, 0.005),
+             Write(0, 3), Wipe(3), Isolate(3), Write(1, 1), Restart(0), Wait(0.5),
+             Restart(1), Isolate(1)]),
+    (0, [CreateTablet(0), Flaky(0.0, 0.005), Wipe(0), CrashAtStep(0, 2), Restart(0)]),
 ]
 
 
 @pytest.mark.xfail(strict=True, raises=SimulationFailed, reason=(
-    "server bug found by the simulation (impl/tserver, not fixed here): a tablet copy that "
-    "fails in its WAL phase leaves a partly downloaded wals/<id>; the tombstoning that "
-    "follows copy_abort moves it into the quarantine (delete_move_wal) while every traced "
-    "state says the WAL is ABSENT, so the disk holds a QUARANTINED WAL the trace never "
-    "claims"))
-def test_a_copy_aborted_in_its_wal_phase_traces_the_wal_it_quarantines(tmp_path: Path) -> None:
-    """Shrunk by Hypothesis from the machine (seed 12680): the wiped server 0 is added back
-    to t0, its copy from the leader is cut by a partition in phase wal, it tombstones."""
-    with Simulation(str(tmp_path / "traces"), seed=12680, servers=SERVERS) as sim:
-        for step in ABORTED_WAL_DOWNLOAD:
+    "server bug found by the simulation (impl/tserver, not fixed here): a tablet copy cut "
+    "in its WAL phase (copy_abort, or a crash and COPYING_TO_DELETED at startup) leaves a "
+    "partly downloaded wals/<id>; the tombstoning moves it into the quarantine "
+    "(delete_move_wal) while every traced state says the WAL is ABSENT, so the disk holds "
+    "a QUARANTINED WAL the trace never claims"))
+@pytest.mark.parametrize(("seed", "program"), INTERRUPTED_WAL_DOWNLOADS)
+def test_a_copy_cut_in_its_wal_phase_traces_the_wal_it_quarantines(
+        tmp_path: Path, seed: int, program: list[Step]) -> None:
+    with Simulation(str(tmp_path / "traces"), seed=seed, servers=SERVERS) as sim:
+        for step in program:
             sim.execute(step)
             sim.check_durable()
 
