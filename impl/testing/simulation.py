@@ -342,8 +342,9 @@ def _aborted_wal_download(claim: Any, found: Any) -> bool:
     """The known server bug (tests/simulation: a copy aborted, or cut by a crash, in its WAL
     phase): the disk holds a quarantined partial WAL download where the trace says no WAL
     at all, and nothing else differs."""
-    return (found["wal"]["location"] == "QUARANTINED" and claim["wal"]["location"] == "ABSENT"
-            and {**found, "wal": claim["wal"]} == claim)
+    return bool(found["wal"]["location"] == "QUARANTINED"
+                and claim["wal"]["location"] == "ABSENT"
+                and {**found, "wal": claim["wal"]} == claim)
 
 
 class TraceTail:
