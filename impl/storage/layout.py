@@ -60,6 +60,10 @@ TABLET_SCHEMA = "tablet-schema"
 QDIR_SUPERBLOCK = "superblock"
 QDIR_CMETA = "cmeta"
 QDIR_WAL = "wal"
+# A WAL directory that never was the replica's log: a tablet copy cut in its WAL phase left a
+# partial download (the durable state says no WAL). The deletion moves it aside under this
+# name, for forensics, where nothing reads it as the tombstone's WAL.
+QDIR_PARTIAL_WAL = "wal.partial-download"
 # A wipe (offline.py) moves the tree in here before deleting it; its presence next to an
 # instance file means a wipe was interrupted. The temp marker keeps it out of every listing.
 WIPE_TRASH = "wipe.tmp.trash"

@@ -37,7 +37,13 @@ from revivify.impl.consensus import core as raft
 from revivify.impl.storage.blocks import BlockManager
 from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.errors import StorageError
-from revivify.impl.storage.layout import QDIR_CMETA, QDIR_SUPERBLOCK, QDIR_WAL, ServerLayout
+from revivify.impl.storage.layout import (
+    QDIR_CMETA,
+    QDIR_PARTIAL_WAL,
+    QDIR_SUPERBLOCK,
+    QDIR_WAL,
+    ServerLayout,
+)
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
 from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
@@ -271,7 +277,13 @@ class TabletManager:
             assert qdir is not None
             wal_dir = layout.wal_dir(tablet_id)
             if disk.is_dir(wal_dir):
-                layout.move_dir_durably(wal_dir, posixpath.join(qdir, QDIR_WAL))
+                # The step's durable state says where the WAL ends up: QUARANTINED for the
+                # replica's log; ABSENT when the directory is a copy's partial download
+                # (cut in its WAL phase: it never was this replica's log), which goes aside
+                # under another name, one rename either way.
+                partial = effect.fact.state.wal.location == "ABSENT"
+                layout.move_dir_durably(wal_dir, posixpath.join(
+                    qdir, QDIR_PARTIAL_WAL if partial else QDIR_WAL))
         elif op is Op.REMOVE_CMETA:
             path = layout.cmeta_path(tablet_id)
             if disk.exists(path):
