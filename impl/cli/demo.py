@@ -563,10 +563,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, handler)
+    # SIGINT too, explicitly: a process started in the background by a non-interactive
+    # shell inherits SIGINT ignored, and Python then leaves it ignored.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def main(argv: list[str] | None = None) -> int:
