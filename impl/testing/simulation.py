@@ -338,15 +338,6 @@ def durable_view(disk: SimDisk, root: str, tablets: set[str]) -> dict[str, Any]:
     return out
 
 
-def _aborted_wal_download(claim: Any, found: Any) -> bool:
-    """The known server bug (tests/simulation: a copy aborted, or cut by a crash, in its WAL
-    phase): the disk holds a quarantined partial WAL download where the trace says no WAL
-    at all, and nothing else differs."""
-    return bool(found["wal"]["location"] == "QUARANTINED"
-                and claim["wal"]["location"] == "ABSENT"
-                and {**found, "wal": claim["wal"]} == claim)
-
-
 class TraceTail:
     """Reads the trace directory incrementally: the last ``state`` each (node, tablet)
     traced, and each node's newest incarnation."""
@@ -357,8 +348,6 @@ class TraceTail:
         self.claims: dict[tuple[str, str], Any] = {}
         self.events = 0
         self.kinds: collections.Counter[str] = collections.Counter()  # event name -> times
-        # (node, tablet) whose copy ended early: copy_abort, or a startup that found COPYING
-        self.aborted: set[tuple[str, str]] = set()
 
     def poll(self) -> None:
         if not os.path.isdir(self.directory):
@@ -375,10 +364,6 @@ class TraceTail:
                 event = msgspec.json.decode(line)
                 self.events += 1
                 self.kinds[event["event"]] += 1
-                if event["event"] == "copy_abort" or (
-                        event["event"] == "startup"
-                        and event["args"].get("case") == "COPYING_TO_DELETED"):
-                    self.aborted.add((event["node"], event["tablet"]))
                 if event.get("tablet") is not None and event.get("state") is not None:
                     self.claims[(event["node"], event["tablet"])] = event["state"]
             self.offsets[path] = offset + end
@@ -409,7 +394,6 @@ class Counters:
     wipes: int = 0
     durable_checks: int = 0  # (server, tablet) states compared
     frontier: int = 0  # of those, a crashed server's tablet one untraced step ahead
-    known_mismatch: int = 0  # of those, the known bug tolerated (tolerate_aborted_...)
 
 
 class SimulationFailed(AssertionError):
@@ -426,7 +410,6 @@ class Simulation:
     def __init__(self, trace_dir: str, *, seed: int, servers: int = 4, replicas: int = 3,
                  step_seconds: float = 30.0, options: dict[str, object] | None = None,
                  wal_segment_bytes: int | None = 64 << 10,
-                 tolerate_aborted_wal_download: bool = False,
                  wall_seconds_per_step: float = 120.0) -> None:
         assert 1 <= replicas <= servers
         self.trace_dir = trace_dir
@@ -436,9 +419,6 @@ class Simulation:
         self.step_seconds = step_seconds
         self.wal_segment_bytes = wal_segment_bytes
         self.wall_seconds_per_step = wall_seconds_per_step
-        # A known server bug (tests/simulation/test_simulation.py, the xfail test): count
-        # it instead of failing, so that the machine looks for others meanwhile.
-        self.tolerate_aborted_wal_download = tolerate_aborted_wal_download
         self.options: dict[str, object] = {"flush_threshold": 256, **(options or {})}
         self.clock = trio.testing.MockClock(rate=0, autojump_threshold=math.inf)
         self.tablets: list[TabletModel] = []
@@ -957,11 +937,6 @@ class Simulation:
                         and found["quarantine"] is None and found["wal"]["location"] == "ABSENT":
                     continue
                 if claim == found:
-                    continue
-                if self.tolerate_aborted_wal_download and claim is not None and \
-                        _aborted_wal_download(claim, found) and \
-                        (node, tablet_id) in self.tail.aborted:
-                    self.counters.known_mismatch += 1
                     continue
                 if s.index in self.crashed_at_step and s.server is None:
                     self.counters.frontier += 1  # the crash frontier: the checker judges it

@@ -118,8 +118,7 @@ class SimulationMachine(RuleBasedStateMachine):
     @initialize(seed=st.integers(0, 2**16 - 1))
     def start(self, seed: int) -> None:
         self.sim = Simulation(os.path.join(self.dir, "traces"), seed=seed,
-                              servers=SERVERS, options=self.options,
-                              tolerate_aborted_wal_download=False).__enter__()
+                              servers=SERVERS, options=self.options).__enter__()
         self.stats.examples += 1
         self.stats.seeds.append(seed)
         self._step(CreateTablet(0))  # every program starts with a tablet on servers 0-2
@@ -218,20 +217,11 @@ class SimulationMachine(RuleBasedStateMachine):
 def _check_traces(sim: Simulation) -> None:
     """(b) The traces so far, through the checker (warnings allowed: a torn last line)."""
     report = check_paths([sim.trace_dir])
-    bad = [v for v in report.sorted() if v.severity != "warning" and not _known(sim, v)]
+    bad = [v for v in report.sorted() if v.severity != "warning"]
     if bad:
         raise SimulationFailed(f"seed {sim.seed}: the traces break the spec:\n" + "\n".join(
             f"  {v.kind} {os.path.basename(v.file)}:{v.line} {v.message}" for v in bad[:8])
             + f"\nsteps: {sim.history}")
-
-
-def _known(sim: Simulation, v: Any) -> bool:
-    """The checker's view of the known copy bug (the xfail test below): once the tombstone
-    restarts, its startup reports the quarantined WAL its last fact called ABSENT."""
-    nodes = {node for node, _ in sim.tail.aborted}
-    return (sim.tolerate_aborted_wal_download and v.kind == "StateMismatch"
-            and "differs in wal: spec ABSENT vs trace QUARANTINED" in v.message
-            and os.path.basename(v.file).split(".")[0] in nodes)
 
 
 def _settings(examples: int, steps: int) -> settings:
