@@ -52,12 +52,9 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import attrs
-
 from revivify.impl.client import (
     ChangeRefused,
     ClientError,
-    ClientOptions,
     Rejected,
     TableClient,
     TableNotFoundError,
@@ -75,7 +72,6 @@ from revivify.impl.client import (
 )
 from revivify.impl.client.admin import ANSWER_NO_ANSWER, ANSWER_OK
 from revivify.impl.client.errors import OUTCOME_FAILED, outcome_of
-from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
 from revivify.impl.rpc import AppError
 
@@ -86,6 +82,7 @@ from .common import (
     UsageError,
     address_arg,
     addresses_arg,
+    call_timeout_flag,
     client_options,
     common_flags,
     execute,
@@ -93,27 +90,10 @@ from .common import (
     non_negative_int,
     one_line,
     parse_args,
-    positive_float,
     positive_int,
 )
 
 TSERVER_MAIN = "revivify.impl.tserver.main"
-
-
-def _call_timeout() -> Parser:
-    """``--call-timeout SECONDS``: the client's bound on each single call."""
-    p = Parser(add_help=False)
-    p.add_argument("--call-timeout", type=positive_float, default=DEFAULT_CALL_TIMEOUT,
-                   metavar="SECONDS",
-                   help=f"give up on one call to one server after this long and try "
-                        f"elsewhere (default {DEFAULT_CALL_TIMEOUT:g}; a few times the "
-                        f"servers' election timeout)")
-    return p
-
-
-def _options(args: argparse.Namespace) -> ClientOptions:
-    """The client's policy: --deadline (common.py) and --call-timeout."""
-    return attrs.evolve(client_options(args), call_timeout=args.call_timeout)
 
 
 def _cluster() -> Parser:
@@ -221,7 +201,7 @@ def tablet_main(argv: list[str]) -> int:
                         help="the new tablet's id (default: a random uuid4 hex)")
 
     sub.add_parser(
-        "status", parents=[_cluster(), common_flags(), _call_timeout()],
+        "status", parents=[_cluster(), common_flags(), call_timeout_flag()],
         help="every replica's state",
         description="Show each replica's role, term, last and committed OpId, and the "
                     "leader. Every server is asked at once, each within --call-timeout; "
@@ -231,7 +211,7 @@ def tablet_main(argv: list[str]) -> int:
                     "2 if none answered.")
 
     changing = sub.add_parser(
-        "change-config", parents=[_cluster(), common_flags(), _call_timeout()],
+        "change-config", parents=[_cluster(), common_flags(), call_timeout_flag()],
         help="add, remove or promote one member",
         description="One membership change, at the leader, compare-and-set on the "
                     "committed config's index. Forms: 'add UUID HOST:PORT [--non-voter "
@@ -253,7 +233,7 @@ def tablet_main(argv: list[str]) -> int:
                              "the leader's current committed config index, read first)")
 
     down = sub.add_parser(
-        "step-down", parents=[_cluster(), common_flags(), _call_timeout()],
+        "step-down", parents=[_cluster(), common_flags(), call_timeout_flag()],
         help="ask the leader to step down",
         description="Ask the tablet's leader to step down, optionally handing leadership "
                     "to a given voter.")
@@ -264,7 +244,7 @@ def tablet_main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     prog = f"revivify tablet {args.cmd}"
-    options = client_options(args) if args.cmd == "create" else _options(args)
+    options = client_options(args)
     change: ConfigChange | None = None
     if args.cmd == "change-config":
         try:
@@ -420,7 +400,7 @@ def row_main(argv: list[str]) -> int:
     data.add_argument("--hex", action="store_true",
                       help="keys and values are given and printed as hex (default: UTF-8 "
                            "text)")
-    parents = [_row_target(), data, common_flags(), _call_timeout()]
+    parents = [_row_target(), data, common_flags(), call_timeout_flag()]
     put = sub.add_parser("put", parents=parents, help="write a row",
                          description="Write VALUE at KEY (exactly once, at the leader).")
     put.add_argument("key", metavar="KEY")
@@ -458,7 +438,7 @@ def row_main(argv: list[str]) -> int:
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
-    options = _options(args)
+    options = client_options(args)
 
     def show(data: bytes) -> str:
         return render.show_bytes(data, hex_mode)

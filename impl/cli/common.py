@@ -25,6 +25,7 @@ import attrs
 import trio
 
 from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Rejected
+from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.rpc import AppError
 from revivify.impl.rpc.address import BadAddress, parse_address
 
@@ -166,9 +167,24 @@ def masters_flags(help_masters: str = "the masters, comma-separated (the leader 
     return p
 
 
+def call_timeout_flag() -> Parser:
+    """``--call-timeout SECONDS``, for a parent parser: the client's bound on each single
+    call (impl/client/options.py, "The call timeout"). The one definition every command
+    that takes the flag uses; `client_options` reads it."""
+    p = Parser(add_help=False)
+    p.add_argument("--call-timeout", type=positive_float, default=DEFAULT_CALL_TIMEOUT,
+                   metavar="SECONDS",
+                   help=f"give up on one call to one server after this long and try "
+                        f"elsewhere (default {DEFAULT_CALL_TIMEOUT:g}; a few times the "
+                        f"servers' election timeout)")
+    return p
+
+
 def client_options(args: argparse.Namespace) -> ClientOptions:
-    """The client library's retry policy for a command: its --deadline."""
-    return ClientOptions(deadline=args.deadline)
+    """The client library's retry policy for a command: its --deadline, and its
+    --call-timeout when the command takes that flag (`call_timeout_flag`)."""
+    call_timeout: float = getattr(args, "call_timeout", DEFAULT_CALL_TIMEOUT)
+    return ClientOptions(deadline=args.deadline, call_timeout=call_timeout)
 
 
 # ---------------------------------------------------------------------------- running
@@ -232,6 +248,7 @@ __all__ = [
     "UsageError",
     "address_arg",
     "addresses_arg",
+    "call_timeout_flag",
     "client_options",
     "common_flags",
     "execute",

@@ -39,6 +39,7 @@ from .common import (
     Outcome,
     Parser,
     address_arg,
+    call_timeout_flag,
     client_options,
     common_flags,
     execute,
@@ -72,7 +73,7 @@ def master_main(argv: list[str]) -> int:
     status = sub.add_parser("status", parents=[common_flags()],
                             help="one master's role, term, leader and readiness")
     status.add_argument("--master", type=address_arg, required=True, metavar="HOST:PORT")
-    sub.add_parser("list", parents=[common_flags(), _masters()],
+    sub.add_parser("list", parents=[common_flags(), _masters(), call_timeout_flag()],
                    help="every master's role and term")
     args = parse_args(parser, argv)
     if isinstance(args, int):
@@ -89,7 +90,7 @@ def master_main(argv: list[str]) -> int:
         unreachable = []
         for address in args.masters:
             try:
-                st = await master_status(address)
+                st = await master_status(address, client_options(args))
             except Exception as exc:  # one master down is an answer, not a failure
                 unreachable.append(address)
                 rows.append({"uuid": None, "address": address, "role": "UNREACHABLE",
@@ -276,7 +277,8 @@ def _served_text(served: api.ServedBy | None) -> str:
 
 
 def tserver_list_main(argv: list[str]) -> int:
-    parser = Parser(prog="revivify tserver list", parents=[common_flags(), _masters()],
+    parser = Parser(prog="revivify tserver list",
+                    parents=[common_flags(), _masters(), call_timeout_flag()],
                     description="the tablet servers the leader master hears from")
     args = parse_args(parser, argv)
     if isinstance(args, int):
@@ -289,7 +291,7 @@ def tserver_list_main(argv: list[str]) -> int:
         status = None
         for address in args.masters:
             try:
-                st = await master_status(address)
+                st = await master_status(address, client_options(args))
             except Exception:  # an unreachable master: ask the next
                 continue
             status = st
