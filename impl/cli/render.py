@@ -22,7 +22,7 @@ import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from revivify.impl.client import ReplicaStatus, TabletStatus
 from revivify.impl.consensus.messages import Peer
@@ -78,9 +78,14 @@ def _cell(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
+ProgressUnit = Literal["items", "bytes"]
+
+
 class Progress:
     """Progress of long work on stderr (``progress``): ``note`` a line, ``advance`` the
-    count of items done, ``set_total`` when more items turn up, ``refresh`` the bar."""
+    count of items done (or ``update`` it to a count), ``set_total`` when more items turn
+    up, ``describe`` what is being done now, ``refresh`` the bar. This plain form, for
+    scripts, prints the notes alone: the counts are for the bar."""
 
     def __init__(self, description: str, total: int) -> None:
         self.description = description
@@ -93,31 +98,44 @@ class Progress:
     def advance(self, count: int = 1) -> None:
         self.done += count
 
+    def update(self, done: int) -> None:
+        self.done = done
+
     def set_total(self, total: int) -> None:
         self.total = total
+
+    def describe(self, description: str) -> None:
+        self.description = description
 
     def refresh(self) -> None:
         pass
 
 
 class _BarProgress(Progress):
-    """The terminal form: a rich bar (description, bar, done/total, elapsed) on stderr,
-    the notes printed above it. Refreshed by the caller (no thread of its own)."""
+    """The terminal form: a rich bar (description, bar, done/total, elapsed; for bytes:
+    done/total in KB/MB/GB and the rate) on stderr, the notes printed above it. Refreshed
+    by the caller (no thread of its own)."""
 
-    def __init__(self, description: str, total: int) -> None:
+    def __init__(self, description: str, total: int, unit: ProgressUnit) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
+            DownloadColumn,
             MofNCompleteColumn,
+            ProgressColumn,
             TextColumn,
             TimeElapsedColumn,
+            TransferSpeedColumn,
         )
         from rich.progress import Progress as RichProgress
 
         super().__init__(description, total)
-        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(file=sys.stderr), auto_refresh=False)
+        counts: list[ProgressColumn] = (
+            [DownloadColumn(), TransferSpeedColumn()] if unit == "bytes"
+            else [MofNCompleteColumn()])
+        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), *counts,
+                                TimeElapsedColumn(), console=Console(file=sys.stderr),
+                                auto_refresh=False)
         self.task = self.bar.add_task(description, total=total)
 
     def note(self, line: str) -> None:
@@ -129,9 +147,19 @@ class _BarProgress(Progress):
         self.bar.update(self.task, completed=self.done)
         self.refresh()
 
+    def update(self, done: int) -> None:
+        super().update(done)
+        self.bar.update(self.task, completed=self.done)
+        self.refresh()
+
     def set_total(self, total: int) -> None:
         super().set_total(total)
         self.bar.update(self.task, total=total)
+        self.refresh()
+
+    def describe(self, description: str) -> None:
+        super().describe(description)
+        self.bar.update(self.task, description=description)
         self.refresh()
 
     def refresh(self) -> None:
@@ -139,14 +167,16 @@ class _BarProgress(Progress):
 
 
 @contextmanager
-def progress(description: str, total: int, *, enabled: bool = True) -> Iterator[Progress]:
-    """Progress on stderr for work of ``total`` items: a live bar when stderr is a
-    terminal, else one plain line per ``note`` (what scripts and tests read). ``enabled``
-    False (``--json``): notes still go to stderr as lines, no bar."""
+def progress(description: str, total: int, *, enabled: bool = True,
+             unit: ProgressUnit = "items") -> Iterator[Progress]:
+    """Progress on stderr for work of ``total`` items (``unit="bytes"``: bytes, shown as
+    sizes and a rate): a live bar when stderr is a terminal, else one plain line per
+    ``note`` (what scripts and tests read). ``enabled`` False (``--json``): notes still go
+    to stderr as lines, no bar."""
     if not (enabled and is_terminal(sys.stderr)):
         yield Progress(description, total)
         return
-    shown = _BarProgress(description, total)
+    shown = _BarProgress(description, total, unit)
     with shown.bar:
         yield shown
 
@@ -238,6 +268,7 @@ def tablet_status_text(status: TabletStatus) -> str:
 
 __all__ = [
     "Progress",
+    "ProgressUnit",
     "dumps",
     "is_terminal",
     "opid",

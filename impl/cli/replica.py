@@ -20,14 +20,17 @@ committed config index is above ``--cas-config-index`` is not deleted (exit 1); 
 deleted`` also removes the cmeta and the superblock (the table was dropped). ``copy`` has
 the destination copy the tablet from the source now (StartTabletCopy on an operator's
 behalf; a READY replica there is tombstoned first); with ``--wait`` it shows the copy's
-progress until it ends. ``copy list`` shows each copy running on a server with its phase,
-bytes done, total and rate; ``copy cancel`` stops one (the replica becomes a tombstone).
+progress until it ends: on a terminal a live bar on stderr (phase, bytes done of the
+total, rate, elapsed: render.progress), and in either case a line on stderr when the phase,
+the retry count or the error changes; with ``--json`` nothing on stderr, and at the end
+``{"tablet_id", "state", "bytes"}`` (the replica's lifecycle state there: exit 0 if RUNNING).
+``copy list`` shows each copy running on a server with its phase, bytes done, total and
+rate; ``copy cancel`` stops one (the replica becomes a tombstone).
 Exit codes and errors as every admin command (impl/cli/common.py).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import trio
@@ -102,16 +105,10 @@ def replica_main(argv: list[str]) -> int:
                                f"tablet {args.tablet}: copy from {args.source} to "
                                f"{args.destination} started (its data state there was "
                                f"{expected})")
-            last: CopyInfo | None = None
-            while True:
-                copies = {c.tablet_id: c for c in (await list_copies(args.destination)).copies}
-                info = copies.get(args.tablet)
-                if info is None:
-                    break
-                last = info
-                if not args.json:
-                    print(f"  {_progress_line(info)}", file=sys.stderr)
-                await trio.sleep(0.5)
+            with render.progress(f"copying {args.tablet}", 0, enabled=not args.json,
+                                 unit="bytes") as shown:
+                last = await _watch_copy(args.destination, args.tablet, shown,
+                                         lines=not args.json)
             status = await server_status(args.destination)
             state = next((r.state for r in status.replicas if r.tablet_id == args.tablet),
                          "DOES_NOT_EXIST")
@@ -145,6 +142,37 @@ def _replica_list_text(replicas: list[ReplicaInfo]) -> str:
         [[r.tablet_id, r.state if not r.reason else f"{r.state} ({r.reason})", r.role,
           r.term, r.voted_for, render.opid(r.last_opid), r.commit_index, r.config_index,
           r.member_type] for r in replicas])
+
+
+COPY_POLL_SECONDS = 0.5
+
+
+async def _watch_copy(destination: str, tablet_id: str, shown: render.Progress, *,
+                      lines: bool) -> CopyInfo | None:
+    """Follow the copy of ``tablet_id`` on ``destination`` (ListCopies every half second)
+    until the server lists it no more; its last listing (None: it had ended already).
+
+    The bar (a terminal) shows the phase, bytes done of the total and the rate at every
+    look; a line (``lines``; above the bar, or alone in a pipe) is printed only when
+    something an operator would act on changes: the phase, the retry count, the error.
+    Polled, not pushed: a copy of a few seconds is seen a few times, which is all a
+    progress display needs, and ListCopies is cheap for the server."""
+    last: CopyInfo | None = None
+    said: tuple[str, int, str | None] | None = None
+    while True:
+        copies = {c.tablet_id: c for c in (await list_copies(destination)).copies}
+        info = copies.get(tablet_id)
+        if info is None:
+            return last
+        last = info
+        shown.describe(f"copying {tablet_id} ({info.phase})")
+        shown.set_total(max(info.total_bytes, info.bytes_done))
+        shown.update(info.bytes_done)
+        now = (info.phase, info.retries, info.error)
+        if lines and now != said:
+            shown.note(f"  {_progress_line(info)}")
+            said = now
+        await trio.sleep(COPY_POLL_SECONDS)
 
 
 def _progress_line(c: CopyInfo) -> str:
