@@ -235,13 +235,7 @@ def table_main(argv: list[str]) -> int:
                "num_tablets": r.num_tablets, "tablets": tablets}
         if follower_read:
             doc["served_by"] = _served_doc(r.served_by)
-        lines = [f"table {r.name} {r.table_id} v{r.schema_version}"]
-        for t in r.tablets:
-            replicas = ", ".join(
-                f"{p.uuid[:8]}@{p.address}{'*' if p.leader else ''}"
-                f"{'' if p.live else ' (dead)'}" for p in t.replicas)
-            lines.append(f"  [{t.partition}] {t.tablet_id} {t.state} term={t.term}: "
-                         f"{replicas}")
+        lines = [render.table_locations_text(r)]
         if follower_read:
             lines.append(_served_text(r.served_by))
         return Outcome(0, doc, "\n".join(filter(None, lines)))

@@ -26,6 +26,7 @@ from typing import Any, Literal, TextIO
 
 from revivify.impl.client import ReplicaStatus, TabletStatus
 from revivify.impl.consensus.messages import Peer
+from revivify.impl.master.api import TableLocationsReply
 from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
 
 
@@ -266,6 +267,30 @@ def tablet_status_text(status: TabletStatus) -> str:
     ])
 
 
+def table_locations_text(reply: TableLocationsReply) -> str:
+    """``table describe``: the table's line, then one row per replica of every tablet in
+    partition order, the tablet's columns repeated on each of its rows (so a line read
+    alone, by grep, still says which tablet it is). ROLE is LEADER for the replica the
+    catalog records as leading, LIVE what the leader master's heartbeats say."""
+    rows: list[list[object]] = []
+    for t in sorted(reply.tablets, key=lambda t: t.partition):
+        state = t.state + (f" (moving off {t.moving_from[:8]})" if t.moving_from else "")
+        tablet: list[object] = [t.partition, t.tablet_id, state, t.term]
+        if not t.replicas:
+            rows.append([*tablet, None, None, None, None, None])
+        for p in t.replicas:
+            rows.append([*tablet, p.uuid, p.address, p.member_type,
+                         "LEADER" if p.leader else None, "yes" if p.live else "DEAD"])
+    replicas = f", {reply.num_replicas} replicas each" if reply.num_replicas else ""
+    head = (f"table {reply.name} {reply.table_id} v{reply.schema_version}: "
+            f"{reply.num_tablets} tablet{'s' if reply.num_tablets != 1 else ''}{replicas}")
+    if not rows:
+        return head
+    return "\n".join([head, table(
+        ["PARTITION", "TABLET", "STATE", "TERM", "REPLICA", "ADDRESS", "MEMBER", "ROLE",
+         "LIVE"], rows)])
+
+
 __all__ = [
     "Progress",
     "ProgressUnit",
@@ -280,6 +305,7 @@ __all__ = [
     "server_status_text",
     "show_bytes",
     "table",
+    "table_locations_text",
     "tablet_status_doc",
     "tablet_status_text",
 ]

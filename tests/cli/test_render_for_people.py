@@ -75,3 +75,31 @@ def test_freshness_must_be_seconds(value: str) -> None:
                         "--masters", "127.0.0.1:1", "--freshness", value],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--freshness" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_table_describe_is_a_table_one_row_per_replica() -> None:
+    from revivify.impl.master.api import (
+        ReplicaLocationInfo,
+        TableLocationsReply,
+        TabletLocationInfo,
+    )
+
+    def replicas(leader: str, dead: str = "") -> list[ReplicaLocationInfo]:
+        return [ReplicaLocationInfo(u, f"127.0.0.1:705{i}", "VOTER", u == leader, u != dead)
+                for i, u in enumerate("abc")]
+
+    reply = TableLocationsReply("tid", "t1", 2, 2, [
+        TabletLocationInfo("tab-1", 1, "RUNNING", 4, replicas("b", dead="c"),
+                           moving_from="c" * 32),
+        TabletLocationInfo("tab-0", 0, "RUNNING", 3, replicas("a"))], num_replicas=3)
+    head, *lines = render.table_locations_text(reply).splitlines()
+    assert head == "table t1 tid v2: 2 tablets, 3 replicas each"
+    assert lines[0].split() == ["PARTITION", "TABLET", "STATE", "TERM", "REPLICA",
+                                "ADDRESS", "MEMBER", "ROLE", "LIVE"]
+    rows = [line.split() for line in lines[1:]]
+    assert len(rows) == 6 and [r[1] for r in rows] == ["tab-0"] * 3 + ["tab-1"] * 3
+    assert rows[0] == ["0", "tab-0", "RUNNING", "3", "a", "127.0.0.1:7050", "VOTER",
+                       "LEADER", "yes"]
+    assert rows[1][-2:] == ["-", "yes"]
+    assert rows[4][-2:] == ["LEADER", "yes"] and rows[5][-1] == "DEAD"
+    assert "(moving off cccccccc)" in lines[4]
