@@ -76,6 +76,7 @@ class MasterCluster:
 
     async def start_master(self, i: int) -> MasterServer:
         """Start (or restart, from its disk) master ``i``; it serves when this returns."""
+        await self._reap_master(i)
         m = self.masters[i]
         if m.master is not None:
             raise RuntimeError(f"master {i} is already running")
@@ -117,16 +118,31 @@ class MasterCluster:
     async def crash_master(self, i: int) -> None:
         """A machine crash: the disk keeps what was fsync'd, nothing more is traced, the
         network sees the process die."""
+        self.crash_master_now(i)
+        await self._reap_master(i)
+
+    def crash_master_now(self, i: int) -> bool:
+        """The synchronous half of ``crash_master``, callable from inside the master itself
+        (a trace hook: the crash falls right after a chosen durable step). The disk image
+        is taken now; the master's tasks, cancelled, may still write to the old disk until
+        they finish, which no longer matters (``start_master`` waits for them). False if
+        the master was not running (or is already crashing)."""
         m = self.masters[i]
-        if m.master is None or m.scope is None or m.done is None:
-            return
+        if m.master is None or m.scope is None or m.scope.cancel_called:
+            return False
         crashed = m.disk.crash()
         m.master.server.tracer.silence()
         self.net.kill(m.host)
         m.scope.cancel()
-        await m.done.wait()
-        m.scope = None
-        m.disk = crashed
+        m.disk = crashed  # the running master keeps its own reference to the old disk
+        return True
+
+    async def _reap_master(self, i: int) -> None:
+        """Wait for a crashed (cancelled) master's tasks to finish."""
+        m = self.masters[i]
+        if m.scope is not None and m.scope.cancel_called and m.done is not None:
+            await m.done.wait()
+            m.scope = None
 
     async def stop_all(self) -> None:
         for i in range(len(self.tservers.servers)):
