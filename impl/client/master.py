@@ -35,6 +35,12 @@ refused (NOT_FOUND; INVALID_ARGUMENT, the column exists), as before. Giving up a
 deadline raises DeadlineExceeded, with outcome_unknown when an attempt of a call that
 changes the catalog may have run (cut off after it was sent).
 
+The master list (issue 19). ``masters`` is where to start: every Master.Status answer
+names the catalog's committed config (its member addresses and index), and the client asks
+the masters of the newest config it was told from then on (a master added later is asked,
+a removed one no more; impl/master/messages.py "The master list"). A leader hint naming an
+address not in the list is added to it.
+
 Follower reads (KUDU-500; impl/master/queries.py "Follower reads"). ``call_any`` sends a
 read that names a freshness bound (ListTablesRequest / TableLocationsRequest with
 ``freshness``) to ANY master: the masters in the order given, starting with the one that
@@ -106,6 +112,8 @@ class MasterClient:
         for address in masters:
             parse_address(address)
         self.masters: list[str] = list(dict.fromkeys(masters))
+        # The index of the catalog config ``masters`` was learnt from (-1: as given).
+        self.masters_index = -1
         self.options = ClientOptions() if options is None else options
         self._rng = random.Random() if rng is None else rng
         self._connections = connections
@@ -229,6 +237,7 @@ class MasterClient:
                     return
                 if found is not None:
                     return
+                self._learn_masters(status)
                 if status.role == LEADER and status.term >= highest_term:
                     found = address
                     nursery.cancel_scope.cancel()
@@ -256,6 +265,15 @@ class MasterClient:
             return await self._connections.call(address, api.MASTER_STATUS, api.Empty(),
                                                 api.MasterStatus)
         raise NoAnswer(address, timeout, maybe_sent=False)
+
+    def _learn_masters(self, status: api.MasterStatus) -> None:
+        """Adopt the master list a master names, if its config is newer than the one the
+        list came from (impl/master/messages.py "The master list": configs are ordered by
+        their index; a removed master's older config never outranks it)."""
+        told = [a for a in dict.fromkeys(status.masters) if _valid(a)]
+        if status.masters_index <= self.masters_index or not told:
+            return
+        self.masters, self.masters_index = told, status.masters_index
 
     def _remember(self, address: str, uuid: str | None) -> None:
         if address not in self.masters:

@@ -107,7 +107,10 @@ class MasterStatus(msgspec.Struct, frozen=True):
     leader: str | None  # the leader's UUID as this master knows it
     leader_address: str | None
     ready: bool  # this master is the leader and passed the leader-ready gate
-    masters: list[str]  # the catalog's voters' addresses, from its committed config
+    masters: list[str]  # the catalog's members' addresses, from its committed config
+    # That config's index (-1: no catalog here, or a master older than the field): a client
+    # keeps the list of the highest index it was told (messages.py "The master list").
+    masters_index: int = -1
 
 
 class TabletServerEntry(msgspec.Struct, frozen=True):

@@ -6,7 +6,8 @@ the tablet server's heartbeater builds them, the master's shell hands them to th
 
     Master.Heartbeat   Heartbeat(server_uuid, incarnation, registration?, report?)
                        -> HeartbeatResponse(master_uuid, leader, term,
-                                            needs_register, needs_full_report)
+                                            needs_register, needs_full_report,
+                                            masters, masters_index)
 
 Seed 004, "Heartbeat to all masters": a tablet server heartbeats EVERY master, one
 heartbeater each, with its own report sequence per master. Every master refreshes the
@@ -20,6 +21,17 @@ leader decided and never sent is decided again by the new one.
 ``incarnation`` distinguishes two runs of one server (a restart): a master that knows the
 server under another incarnation asks it to register again. A wiped server has a new UUID
 and is simply a new server (seed 001 "Failure of a disk with consensus metadata").
+
+The master list (issue 19, "tablet servers and clients learn the new master list from any
+master"). Every master answers with the addresses of the catalog tablet's *committed* Raft
+config as it knows it (``masters``, voters and non-voters: a master being added hears from
+every server before it is promoted and may lead) and that config's index
+(``masters_index``; -1 with an empty list: this master holds no catalog yet, or is older
+than the field). Configs are totally ordered by their index, so a server keeps the list of
+the highest index any master told it and ignores older ones: a removed master, which may
+never learn that its removal committed, keeps answering its older config and is outvoted by
+the index, never by a count of masters. Both fields have defaults, so a master and a server
+of different versions still understand each other (the old side simply keeps its flag).
 """
 
 from __future__ import annotations
@@ -85,6 +97,10 @@ class HeartbeatResponse(msgspec.Struct, frozen=True):
     term: int
     needs_register: bool = False
     needs_full_report: bool = False
+    # The catalog's committed config as this master knows it (module docstring): [] / -1
+    # says nothing (no catalog here yet, or a master older than these fields).
+    masters: list[str] = msgspec.field(default_factory=list)
+    masters_index: int = -1
 
 
 __all__ = [

@@ -101,10 +101,15 @@ background every ``read_refresh_seconds`` while follower reads were served in th
 a read finds its catalog too old; requests for an anchor are single-flight. Nothing here
 is durable or traced: a read changes nothing.
 
+The master list (issue 19): every heartbeat answer and every Master.Status names the
+catalog's committed config (member addresses and the config's index, messages.py "The
+master list"), so tablet servers start heartbeating a master added later and stop calling a
+removed one (impl/tserver/heartbeat.py), and clients ask the masters of the newest config
+they were told (impl/client/master.py).
+
 Known limits: the master also serves the tablet-server methods of its embedded server (the
 catalog tablet itself refuses client and admin calls: ServerOptions.internal_tablets; Raft
-and tablet copy still reach it); tablet servers and clients keep the master list they were
-started with (a master added later is not learnt from the masters yet).
+and tablet copy still reach it).
 """
 
 from __future__ import annotations
@@ -280,6 +285,17 @@ class MasterServer:
     def master_addresses(self) -> tuple[str, ...]:
         configured = tuple(sorted({normalize(a) for a in self.options.masters}))
         return configured or (self.address,)
+
+    def master_config(self) -> tuple[int, list[str]]:
+        """(index, member addresses) of the catalog's committed Raft config as this master
+        knows it, or (-1, []) without a catalog here (messages.py "The master list")."""
+        if self.ts is None:
+            return (-1, [])
+        replica = self.ts.tablets.replica(CATALOG)
+        if replica is None:
+            return (-1, [])
+        committed = replica.core.status().committed_config
+        return (committed.opid_index, sorted(normalize(p.address) for p in committed.peers))
 
     def catalog_replica(self) -> Replica | None:
         if self.ts is None:
@@ -625,18 +641,22 @@ class MasterServer:
             except AppError as exc:
                 logger.info("report of %s not processed: %s", hb.server_uuid, exc)
                 self.tmap().report_failed(hb.server_uuid)
-        return verdict.response
+        # Read after the report's write: a config change that committed meanwhile is told.
+        index, masters = self.master_config()
+        return msgspec.structs.replace(verdict.response, masters=masters,
+                                       masters_index=index)
 
     async def on_status(self, req: api.Empty, ctx: CallContext) -> api.MasterStatus:
         self._require_started()
         replica = self.catalog_replica()
         role, term, leader, address = self._leader_of(replica)
-        masters = [p.address for p in replica.core.status().committed_config.peers] \
-            if replica is not None else list(self.master_addresses())
+        index, masters = self.master_config()
+        if index < 0:  # no catalog here yet: the configured list, said with no index
+            masters = list(self.master_addresses())
         ready = replica is not None and replica.core.is_leader() \
             and self.ready_term == term and not self._needs_rebuild
         return api.MasterStatus(self.uuid, self.address, role, term, leader, address, ready,
-                                masters)
+                                masters, index)
 
     async def on_list_tservers(self, req: api.Empty, ctx: CallContext
                                ) -> api.TabletServerList:

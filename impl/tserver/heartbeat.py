@@ -28,12 +28,24 @@ state per tablet), with the replica's committed consensus state: from the runnin
 or from the durable cmeta of a tablet that does not run. A master's UUID is learnt from its
 address (the RPC layer's WrongServerUuid names it) and learnt again when it changes (a
 wiped master).
+
+The master list is learnt from the masters (issue 19; impl/master/messages.py "The master
+list"). ``--masters`` is only where to start: every heartbeat answer names the catalog's
+committed config (its member addresses and index) as that master knows it. `MasterList`
+keeps the list of the highest index told; when it changes, `HeartbeatPool` starts a
+heartbeater for each master added and cancels the one of each master removed. A master's
+heartbeater keeps its state (UUID, sequence, acknowledgements) while the master stays in
+the list; one started again after a removal starts afresh (it registers, a full report).
+Why the index and not a vote or a union: a removed master may never learn its removal
+committed and keeps naming itself; its config is older than the one that removed it, so
+any master that knows the newer config outranks it. Until some master answers, or when
+every answer is from a master older than the list (index -1), the flag's list stands.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Protocol
 
 import attrs
@@ -50,7 +62,7 @@ from revivify.impl.master.messages import (
     TabletReport,
 )
 from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
-from revivify.impl.rpc.address import parse_address
+from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
 
 from . import api
@@ -146,6 +158,8 @@ class Heartbeater:
     term: int = -1
     acked: dict[str, Signature] = attrs.field(factory=dict)
     responses: int = 0  # answered heartbeats (tests)
+    # Told the master list each answer names (the pool's MasterList.learn), if any.
+    on_masters: Callable[[int, list[str]], None] | None = None
 
     def build(self) -> tuple[Heartbeat, Mapping[str, Signature]]:
         """The next heartbeat, and the signatures its report would acknowledge."""
@@ -182,6 +196,8 @@ class Heartbeater:
         sent_full = hb.report is not None and hb.report.full
         if response.needs_full_report or (newly_leader and not sent_full):
             self.full_next = True
+        if self.on_masters is not None and response.masters_index >= 0:
+            self.on_masters(response.masters_index, response.masters)
 
     async def run(self) -> None:
         host, port = parse_address(self.master_address)
@@ -211,13 +227,90 @@ class Heartbeater:
                 await trio.sleep(min(self.interval, _RECONNECT.delay(failures)))
 
 
+def normalize_address(address: str) -> str:
+    """HOST:PORT as the masters write it (so that a flag and a config name one master
+    alike)."""
+    host, port = parse_address(address)
+    return format_address(host, port)
+
+
+@attrs.define
+class MasterList:
+    """The masters to heartbeat: the ``--masters`` flag's (index -1) until a master names a
+    committed catalog config; then the config of the highest index told (module
+    docstring). A plain value holder: no I/O."""
+
+    addresses: tuple[str, ...]
+    index: int = -1
+
+    @classmethod
+    def from_flag(cls, masters: Iterable[str]) -> MasterList:
+        return cls(tuple(dict.fromkeys(normalize_address(a) for a in masters)))
+
+    def learn(self, index: int, addresses: Iterable[str]) -> bool:
+        """A master told config ``index`` with ``addresses``: adopt it if it is newer than
+        what is known. True when the list changed."""
+        told = tuple(sorted({normalize_address(a) for a in addresses}))
+        # An empty committed config does not exist (a Raft config always has a voter):
+        # such an answer says nothing.
+        if index <= self.index or not told:
+            return False
+        changed = set(told) != set(self.addresses)
+        self.addresses, self.index = told, index
+        assert self.addresses, "never left without a master to call"
+        return changed
+
+
+@attrs.define
+class HeartbeatPool:
+    """One heartbeater per master of the current MasterList, started and cancelled as the
+    list changes (module docstring)."""
+
+    host: HeartbeatHost
+    interval: float
+    masters: MasterList
+    nursery: trio.Nursery
+    beaters: dict[str, tuple[Heartbeater, trio.CancelScope]] = attrs.field(factory=dict)
+
+    def learn(self, index: int, addresses: list[str]) -> None:
+        if self.masters.learn(index, addresses):
+            logger.info("masters are now %s (catalog config %d)",
+                        ",".join(self.masters.addresses), index)
+            self.reconcile()
+
+    def reconcile(self) -> None:
+        """Make the running heartbeaters those of the list: start the missing, cancel the
+        removed (their tasks end at their next checkpoint)."""
+        wanted = set(self.masters.addresses)
+        for address in sorted(set(self.beaters) - wanted):
+            _, scope = self.beaters.pop(address)
+            scope.cancel()
+            logger.info("stopped heartbeating %s (not a master any more)", address)
+        for address in self.masters.addresses:
+            if address not in self.beaters:
+                beater = Heartbeater(self.host, address, self.interval, on_masters=self.learn)
+                scope = trio.CancelScope()
+                self.beaters[address] = (beater, scope)
+                self.nursery.start_soon(_run_in, beater, scope)
+        assert set(self.beaters) == wanted
+
+
+async def _run_in(beater: Heartbeater, scope: trio.CancelScope) -> None:
+    with scope:
+        await beater.run()
+
+
 async def run_heartbeaters(host: HeartbeatHost, masters: tuple[str, ...],
-                           interval: float) -> None:
-    """One heartbeater per master, until cancelled."""
+                           interval: float,
+                           task_status: trio.TaskStatus[HeartbeatPool] = trio.TASK_STATUS_IGNORED
+                           ) -> None:
+    """One heartbeater per master, the list learnt from the masters, until cancelled.
+    ``task_status`` gets the pool (tests look at it)."""
     async with trio.open_nursery() as nursery:
-        for address in masters:
-            nursery.start_soon(Heartbeater(host, address, interval).run)
+        pool = HeartbeatPool(host, interval, MasterList.from_flag(masters), nursery)
+        pool.reconcile()
+        task_status.started(pool)
 
 
-__all__ = ["HeartbeatHost", "Heartbeater", "all_replicas", "replica_report",
-           "run_heartbeaters", "signature"]
+__all__ = ["HeartbeatHost", "HeartbeatPool", "Heartbeater", "MasterList", "all_replicas",
+           "normalize_address", "replica_report", "run_heartbeaters", "signature"]

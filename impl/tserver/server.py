@@ -76,7 +76,7 @@ from revivify.impl.trace import TraceWriter
 
 from . import api
 from .copy.service import TabletCopies
-from .heartbeat import run_heartbeaters
+from .heartbeat import HeartbeatPool, run_heartbeaters
 from .manager.shell import TabletManager
 from .replica import Replica, Tracer, config_to_storage
 from .schema import SchemaVersions, register_alter_schema
@@ -292,6 +292,7 @@ class TabletServer:
         # Schema versions recorded by Admin.AlterSchema (schema.py: a file per tablet).
         self.schemas = SchemaVersions(self.layout, disk)
         self.peers: dict[str, PeerSender] = {}
+        self.heartbeats: HeartbeatPool | None = None  # the heartbeaters, if --masters
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,
@@ -587,8 +588,9 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
             nursery.start_soon(server.ticker)
             nursery.start_soon(server.copies.maintain)
             if options.masters:
-                nursery.start_soon(run_heartbeaters, server, options.masters,
-                                   options.heartbeat_seconds)
+                server.heartbeats = await nursery.start(run_heartbeaters, server,
+                                                        options.masters,
+                                                        options.heartbeat_seconds)
             try:
                 yield server
             finally:

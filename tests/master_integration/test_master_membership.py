@@ -101,3 +101,73 @@ def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
             kill_process(new)
         cluster.stop_all()
         assert_traces_clean(cluster)
+
+
+def spawn_joiner(root: str, cluster: MasterCluster, index: int, others: list[str],
+                 extra: tuple[str, ...] = ()) -> ServerProcess:
+    """A master started with ``--join`` (it waits for the catalog to be copied to it)."""
+    new = ServerProcess(index, os.path.join(root, f"m-new{index}"), cluster.trace_dir,
+                        os.path.join(root, f"m-new{index}.log"), port=free_port())
+    spawn(new, [sys.executable, "-m", "revivify.impl.master.main", "--fs-root",
+                new.fs_root, "--rpc-bind", new.address, "--trace-dir", new.trace_dir,
+                "--join", "--masters", ",".join([*others, new.address]), *extra])
+    new.uuid = await_listening(new, MASTER_LISTENING, "a joining master", 30).group(1)
+    return new
+
+
+def live_at(address: str, uuid: str) -> int:
+    """The tablet servers live as this very master sees them (any role: not redirected)."""
+    reply = call(address, uuid, api.MASTER_LIST_TSERVERS, api.Empty(), api.TabletServerList)
+    return sum(t.live for t in reply.tservers)
+
+
+def test_added_masters_hear_every_tablet_server(tmp_path: pytest.TempPathFactory) -> None:
+    """Issue 19: tablet servers started with one master's address learn the masters added
+    later from the masters' answers; once the first master is killed, one of the added
+    masters leads and already knows every tablet server live."""
+    root = str(tmp_path)
+    with MasterCluster(root, masters=1, tservers=2) as cluster:
+        cluster.start_all()
+        old = cluster.masters[0]
+        ready_leader(cluster)
+        wait_live(cluster, 2)
+        joined: list[ServerProcess] = []
+        try:
+            for k in (1, 2):
+                new = spawn_joiner(root, cluster, k, [old.address])
+                joined.append(new)
+                added = moves("master", "add", new.address, "--masters", old.address,
+                              "--json", "--deadline", "30")
+                assert added.returncode == 0, added.stderr
+                wait_for(lambda new=new: catalog_member_type(  # type: ignore[misc]
+                    new.address, new.uuid) == "VOTER", 60, "the new master a VOTER")
+            # Heartbeats reach the new masters although no server was told about them.
+            for new in joined:
+                wait_for(lambda new=new: live_at(new.address, new.uuid) == 2,  # type: ignore[misc]
+                         30, f"{new.address} hears both tablet servers")
+            kill_process(old)
+            addresses = [n.address for n in joined]
+
+            def new_leader() -> api.MasterStatus | None:
+                for address in addresses:
+                    try:
+                        st = run(lambda a=address: master_status(a), 10)  # type: ignore[misc]
+                    except Exception:
+                        continue
+                    if st.ready:
+                        return st
+                return None
+
+            leader = wait_for(new_leader, 60, "an added master the ready leader")
+            assert live_at(leader.address, leader.uuid) == 2
+            # A client told only a dead master cannot learn; one told any live master can:
+            # the CLI, given one added master, finds the leader and lists the tables.
+            listed = moves("table", "list", "--masters", addresses[0], "--json")
+            assert listed.returncode == 0, listed.stderr
+            for new in joined:
+                stop_process(new, "an added master", 30)
+        finally:
+            for new in joined:
+                kill_process(new)
+        cluster.stop_all()
+        assert_traces_clean(cluster)
