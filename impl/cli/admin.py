@@ -375,10 +375,12 @@ def _check_target(args: argparse.Namespace, prog: str) -> None:
                          "--table, not both")
     if by_table:
         if args.masters is None or args.table is None:
-            raise UsageError(f"{prog}: --masters and --table go together")
+            given, wanted = (("--table", "--masters or --root") if args.table is not None
+                             else ("--root" if args.cluster_root else "--masters", "--table"))
+            raise UsageError(f"{prog}: {given} needs {wanted} (they go together)")
     elif args.tservers is None or args.tablet is None:
         raise UsageError(f"{prog}: the following arguments are required: --tservers and "
-                         "--tablet, or --masters and --table")
+                         "--tablet, or --masters (or --root) and --table")
 
 
 def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:

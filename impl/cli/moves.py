@@ -22,6 +22,7 @@ elapsed time); without a terminal, or with ``--json``, the lines alone.
 Output: text, or ``--json`` {"tserver", "moved": [{"table", "tablet", "to", "replicas"}],
 "count", "remaining"} ("to": the replacement, null when it was already a voter at this run's
 first look, e.g. added for an earlier, killed run; "replicas": the tablet's members after).
+All three take ``--call-timeout SECONDS`` (common.call_timeout_flag: each master call).
 Exit 0 once the server holds no replica in any live tablet's config; 1 for an
 unknown server or a refusal; 2 for bad usage or when ``--deadline`` (default 600 s) passes
 first (run it again to continue).
@@ -33,11 +34,12 @@ config index, one change at a time); the leader copies the catalog to it (tablet
 streams its WAL, and promotes it to VOTER once it has caught up. ``master remove UUID``
 takes a master out of the config (``Master.RemoveMaster``); the leader master cannot be
 removed (make another lead first). Both are idempotent (a member added again, a non-member
-removed again: exit 0, "already"). ``--cas INDEX`` names the committed config index the
-change was planned on (a change planned on a stale view is refused: exit 1). Output: text,
-or ``--json`` {"uuid", "address", "config_index", "already_done"}. Tablet servers and
-clients keep the master list they were started with (learning it from the masters is not
-built yet).
+removed again: exit 0, "already"); ``master add`` first asks the new master for its
+status, so an address where no master answers is named at once (exit 2). ``--cas INDEX``
+names the committed config index the change was planned on (a change planned on a stale
+view is refused: exit 1). Output: text, or ``--json`` {"uuid", "address", "config_index",
+"already_done"}. Tablet servers and clients keep the master list they were started with
+(learning it from the masters is not built yet).
 """
 
 from __future__ import annotations
@@ -48,16 +50,27 @@ from typing import Any, Final
 
 import trio
 
-from revivify.impl.client import ClientOptions
+from revivify.impl.client import ClientError, ClientOptions
 from revivify.impl.client.errors import Rejected, Unavailable
-from revivify.impl.client.master import MasterClient, open_master_client
+from revivify.impl.client.master import MasterClient, master_status, open_master_client
+from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.master import api
 from revivify.impl.rpc import RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tserver import api as ts_api
 
 from . import render
-from .common import Outcome, Parser, common_flags, execute, masters_flags, parse_args
+from .common import (
+    Outcome,
+    Parser,
+    call_timeout_flag,
+    client_options,
+    common_flags,
+    execute,
+    masters_flags,
+    non_negative_int,
+    parse_args,
+)
 
 PROG: Final = "revivify tserver retire"
 RETIRE_DEADLINE: Final = 600.0
@@ -105,16 +118,17 @@ async def _hand_over_leadership(tablet: api.TabletLocationInfo, uuid: str,
 
 
 async def retire(masters: list[str], uuid: str, deadline: float, *,
-                 bar: bool = True) -> Outcome:
+                 bar: bool = True, call_timeout: float = DEFAULT_CALL_TIMEOUT) -> Outcome:
     """Move every replica off ``uuid`` (module docstring); ``bar``: a progress bar on
-    stderr when it is a terminal (render.progress)."""
+    stderr when it is a terminal (render.progress); ``call_timeout``: each master call's
+    (--call-timeout)."""
     with render.progress(f"retiring {uuid[:8]}", 0, enabled=bar) as shown:
-        return await _retire(masters, uuid, deadline, shown)
+        return await _retire(masters, uuid, deadline, shown, call_timeout)
 
 
 async def _retire(masters: list[str], uuid: str, deadline: float,
-                  shown: render.Progress) -> Outcome:
-    options = ClientOptions(deadline=min(CALL_DEADLINE, deadline))
+                  shown: render.Progress, call_timeout: float) -> Outcome:
+    options = ClientOptions(deadline=min(CALL_DEADLINE, deadline), call_timeout=call_timeout)
     give_up = trio.current_time() + deadline - 1.0
     moved: list[dict[str, Any]] = []
     first_seen: dict[str, tuple[str, frozenset[str]]] = {}
@@ -195,14 +209,14 @@ def _summary(uuid: str, moved: list[dict[str, Any]], remaining: int) -> dict[str
 
 def _master_change(kind: str, argv: list[str]) -> int:
     prog = f"revivify master {kind}"
-    parser = Parser(prog=prog, parents=[common_flags(), masters_flags()],
+    parser = Parser(prog=prog, parents=[common_flags(), masters_flags(), call_timeout_flag()],
                     description="add a master (running with 'master run --join') to the "
                                 "catalog's Raft config" if kind == "add" else
                                 "remove a master from the catalog's Raft config")
     parser.add_argument("target", metavar="HOST:PORT" if kind == "add" else "UUID",
                         help="the new master's address" if kind == "add"
                         else "the master's UUID")
-    parser.add_argument("--cas", type=int, default=None, metavar="INDEX",
+    parser.add_argument("--cas", type=non_negative_int, default=None, metavar="INDEX",
                         help="the committed config index this change was planned on")
     args = parse_args(parser, argv)
     if isinstance(args, int):
@@ -221,16 +235,29 @@ def _master_change(kind: str, argv: list[str]) -> int:
         method = api.MASTER_REMOVE_MASTER
 
     async def work() -> Outcome:
-        async with open_master_client(list(args.masters),
-                                      options=ClientOptions(deadline=args.deadline)) as client:
+        options = client_options(args)
+        if kind == "add":
+            # The new master must be running (with --join) before the leader can copy the
+            # catalog to it. Asked first, within one call timeout, so that a typo in the
+            # address or a master not started yet is named at once, in one line, and not
+            # after the whole deadline as a timeout of the call to the leader (which waits
+            # on the new master's answer).
+            try:
+                await master_status(args.target, options)
+            except ClientError as exc:
+                return Outcome(2, {"address": args.target, "error": exc.message}, "",
+                               f"no master answers at {args.target} ({exc.message}); start "
+                               "it with 'revivify master run --join' first")
+        async with open_master_client(list(args.masters), options=options) as client:
             reply = await client.call(method, request, api.MasterChangeReply)
         document = {"uuid": reply.uuid, "address": reply.address,
                     "config_index": reply.config_index, "already_done": reply.already_done}
         verb = "added" if kind == "add" else "removed"
-        text = (f"master {reply.uuid} {reply.address} was already "
+        who = " ".join(filter(None, [reply.uuid, reply.address]))
+        text = (f"master {who} was already "
                 f"{'a member' if kind == 'add' else 'not a member'}"
                 if reply.already_done else
-                f"master {reply.uuid} {reply.address} {verb} (config index "
+                f"master {who} {verb} (config index "
                 f"{reply.config_index})")
         return Outcome(0, document, text)
 
@@ -261,7 +288,7 @@ def main(argv: list[str]) -> int:
 
 def tserver_retire_main(argv: list[str]) -> int:
     """``revivify tserver retire UUID --masters ...`` (argv after 'retire')."""
-    parser = Parser(prog=PROG, parents=[common_flags(), masters_flags()],
+    parser = Parser(prog=PROG, parents=[common_flags(), masters_flags(), call_timeout_flag()],
                     description="move every replica off a tablet server (then it can be "
                                 "stopped for good); resumable: run it again to continue")
     parser.add_argument("uuid", help="the tablet server's UUID")
@@ -273,7 +300,7 @@ def tserver_retire_main(argv: list[str]) -> int:
 
     async def work() -> Outcome:
         return await retire(list(args.masters), args.uuid, args.deadline,
-                            bar=not args.json)
+                            bar=not args.json, call_timeout=args.call_timeout)
 
     return execute(PROG, args, work)
 
