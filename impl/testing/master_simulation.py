@@ -54,6 +54,7 @@ absent).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import random
@@ -262,6 +263,8 @@ class MasterSimulation(Simulation):
         self.isolated_masters: set[int] = set()
         self.ready_by_term: dict[int, str] = {}  # term -> the master seen ready in it
         self.clients = 0  # clients opened (each its own id and Random)
+        # why client operations failed ("alter: DeadlineExceeded(CatalogWriteFailed)"...)
+        self.failures: collections.Counter[str] = collections.Counter()
         self._mc: MasterCluster | None = None
         # check_durable's cache: process key -> ((disk, fsync count, tablets traced), view)
         self._process_views: dict[str, tuple[tuple[SimDisk, int, frozenset[str]],
@@ -313,7 +316,7 @@ class MasterSimulation(Simulation):
 
     async def _run(self, step: MasterStep) -> None:
         if isinstance(step, CreateTable):
-            await self._create(step.tablets)
+            await self._create_table(step.tablets)
         elif isinstance(step, DeleteTable):
             await self._delete(step)
         elif isinstance(step, AlterTable):
@@ -321,7 +324,7 @@ class MasterSimulation(Simulation):
         elif isinstance(step, WriteRows):
             t = self._table(step.table)
             if t is not None:
-                await self._write(t, step.rows)
+                await self._write_rows(t, step.rows)
         elif isinstance(step, CrashMaster):
             i = await self._pick_master(step.master, step.leader)
             if i is not None:
@@ -430,7 +433,15 @@ class MasterSimulation(Simulation):
                                       options=CLIENT_OPTIONS, rng=rng) as client:
             return await client.call(method, body, response)
 
-    async def _create(self, tablets: int) -> TableModel:
+    def _failed(self, what: str, exc: ClientError) -> None:
+        last = exc.last_error
+        if isinstance(last, master_api.Refused):
+            cause = last.reason
+        else:
+            cause = type(last).__name__ if last is not None else ""
+        self.failures[f"{what}: {type(exc).__name__}({cause})"] += 1
+
+    async def _create_table(self, tablets: int) -> TableModel:
         name = f"tb{len(self.tables)}"
         request = master_api.CreateTableRequest(name, [Column("key", key=True)], tablets,
                                                 self.replicas, request_id=f"create-{name}")
@@ -439,11 +450,13 @@ class MasterSimulation(Simulation):
         try:
             await self._master_call(master_api.MASTER_CREATE_TABLE, request,
                                     master_api.TableCreatedReply)
-        except DeadlineExceeded:
+        except DeadlineExceeded as exc:
+            self._failed("create", exc)
             # Even outcome_unknown=False is not "surely absent": a CatalogWriteFailed leaves
             # a write that may still commit under a later leader (impl/master/server.py).
             self.mcounters.creates_unknown += 1
-        except ClientError:  # refused: never created (the name is fresh, so not ALREADY_PRESENT)
+        except ClientError as exc:  # refused: never created (a fresh name: not ALREADY_PRESENT)
+            self._failed("create", exc)
             model.created = "no"
         else:
             model.created = "acked"
@@ -458,7 +471,8 @@ class MasterSimulation(Simulation):
         try:
             await self._master_call(master_api.MASTER_DELETE_TABLE,
                                     master_api.TableName(t.name), master_api.TableDeletedReply)
-        except ClientError:
+        except ClientError as exc:
+            self._failed("delete", exc)
             # NOT_FOUND too: a retry of a delete that committed is refused so (client docs)
             self.mcounters.deletes_unknown += 1
         else:
@@ -475,13 +489,14 @@ class MasterSimulation(Simulation):
         try:
             reply = await self._master_call(master_api.MASTER_ALTER_TABLE, request,
                                             master_api.TableAlteredReply)
-        except ClientError:
+        except ClientError as exc:
+            self._failed("alter", exc)
             self.mcounters.alters_failed += 1
         else:
             self.mcounters.alters_acked += 1
             t.schema_version = max(t.schema_version, reply.schema_version)
 
-    async def _write(self, t: TableModel, rows: int) -> None:
+    async def _write_rows(self, t: TableModel, rows: int) -> None:
         client_id, rng = self._new_client_rng()
         host = self.mc.net.host("client")
         async with open_table_client(self.mc.addresses, t.name, client_id=client_id,
@@ -495,7 +510,8 @@ class MasterSimulation(Simulation):
                     await table.put(key, value)
                 except TableNotFoundError:
                     return  # no write was sent
-                except ClientError:
+                except ClientError as exc:
+                    self._failed("write", exc)
                     t.unknown[key] = value
                     self.mcounters.rows_unknown += 1
                     return  # the cluster cannot take writes now: the next step moves on
@@ -527,7 +543,7 @@ class MasterSimulation(Simulation):
                     if self._live_tables():
                         await self._alter(step.table)
                     else:
-                        await self._create(1)
+                        await self._create_table(1)
                     await crashed.wait()
         finally:
             _after_event.pop(node, None)
@@ -594,9 +610,9 @@ class MasterSimulation(Simulation):
     def verify(self, seconds: float = 240.0) -> None:
         """Heal, restart everything, wait for the cluster to heal itself, then check what
         the client was told (the module header)."""
-        self._call(lambda: self._verify(seconds), budget=seconds + 120)
+        self._call(lambda: self._verify_all(seconds), budget=seconds + 120)
 
-    async def _verify(self, seconds: float) -> None:
+    async def _verify_all(self, seconds: float) -> None:
         self._heal_all()
         for m in self.mc.masters:
             if m.master is None:
