@@ -33,6 +33,7 @@ RUNNING tablet of a live table:
      (a server back from a restart or a stall: nothing to move any more);
   2. no move yet:
        a member on a dead server          record move(from = that member)     (one write)
+       a member FAILED on a live server   the same: record move(from = it)
        more VOTERs than the replica count record move(from = the surplus voter: a dead one,
                                           else a non-leader on the most loaded server; the
                                           master has no per-replica progress, so "least
@@ -54,6 +55,16 @@ of voters, nor below a live majority. A server is *dead* when silent longer than
 master's timeout; one the master has not heard from is *unknown* until the master has run
 that long (a restarted master does not take every server for dead), and a tablet with an
 unknown or dead leader waits for a live leader's report.
+
+A FAILED replica on a live server (its disk failed, its startup or store failed: the
+server keeps it as evidence and reports it FAILED) is healed like a member on a dead
+server, replica by replica (Kudu's master replaces it the same way): it counts toward no
+live majority, it is the first choice of an over-replicated tablet's removal, a NON_VOTER
+that FAILED never catches up (REMOVE it), and an automatic move off a FAILED replica is
+not abandoned because its server is live. ``ServerView.failed`` holds the (tablet, server)
+pairs the leader master last saw reported FAILED: soft state, from reports (a new leader
+gets a full report from every server, KUDU-1374, so it learns them again), while the move
+it leads to is recorded durably as any other.
 """
 
 from __future__ import annotations
@@ -78,6 +89,7 @@ from .catalog import (
     tablet_key,
 )
 from .errors import IllegalState, InvalidArgument, MasterError, NotEnoughServers, NotFound
+from .messages import TabletReport
 from .operations import Plan, make_plan
 from .placement import Candidate, choose
 
@@ -242,10 +254,20 @@ class ServerView:
     live: frozenset[str]
     dead: frozenset[str]
     candidates: tuple[Candidate, ...]  # the live servers that may receive a replica
+    # (tablet id, server uuid) of replicas last reported FAILED (module docstring).
+    failed: frozenset[tuple[str, str]] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         assert not self.live & self.dead
         assert {c.uuid for c in self.candidates} <= self.live
+
+    def healthy(self, tablet_id: str, uuid: str) -> bool:
+        """The replica of ``tablet_id`` on ``uuid`` is on a live server and not FAILED."""
+        return uuid in self.live and (tablet_id, uuid) not in self.failed
+
+    def lost(self, tablet_id: str, uuid: str) -> bool:
+        """The replica is gone for good: its server dead, or the replica FAILED there."""
+        return uuid in self.dead or (tablet_id, uuid) in self.failed
 
 
 @attrs.frozen
@@ -265,9 +287,9 @@ def _surplus_victim(tablet: TabletRecord, servers: ServerView,
     """The voter an over-replicated tablet loses: a dead one, else a non-leader on the most
     loaded server (ties: the highest uuid, deterministic)."""
     voters = sorted(tablet.consensus.config.voters())
-    dead = [v for v in voters if v in servers.dead]
-    if dead:
-        return dead[0]
+    lost = [v for v in voters if servers.lost(tablet.tablet_id, v)]
+    if lost:
+        return lost[0]
     others = [v for v in voters if v != tablet.consensus.leader]
     if not others:
         return None
@@ -278,12 +300,17 @@ def _new_move(tablet: TabletRecord, table: TableRecord, servers: ServerView,
               load: Mapping[str, int]) -> ReplicaMove | None:
     """The move a tablet without one needs (policy step 2), if any."""
     config = tablet.consensus.config
+    tablet_id = tablet.tablet_id
     if any(p.member_type == NON_VOTER for p in config.peers
-           if p.uuid not in servers.dead):
+           if not servers.lost(tablet_id, p.uuid)):
         return None  # a member catching up: the last change is not finished
     dead = sorted(p.uuid for p in config.peers if p.uuid in servers.dead)
     if dead:
         return ReplicaMove(dead[0], None, f"tablet server {dead[0]} is dead",
+                           automatic=True)
+    failed = sorted(p.uuid for p in config.peers if (tablet_id, p.uuid) in servers.failed)
+    if failed:
+        return ReplicaMove(failed[0], None, f"the replica on {failed[0]} FAILED",
                            automatic=True)
     if len(config.voters()) > table.num_replicas:
         victim = _surplus_victim(tablet, servers, load)
@@ -298,7 +325,7 @@ def _abandoned(tablet: TabletRecord, table: TableRecord, move: ReplicaMove,
     server back from a restart or a stall): nothing to move any more. An operator's move
     (MoveReplica, retire) is never abandoned."""
     config = tablet.consensus.config
-    return move.automatic and move.from_uuid in servers.live \
+    return move.automatic and servers.healthy(tablet.tablet_id, move.from_uuid) \
         and not any(p.member_type == NON_VOTER for p in config.peers) \
         and len(config.voters() - {move.from_uuid}) < table.num_replicas
 
@@ -314,16 +341,16 @@ def drive(tablet: TabletRecord, table: TableRecord, servers: ServerView,
     voters = config.voters()
     if move is None and len(voters) >= table.num_replicas:
         return None
-    if leader is None or leader not in servers.live:
+    if leader is None or not servers.healthy(tablet.tablet_id, leader):
         return "no live leader known"
     if not all(p.uuid in servers.live or p.uuid in servers.dead for p in config.peers):
         return "a member's liveness is not known yet"
     source = None if move is None else move.from_uuid
     for member in config.peers:
         if member.member_type == NON_VOTER and member.uuid != source:
-            if member.uuid in servers.dead:
+            if servers.lost(tablet.tablet_id, member.uuid):
                 return _change_plan(tablet, ConfigChange("REMOVE", member),
-                                    "a NON_VOTER on a dead server never catches up")
+                                    "a NON_VOTER dead or FAILED never catches up")
             return f"{member.uuid} is catching up"
     if move is not None:
         peer = config.peer(move.from_uuid)
@@ -334,7 +361,8 @@ def drive(tablet: TabletRecord, table: TableRecord, servers: ServerView,
         if len(remaining) >= table.num_replicas:
             if peer.uuid == leader:
                 return f"{peer.uuid} leads: waiting for the leadership to move"
-            if sum(v in servers.live for v in remaining) < majority(len(remaining)):
+            if sum(servers.healthy(tablet.tablet_id, v) for v in remaining) \
+                    < majority(len(remaining)):
                 return "removing it would leave no live majority"
             return _change_plan(tablet, ConfigChange("REMOVE", peer), move.reason)
     else:
@@ -410,9 +438,23 @@ def decide(catalog: Catalog, servers: ServerView, rng: random.Random) -> Healing
     return Healing(write, tuple(changes), waiting)
 
 
+def failed_after_report(previous: frozenset[str], report: TabletReport) -> frozenset[str]:
+    """The tablets a server holds FAILED after ``report`` (``previous``: before it). A full
+    report says everything; an incremental one only about the tablets it names (a tablet
+    left out did not change)."""
+    failed = set() if report.full else set(previous)
+    for replica in report.replicas:
+        if replica.state == "FAILED":
+            failed.add(replica.tablet_id)
+        else:
+            failed.discard(replica.tablet_id)
+    return frozenset(failed)
+
+
 def server_view(live: Collection[str], dead: Collection[str],
-                candidates: Sequence[Candidate]) -> ServerView:
-    return ServerView(frozenset(live), frozenset(dead), tuple(candidates))
+                candidates: Sequence[Candidate],
+                failed: Collection[tuple[str, str]] = ()) -> ServerView:
+    return ServerView(frozenset(live), frozenset(dead), tuple(candidates), frozenset(failed))
 
 
 __all__ = [
@@ -422,6 +464,7 @@ __all__ = [
     "ServerView",
     "decide",
     "drive",
+    "failed_after_report",
     "majority",
     "plan_add_replica",
     "plan_move_replica",

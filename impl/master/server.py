@@ -64,16 +64,16 @@ leader continues its predecessor's creations), and the replacement of tablets CR
 longer than ``creation_timeout`` under this leader (plan_replace_tablets: old REPLACED and
 new CREATING in one write), then one round of the healing policy (replication.py ``decide``,
 unless ``heal`` is off): its ONE write (moves recorded for tablets with a member on a server
-silent longer than ``failed_after``, or over-replicated; finished or abandoned moves
-cleared) through run_plan, then its ChangeConfig calls, decided again on the snapshot that
-holds that write and released through send_calls (so each is traced as ``master_call``
-after the write's ``catalog_commit``, for a tablet the committed catalog holds, CAS = the
-recorded config index). A ChangeConfig sent is not sent again for the same tablet, CAS and
-leader for ``change_backoff`` seconds (its effect comes back in a report); NotLeader,
-TabletNotRunning and TabletNotFound make it moot (the policy decides again from fresher
-records). Liveness for the policy (``server_view``): live = heard from within
-``failed_after``; dead = silent longer, or never heard from once this master has run that
-long. A recorded MoveReplica wakes the background task at once.
+silent longer than ``failed_after``, with a replica reported FAILED, or over-replicated;
+finished or abandoned moves cleared) through run_plan, then its ChangeConfig calls, decided
+again on the snapshot that holds that write and released through send_calls (so each is
+traced as ``master_call`` after the write's ``catalog_commit``, for a tablet the committed
+catalog holds, CAS = the recorded config index). A ChangeConfig sent is not sent again for
+the same tablet, CAS and leader for ``change_backoff`` seconds (its effect comes back in a
+report); NotLeader, TabletNotRunning and TabletNotFound make it moot (the policy decides
+again from fresher records). Liveness for the policy (``server_view``): live = heard from
+within ``failed_after``; dead = silent longer, or never heard from once this master has run
+that long. A recorded MoveReplica wakes the background task at once.
 
 Masters join and leave (seed 004 "Master Raft configuration changes"): Master.AddMaster
 proposes ADD(NON_VOTER, promote) of a master started with ``--join`` (it never creates a
@@ -168,6 +168,7 @@ from .replication import (
     Healing,
     ServerView,
     decide,
+    failed_after_report,
     plan_add_replica,
     plan_move_replica,
     plan_remove_replica,
@@ -259,6 +260,8 @@ class MasterServer:
         self._wake = trio.Event()  # a recorded move: run a background round now
         # tablet id -> (CAS index, leader, when) of the last ChangeConfig the policy sent
         self._changes_sent: dict[str, tuple[int, str, float]] = {}
+        # server uuid -> the tablets its reports (processed here) last said were FAILED
+        self._failed: dict[str, frozenset[str]] = {}
         # Follower reads: the anchors, when one was last served, the request for an anchor
         # in flight (single-flight), and the catalog built from the applied rows, by the
         # (replica, applied index) it was built at.
@@ -570,7 +573,8 @@ class MasterServer:
     def server_view(self, catalog: Catalog) -> ServerView:
         """Liveness for the policy (replication.py): live = heard from within
         ``failed_after``; dead = silent longer, or never heard from once this master has
-        run that long (a restarted master does not take every server for dead)."""
+        run that long (a restarted master does not take every server for dead); failed =
+        the replicas live servers last reported FAILED to this master as the leader."""
         now = self.now()
         tmap = self.tmap()
         limit = self.options.failed_after
@@ -586,7 +590,9 @@ class MasterServer:
             elif entry is not None or warm:
                 dead.add(uuid)
         candidates = [c for c in tmap.candidates(now) if c.uuid in live]
-        return server_view(live, dead, candidates)
+        failed = [(tablet_id, uuid) for uuid, tablet_ids in self._failed.items()
+                  if uuid in live for tablet_id in tablet_ids]
+        return server_view(live, dead, candidates, failed)
 
     async def _heal_round(self, term: int) -> None:
         """One round of the healing policy: its one write (moves recorded or cleared),
@@ -633,6 +639,9 @@ class MasterServer:
         verdict = self.tmap().heartbeat(hb, self.now())
         report = verdict.report
         if report is not None:
+            # Soft state for the healing policy (replication.py "A FAILED replica").
+            self._failed[hb.server_uuid] = failed_after_report(
+                self._failed.get(hb.server_uuid, frozenset()), report)
             try:
                 result = await self.run_plan(lambda c: process_report(c, hb.server_uuid,
                                                                       report))

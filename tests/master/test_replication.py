@@ -11,10 +11,12 @@ from master_helpers import config, create, describe, ok, process, replica, run, 
 from revivify.impl.consensus.messages import NON_VOTER, Config, Peer
 from revivify.impl.master.catalog import Catalog, ReplicaMove
 from revivify.impl.master.errors import IllegalState, InvalidArgument, NotFound
+from revivify.impl.master.messages import TabletReport
 from revivify.impl.master.placement import Candidate
 from revivify.impl.master.replication import (
     Healing,
     decide,
+    failed_after_report,
     plan_add_replica,
     plan_move_replica,
     plan_remove_replica,
@@ -113,13 +115,16 @@ class TestMove:
 
 
 def heal(catalog: Catalog, dead: set[str] = frozenset(),  # type: ignore[assignment]
-         unknown: set[str] = frozenset(), n: int = 5  # type: ignore[assignment]
+         unknown: set[str] = frozenset(), n: int = 5,  # type: ignore[assignment]
+         failed: set[str] = frozenset(),  # type: ignore[assignment]
          ) -> tuple[Catalog, Healing, list[tuple[str, str, str]]]:
     """One round of the policy as the shell runs it: its write applied first, then the
-    changes decided again on the catalog that holds it."""
+    changes decided again on the catalog that holds it. ``failed``: servers on which every
+    tablet's replica was reported FAILED (the servers themselves live)."""
     everyone = servers(n)
     live = [c for c in everyone if c.uuid not in dead | unknown]
-    view = server_view({c.uuid for c in live}, dead, live)
+    view = server_view({c.uuid for c in live}, dead, live,
+                       [(t, u) for t in catalog.tablets for u in failed])
     healing = decide(catalog, view, random.Random(0))
     if healing.write is not None:
         catalog, _, calls = run(catalog, healing.write)
@@ -261,3 +266,73 @@ class TestPolicy:
         # The four moves were recorded by the round's ONE write (`heal` applied it).
         assert all(t.move is not None and t.move.from_uuid == "ts-2"
                    for t in tablets(catalog))
+
+
+class TestFailedReplica:
+    """A replica FAILED on a live server (its disk failed) is replaced like one on a dead
+    server: a NON_VOTER with promote added elsewhere, then the FAILED one removed."""
+
+    def test_a_failed_replica_is_moved_3_4_3(self) -> None:
+        catalog, _, calls = heal(running(), failed={"ts-3"})
+        tablet_id = tablets(catalog)[0].tablet_id
+        assert catalog.tablets[tablet_id].move == ReplicaMove(
+            "ts-3", None, "the replica on ts-3 FAILED", automatic=True)
+        ((dest, kind, added),) = calls
+        assert (dest, kind) == ("ts-1", "ADD") and added in {"ts-4", "ts-5"}
+        pending = Config(5, (*config(0, "ts-1", "ts-2", "ts-3").peers,
+                             Peer(added, "a", NON_VOTER, promote=True)))
+        catalog = record_config(catalog, pending)
+        # Its server is live, yet the move is not abandoned: the replica is lost.
+        catalog, healing, calls = heal(catalog, failed={"ts-3"})
+        assert calls == [] and "catching up" in healing.waiting[tablet_id]
+        assert catalog.tablets[tablet_id].move is not None
+        catalog = record_config(catalog, promoted(pending, 6))
+        catalog, _, calls = heal(catalog, failed={"ts-3"})
+        assert calls == [("ts-1", "REMOVE", "ts-3")]
+        catalog = record_config(catalog, config(7, "ts-1", "ts-2", added))
+        catalog, _, calls = heal(catalog, failed={"ts-3"})
+        assert calls == [] and catalog.tablets[tablet_id].move is None
+
+    def test_without_a_failed_report_nothing_moves(self) -> None:
+        """The same live servers, no FAILED report: the tablet is healthy (the test above
+        is caused by the report, not by the setup)."""
+        _, healing, calls = heal(running())
+        assert healing.write is None and calls == []
+
+    def test_a_failed_leader_is_no_live_leader(self) -> None:
+        catalog, healing, calls = heal(running(), failed={"ts-1"})
+        tablet_id = tablets(catalog)[0].tablet_id
+        assert calls == [] and healing.waiting[tablet_id] == "no live leader known"
+
+    def test_a_failed_non_voter_is_removed(self) -> None:
+        pending = Config(5, (*config(0, "ts-1", "ts-2", "ts-3").peers,
+                             Peer("ts-4", "a", NON_VOTER, promote=True)))
+        _, _, calls = heal(record_config(running(), pending), failed={"ts-4"})
+        assert calls == [("ts-1", "REMOVE", "ts-4")]
+
+    def test_an_over_replicated_tablet_loses_the_failed_voter(self) -> None:
+        catalog = record_config(running(), config(4, "ts-1", "ts-2", "ts-3", "ts-4"))
+        _, _, calls = heal(catalog, failed={"ts-2"})
+        assert calls == [("ts-1", "REMOVE", "ts-2")]
+
+    def test_failed_replicas_never_count_toward_a_live_majority(self) -> None:
+        """Four voters, two FAILED: removing one FAILED leaves 3 voters with 2 healthy (a
+        majority); the policy removes the FAILED ones, never a healthy one."""
+        catalog = record_config(running(), config(4, "ts-1", "ts-2", "ts-3", "ts-4"))
+        _, _, calls = heal(catalog, failed={"ts-3", "ts-4"})
+        assert calls == [("ts-1", "REMOVE", "ts-3")]
+
+
+class TestFailedAfterReport:
+    def test_full_replaces_incremental_updates(self) -> None:
+        catalog = running()
+        tablet = tablets(catalog)[0]
+        failed = TabletReport(False, 1, [replica(tablet, "FAILED")])
+        assert failed_after_report(frozenset(), failed) == {tablet.tablet_id}
+        # An incremental report that does not name it keeps it; one that does, updates it.
+        other = TabletReport(False, 2, [])
+        assert failed_after_report(frozenset({tablet.tablet_id}), other) == {tablet.tablet_id}
+        tomb = TabletReport(False, 3, [replica(tablet, "TOMBSTONED")])
+        assert failed_after_report(frozenset({tablet.tablet_id}), tomb) == frozenset()
+        # A full report says everything: a tablet it leaves out is not FAILED any more.
+        assert failed_after_report(frozenset({"x"}), TabletReport(True, 4, [])) == frozenset()

@@ -19,6 +19,7 @@ time from the kill to a healed table is printed (pytest -s) for the report.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -208,5 +209,46 @@ def test_master_failover_in_the_middle_of_a_move(tmp_path: pytest.TempPathFactor
                                                                dest),
                                         api.MoveReplicaReply, OPTIONS))
         assert again.done
+        cluster.stop_all()
+        assert_traces_clean(cluster)
+
+
+def test_a_failed_replica_on_a_live_server_is_replaced(
+        tmp_path: pytest.TempPathFactory) -> None:
+    """A replica whose WAL is damaged goes FAILED at its server's restart (the server lives
+    on, serving its other replicas); the master replaces it: a NON_VOTER added elsewhere,
+    promoted, then the FAILED one removed (and tombstoned)."""
+    with MasterCluster(str(tmp_path), masters=1, tservers=4,
+                       master_args=PATIENT_ARGS) as cluster:
+        cluster.start_all()
+        masters = cluster.master_list
+        ready_leader(cluster)
+        wait_live(cluster, 4)
+        create_table(cluster.master_addresses, "failme", 1, 3)
+        locs = wait_running(cluster, "failme", 60)
+        put_rows(masters, "failme", 3)
+        (tablet,) = locs.tablets
+        victim = next(r.uuid for r in tablet.replicas if not r.leader)
+        index = next(s.index for s in cluster.tservers.servers if s.uuid == victim)
+        server = cluster.tservers.servers[index]
+        cluster.tservers.stop(index)  # a clean stop closes the segment: not the last one
+        wals = os.path.join(server.fs_root, "wals", tablet.tablet_id)
+        first = sorted(os.path.join(wals, n) for n in os.listdir(wals)
+                       if n.startswith("wal-") and not n.endswith(".tmp.new"))[0]
+        with open(first, "r+b") as f:  # one flipped byte in the middle: a checksum fails
+            f.seek(os.path.getsize(first) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        cluster.tservers.start(index)
+        wait_for(lambda: hosted(cluster).get(victim, {}).get(tablet.tablet_id) == "FAILED",
+                 30, "the damaged replica FAILED on its (live) server")
+        failed_at = time.monotonic()
+        wait_for(lambda: healthy(cluster, "failme", avoid=[victim]), 180,
+                 "the tablet back to 3 live voters without the FAILED replica")
+        print(f"\nreplaced the FAILED replica in {time.monotonic() - failed_at:.1f}s")
+        # The server itself was never taken for dead: it is live all along.
+        wait_live(cluster, 4)
+        assert_rows(masters, "failme", 3)
         cluster.stop_all()
         assert_traces_clean(cluster)
