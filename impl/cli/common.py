@@ -67,7 +67,13 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
     ``DIR/cluster.json`` here; a missing or malformed file is exit 2, one line naming it.
     """
     try:
-        args = parser.parse_args(list(argv))
+        # parse_known_args, not parse_args: argparse reports arguments left over after a
+        # subcommand in the name of the top parser ("revivify table: unrecognized ..."),
+        # and every error here names the command that was run ("revivify table list: ...").
+        args, extra = parser.parse_known_args(list(argv))
+        if extra:
+            raise UsageError(f"{_command_prog(parser, args)}: unrecognized arguments: "
+                             f"{' '.join(extra)}")
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
@@ -78,10 +84,14 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         try:
             args.masters = clusterfile.master_addresses(root)
         except clusterfile.ClusterFileError as exc:
-            cmd = getattr(args, "cmd", None)
-            prog = parser.prog + (f" {cmd}" if isinstance(cmd, str) else "")
-            return fail(prog, str(exc), 2)
+            return fail(_command_prog(parser, args), str(exc), 2)
     return args
+
+
+def _command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """``"<prog> <subcommand>"`` for a parser with subcommands (``dest="cmd"``), else prog."""
+    cmd = getattr(args, "cmd", None)
+    return parser.prog + (f" {cmd}" if isinstance(cmd, str) else "")
 
 
 def one_line(text: str) -> str:
