@@ -183,14 +183,17 @@ def table_main(argv: list[str]) -> int:
                                f"{len(reply.tablet_ids)} tablets")
 
     async def delete_work() -> Outcome:
-        reply = await master_call(args.masters, api.MASTER_DELETE_TABLE,
-                                  api.TableName(args.name), api.TableDeletedReply, options)
+        # The request id makes a retry after a lost reply (inside master_call) answer OK.
+        request = api.DeleteTableRequest(args.name, request_id=secrets.token_hex(16))
+        reply = await master_call(args.masters, api.MASTER_DELETE_TABLE, request,
+                                  api.TableDeletedReply, options)
         return Outcome(0, {"table_id": reply.table_id},
                        f"table {args.name} {reply.table_id} deleted")
 
     async def alter_work() -> Outcome:
         request = api.AlterTableRequest(args.name, list(args.add_column),
-                                        list(args.drop_column), args.rename)
+                                        list(args.drop_column), args.rename,
+                                        request_id=secrets.token_hex(16))
         reply = await master_call(args.masters, api.MASTER_ALTER_TABLE, request,
                                   api.TableAlteredReply, options)
         return Outcome(0, {"table_id": reply.table_id,

@@ -28,10 +28,11 @@ backoff, until the deadline (ClientOptions.deadline) on:
                                 the leader is forgotten and looked for again
 
 and gives up at once with Rejected(address, error) on a refusal that retrying cannot
-change (NOT_FOUND, ALREADY_PRESENT, INVALID_ARGUMENT, ...). A CreateTable carries a
-request id, so a retry of one that did commit answers OK with the same table; DeleteTable
-and AlterTable carry none, so a retry of one that committed before its answer was lost is
-refused (NOT_FOUND; INVALID_ARGUMENT, the column exists), as before. Giving up at the
+change (NOT_FOUND, ALREADY_PRESENT, INVALID_ARGUMENT, ...). CreateTable, DeleteTable and
+AlterTable carry a request id (the caller's: the CLI draws one per command), so a retry of
+one that committed before its answer was lost answers OK with what it did
+(impl/master/operations.py "Retries") instead of ALREADY_PRESENT, NOT_FOUND or "the column
+exists". Giving up at the
 deadline raises DeadlineExceeded, with outcome_unknown when an attempt of a call that
 changes the catalog may have run (cut off after it was sent).
 

@@ -11,7 +11,7 @@ Methods
     Master.Status             Empty                     -> MasterStatus         (every master)
     Master.ListTabletServers  Empty                     -> TabletServerList     (every master)
     Master.CreateTable        CreateTableRequest        -> TableCreatedReply    (ready leader)
-    Master.DeleteTable        TableName                 -> TableDeletedReply    (ready leader)
+    Master.DeleteTable        DeleteTableRequest        -> TableDeletedReply    (ready leader)
     Master.AlterTable         AlterTableRequest         -> TableAlteredReply    (ready leader)
     Master.ListTables         ListTablesRequest         -> TableList            (ready leader*)
     Master.GetTableLocations  TableLocationsRequest     -> TableLocationsReply  (ready leader*)
@@ -32,7 +32,10 @@ answers from its applied catalog if that is known to be no older than the bound,
 follower asks the leader for ``Master.ReadIndex`` to know it. ListTablesRequest and
 TableLocationsRequest are Empty and TableName on the wire plus an optional field, so old
 and new clients and masters understand each other (a master that ignores ``freshness``
-answers as a leader, or refuses as a follower).
+answers as a leader, or refuses as a follower). DeleteTableRequest is TableName plus an
+optional ``request_id`` likewise (and AlterTableRequest has one too): CreateTable,
+DeleteTable and AlterTable are answered OK when retried with the request id of a try that
+committed (operations.py "Retries").
 
     MasterNotLeader(leader_uuid, leader_address, term)   this master is not the catalog's
                                                          leader: try the hint (may be None)
@@ -140,6 +143,13 @@ class TableCreatedReply(msgspec.Struct, frozen=True):
     already_existed: bool = False
 
 
+class DeleteTableRequest(msgspec.Struct, frozen=True):
+    """DeleteTable. A body of TableName (an older client) decodes as one without an id."""
+
+    name: str
+    request_id: str = ""  # client-chosen: a retry of the same request answers OK
+
+
 class TableDeletedReply(msgspec.Struct, frozen=True):
     table_id: str
 
@@ -147,12 +157,15 @@ class TableDeletedReply(msgspec.Struct, frozen=True):
 class AlterTableRequest(msgspec.Struct, frozen=True):
     """A schema change (columns added, dropped: a schema version bump, the table ALTERING
     until every tablet reports it) and/or a rename (operations.py plan_alter_table). Not
-    idempotent by itself: a retry of an add that committed is refused (the column exists)."""
+    idempotent by itself (a retry of an add that committed would find the column there):
+    ``request_id`` makes a retry of the table's last alter answer OK (operations.py
+    "Retries")."""
 
     name: str
     add_columns: list[Column] = []
     drop_columns: list[str] = []
     new_name: str | None = None
+    request_id: str = ""  # client-chosen: a retry of the same request answers OK
 
 
 class TableAlteredReply(msgspec.Struct, frozen=True):
@@ -388,6 +401,7 @@ __all__ = [
     "AlterTableRequest",
     "CatalogWriteFailed",
     "CreateTableRequest",
+    "DeleteTableRequest",
     "Empty",
     "ListTablesRequest",
     "MasterChangeReply",

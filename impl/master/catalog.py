@@ -213,6 +213,11 @@ class TableRecord(msgspec.Struct, frozen=True):
     # The id of the CreateTable request that made the table: a retry of that very request
     # answers OK with this table, anyone else's create of the name ALREADY_PRESENT.
     create_request: str = ""
+    # The ids of the DeleteTable that removed the table and of the last AlterTable that
+    # changed it: a retry of that very request (its reply lost) answers OK, not NOT_FOUND
+    # or "changes nothing" (operations.py "Retries").
+    delete_request: str = ""
+    alter_request: str = ""
     partition_hash: Literal["blake2b-64"] = "blake2b-64"
     format: int = FORMAT
 

@@ -48,11 +48,25 @@ Lock order is tables before tablets, each by id (`lock_order`), so two operation
 wait on each other in a cycle. Commit order is tablets before tables (catalog.py), so a
 reader of the applied rows never sees a table ahead of its tablets.
 
-CreateTable retries: a request carries a client-chosen ``request_id``. While the first try
-is in flight the name is reserved (NameReserved, retryable); once it committed, the same
-request_id gets OK with the table it made (an empty plan: nothing to write or send), any
-other request ALREADY_PRESENT. Kudu's CreateTable may answer ALREADY_PRESENT to its own
-retry; the request id removes that ambiguity.
+Retries. A CreateTable, DeleteTable or AlterTable carries a client-chosen ``request_id``
+(random, 128 bits), recorded in the table row by the write that carries out the request
+(``create_request``, ``delete_request``, ``alter_request``). A retry whose first try did
+commit, its reply lost, finds its id there and gets OK with what the first try did, as an
+empty plan (nothing written, nothing sent again: the first try's calls were released by
+its own commit, and reports re-drive what they missed):
+
+    CreateTable  the table of that name carries the id: OK with it (any other request:
+                 ALREADY_PRESENT). While the first try is in flight the name is reserved
+                 (NameReserved, retryable).
+    DeleteTable  no live table of that name, but a REMOVED one of that name carries the
+                 id: OK with its table id (any other request: NOT_FOUND).
+    AlterTable   the live table that carries the id as its LAST alter (under its new name
+                 after a rename): OK with its schema version. A later alter of the table
+                 replaces the id; a retry after that is planned as a new request (and
+                 usually refused: the column exists).
+
+Kudu's DDL may answer ALREADY_PRESENT or NOT_FOUND to its own retry; the request id
+removes that ambiguity. An empty id (an older client) is the old behaviour.
 """
 
 from __future__ import annotations
@@ -217,6 +231,7 @@ class AlterTable:
     add_columns: tuple[Column, ...] = ()
     drop_columns: tuple[str, ...] = ()
     new_name: str | None = None
+    request_id: str = ""  # client-chosen; a retry carries the same one
 
 
 # ---------------------------------------------------------------------------- CreateTable
@@ -295,18 +310,27 @@ def plan_create_table(catalog: Catalog, request: CreateTable, *,
 # ---------------------------------------------------------------------------- DeleteTable
 
 
-def plan_delete_table(catalog: Catalog, name: str) -> Plan[TableDeleted] | MasterError:
+def plan_delete_table(catalog: Catalog, name: str,
+                      request_id: str = "") -> Plan[TableDeleted] | MasterError:
     """DeleteTable (appendix B, with both improvements: one write holding the table REMOVED
     and its live tablets DELETED, committed tablets first; the DeleteTablet calls, mode
     DELETED, to every replica of those tablets only after). A repeated DeleteTable finds no
-    table of that name: NotFound. Replicas the calls miss (a server down, a replica outside
+    table of that name: NotFound, unless it is a retry of the request that removed it
+    (module docstring "Retries"). Replicas the calls miss (a server down, a replica outside
     the recorded config) are deleted when they report (reports.py rule DELETED)."""
+    # The retry first: if a new table of that name was created since, it is not deleted
+    # by someone's retry of the request that deleted its predecessor.
+    done = _deleted_by(catalog, name, request_id)
+    if done is not None:
+        return make_plan("delete_table", CatalogWrite(), TableDeleted(done.table_id), (),
+                         tables=(), tablets=(), reads={table_key(done.table_id):
+                                                       done.version})
     table = catalog.table_by_name(name)
     if table is None:
         return NotFound("table", name)
     message = f"table {name!r} deleted"
     removed = evolve(table, state=next_table_state(table.state, "delete"),
-                                 state_message=message)
+                                 state_message=message, delete_request=request_id)
     tablets = catalog.tablets_of(table.table_id)
     deleted = tuple(
         evolve(t, state=next_tablet_state(t.state, "delete"),
@@ -321,6 +345,27 @@ def plan_delete_table(catalog: Catalog, name: str) -> Plan[TableDeleted] | Maste
                  tablets=(t.tablet_id for t in tablets), reads=reads)
 
 
+def _deleted_by(catalog: Catalog, name: str, request_id: str) -> TableRecord | None:
+    """The REMOVED table named ``name`` that DeleteTable ``request_id`` removed, if any."""
+    if not request_id:
+        return None
+    found = [t for t in catalog.tables.values()
+             if not t.live and t.name == name and t.delete_request == request_id]
+    assert len(found) <= 1, "a request removes one table"
+    return found[0] if found else None
+
+
+def _altered_by(catalog: Catalog, request: AlterTable) -> TableRecord | None:
+    """The live table whose last alter was ``request`` (under its old or new name)."""
+    if not request.request_id:
+        return None
+    for name in (request.name, request.new_name):
+        table = catalog.table_by_name(name) if name is not None else None
+        if table is not None and table.alter_request == request.request_id:
+            return table
+    return None
+
+
 # ---------------------------------------------------------------------------- AlterTable
 
 
@@ -330,7 +375,14 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
     ALTERING (RUNNING again once every live tablet reports the version: reports.py); a
     rename moves the name. One write of the table row; after commit an AlterSchema to each
     live tablet's recorded leader (a tablet with no known leader gets it when it reports:
-    KUDU-1353 is why the leader comes from the record, not a cache)."""
+    KUDU-1353 is why the leader comes from the record, not a cache). A retry of the
+    table's last alter answers OK (module docstring "Retries")."""
+    done = _altered_by(catalog, request)
+    if done is not None:
+        return make_plan("alter_table", CatalogWrite(),
+                         TableAltered(done.table_id, done.schema_version), (),
+                         tables=(), tablets=(), reads={table_key(done.table_id):
+                                                       done.version})
     table = catalog.table_by_name(request.name)
     if table is None:
         return NotFound("table", request.name)
@@ -369,13 +421,14 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
                                      name=name, schema=tuple(schema),
                                      schema_version=table.schema_version + 1,
                                      state_message=f"altering to schema version "
-                                                   f"{table.schema_version + 1}")
+                                                   f"{table.schema_version + 1}",
+                                     alter_request=request.request_id)
         calls = [alter_schema(t.consensus.leader, t.tablet_id, altered, "alter table")
                  for t in catalog.live_tablets_of(table.table_id)
                  if t.consensus.leader is not None]
     else:
         altered = evolve(table, state=next_table_state(table.state, "rename"),
-                                     name=name)
+                                     name=name, alter_request=request.request_id)
         calls = []
     # The leaders the alters go to were read from the tablet rows: they count as reads.
     reads = {tablet_key(t.tablet_id): t.version for t in catalog.live_tablets_of(table.table_id)}

@@ -686,17 +686,18 @@ class MasterServer:
         return api.TableCreatedReply(reply.table_id, list(reply.tablet_ids),
                                      reply.already_existed)
 
-    async def on_delete_table(self, req: api.TableName, ctx: CallContext
+    async def on_delete_table(self, req: api.DeleteTableRequest, ctx: CallContext
                               ) -> api.TableDeletedReply:
         self._require_started()
-        reply = await self.run_or_refuse(lambda c: plan_delete_table(c, req.name))
+        reply = await self.run_or_refuse(lambda c: plan_delete_table(c, req.name,
+                                                                     req.request_id))
         return api.TableDeletedReply(reply.table_id)
 
     async def on_alter_table(self, req: api.AlterTableRequest, ctx: CallContext
                              ) -> api.TableAlteredReply:
         self._require_started()
         request = AlterTable(req.name, tuple(req.add_columns), tuple(req.drop_columns),
-                             req.new_name)
+                             req.new_name, req.request_id)
         reply = await self.run_or_refuse(lambda c: plan_alter_table(
             c, request, reserved=frozenset(self.reserved)))
         return api.TableAlteredReply(reply.table_id, reply.schema_version)
@@ -950,8 +951,8 @@ class MasterServer:
                          self.on_list_tservers)
         service.register(api.MASTER_CREATE_TABLE, api.CreateTableRequest,
                          api.TableCreatedReply, self.on_create_table)
-        service.register(api.MASTER_DELETE_TABLE, api.TableName, api.TableDeletedReply,
-                         self.on_delete_table)
+        service.register(api.MASTER_DELETE_TABLE, api.DeleteTableRequest,
+                         api.TableDeletedReply, self.on_delete_table)
         service.register(api.MASTER_ALTER_TABLE, api.AlterTableRequest,
                          api.TableAlteredReply, self.on_alter_table)
         service.register(api.MASTER_LIST_TABLES, api.ListTablesRequest, api.TableList,
