@@ -5,7 +5,8 @@
 What it asks (existing RPCs only, through impl/client):
 
 1. every master, ``Master.Status``: reachable?, role, term, the leader it knows, ready, and
-   the catalog's voters (its committed config);
+   the catalog's voters (its committed config); the masters must agree on the leader, the
+   term and the voters;
 2. the leader master: the tablet servers it hears from (live or dead by their heartbeats),
    the tables, and each table's tablet locations (the catalog's record of every tablet's
    replicas);
@@ -16,7 +17,8 @@ What it asks (existing RPCs only, through impl/client):
 What it checks, per tablet (the catalog's replicas against what the replicas say):
 
     UNAVAILABLE         fewer live voters than a majority of the catalog's voters
-    CONSENSUS_MISMATCH  a running replica's config differs from the catalog's record
+    CONSENSUS_MISMATCH  a running replica's config differs from the catalog's record, or
+                        two replicas lead in the same term
     UNDER_REPLICATED    fewer live voters than the replica count
     RECOVERING          no leader (yet), or the tablet not RUNNING in the catalog
     HEALTHY             none of the above
@@ -30,8 +32,8 @@ a tombstone where the catalog places a live one is *tombstoned* and is not a liv
 tombstones on other servers are listed, not problems. A replica move the masters are
 making (``moving_from``) is shown with the tablet.
 
-The cluster is healthy when every master answers, they agree on one leader and on the
-catalog's voters, a master is the ready leader, every tablet server is live and answers,
+The cluster is healthy when every master answers, they agree on one leader, on its term
+and on the catalog's voters, a master is the ready leader, every tablet server is live and answers,
 and every tablet is HEALTHY. Exit 0 healthy; 1 not (every problem listed, then the
 summary line); 2 bad usage, or no master could be reached.
 """
@@ -189,6 +191,7 @@ def _server_replicas(facts: Facts) -> dict[tuple[str, str], tuple[str, ReplicaIn
 def _check_masters(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     leaders: set[str] = set()
+    terms: dict[int, list[str]] = {}  # term -> the masters in it
     configs: set[tuple[str, ...]] = set()
     ready = 0
     for address, answer in facts.masters.items():
@@ -201,6 +204,7 @@ def _check_masters(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
         st: api.MasterStatus = answer.value
         if st.leader:
             leaders.add(st.leader)
+        terms.setdefault(st.term, []).append(address)
         configs.add(tuple(sorted(st.masters)))
         ready += st.ready
         rows.append({"address": address, "uuid": st.uuid, "reachable": True, "role": st.role,
@@ -208,6 +212,14 @@ def _check_masters(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
                      "config": sorted(st.masters), "error": None})
     if len(leaders) > 1:
         verdict.problems.append(f"the masters disagree on the leader: {', '.join(sorted(leaders))}")
+    if len(terms) > 1:
+        # One Raft group: once a leader's heartbeats reach every master they share its
+        # term. A master in another term is partitioned, or campaigning (a higher term:
+        # it will depose the leader), or has not heard from the leader since a newer
+        # election (a lower one): in each case not a settled cluster, as Kudu's ksck says.
+        verdict.problems.append("the masters disagree on the term: " + "; ".join(
+            f"term {term}: {', '.join(sorted(addresses))}"
+            for term, addresses in sorted(terms.items())))
     if ready != 1:
         verdict.problems.append("no master is the ready leader" if ready == 0 else
                                 f"{ready} masters say they are the ready leader")
@@ -267,7 +279,11 @@ def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int
     leaders = [(info.term, r.uuid) for r, info, _ in infos
                if info is not None and info.role == LEADER]
     leader_term, leader_uuid = max(leaders) if leaders else (None, None)
-    if len([t for t, _ in leaders if t == leader_term]) > 1:
+    # Two replicas that both say LEADER in the same term break Raft's election safety (at
+    # most one leader per term): never a transient, always a mismatch. A leader in an
+    # older term than another's is a deposed one that has not heard of the new term yet.
+    split_leaders = len([t for t, _ in leaders if t == leader_term]) > 1
+    if split_leaders:
         issues.append(f"two leaders in term {leader_term}")
     leader_info = next((info for r, info, _ in infos if r.uuid == leader_uuid), None)
     live_voters = sum(1 for r, info, state in infos
@@ -311,7 +327,7 @@ def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int
     if live_voters < majority:
         status = UNAVAILABLE
         issues.append(f"{live_voters} of {len(voters)} voters live, a majority is {majority}")
-    elif mismatched:
+    elif mismatched or split_leaders:
         status = CONSENSUS_MISMATCH
     elif live_voters < replica_count:
         status = UNDER_REPLICATED
@@ -391,6 +407,10 @@ def _summary(healthy: bool, masters: list[dict[str, Any]], tservers: list[dict[s
     if dead:
         bad.append(f"{len(dead)} tablet server(s) dead or unreachable ("
                    + ", ".join(f"{t['uuid']} at {t['address']}" for t in dead) + ")")
+    disagree = [p.split(":")[0][len("the masters disagree on "):] for p in verdict.problems
+                if p.startswith("the masters disagree on ")]
+    if disagree:
+        bad.append(f"the masters disagree on {' and '.join(disagree)}")
     for status in (UNAVAILABLE, CONSENSUS_MISMATCH, UNDER_REPLICATED, RECOVERING):
         if statuses[status]:
             bad.append(f"{statuses[status]} tablet(s) {status.lower().replace('_', '-')}")

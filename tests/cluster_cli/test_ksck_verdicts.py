@@ -21,16 +21,17 @@ PEERS = [Peer(u, a, "VOTER") for u, a in TSERVERS.items()]
 
 
 def master(i: int, *, leader: str = "m0", ready: bool | None = None,
-           voters: list[str] = MASTERS) -> Answer:
+           voters: list[str] = MASTERS, term: int = 3) -> Answer:
     role = "LEADER" if f"m{i}" == leader else "FOLLOWER"
-    return Answer(api.MasterStatus(f"m{i}", MASTERS[i], role, 3, leader, MASTERS[0],
+    return Answer(api.MasterStatus(f"m{i}", MASTERS[i], role, term, leader, MASTERS[0],
                                    role == "LEADER" if ready is None else ready, voters),
                   None)
 
 
 def replica(uuid: str, *, role: str = "FOLLOWER", state: str = "RUNNING", commit: int = 9,
-            peers: list[Peer] = PEERS, tablet: str = TABLET) -> ReplicaInfo:
-    return ReplicaInfo(tablet, state, "", role if state == "RUNNING" else "", 2, "a",
+            peers: list[Peer] = PEERS, tablet: str = TABLET, reason: str = "",
+            term: int = 2) -> ReplicaInfo:
+    return ReplicaInfo(tablet, state, reason, role if state == "RUNNING" else "", term, "a",
                        "a", (2, 9), commit, commit, 1, peers, "VOTER")
 
 
@@ -170,3 +171,107 @@ def test_the_tables_replica_count_from_the_locations_wins() -> None:
     doc = check(attrs.evolve(facts, tables=[(table, five, error)]))
     assert tablet_of(doc)["status"] == "UNDER_REPLICATED"
     assert tablet_of(doc)["replica_count"] == 5 and tablet_of(doc)["live_voters"] == 3
+
+
+def test_masters_in_different_terms_disagree() -> None:
+    """One master still in an older term (it has not heard from the leader since the last
+    election) or campaigning in a newer one: named with the masters in each term."""
+    facts = healthy()
+    behind = attrs.evolve(facts, masters={**facts.masters, MASTERS[2]: master(2, term=2)})
+    doc = check(behind)
+    assert not doc["healthy"]
+    [problem] = [p for p in doc["problems"] if "term" in p]
+    assert problem == (f"the masters disagree on the term: term 2: {MASTERS[2]}; term 3: "
+                       f"{MASTERS[0]}, {MASTERS[1]}")
+    assert "the masters disagree on the term" in doc["summary"]
+    assert [m["term"] for m in doc["masters"]] == [3, 3, 2]
+
+
+def test_two_leaders_in_one_term_are_named() -> None:
+    doc = check(with_server(healthy(), "b", replica("b", role="LEADER")))
+    assert not doc["healthy"]
+    assert tablet_of(doc)["status"] == "CONSENSUS_MISMATCH"
+    assert "two leaders in term 2" in tablet_of(doc)["issues"]
+    assert any("two leaders in term 2" in p for p in doc["problems"])
+
+
+def test_the_leader_of_the_highest_term_is_the_tablets_leader() -> None:
+    """A deposed leader that has not heard of the new term yet is not a second leader."""
+    facts = with_server(healthy(), "b", replica("b", role="LEADER", term=3))
+    doc = check(facts)
+    assert tablet_of(doc)["leader"] == "b" and tablet_of(doc)["term"] == 3
+    assert not any("two leaders" in p for p in doc["problems"])
+
+
+def test_a_failed_replica_is_named_with_its_reason() -> None:
+    failed = replica("c", state="FAILED", reason="WAL segment 3: checksum mismatch")
+    doc = check(with_server(healthy(), "c", failed))
+    tablet = tablet_of(doc)
+    assert tablet["status"] == "UNDER_REPLICATED" and tablet["live_voters"] == 2
+    assert any("is FAILED (WAL segment 3: checksum mismatch)" in p for p in doc["problems"])
+
+
+def test_a_wiped_server_answering_as_another_uuid() -> None:
+    """The catalog places replica c at an address where a server with a new UUID answers
+    (its directory wiped): neither the server nor the replica counts."""
+    facts = healthy()
+    address = TSERVERS["c"]
+    facts = attrs.evolve(facts, servers={**facts.servers, address: Answer(
+        ServerStatus("c2", address, []), None)})
+    doc = check(facts)
+    [c] = [r for r in tablet_of(doc)["replicas"] if r["uuid"] == "c"]
+    assert c["state"] == "WRONG_SERVER" and tablet_of(doc)["status"] == "UNDER_REPLICATED"
+    [row] = [t for t in doc["tservers"] if t["uuid"] == "c"]
+    assert not row["answers"] and "answers as c2, not c (wiped?)" in row["error"]
+
+
+def test_a_tablet_not_running_in_the_catalog_is_recovering() -> None:
+    facts = healthy()
+    table, located, _ = facts.tables[0]
+    assert located is not None
+    creating = msgspec.structs.replace(located, tablets=[
+        msgspec.structs.replace(located.tablets[0], state="CREATING")])
+    doc = check(attrs.evolve(facts, tables=[(table, creating, None)]))
+    assert tablet_of(doc)["status"] == "RECOVERING"
+    assert "CREATING in the catalog" in tablet_of(doc)["issues"]
+
+
+def test_the_leader_master_not_answering_for_the_catalog() -> None:
+    facts = attrs.evolve(healthy(), tservers=None, tables=[],
+                         catalog_error="Master.ListTabletServers: out of time")
+    doc = check(facts)
+    assert not doc["healthy"] and doc["tservers"] == [] and doc["tables"] == []
+    assert ("the leader master did not answer: Master.ListTabletServers: out of time"
+            in doc["problems"])
+
+
+def test_a_table_without_locations_is_unknown() -> None:
+    facts = healthy()
+    table, _, _ = facts.tables[0]
+    doc = check(attrs.evolve(facts, tables=[(table, None, "table 't' not found")]))
+    [row] = doc["tables"]
+    assert row["status"] == "UNKNOWN" and row["tablets"] == []
+    assert "table t: no locations: table 't' not found" in doc["problems"]
+
+
+def test_the_text_names_every_problem_and_details_each_unhealthy_tablet() -> None:
+    """What a person reads (plain, as in a pipe): the tables, the detail of the tablet that
+    is not healthy with each replica's note, the problems, then the summary line."""
+    from revivify.impl.cli.ksck import _text
+
+    other = [PEERS[0], PEERS[1], Peer("d", "127.0.0.1:7054", "VOTER")]
+    facts = with_server(healthy(), "b", replica("b", commit=5))
+    facts = with_server(facts, "c", replica("c", peers=other))
+    doc = check(facts)
+    text = _text(doc)
+    lines = text.splitlines()
+    assert lines[0] == "Masters" and "Tablet servers" in lines and "Tables" in lines
+    detail = lines.index(f"Tablet {TABLET} of t: CONSENSUS_MISMATCH (3 of 3 voters live)")
+    replicas = lines[detail + 1:lines.index("Problems")]
+    assert replicas[0].split()[:2] == ["UUID", "ADDRESS"] and replicas[0].endswith("NOTE")
+    [b] = [line for line in replicas if line.startswith("b ")]
+    [c] = [line for line in replicas if line.startswith("c ")]
+    assert b.endswith("lagging") and c.endswith("config mismatch")
+    assert "Problems" in lines and "Warnings" in lines
+    assert lines[-1] == f"ksck: {doc['summary']}"
+    assert lines[-1].startswith("ksck: NOT HEALTHY: 1 tablet(s) consensus-mismatch")
