@@ -71,6 +71,7 @@ from revivify.impl.master import api
 from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError
 
 from .connections import ServerConnections, open_connections
+from .discovery import Answer, Unanswered, discover_leader
 from .errors import (
     ClientError,
     DeadlineExceeded,
@@ -85,7 +86,6 @@ from .options import ClientOptions, parse_address
 T = TypeVar("T", bound=msgspec.Struct)
 
 CLIENT_UUID = "revivify-client"
-LEADER = "LEADER"
 
 READ_ONLY = frozenset({api.MASTER_STATUS, api.MASTER_LIST_TSERVERS, api.MASTER_LIST_TABLES,
                        api.MASTER_TABLE_LOCATIONS})
@@ -212,51 +212,29 @@ class MasterClient:
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=False)
 
     async def _find_leader(self) -> str:
-        """One round of Master.Status to every master at once (module docstring)."""
+        """One round of Master.Status to every master at once (module docstring; the
+        round is discovery.py's)."""
         self.discoveries += 1
-        asked: list[str] = []
-        errors: list[tuple[str, str]] = []
-        highest_term = -1
-        found: str | None = None
 
-        async with trio.open_nursery() as nursery:
+        async def question(address: str) -> Answer | Unanswered:
+            try:
+                status = await self._status(address)
+            except ClientError as exc:
+                return Unanswered(exc.message)
+            except RpcError as exc:
+                return Unanswered(str(exc))
+            self._learn_masters(status)
+            hinted = status.leader_address
+            if _valid(hinted) and hinted is not None:
+                self._remember(hinted, status.leader)
+                return Answer(status.role, status.term, also_ask=(hinted,))
+            return Answer(status.role, status.term)
 
-            def ask(address: str) -> None:
-                if address not in asked and found is None:
-                    asked.append(address)
-                    nursery.start_soon(question, address)
-
-            async def question(address: str) -> None:
-                nonlocal highest_term, found
-                try:
-                    status = await self._status(address)
-                except ClientError as exc:
-                    errors.append((address, exc.message))
-                    return
-                except RpcError as exc:
-                    errors.append((address, str(exc)))
-                    return
-                if found is not None:
-                    return
-                self._learn_masters(status)
-                if status.role == LEADER and status.term >= highest_term:
-                    found = address
-                    nursery.cancel_scope.cancel()
-                    return
-                highest_term = max(highest_term, status.term)
-                errors.append((address, f"{status.role or 'no role'} in term {status.term}"))
-                if _valid(status.leader_address) and status.leader_address is not None:
-                    self._remember(status.leader_address, status.leader)
-                    ask(status.leader_address)
-
-            for address in self.masters:
-                ask(address)
-
-        if found is None:
-            raise NoLeader("sys-catalog (the masters)",
-                           sorted(errors, key=lambda e: asked.index(e[0])))
-        self._leader = found
-        return found
+        found = await discover_leader(self.masters, question)
+        if found.leader is None:
+            raise NoLeader("sys-catalog (the masters)", list(found.errors))
+        self._leader = found.leader
+        return found.leader
 
     async def _status(self, address: str) -> api.MasterStatus:
         """Master.Status of one master, the handshake included, within the call timeout."""

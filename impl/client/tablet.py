@@ -110,6 +110,7 @@ from revivify.impl.tserver.api import (
 )
 
 from .connections import ServerConnections, open_connections
+from .discovery import LEADER, Answer, Unanswered, discover_leader
 from .errors import (
     ChangeRefused,
     ClientError,
@@ -126,8 +127,6 @@ from .options import ClientOptions, parse_address
 
 T = TypeVar("T")
 ResponseT = TypeVar("ResponseT")
-
-LEADER = "LEADER"
 
 RETRYABLE: tuple[type[BaseException], ...] = (
     NotLeader, TabletNotRunning, TabletNotFound, OperationAborted, ServerShuttingDown,
@@ -388,7 +387,8 @@ class TabletClient:
         return True
 
     async def _find_leader(self) -> str:
-        """One round of questions to every server at once (module docstring).
+        """One round of questions to every server at once (module docstring; the round
+        is discovery.py's).
 
         The first LEADER answer not older than a term already seen wins and cancels the
         other questions; NoLeader if none does, TabletNotFoundError if every server
@@ -396,64 +396,33 @@ class TabletClient:
         """
         self.discoveries += 1
         request = TabletRef(self.tablet_id)
-        asked: list[str] = []
-        not_hosting: list[str] = []
-        errors: list[tuple[str, str]] = []
-        highest_term = -1
-        found: str | None = None
 
-        async with trio.open_nursery() as nursery:
+        async def question(address: str) -> Answer | Unanswered:
+            try:
+                info = await self._call(address, ADMIN_CONSENSUS_STATE, request, ReplicaInfo)
+            except TabletNotFound:
+                return Unanswered("tablet not hosted", absent=True)
+            except RpcError as exc:
+                return Unanswered(str(exc))
+            except NoAnswer as exc:
+                return Unanswered(exc.reason)
+            # Peers are learnt from every answer, a late one included.
+            for peer in info.peers:
+                if _valid(peer.address):
+                    self._remember(peer.address, peer.uuid)
+            # A leader or a peer nobody asked yet: asked in this round too.
+            hinted = self._address_of(info.leader, info.peers)
+            others = tuple(p.address for p in info.peers if _valid(p.address))
+            return Answer(info.role, info.term, info.role or info.state,
+                          (hinted, *others) if hinted is not None else others)
 
-            def ask(address: str) -> None:
-                if address not in asked and found is None:
-                    asked.append(address)
-                    nursery.start_soon(question, address)
-
-            async def question(address: str) -> None:
-                nonlocal highest_term, found
-                try:
-                    info = await self._call(address, ADMIN_CONSENSUS_STATE, request,
-                                            ReplicaInfo)
-                except TabletNotFound:
-                    not_hosting.append(address)
-                    errors.append((address, "tablet not hosted"))
-                    return
-                except RpcError as exc:
-                    errors.append((address, str(exc)))
-                    return
-                except NoAnswer as exc:
-                    errors.append((address, exc.reason))
-                    return
-                if found is not None:
-                    return  # (a late answer: the round is over)
-                for peer in info.peers:
-                    if _valid(peer.address):
-                        self._remember(peer.address, peer.uuid)
-                if info.role == LEADER and info.term >= highest_term:
-                    found = address
-                    nursery.cancel_scope.cancel()
-                    return
-                highest_term = max(highest_term, info.term)
-                stale = " (a deposed leader)" if info.role == LEADER else ""
-                errors.append((address, f"{info.role or info.state} in term {info.term}"
-                                        f"{stale}"))
-                # A leader or a peer nobody asked yet: ask it in this round too.
-                hinted = self._address_of(info.leader, info.peers)
-                if hinted is not None:
-                    ask(hinted)
-                for peer in info.peers:
-                    if _valid(peer.address):
-                        ask(peer.address)
-
-            for address in self._addresses:
-                ask(address)
-
-        if found is not None:
-            self._leader = found
-            return found
-        if asked and len(not_hosting) == len(asked):
-            raise TabletNotFoundError(self.tablet_id, asked)
-        raise NoLeader(self.tablet_id, sorted(errors, key=lambda e: asked.index(e[0])))
+        found = await discover_leader(self._addresses, question)
+        if found.leader is not None:
+            self._leader = found.leader
+            return found.leader
+        if found.all_absent:
+            raise TabletNotFoundError(self.tablet_id, list(found.asked))
+        raise NoLeader(self.tablet_id, list(found.errors))
 
     def _remember(self, address: str, uuid: str) -> None:
         if address not in self._addresses:
