@@ -10,6 +10,8 @@ bounds are ClientOptions).
                  backoff (revivify.impl.rpc.Backoff)
     connections  ServerConnections: one RPC connection per server, reopened after it breaks;
                  the UUID handshake (a call to UUID "" is refused with the server's UUID)
+    discovery    the one leader-discovery round both clients use: every server asked at
+                 once, the first LEADER not older than a term seen wins
     tablet       TabletClient / open_tablet_client: leader discovery (ConsensusState of
                  every server at once, the leader remembered, NotLeader hints followed),
                  retries, exactly-once writes by (client_id, seq),
@@ -19,7 +21,8 @@ bounds are ClientOptions).
                  locations from GetTableLocations, cached and refreshed; each key hashed to
                  its tablet; scans of every tablet merged in key order)
     master       MasterClient / open_master_client / master_call: the leader master, found
-                 by asking every master at once and remembered; master_status
+                 by asking every master at once and remembered; the master list learnt
+                 from the masters' answers; master_status
     admin        one-shot helpers for the CLI: server_status, create_tablet, tablet_status,
                  leader_info, change_config, step_down
     errors       ClientError and its subclasses: every error the library raises on purpose
