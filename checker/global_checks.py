@@ -70,7 +70,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from revivify.checker.catalog import CATALOG_FACTS, CatalogGlobal
-from revivify.checker.replay import Violation
+from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Violation
 
 K = TypeVar("K")
 V = TypeVar("V", bound=tuple[Any, ...])
@@ -155,6 +155,17 @@ class GlobalChecks:
     fcommits: dict[tuple[str, int, str], tuple[int, int, str, int]] = attrs.Factory(dict)
     named: dict[str, set[str]] = attrs.Factory(dict)
     copied: set[tuple[str, str]] = attrs.Factory(set)
+    # What bounds the excuse of a crash (``_lost_*``): per (tablet, node) and incarnation
+    # the key's state after its last event in it (cmeta term or -1 without a cmeta, the
+    # vote's UUID or "", the WAL's last index), and the votes logged as denied
+    # (tablet, term, voter, candidate). ``max_frontier``: how many unlogged steps a crash
+    # may hide per key, as the replay was told (the writer's guarantee: 1).
+    klast: dict[tuple[str, str], dict[int, tuple[int, str, int]]] = attrs.Factory(dict)
+    denies: set[tuple[str, int, str, str]] = attrs.Factory(set)
+    max_frontier: int = DEFAULT_MAX_FRONTIER
+    # Incarnations with a line that gave no event (malformed, unknown, a sequence gap...):
+    # what they did is not all in the input, so their crash bounds nothing.
+    blind: set[tuple[str, int]] = attrs.Factory(set)
 
     def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
         self.leaders.setdefault((tablet, term), []).append((node, file, line))
@@ -258,6 +269,15 @@ class GlobalChecks:
             self.named.setdefault(tablet, set()).update(payload.split("\n"))
             if a:
                 self.copied.add((tablet, node))
+        elif kind == "klast":
+            incs = self.klast.setdefault((tablet, node), {})
+            last = (b, payload, c)
+            if a not in incs or last > incs[a]:
+                incs[a] = last
+        elif kind == "deny":
+            self.denies.add((tablet, a, node, payload))
+        elif kind == "blind":
+            self.blind.add((node, a))
         else:
             raise ValueError(f"unknown global fact {kind!r}")
 
@@ -270,12 +290,127 @@ class GlobalChecks:
         incs = self.incs.get(node) or {}
         return bool(incs) and sorted(incs) == list(range(1, len(incs) + 1))
 
-    def _may_have_lost(self, node: str, before: int) -> bool:
-        """An incarnation of ``node`` ended in a crash after writing its last event at a
-        Lamport clock below ``before``: the steps it may have taken unlogged before the
-        crash (a vote, an append) may have caused an event at ``before``."""
-        return any(not clean and last < before
-                   for _, last, clean in self.incs.get(node, {}).values())
+    # -- what a crash may hide (traces/README.md, "Majorities and causality") -----------
+    #
+    # A crash is not an event: an incarnation that did not end with ``server_stop`` may
+    # have taken steps it never logged. The writer's guarantee bounds them: per key (node,
+    # tablet) at most ``max_frontier`` (1 by default: the step in flight), taken after the
+    # key's last logged event in that incarnation, from the state that event reports
+    # (``klast``). Each ``_lost_*`` below asks whether such steps can be the one a check
+    # would otherwise miss; each answers "maybe" whenever the facts do not rule it out.
+
+    def _crashed_before(self, node: str, before: int) -> list[int]:
+        """The incarnations of ``node`` that ended in a crash after writing their last
+        event at a Lamport clock below ``before``: what they did unlogged before the crash
+        may have caused an event at ``before`` (its messages carry a clock at least that
+        last event's). Also those with a line that gave no event (``blind``) and began
+        below ``before``: that line may be any step, at any point of the incarnation."""
+        return sorted(inc for inc, (first, last, clean) in self.incs.get(node, {}).items()
+                      if (not clean and last < before)
+                      or ((node, inc) in self.blind and first < before))
+
+    def _lost_vote(self, tablet: str, voter: str, cand: str, term: int, before: int,
+                   voted: set[str]) -> bool:
+        """``voter`` may have granted ``cand`` its vote in ``term`` unlogged, at a crash
+        that may bear on an event at ``before``. ``voted``: the candidates ``voter`` logged
+        a vote for in ``term`` (a grant, or its own start_election). Ruled out by
+
+        * a logged vote for another candidate in ``term`` (one vote per term), or a logged
+          denial of ``cand`` in ``term`` (the spec denies iff it cannot grant; the
+          request's last OpId is fixed while ``cand`` campaigns, and the voter's log moves
+          in ``term`` only by entries of ``term``'s leader, another node);
+        * the key's state after its last event in the crashed incarnation: the vote is
+          the step after it, so the term is at most ``term``, and in ``term`` itself the
+          vote was still free or already ``cand``'s; a key with no event in the
+          incarnation needs a step before the vote (its startup or creation), so two;
+        * the states the key reports in later incarnations (up to one without a cmeta:
+          a lost cmeta forgets): terms never go down and a vote stays for its term, so
+          each is past ``term`` or still voted for ``cand`` in it."""
+        if voted - {cand} or (tablet, term, voter, cand) in self.denies:
+            return False
+        lasts = self.klast.get((tablet, voter), {})
+        for inc in self._crashed_before(voter, before):
+            if (voter, inc) in self.blind:
+                return True
+            st = lasts.get(inc)
+            if st is None:
+                if self.max_frontier < 2:
+                    continue
+            elif st[0] > term or (st[0] == term and st[1] not in ("", cand)):
+                continue
+            if self._later_says_no_vote(lasts, inc, cand, term):
+                continue
+            return True
+        return False
+
+    @staticmethod
+    def _later_says_no_vote(lasts: dict[int, tuple[int, str, int]], inc: int, cand: str,
+                            term: int) -> bool:
+        for j in sorted(j for j in lasts if j > inc):
+            t_j, v_j, _ = lasts[j]
+            if t_j < 0:
+                return False  # no cmeta: what follows forgot the vote
+            if t_j < term or (t_j == term and v_j != cand):
+                return True
+        return False
+
+    def _lost_append(self, tablet: str, voter: str, term: int, before: int) -> bool:
+        """``voter`` may have appended an entry of the leader's ``term`` unlogged (and
+        acknowledged it), at a crash that may bear on the commit at ``before``. Only as
+        the key's last step in an incarnation after which it logged nothing more: a later
+        incarnation's states show its WAL (``hold``). The append is one step from a state
+        in ``term``; from a lower term (or a key with no event in the incarnation) the
+        term rise (or the startup) is a second."""
+        lasts = self.klast.get((tablet, voter), {})
+        for inc in self._crashed_before(voter, before):
+            if (voter, inc) in self.blind:
+                return True
+            if any(j > inc for j in lasts):
+                continue
+            st = lasts.get(inc)
+            if st is not None and st[0] > term:
+                continue  # it would answer the leader of term with a higher term
+            need = 1 if st is not None and st[0] == term else 2
+            if need <= self.max_frontier:
+                return True
+        return False
+
+    def _lost_leader(self, tablet: str, node: str, term: int, before: int) -> bool:
+        """``node`` may have become leader of ``term`` and created an entry of it, neither
+        logged, at a crash that may bear on an append at ``before``: two steps
+        (become_leader, its log_append) from a state where it is the candidate of
+        ``term`` (its term, its own vote), three from a lower term or from no event in
+        the incarnation (start_election, or the startup, first). The writer loses one."""
+        lasts = self.klast.get((tablet, node), {})
+        for inc in self._crashed_before(node, before):
+            if (node, inc) in self.blind:
+                return True
+            st = lasts.get(inc)
+            if st is not None and (st[0] > term or (st[0] == term and st[1] != node)):
+                continue
+            need = 2 if st is not None and st[0] == term else 3
+            if need <= self.max_frontier:
+                return True
+        return False
+
+    def _lost_commit(self, tablet: str, leader: str, term: int, index: int) -> bool:
+        """``leader`` may have committed ``index`` unlogged (sending the commit index in
+        its appends before it logs the commit) at a crash, then led ``term``: the commit
+        is the key's step after its last event in a crashed incarnation, in a term up to
+        ``term``, and commits only what its WAL held then (the WAL's last index; with
+        more than one lost step an append could come first)."""
+        lasts = self.klast.get((tablet, leader), {})
+        for inc, (_, _, clean) in self.incs.get(leader, {}).items():
+            if (leader, inc) in self.blind:
+                return True
+            if clean:
+                continue
+            if self.max_frontier >= 2:
+                return True
+            st = lasts.get(inc)
+            if st is not None and st[0] <= term and st[2] >= index:
+                return True
+        return False
 
     def _slack(self, tablet: str, cfg: int) -> int:
         """How many single-voter changes the config a node acted on may be from the one it
@@ -291,8 +426,12 @@ class GlobalChecks:
         # clock, so a vote that helped win the term is below it; one traced at or above it
         # was answered before it was durable, or came after the election was won.
         granted_to: dict[tuple[str, int, str], dict[str, int]] = {}
+        voted: dict[tuple[str, int, str], set[str]] = {}
         for (tablet, term, cand, voter), (vlam, _, _) in self.votes.items():
             granted_to.setdefault((tablet, term, cand), {})[voter] = vlam
+            voted.setdefault((tablet, term, voter), set()).add(cand)
+        for tablet, term, cand in self.elects:
+            voted.setdefault((tablet, term, cand), set()).add(cand)
         for (tablet, term), leads in self.leads.items():
             for lam, node, f, ln, cfg, payload, _ in sorted(leads):
                 if cfg < 0 or not payload:
@@ -301,8 +440,10 @@ class GlobalChecks:
                 if not voters or not all(self._complete(v) for v in voters):
                     continue
                 votes = granted_to.get((tablet, term, node), {})
-                granted = sorted(v for v in voters if v == node or votes.get(v, lam) < lam
-                                 or self._may_have_lost(v, lam))
+                granted = sorted(
+                    v for v in voters if v == node or votes.get(v, lam) < lam
+                    or self._lost_vote(tablet, v, node, term, lam,
+                                       voted.get((tablet, term, v), set())))
                 slack = self._slack(tablet, cfg)
                 if 2 * len(granted) + slack <= len(voters):
                     out.append(Violation(
@@ -323,7 +464,7 @@ class GlobalChecks:
                 continue
             holders = sorted(v for v in voters
                              if self.holds.get((tablet, v), (0, 0)) >= (term, index)
-                             or self._may_have_lost(v, -neg_lam))
+                             or self._lost_append(tablet, v, term, -neg_lam))
             slack = self._slack(tablet, cfg)
             if 2 * len(holders) + slack <= len(voters):
                 out.append(Violation(
@@ -497,7 +638,7 @@ class GlobalChecks:
             if not self._tablet_complete(tablet):
                 continue
             named = self.named[tablet]
-            if any(self._may_have_lost(n, lam) for n in named):
+            if any(self._lost_leader(tablet, n, term, lam) for n in named):
                 continue
             out.append(Violation(
                 kind="AppendOfUnelectedTerm", severity="violation", file=f, line=ln,
@@ -532,8 +673,8 @@ class GlobalChecks:
             for leader in leaders:
                 # A leader's commit index may come from a copy (the copied data's applied
                 # index), and a crash may have lost a commit's event.
-                if not self._complete(leader) or (tablet, leader) in self.copied or any(
-                        not clean for _, _, clean in self.incs.get(leader, {}).values()):
+                if not self._complete(leader) or (tablet, leader) in self.copied or \
+                        self._lost_commit(tablet, leader, tf, index):
                     excused = True
                     break
                 if any(i >= index and (t <= tf if led else t < tf)
@@ -574,7 +715,9 @@ class GlobalChecks:
                 + len(self.starts) + sum(len(x) for x in self.cruns.values())
                 + sum(len(x) for x in self.llogs.values())
                 + sum(len(x) for x in self.truncs.values()) + len(self.tappends)
-                + len(self.fcommits) + len(self.named))
+                + len(self.fcommits) + len(self.named)
+                + sum(len(x) for x in self.klast.values()) + len(self.denies)
+                + len(self.blind))
 
 
 def _keep_min(table: dict[K, V], key: K, value: V) -> None:
@@ -608,7 +751,15 @@ def _keep_min(table: dict[K, V], key: K, value: V) -> None:
 #           commit of the term while not leading
 # named    (tablet, a=1 if the key began a tablet copy, node, payload=the UUIDs its events
 #           name, itself included, one a line)
+# What bounds a crash's excuse (emitted by the driver, local.stream_node):
+# klast    (tablet, a=incarnation, b=cmeta term or -1 without a cmeta, c=WAL last index,
+#           node, payload=voted_for's UUID or ""): the key's state after its last event in
+#           that incarnation, one per key and incarnation with events
+# deny     (tablet, a=term, node=voter, file:line, lamport, payload=candidate): a logged
+#           vote_denied
+# blind    (a=incarnation, node, file): a line of that incarnation's file gave no event
+#           (an input or order finding): its crash is bounded by nothing
 # (lead's c is the incarnation that won the term.)
 GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config",
                       "start", "crun", "llog", "trunc", "tappend", "fcommit", "named",
-                      *CATALOG_FACTS)
+                      "klast", "deny", "blind", *CATALOG_FACTS)

@@ -34,6 +34,7 @@ compares). At each file the driver tells the replayer a node's incarnation begin
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import defaultdict
@@ -237,9 +238,18 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     events = 0
     before = r.events
     ev: Any
+    blind = False  # a line of the file gave no event: its incarnation's facts are partial
+
+    def add_in(v: Violation) -> None:
+        nonlocal blind
+        if v.severity != "warning":
+            blind = True
+        add(v)
+
     for f in files:
         order = FileOrder(f)
         stop_line = 0
+        blind = False
 
         def begin(line: int, first: Envelope, f: str = f) -> None:
             """The node's next incarnation begins (``Replayer.begin_file``)."""
@@ -249,7 +259,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
 
         try:
             with opener(f) as fh:
-                for i, ev in _in_seq_order(f, fh, order, add, begin):
+                for i, ev in _in_seq_order(f, fh, order, add_in, begin):
                     tablet = ev.tablet
                     event = ev.event
                     if tablet is None:
@@ -341,6 +351,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                     if found:
                         for v in found:
                             add(v)
+                    if event == "vote_denied":  # never a memo hit (it reads its args)
+                        deny_fact(sink, ev.node, tablet, f, i, ev.lamport, args_b)
             if order.inc is not None and stop_line:  # a clean end: every startup logged
                 for v in r.end_file(ns, keys, f, stop_line, order.inc, clean) or ():
                     add(v)
@@ -350,6 +362,10 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
         finally:
             drain_facts(r, sink)
         fnode, finc = order.node, order.inc
+        if finc is not None:
+            last_states(r, keys.values(), finc, sink)
+            if blind and (fnode or ns.node):
+                sink.gfact("blind", "", finc, 0, 0, fnode or ns.node, f, 0, 0, "")
         if fnode is not None and finc is not None and order.first_lamport is not None and \
                 order.lamport is not None:
             sink.incarnation(fnode, finc, order.first_lamport, order.lamport,
@@ -370,6 +386,32 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     stats.events = r.events - before
     drain_facts(r, sink)
     return stats
+
+
+def last_states(r: Replayer, keys: Iterable[KeyState], inc: int, sink: FactSink) -> None:
+    """The ``klast`` facts of an incarnation that ends: each key's state after its last
+    event in it (cmeta term, vote, WAL end). They bound what a crash may have hidden
+    (``GlobalChecks._lost_*``): the unlogged steps come after that state."""
+    states = r.states.tuples
+    for k in keys:
+        if k.inc != inc or k.state < 0:
+            continue
+        s = states[k.state]
+        sink.gfact("klast", k.tablet, inc, s.term if s.cmeta else -1, s.wal_last_index,
+                   k.node, "", 0, 0, r.interner.name(s.voted_for) or "")
+
+
+def deny_fact(sink: FactSink, node: str, tablet: str, file: str, line: int, lamport: int,
+              args_b: bytes) -> None:
+    """A logged ``vote_denied`` (the ``deny`` fact): its voter cannot have granted that
+    candidate its vote in that term unlogged (``GlobalChecks._lost_vote``)."""
+    try:
+        args = json.loads(args_b)
+        cand, term = args["candidate"], args["t"]
+    except (ValueError, TypeError, KeyError):
+        return  # refused as BadArgs by the replay
+    if isinstance(cand, str) and isinstance(term, int):
+        sink.gfact("deny", tablet, term, 0, 0, node, file, line, lamport, cand)
 
 
 def drain_facts(r: Replayer, sink: FactSink) -> None:
@@ -451,6 +493,7 @@ class LocalChecker:
     def __attrs_post_init__(self) -> None:
         self.replayer = Replayer(max_frontier=self.max_frontier)
         self.globals_.catalog.rules = self.catalog.global_rules
+        self.globals_.max_frontier = self.max_frontier  # what a crash may hide, per key
 
     def run(self, paths: list[str]) -> Report:
         report = Report(engine="local")

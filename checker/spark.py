@@ -589,7 +589,7 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     with _spark_progress(spark, progress, progress_seconds):
         rows = _collect(task_out, plan, global_in_spark, report, t1)
     t_merge = time.perf_counter()
-    g = GlobalChecks()
+    g = GlobalChecks(max_frontier=max_frontier)  # what a crash may hide, per key
     tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
     fr: Counter[int] = Counter()

@@ -1,6 +1,6 @@
 """What real Kudu legally does is accepted: each case of ``traces/legal/`` (written by
-tests/trace/legal_v3.py from runs of the spec) is clean on both engines, and shows the
-behaviour it is named after."""
+tests/trace/legal_v3.py from runs of the spec; the crashed shape's by bad_crashed.py) is
+clean on both engines, and shows the behaviour it is named after."""
 
 from __future__ import annotations
 
@@ -20,12 +20,17 @@ LEGAL = sorted(p for p in (TRACES / "legal").iterdir() if p.is_dir())
 
 def test_cases_are_written_by_their_generator(tmp_path: Path) -> None:
     from .bad_catalog import write as write_catalog
+    from .bad_crashed import LEGAL as CRASHED
+    from .bad_crashed import write as write_crashed
     from .legal_v3 import CASES, write
 
     assert set(write(str(tmp_path))) == set(CASES) == {
-        p.name for p in LEGAL} - {"catalog-failover"}
+        p.name for p in LEGAL} - {"catalog-failover", *CRASHED}
     write_catalog(str(tmp_path / "catalog"))
     (tmp_path / "catalog" / "legal" / "catalog-failover").rename(tmp_path / "catalog-failover")
+    write_crashed(str(tmp_path / "crashed"))
+    for name in CRASHED:
+        (tmp_path / "crashed" / "legal" / name).rename(tmp_path / name)
     for case in LEGAL:
         for f in case.iterdir():
             assert f.read_bytes() == (tmp_path / case.name / f.name).read_bytes(), f
