@@ -28,7 +28,11 @@ needs several keys is checked here, from the *facts* the core emits:
 
 The majority and causality checks are sound, not complete: they stay silent whenever a
 fact they need may be missing (a voter's files absent, steps a crashed incarnation may
-have taken unlogged, membership changes the node had not yet learned). traces/README.md
+have taken unlogged, membership changes the node had not yet learned). A crash excuses
+only what the writer's guarantee lets it hide: at most ``max_frontier`` unlogged steps
+per key (1 by default), from the state the key's last event in the crashed incarnation
+reports, and none that the key's own log rules out (``_lost_*``; traces/README.md,
+"Unlogged steps at a crash"). traces/README.md
 ("Majorities and causality") states each rule and why a correct run never breaks it. Their
 facts (``GFACT_KINDS``) are one per key and term, per (tablet, term, voter) or per
 incarnation, each merged as a min or a max, and both engines decide them here
