@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-timeout-s", type=float, default=10.0,
                    help="a catalog write not committed after this long fails its operation "
                         "(retryable; default 10)")
+    p.add_argument("--flush-mb", type=float, default=8.0,
+                   help="flush the catalog tablet's rows to a data block once this many MiB "
+                        "are unflushed; its WAL is then garbage-collected (default 8)")
+    p.add_argument("--log-retain-entries", type=int, default=50_000,
+                   help="catalog WAL entries kept behind the flushed index for lagging "
+                        "masters; one further behind (or a new one) gets a copy of the "
+                        "catalog (default 50000)")
     p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     return p
 
@@ -99,6 +106,8 @@ def parse(argv: list[str]) -> MasterOptions:
             or args.write_timeout_s <= 0 or args.tserver_failed_after_ms < 1:
         raise UsageError("--tserver-dead-after-ms, --tserver-failed-after-ms, "
                          "--creation-timeout-s and --write-timeout-s must be positive")
+    if args.flush_mb <= 0 or args.log_retain_entries < 0:
+        raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
@@ -109,7 +118,9 @@ def parse(argv: list[str]) -> MasterOptions:
                          creation_timeout=args.creation_timeout_s,
                          write_timeout=args.write_timeout_s,
                          failed_after=args.tserver_failed_after_ms / 1000,
-                         heal=not args.no_heal, join=args.join)
+                         heal=not args.no_heal, join=args.join,
+                         flush_threshold=int(args.flush_mb * (1 << 20)),
+                         log_retain_entries=args.log_retain_entries)
 
 
 async def serve(options: MasterOptions) -> None:

@@ -230,6 +230,11 @@ class MasterOptions:
     read_refresh_seconds: float = 0.25
     read_refresh_idle: float = 60.0
     read_wait_seconds: float = 1.0
+    # The catalog tablet's flush and WAL retention, as a tablet server's (ServerOptions):
+    # small values let a test GC the catalog's WAL (a joining master then needs a copy of
+    # the flushed catalog, not a replay of the log from its first entry).
+    flush_threshold: int = 8 << 20
+    log_retain_entries: int = 50_000
 
 
 def normalize(address: str) -> str:
@@ -993,7 +998,8 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
         trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
         election_ticks=options.election_ticks, heartbeat_ticks=options.heartbeat_ticks,
         fsync=options.fsync, seed=options.seed, internal_tablets=(CATALOG,),
-        threads=options.threads)
+        threads=options.threads, flush_threshold=options.flush_threshold,
+        log_retain_entries=options.log_retain_entries)
     async with open_tserver(ts_options, disk=disk, network=network,
                             extend_service=master.register) as ts:
         master.ts = ts

@@ -171,3 +171,79 @@ def test_added_masters_hear_every_tablet_server(tmp_path: pytest.TempPathFactory
                 kill_process(new)
         cluster.stop_all()
         assert_traces_clean(cluster)
+
+
+SMALL_CATALOG_LOG = ("--flush-mb", "0.002", "--log-retain-entries", "0")
+
+
+def catalog_segments(fs_root: str) -> list[str]:
+    wals = os.path.join(fs_root, "wals", api.CATALOG_TABLET_ID)
+    return sorted(n for n in os.listdir(wals) if n.startswith("wal-") and "." not in n)
+
+
+def traced(trace_dir: str, event: str, node: str) -> list[dict[str, object]]:
+    """Every traced ``event`` of ``node`` for the catalog tablet."""
+    out: list[dict[str, object]] = []
+    for name in sorted(os.listdir(trace_dir)):
+        with open(os.path.join(trace_dir, name)) as f:
+            for line in f:
+                if f'"{event}"' not in line:
+                    continue
+                row = json.loads(line)
+                if row.get("node") == node and row.get("tablet") == api.CATALOG_TABLET_ID \
+                        and row.get("event") == event:
+                    out.append(row)
+    return out
+
+
+def test_master_add_with_the_catalog_wal_gone(tmp_path: pytest.TempPathFactory) -> None:
+    """The leader master's catalog WAL is garbage-collected past its first entries (a tiny
+    flush threshold, no retained entries, a restart to close the first segment): the new
+    master cannot replay the log from the start, it catches up by a copy of the flushed
+    catalog, then serves the catalog itself (a follower read from it alone)."""
+    root = str(tmp_path)
+    with MasterCluster(root, masters=1, tservers=1,
+                       master_args=SMALL_CATALOG_LOG) as cluster:
+        cluster.start_all()
+        old = cluster.masters[0]
+        ready_leader(cluster)
+        wait_live(cluster, 1)
+        create_table(cluster.master_addresses, "early", 1, 1)
+        first = catalog_segments(old.fs_root)[0]
+        # A restart closes the active segment; the catalog writes after it flush the
+        # rows, and the closed segment (every entry flushed, none retained) is deleted.
+        cluster.stop_master(0)
+        cluster.start_master(0)
+        ready_leader(cluster)
+        wait_live(cluster, 1)
+        names = ["early"]
+        for k in range(30):
+            if first not in catalog_segments(old.fs_root):
+                break
+            create_table(cluster.master_addresses, f"t{k:02d}", 1, 1)
+            names.append(f"t{k:02d}")
+        assert first not in catalog_segments(old.fs_root), "the catalog WAL was not GC'd"
+
+        new = spawn_joiner(root, cluster, 1, [old.address])
+        try:
+            added = moves("master", "add", new.address, "--masters", old.address, "--json",
+                          "--deadline", "30")
+            assert added.returncode == 0, added.stderr
+            wait_for(lambda: catalog_member_type(new.address, new.uuid) == "VOTER", 60,
+                     "the new master a VOTER")
+            # The catalog came by a tablet copy, blocks included (the flushed rows).
+            assert traced(cluster.trace_dir, "copy_begin", new.uuid)
+            assert traced(cluster.trace_dir, "copy_blocks_done", new.uuid)
+            assert traced(cluster.trace_dir, "copy_start_replica", new.uuid)
+            # The new master serves the catalog from its own copy: a follower read.
+            listed = moves("table", "list", "--masters", new.address, "--freshness", "5",
+                           "--json", "--deadline", "30")
+            assert listed.returncode == 0, listed.stderr
+            doc = json.loads(listed.stdout)
+            assert doc["served_by"]["uuid"] == new.uuid and not doc["served_by"]["leader"]
+            assert sorted(t["name"] for t in doc["tables"]) == sorted(names)
+            stop_process(new, "the new master", 30)
+        finally:
+            kill_process(new)
+        cluster.stop_all()
+        assert_traces_clean(cluster)
