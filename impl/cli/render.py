@@ -281,7 +281,8 @@ def table_locations_text(reply: TableLocationsReply) -> str:
         for p in t.replicas:
             rows.append([*tablet, p.uuid, p.address, p.member_type,
                          "LEADER" if p.leader else None, "yes" if p.live else "DEAD"])
-    replicas = f", {reply.num_replicas} replicas each" if reply.num_replicas else ""
+    n = reply.num_replicas
+    replicas = f", {n} replica{'s' if n != 1 else ''} each" if n else ""
     head = (f"table {reply.name} {reply.table_id} v{reply.schema_version}: "
             f"{reply.num_tablets} tablet{'s' if reply.num_tablets != 1 else ''}{replicas}")
     if not rows:

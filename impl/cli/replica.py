@@ -116,7 +116,9 @@ def replica_main(argv: list[str]) -> int:
             return Outcome(0 if ok else 1, {"tablet_id": args.tablet, "state": state,
                                             "bytes": last.bytes_done if last else 0},
                            f"tablet {args.tablet} on {args.destination}: {state}"
-                           + ("" if ok else " (the copy failed: see the server's log)"))
+                           + ("" if ok else " (the copy failed, or the replica was deleted "
+                                             "after it, e.g. by the masters for not being a "
+                                             "member: see the server's log)"))
         return execute("revivify replica copy", args, copy_work)
 
     if args.cmd == "list":
