@@ -22,13 +22,20 @@ Regenerate::
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from revivify.checker.walks import Recorder
 from revivify.spec.system import default_spec
+
+try:  # imported as tests.trace.bad_crashed, or run as a script
+    from .bad_catalog import WHOLE, History, create_table
+except ImportError:
+    from bad_catalog import WHOLE, History, create_table  # type: ignore[no-redef]
 
 Line = dict[str, Any]
 # A bad case: the history, the line it must be rejected at, file names to leave out.
@@ -261,6 +268,57 @@ def vote_before_request() -> tuple[Recorder, Line, list[str]]:
     return r, at, []
 
 
+@case("crashed-uuid-reused", "UuidReused",
+      "a wiped server formats itself with its old UUID; every server crashed")
+def uuid_reused() -> tuple[Recorder, Line, list[str]]:
+    r = new(425)
+    r.elect(0, 1, 1, (0, 0))
+    r.crash(2)
+    r.wipe(2)
+    r.gen[2] -= 1  # the wiped server comes back with its old UUID,
+    r.inc[2] = 1  # as its incarnation 2 (no gap: only the format is wrong)
+    r.start(2)
+    at = r.files[(r.uuid(2), 2)][0]  # its second server_format
+    return r, at, []
+
+
+# The masters' rules across nodes (checker/catalog.py, decided by the global checks): no
+# crash excuses anything there; these end with the guilty masters killed. Written with
+# bad_catalog.py's History (the real trace writer), salts of their own.
+CatalogCase = Callable[[History], None]
+CATALOG: dict[str, tuple[CatalogCase, str, str, int]] = {}
+
+
+def catalog_case(name: str, kind: str, what: str,
+                 salt: int) -> Callable[[CatalogCase], CatalogCase]:
+    def add(build: CatalogCase) -> CatalogCase:
+        CATALOG[name] = (build, kind, what, salt)
+        return build
+    return add
+
+
+@catalog_case("crashed-catalog-two-ready-masters", "OneReadyLeaderPerTerm",
+              "two masters pass the leader-ready gate in the same term; both killed", 61)
+def two_ready(h: History) -> None:
+    a, b = "a1" * 16, "b2" * 16
+    h.start(a, 1)
+    h.start(b, 1)
+    h.ready(a, 1, 2, 4, WHOLE)
+    h.ready(b, 1, 2, 4, WHOLE, at=True)  # b > a: the finding names the last file
+
+
+@catalog_case("crashed-catalog-stale-ready", "ReadyHoldsCommitted",
+              "the leader commits CreateTable and is killed; the next leader becomes ready "
+              "at an index below that write and is killed too", 62)
+def stale_ready(h: History) -> None:
+    a, b = "a1" * 16, "b2" * 16
+    h.start(a, 1)
+    h.start(b, 1)
+    h.ready(a, 1, 1, 1)
+    create_table(h, a, 1, 1, 2)
+    h.ready(b, 1, 2, 1, at=True)
+
+
 # -- legal: one lost step per crashed key, the one the rule needs ------------------------
 
 def drop_last(r: Recorder, i: int) -> None:
@@ -323,11 +381,22 @@ def write(root: str) -> list[str]:
         for path in r.write_case(os.path.join(root, "bad"), name, expected):
             if os.path.basename(path) in drop:
                 os.remove(path)
+    for name, (cbuild, kind, what, salt) in CATALOG.items():
+        d = os.path.join(root, "bad", name)
+        shutil.rmtree(d, ignore_errors=True)
+        h = History(d, salt)
+        cbuild(h)
+        h.close()
+        assert h.at is not None, name
+        with open(os.path.join(d, "expected.json"), "w") as out:
+            json.dump({"kind": kind, "description": what, "exit_code": 1,
+                       "at": {"file": h.at[0], "line": h.at[1]}}, out, indent=2)
+            out.write("\n")
     for name, (lbuild, what, shows, node) in LEGAL.items():
         r = lbuild()
         r.write_case(os.path.join(root, "legal"), name, {
             "description": what, "exit_code": 0, "shows": shows, "node": r.uuid(node)})
-    return [*CASES, *LEGAL]
+    return [*CASES, *CATALOG, *LEGAL]
 
 
 if __name__ == "__main__":

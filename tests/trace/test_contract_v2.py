@@ -122,9 +122,12 @@ def test_replay_keeps_batch_commits_as_single_indices(tmp_path: Path) -> None:
             if line["event"] == "log_append":
                 line["args"].pop("prev_term", None)
                 line["args"].pop("terms", None)
-    assert _check(r, tmp_path / "a") == set()
+    # (Server 2's term-2 batch comes from no leader: AppendOfUnelectedTerm, a fault of its
+    # own that a crash no longer excuses, traces/README.md "Unlogged steps at a crash".)
+    unelected = {"AppendOfUnelectedTerm"}
+    assert _check(r, tmp_path / "a") == unelected
     assert "CommitTermMismatch" in v3
     r.step(2, "commit", index=3, op_term=2, check=False)
     for line in r.files[r.order[-1]]:
         line["v"] = 2
-    assert _check(r, tmp_path / "b") == {"CommitTermMismatch"}
+    assert _check(r, tmp_path / "b") == {"CommitTermMismatch"} | unelected

@@ -203,12 +203,13 @@ def test_every_bad_case_is_written_by_one_generator(tmp_path: Path) -> None:
 
     from .bad_catalog import write as write_catalog
     from .bad_crashed import CASES as CRASHED
+    from .bad_crashed import CATALOG as CRASHED_CATALOG
     from .bad_v3 import write
 
     v3 = set(write(str(tmp_path / "v3")))
     v2 = set(walks.write_bad_corpus(str(tmp_path / "v2")))
     v4 = set(write_catalog(str(tmp_path / "v4")))
-    crashed = set(CRASHED)  # tests/trace/test_crashed_checks.py compares their bytes
+    crashed = set(CRASHED) | set(CRASHED_CATALOG)  # test_crashed_checks.py: their bytes
     assert not v2 & v3 and not v4 & (v2 | v3) and not crashed & (v2 | v3 | v4)
     assert v2 | v3 | v4 | crashed == {p.name for p in BAD}
     for name in v3:

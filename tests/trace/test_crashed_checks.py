@@ -22,10 +22,10 @@ from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import check_paths
 from revivify.checker.spark import validate_spark
 
-from .bad_crashed import CASES, LEGAL, write
+from .bad_crashed import CASES, CATALOG, LEGAL, write
 from .conftest import TRACES
 
-BAD = [TRACES / "bad" / name for name in CASES]
+BAD = [TRACES / "bad" / name for name in [*CASES, *CATALOG]]
 GOOD = [TRACES / "legal" / name for name in LEGAL]
 # The rules that excused a crash before issue 20 (GlobalChecks._lost_*).
 EXCUSING = {"LeaderWithoutMajority", "CommitWithoutMajority", "AppendOfUnelectedTerm",
@@ -67,7 +67,7 @@ def _old_excuse(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_cases_are_written_by_their_generator(tmp_path: Path) -> None:
     """The committed cases are byte for byte what bad_crashed.py writes."""
-    assert set(write(str(tmp_path))) == set(CASES) | set(LEGAL)
+    assert set(write(str(tmp_path))) == set(CASES) | set(CATALOG) | set(LEGAL)
     for case in [*BAD, *GOOD]:
         ours = sorted(p.name for p in case.iterdir())
         assert ours == sorted(p.name for p in (tmp_path / case.parent.name / case.name)
@@ -81,7 +81,8 @@ def test_every_global_rule_has_a_crashed_case() -> None:
     kinds = {expected(c)["kind"] for c in BAD}
     assert kinds >= EXCUSING | {"TwoLeaders", "CommitTermMismatch", "CausalityViolation",
                                 "LogMatching", "LeaderCompleteness",
-                                "CommittedEntryTruncated"}
+                                "CommittedEntryTruncated", "UuidReused",
+                                "OneReadyLeaderPerTerm", "ReadyHoldsCommitted"}
 
 
 @pytest.mark.parametrize("case", BAD, ids=lambda p: p.name)
