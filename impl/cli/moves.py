@@ -50,8 +50,8 @@ from typing import Any, Final
 
 import trio
 
-from revivify.impl.client import ClientError, ClientOptions
-from revivify.impl.client.errors import Rejected, Unavailable
+from revivify.impl.client import ClientOptions
+from revivify.impl.client.errors import Rejected, ServerUnreachable, Unavailable
 from revivify.impl.client.master import MasterClient, master_status, open_master_client
 from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.master import api
@@ -241,10 +241,13 @@ def _master_change(kind: str, argv: list[str]) -> int:
             # catalog to it. Asked first, within one call timeout, so that a typo in the
             # address or a master not started yet is named at once, in one line, and not
             # after the whole deadline as a timeout of the call to the leader (which waits
-            # on the new master's answer).
+            # on the new master's answer). Any answer will do, a refusal too (a joining
+            # master may still be starting): only silence is named.
             try:
                 await master_status(args.target, options)
-            except ClientError as exc:
+            except Rejected:
+                pass
+            except ServerUnreachable as exc:
                 return Outcome(2, {"address": args.target, "error": exc.message}, "",
                                f"no master answers at {args.target} ({exc.message}); start "
                                "it with 'revivify master run --join' first")
