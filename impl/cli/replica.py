@@ -24,8 +24,8 @@ progress until it ends: on a terminal a live bar on stderr (phase, bytes done of
 total, rate, elapsed: render.progress), and in either case a line on stderr when the phase,
 the retry count or the error changes; with ``--json`` nothing on stderr, and at the end
 ``{"tablet_id", "state", "bytes"}`` (the replica's lifecycle state there: exit 0 if RUNNING).
-``copy list`` shows each copy running on a server with its phase, bytes done, total and
-rate; ``copy cancel`` stops one (the replica becomes a tombstone).
+``copy list`` shows each copy running on a server (a table) with its phase, bytes done,
+total and rate; ``copy cancel`` stops one (the replica becomes a tombstone).
 Exit codes and errors as every admin command (impl/cli/common.py).
 """
 
@@ -177,6 +177,17 @@ async def _watch_copy(destination: str, tablet_id: str, shown: render.Progress, 
         await trio.sleep(COPY_POLL_SECONDS)
 
 
+def _copy_list_text(copies: list[CopyInfo]) -> str:
+    """``copy list``: a row per copy (sizes in MiB, as in the progress lines)."""
+    mb = 1 << 20
+    return render.table(
+        ["TABLET", "PHASE", "DONE MB", "TOTAL MB", "MB/S", "FILES", "FROM", "RETRIES",
+         "ERROR"],
+        [[c.tablet_id, c.phase, f"{c.bytes_done / mb:.1f}", f"{c.total_bytes / mb:.1f}",
+          f"{c.rate_bytes_per_second / mb:.1f}", f"{c.files_done}/{c.files_total}",
+          c.source_address, c.retries, c.error] for c in copies])
+
+
 def _progress_line(c: CopyInfo) -> str:
     mb = 1 << 20
     return (f"{c.tablet_id}  {c.phase:<8} {c.bytes_done / mb:8.1f} / {c.total_bytes / mb:.1f} "
@@ -213,7 +224,7 @@ def copy_main(argv: list[str]) -> int:
                      "files_done": c.files_done, "files_total": c.files_total,
                      "retries": c.retries, "elapsed_seconds": round(c.elapsed_seconds, 3)}
                     for c in reply.copies]
-            text = "\n".join(_progress_line(c) for c in reply.copies) or \
+            text = _copy_list_text(reply.copies) if reply.copies else \
                 f"no copies running (at most {reply.max_concurrent} at once)"
             return Outcome(0, {"copies": rows, "max_concurrent": reply.max_concurrent}, text)
         return execute("revivify copy list", args, list_work)

@@ -99,3 +99,16 @@ def test_json_prints_the_document_and_nothing_on_stderr(
     assert captured.err == ""
     assert json.loads(captured.out) == {"tablet_id": "t1", "state": "RUNNING",
                                         "bytes": 8 * MB}
+
+
+def test_copy_list_is_a_table(monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    async def list_copies(address: str) -> CopyList:
+        return CopyList([_info("blocks", 2 * MB, retries=1)], 4)
+
+    monkeypatch.setattr(replica, "list_copies", list_copies)
+    assert main(["copy", "list", "--tserver", DESTINATION]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["TABLET", "PHASE", "DONE", "MB", "TOTAL", "MB", "MB/S",
+                              "FILES", "FROM", "RETRIES", "ERROR"]
+    assert row.split() == ["t1", "blocks", "2.0", "8.0", "4.0", "2/8", SOURCE, "1", "-"]
