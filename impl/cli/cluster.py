@@ -10,14 +10,16 @@ terminal (the tests and benchmarks use mastercluster.MasterCluster directly, the
 
 ``start`` chooses a free port for every server, starts the masters (``DIR/m-<i>``) and the
 tablet servers (``DIR/ts-<i>``) detached (a session of their own, output appended to
-``DIR/m-<i>.log`` / ``DIR/ts-<i>.log``, traces in ``DIR/traces``), so they keep running after
-the command exits; it records them in ``DIR/cluster.json`` (clusterfile.py) as soon as they
-are spawned, so a Ctrl-C part way still leaves them stoppable, and then waits until each
-has said its "listening" line, a master is the ready leader (``master status`` says ready)
-and the leader hears from every tablet server. A second ``start`` on a directory with a
-live process refuses (exit 1); on one whose processes are all dead it starts them again on
-the same directories and ports (their data and UUIDs kept). A start that fails kills what
-it started and names the server and its log (exit 2).
+``DIR/m-<i>.log`` / ``DIR/ts-<i>.log``, traces in ``DIR/traces``), so they keep running
+after the command exits; it records them in ``DIR/cluster.json`` (clusterfile.py) as soon
+as they are spawned, so a Ctrl-C part way still leaves them stoppable, and then waits until
+each has said its "listening" line, a master is the ready leader (``master status`` says
+ready) and the leader hears from every tablet server (progress on stderr: a line per step,
+and on a terminal a bar of the servers listening, then the ready leader: render.progress).
+A second ``start`` on a directory with a live process refuses (exit 1); on one whose
+processes are all dead it starts them again on the same directories and ports (their data
+and UUIDs kept). A start that fails kills what it started and names the server and its log
+(exit 2).
 
 ``status`` lists every server: name (m0, m1, ... ts0, ts1, ...), UUID, address, pid, alive;
 exit 0 if all are alive, 1 if not. ``stop`` sends SIGTERM to every live server at once and
@@ -236,15 +238,26 @@ def _start(args: argparse.Namespace) -> Outcome:
                  f"tablet server{'s' if tservers != 1 else ''} in {root}")
         cluster.start_timeout = args.timeout
         deadline = time.monotonic() + args.timeout
+        servers = _servers(cluster)
         try:
-            cluster.spawn_all()
-            clusterfile.save(root, _record_of(cluster))  # stoppable from here on
-            cluster.await_all()
-            clusterfile.save(root, _record_of(cluster))  # with the UUIDs
-            _say("waiting for the leader master to be ready and to hear from every tablet "
-                 "server")
-            trio.run(_await_ready, cluster, max(1.0, deadline - time.monotonic()))
-            _check_dead(cluster)
+            # Progress: a step per server listening, one for the ready leader hearing
+            # every tablet server (a bar on a terminal; the notes alone otherwise).
+            with render.progress("starting the cluster", len(servers) + 1,
+                                 enabled=not args.json) as shown:
+                cluster.spawn_all()
+                clusterfile.save(root, _record_of(cluster))  # stoppable from here on
+                for i in range(len(cluster.masters)):
+                    cluster.await_master(i)
+                    shown.advance()
+                for i in range(len(cluster.tservers.servers)):
+                    cluster.tservers.await_started(i)
+                    shown.advance()
+                clusterfile.save(root, _record_of(cluster))  # with the UUIDs
+                shown.note("waiting for the leader master to be ready and to hear from "
+                           "every tablet server")
+                trio.run(_await_ready, cluster, max(1.0, deadline - time.monotonic()))
+                _check_dead(cluster)
+                shown.advance()
         except (ProcessError, ClientError, OSError) as exc:
             for s in _servers(cluster):
                 kill_process(s)
