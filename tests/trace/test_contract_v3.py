@@ -198,30 +198,45 @@ def test_leader_completeness_reads_terms_below_the_leaders() -> None:
 
 def test_unelected_term_needs_a_whole_input() -> None:
     """An append of a term nobody won is only flagged when every node the tablet names is
-    present whole and none crashed before it (a crashed voter may have lost the vote that
-    elected a leader named nowhere)."""
+    present whole and none can be an unseen leader of it: that needs its become_leader and
+    an append lost at one crash before the append, two steps, beyond the default frontier
+    (traces/README.md, "Unlogged steps at a crash")."""
     whole = {1: (1, 50, True)}
     g = _g(a=whole, b=whole)
     g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
     g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
     assert [v.kind for v in g.violations()] == ["AppendOfUnelectedTerm"]
-    for incs in ({"a": whole}, {"a": whole, "b": {2: (1, 50, True)}},
-                 {"a": whole, "b": {1: (1, 10, False)}}):
+    crashed = {"a": whole, "b": {1: (1, 10, False)}}
+    for incs, frontier in (({"a": whole}, 1), ({"a": whole, "b": {2: (1, 50, True)}}, 1),
+                           (crashed, 2)):
         g = _g(**incs)
+        g.max_frontier = frontier
         g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
         g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
+        # b's state after its last event: the candidate of term 4 (two steps to lead it).
+        g.gfact("klast", "t", 1, 4, 0, "b", "", 0, 0, "b")
         assert g.violations() == [], incs
+    g = _g(**crashed)  # within the writer's guarantee (one step) b cannot have led term 4
+    g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
+    g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
+    g.gfact("klast", "t", 1, 4, 0, "b", "", 0, 0, "b")
+    assert [v.kind for v in g.violations()] == ["AppendOfUnelectedTerm"]
 
 
 def test_commit_beyond_leader_excuses_a_crashed_leader() -> None:
     """A leader's commit event may be lost at a crash: a follower commit above every
-    commit the leader logged is only flagged when the leader never crashed."""
-    for clean, expect in ((True, ["CommitBeyondLeader"]), (False, [])):
+    commit the leader logged is flagged unless the leader crashed in a term up to the
+    follower's with a WAL reaching the follower's index (its last logged state: ``klast``
+    term, WAL last index)."""
+    for clean, last, expect in ((True, (1, 4), ["CommitBeyondLeader"]), (False, (1, 4), []),
+                                (False, (1, 3), ["CommitBeyondLeader"]),
+                                (False, (2, 4), ["CommitBeyondLeader"])):
         g = _g(a={1: (1, 50, clean)}, b={1: (1, 60, True)})
         g.gfact("lead", "t", 1, 0, 1, "a", "fa", 3, 3, '["a","b"]')
         g.gfact("lcommit", "t", 1, 2, -1, "a", "fa", 5, 5, "")
         g.gfact("fcommit", "t", 1, 4, 0, "b", "fb", 6, 9, "")
-        assert [v.kind for v in g.violations()] == expect
+        g.gfact("klast", "t", 1, last[0], last[1], "a", "", 0, 0, "a")
+        assert [v.kind for v in g.violations()] == expect, (clean, last)
     # ... a leader that copied the tablet may start from the copied data's commit index ...
     g = _g(a={1: (1, 50, True)}, b={1: (1, 60, True)})
     g.gfact("lead", "t", 1, 0, 1, "a", "fa", 3, 3, '["a","b"]')
