@@ -391,3 +391,38 @@ def test_a_program_replays_exactly(tmp_path: Path) -> None:
     report = check_paths([str(tmp_path / "a")])
     assert report.server_events > 0
     assert not [v for v in report.sorted() if v.severity != "warning"]
+
+
+# ---------------------------------------------------------------------------- found here
+
+# Shrunk from the random exploration (seed 200, 30 steps, by Hypothesis, then by hand): the
+# table's one tablet elects a leader and acknowledges rows before any replica's report of
+# that leader reaches the masters, so the catalog still holds the tablet CREATING; every
+# tablet server then stays down past the masters' creation_timeout (60 s), and the leader
+# master REPLACES the tablet (catalog_commit replace_tablets: the old one REPLACED, a new
+# empty one CREATING for the same partition, DeleteTablet DELETED to the old replicas).
+# After the heal the new tablet is RUNNING with 3 replicas and the acknowledged rows are
+# gone. GetTableLocations hands out a CREATING tablet (impl/master/queries.py
+# table_locations: every live tablet), and the table client writes to it; Kudu's master
+# answers ServiceUnavailable for a tablet that is not RUNNING (BuildLocationsForTablet), so
+# no write is acknowledged by a tablet the master may still replace. Seeds 1, 3, 200 fail.
+CREATING_TABLET_REPLACED: list[MasterStep] = [
+    CreateTable(1), WriteRows(0, 3), CrashTserver(0), CrashTserver(0), CrashTserver(0),
+    CrashTserver(0), Wait(15.0), Wait(15.0), Wait(15.0), Wait(15.0), Wait(15.0),
+]
+
+
+@pytest.mark.xfail(strict=True, raises=SimulationFailed, reason=(
+    "impl/master: rows acknowledged by a tablet still CREATING in the catalog are lost when "
+    "the master replaces it after creation_timeout (GetTableLocations hands out CREATING "
+    "tablets)"))
+@pytest.mark.parametrize("seed", [1, 200])
+def test_rows_written_to_a_creating_tablet_survive_its_creation_timeout(
+        tmp_path: Path, seed: int) -> None:
+    """A bug the simulation found (the comment above): acknowledged rows must survive."""
+    with MasterSimulation(str(tmp_path / "traces"), seed=seed) as sim:
+        for step in CREATING_TABLET_REPLACED:
+            sim.run(step)
+            sim.check_durable()
+        assert sim.mcounters.rows_acked == 3
+        sim.verify()
