@@ -12,9 +12,13 @@ cluster is slow to run (every step goes through the real RPC, Raft, WAL and trac
 so a run of ``--writes`` writes is made once and then replicated until the corpus reaches
 ``--events``: copy c renames every node UUID (file names, envelopes, args, states) and every
 tablet id, so the copies are distinct (node, tablet) keys of distinct tablets (nothing the
-checker memoised for one copy matches another: states and args name other UUIDs). Then
-raw parse vs ``trace check`` (compiled spec, and the interpreter alone: ``--before``) vs
-Spark ``local[2]``, side by side in rounds, as for the synthetic corpus.
+checker memoised for one copy matches another: states and args name other UUIDs, so each
+copy pays its own memo misses, as a fresh cluster would). Then, in rounds: the raw parse,
+``trace check`` and Spark ``local[2]`` (files plan) on the same corpus, side by side, with
+the checker's peak memory; the median ratios (targets: check >= 0.4x raw, Spark >= 1.5x
+check); then peak memory on a fifth of the corpus (memory follows the keys, not the events)
+and the checker without shape mode (checker/logshape.py) on that fifth, for comparison
+(``--before-every-round``: the interpreted spec alone too).
 
 Without ``--real``: a corpus of valid version-3 traces (3-replica tablets on a pool of nodes:
 create, an election, then L entries appended, with their terms, and committed on every
@@ -226,6 +230,10 @@ if sys.argv[2:] == ["before"]:
     replay.cached_action = lambda *a, **k: None
     replay.invariants_hold = lambda *a, **k: None
     replay.steps_hold = lambda *a, **k: None
+elif sys.argv[2:] == ["noshapes"]:
+    # No shape mode (checker/logshape.py): every append and commit a memo miss, as before.
+    import revivify.checker.replay as replay
+    replay.Replayer._to_shape = lambda *a, **k: None
 t = time.perf_counter()
 c = time.process_time()
 r = check_paths([sys.argv[1]])
@@ -237,8 +245,10 @@ print(json.dumps({"events": r.events + r.server_events, "keys": r.keys, "seconds
 """
 
 
-def local_check(root: str, before: bool = False) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _CHILD, root, *(["before"] if before else [])],
+def local_check(root: str, mode: str = "") -> dict[str, float]:
+    """``trace check`` in a fresh process; ``mode``: "" (as shipped), "noshapes" (shape
+    mode off) or "before" (the interpreted spec alone)."""
+    out = subprocess.run([sys.executable, "-c", _CHILD, root, *([mode] if mode else [])],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)  # type: ignore[no-any-return]
 
@@ -331,33 +341,53 @@ def real_main(a: argparse.Namespace) -> int:
           f"({copies * 3 * len(REAL_TABLETS)} keys on {copies * 3} nodes)")
     small = os.path.join(a.dir, "real-fifth")
     replicate(base, small, max(1, a.events // 5))
-    # The interpreter alone is about ten times slower: measured on a fifth of the corpus.
-    print("| round | raw parse lines/s | trace check events/s | ratio to raw | "
-          "interpreted spec events/s (a fifth) | compiled / interpreted |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    # Each round: the raw parse, ``trace check`` and Spark local[2] (files plan) on the
+    # same corpus, one after the other; the ratios are taken within the round.
+    sr = None if a.no_spark else SparkRunner()
+    if sr is not None:
+        print(f"spark local[2]: JVM start {sr.jvm_start_s:.1f}s, Python workers' start "
+              f"{sr.workers_start_s:.1f}s (start-up, paid once per session; not in the "
+              "rates)")
+    print("| round | raw parse lines/s | trace check events/s | check / raw | "
+          "spark local[2] events/s | spark / check | check peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     ratios: list[float] = []
+    sratios: list[float] = []
     loc: dict[str, float] = {}
+    sp: dict[str, float] = {}
     for i in range(a.rounds):
         raw = raw_parse_rate(big)
         loc = local_check(big)
         rate = loc["events"] / loc["seconds"]
-        if i == 0 or a.before_every_round:
-            bef = local_check(small, before=True)
-            brate = bef["events"] / bef["seconds"]
         ratios.append(rate / raw)
-        print(f"| {i + 1} | {raw:,.0f} | {rate:,.0f} | {rate / raw:.3f}x | {brate:,.0f} | "
-              f"{rate / brate:.1f}x |", flush=True)
+        srate = 0.0
+        if sr is not None:
+            sp = sr.run(big, "files")
+            srate = sp["events"] / sp["seconds"]
+            sratios.append(srate / rate)
+        print(f"| {i + 1} | {raw:,.0f} | {rate:,.0f} | {rate / raw:.3f}x | "
+              + (f"{srate:,.0f} | {srate / rate:.2f}x" if sr is not None else "- | -")
+              + f" | {loc['peak_rss_mb']:.0f} |", flush=True)
     med = statistics.median(ratios)
     print(f"trace check on real traces: median {med:.3f}x raw parse over {a.rounds} rounds "
           f"(target 0.4x: {'met' if med >= 0.4 else 'NOT met'}); findings={loc['findings']:.0f}")
+    if sr is not None:
+        smed = statistics.median(sratios)
+        print(f"spark local[2], files plan: median {smed:.2f}x the local checker (target "
+              f"1.5x: {'met' if smed >= 1.5 else 'NOT met'}); findings={sp['findings']:.0f}")
+        sr.stop()
+    # Memory follows the keys, not the events; and what shape mode buys (on a fifth).
     loc2 = local_check(small)
-    print("| corpus | events | keys | peak RSS MB |")
-    print("|---|---:|---:|---:|")
-    print(f"| all | {loc['events']:,.0f} | {loc['keys']:,.0f} | {loc['peak_rss_mb']:.0f} |")
-    print(f"| a fifth | {loc2['events']:,.0f} | {loc2['keys']:,.0f} | "
-          f"{loc2['peak_rss_mb']:.0f} |")
-    if not a.no_spark:
-        spark_rounds(big, loc, a.rounds, False)
+    old = local_check(small, "noshapes")
+    print("| corpus | events | keys | peak RSS MB | events/s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in (("all", loc), ("a fifth", loc2), ("a fifth, no shape mode", old)):
+        print(f"| {name} | {r['events']:,.0f} | {r['keys']:,.0f} | {r['peak_rss_mb']:.0f} | "
+              f"{r['events'] / r['seconds']:,.0f} |")
+    if a.before_every_round:
+        bef = local_check(small, "before")
+        print(f"interpreted spec alone (a fifth): {bef['events'] / bef['seconds']:,.0f} "
+              "events/s")
     print(f"load average (others' work on this machine): {_load(load0)} -> "
           f"{_load(os.getloadavg())}")
     return 0
@@ -370,7 +400,7 @@ def main() -> int:
     ap.add_argument("--writes", type=int, default=3000,
                     help="--real: client writes in the cluster run that is replicated")
     ap.add_argument("--before-every-round", action="store_true",
-                    help="--real: run the interpreted spec in every round, not the first")
+                    help="--real: also time the interpreted spec alone (on a fifth)")
     ap.add_argument("--events", type=int, default=None,
                     help="events in the corpus (default 10,000,000; --real 1,000,000)")
     ap.add_argument("--entries", type=int, default=50)

@@ -235,6 +235,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     fast_log = FAST_LOG
     log_step = r.log_append_step
     commit_step = r.commit_step
+    shape_step = r.shape_step
     events = 0
     before = r.events
     ev: Any
@@ -291,6 +292,14 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                     st_b = bytes(ev.state)
                     inc = ev.inc
                     if inc == k.inc:
+                        if k.pos >= 0:  # shape mode (checker/logshape.py)
+                            shaped = shape_step(k, f, i, event, args_b, st_b, ev.lamport)
+                            if shaped is not False:
+                                if shaped is not True:
+                                    for v in shaped:
+                                        add(v)
+                                continue
+                            r.concretize(k)
                         out = memo_get((k.state, event, args_b, st_b))
                         if out is not None and out.fast:
                             ot = out.obs_term
@@ -314,7 +323,12 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                                     else:
                                         if out.lead and out.a != k.app_term:
                                             r.first_append(k, out.a, f, i, ev.lamport)
-                                        found = log_step(k, out, f, i, ev.lamport, args_b)
+                                        assert out.log is not None
+                                        first, prev, terms = out.log
+                                        found = log_step(
+                                            k, first, prev, terms, out.a, out.b,
+                                            r.states.tuples[out.post].term, f, i,
+                                            ev.lamport, args_b)
                                         if found:
                                             for v in found:
                                                 add(v)
@@ -361,6 +375,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
             continue
         finally:
             drain_facts(r, sink)
+        for k in keys.values():  # every key's state concrete again at a file's end
+            r.concretize(k)
         fnode, finc = order.node, order.inc
         if finc is not None:
             last_states(r, keys.values(), finc, sink)

@@ -31,8 +31,20 @@ driver can replay a clean memo hit inline without a call (``local.stream_node``)
 is counted on the outcomes (``Outcome.hits``). The tables are bounded (``max_memo``): drivers call
 ``maybe_reset`` between nodes, and within a node every ``RESET_EVERY`` lines with the node's
 live keys (their states are carried into the new tables), so memory grows with the number
-of live keys, never with the number of events (real servers' traces are mostly memo misses:
-each append and commit moves the WAL's last OpId, so each step is a new pattern).
+of live keys, never with the number of events.
+
+Shape mode. A real server's appends and commits would each be a new pattern (each moves
+the WAL's last OpId or names a new index): without more, about three steps in four of a
+real trace were memo misses. So after a clean append or commit on the general path, a key
+goes into *shape mode* (``KeyState.pos``; checker/logshape.py): its state is kept with the
+log positions as offsets from the WAL's last index, and the next appends and commits are
+looked up by that shape and their positions' offsets (``shape_step``), which hit the memo
+for every step of a shape already seen. Why that is exact -- a z3 proof per action that the
+spec's guard, effect, local invariants and step properties commute with a shift of every
+log position, under a side condition checked on each hit -- is in logshape's docstring.
+The per-key history checks (terms, the rebuilt log, commit facts) run on every event's
+concrete indices as before. Any other event first turns the key's state concrete again
+(``concretize``), so everything below sees concrete states only.
 
 Crash frontier. A crash is not an event. When a key's next event belongs to a later
 incarnation, the previous one ended either cleanly (it logged ``server_stop``) or in a
@@ -96,6 +108,19 @@ from revivify.checker.compiled import (
     steps_hold,
     to_scalars,
 )
+from revivify.checker.logshape import (
+    APPEND_HEAD,
+    APPEND_MID,
+    COMMIT_HEAD,
+    POS_PARAMS,
+    ShapeOutcome,
+    floor_of,
+    shift,
+    shift_exact,
+    split_append,
+    split_commit,
+    split_state,
+)
 from revivify.checker.traces import (
     SB_CODES,
     STARTUP_CODES,
@@ -135,6 +160,7 @@ from revivify.spec.model import (
     DAMAGE_KINDS,
     DOES_NOT_EXIST,
     MAP_FIELDS,
+    NO_SERVER,
     NO_VOTE,
     OP_NAMES,
     SB_NAMES,
@@ -352,6 +378,10 @@ class KeyState:
     # The key began a tablet copy: its replica may start with a commit index (the copied
     # data's) that no commit of its own logged.
     copied: bool = False
+    # Shape mode (checker/logshape.py): ``state`` is then a shape, and ``pos`` the WAL's
+    # last index it is relative to; -1: ``state`` is a concrete state
+    # (``Replayer.concretize``).
+    pos: int = -1
 
 
 @attrs.define(slots=True)
@@ -503,20 +533,32 @@ class Replayer:
         self.facts: list[Fact] = []
         self.events = 0
         self.memo_misses = 0
+        # Per action: whether z3 proved its steps exact under a shift of the log positions
+        # (``logshape.shift_exact``), asked at its first step that could be abstracted.
+        self._shift_ok: dict[str, bool] = {}
         self._reset_tables()
 
     def _reset_tables(self) -> None:
         self._fold_hits()
         self.states = StateTable()
         self.memo: dict[tuple[Any, ...], Outcome] = {}
+        # The shape memos (checker/logshape.py): appends by (shape, first_index - pos,
+        # op_index - pos, the op_term field, the rest of the args), commits by (shape,
+        # index - pos, the rest of the args).
+        self.shape_appends: dict[tuple[int, int, int, bytes, bytes], ShapeOutcome] = {}
+        self.shape_commits: dict[tuple[int, int, bytes], ShapeOutcome] = {}
         self.state_bad: dict[ServerState, list[str]] = {}
         self.fresh = self.intern(ServerState(up=True))
 
     def _fold_hits(self) -> None:
-        for out in getattr(self, "memo", {}).values():
-            if out.hits:
-                self._coverage[(out.event, out.branch)] += out.hits
-                out.hits = 0
+        outs: list[Iterable[Outcome | ShapeOutcome]] = [
+            getattr(self, "memo", {}).values(), getattr(self, "shape_appends", {}).values(),
+            getattr(self, "shape_commits", {}).values()]
+        for table in outs:
+            for out in table:
+                if out.hits:
+                    self._coverage[(out.event, out.branch)] += out.hits
+                    out.hits = 0
 
     @property
     def coverage(self) -> Counter[tuple[str, str]]:
@@ -537,7 +579,8 @@ class Replayer:
         """Drop the memo tables if they are large; ``live``: every key in flight (their
         states are interned afresh). True when the tables were dropped (a driver that
         bound ``memo.get`` binds it again)."""
-        if len(self.memo) + len(self.states) + len(self.state_bad) <= self.max_memo:
+        if len(self.memo) + len(self.states) + len(self.state_bad) + \
+                len(self.shape_appends) + len(self.shape_commits) <= self.max_memo:
             return False
         old = self.states
         self._reset_tables()
@@ -554,8 +597,16 @@ class Replayer:
         return KeyState(node=node, tablet=tablet, node_id=self.interner.id(node),
                         born=born)
 
+    def concretize(self, k: KeyState) -> None:
+        """Leave shape mode: the key's state becomes the concrete one again (the shape with
+        its positions moved back by ``pos``)."""
+        if k.pos >= 0:
+            k.state = self.states.intern(shift(self.states.tuples[k.state], k.pos))
+            k.pos = -1
+
     def finish_key(self, k: KeyState) -> None:
         """The key has no more events: flush its open commit run and its facts."""
+        self.concretize(k)
         self._flush_run(k)
         if k.state >= 0:
             self._hold(k, k.state)
@@ -696,13 +747,15 @@ class Replayer:
         else:
             k.log_lo, k.log_runs = k.log_hi, [[k.log_hi, s.wal_last_term]]
 
-    def log_append_step(self, k: KeyState, out: Outcome, file: str, line: int,
-                        lamport: int, args_b: bytes) -> list[Violation] | None:
-        """A log_append the spec accepted: check its prev_term against the rebuilt log,
-        find the entries it removes, apply the batch, note its runs' starts and terms."""
-        assert out.log is not None
-        first, prev, terms = out.log
-        op_term, op_index = out.a, out.b
+    def log_append_step(self, k: KeyState, first: int, prev: int | None,
+                        terms: tuple[tuple[int, int], ...] | None, op_term: int,
+                        op_index: int, node_term: int, file: str, line: int, lamport: int,
+                        args_b: bytes) -> list[Violation] | None:
+        """A log_append the spec accepted (the batch ``first..op_index``, its ``prev_term``
+        and ``terms`` if it says them, by a node in term ``node_term`` after the step):
+        check its prev_term against the rebuilt log, find the entries it removes, apply
+        the batch, note its runs' starts and terms."""
+        assert first >= 1 and op_index >= first, (first, op_index)
         found: list[Violation] | None = None
         runs = k.log_runs
         if not k.log_on:  # a WAL the model has not seen (cannot happen after log_sync)
@@ -722,8 +775,8 @@ class Replayer:
                                                              first < op_index)):
             self._flush_committed(k)  # before the runs below commit_hi change
         if first <= k.log_hi:
-            found = self._truncation(k, first, terms, op_term, op_index,
-                                     self.states[out.post].term, file, line, args_b, found)
+            found = self._truncation(k, first, terms, op_term, op_index, node_term, file,
+                                     line, args_b, found)
             # Cut the log before ``first``.
             if first <= k.log_lo:
                 runs.clear()
@@ -872,13 +925,150 @@ class Replayer:
         post state; = ``_after`` for such a step)."""
         if out.lead and out.a != k.app_term:
             self.first_append(k, out.a, file, line, lamport)
-        return self.log_append_step(k, out, file, line, lamport, args_b)
+        assert out.log is not None
+        first, prev, terms = out.log
+        return self.log_append_step(k, first, prev, terms, out.a, out.b,
+                                    self.states.tuples[out.post].term, file, line, lamport,
+                                    args_b)
 
     def fast_commit(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
                     args_b: bytes) -> list[Violation] | None:
         """A memo hit of a commit (as ``fast_log``)."""
         return self.commit_step(k, out.a, out.b, out.lead, out.obs_term, file, line,
                                 lamport, args_b)
+
+    # -----------------------------------------------------------------------------------
+    # Shape mode (checker/logshape.py: what it is and why it is exact).
+
+    def _to_shape(self, k: KeyState, pre_sid: int, event: str, args_b: bytes, st_b: bytes,
+                  out: Outcome) -> None:
+        """After a clean append or commit on the general path: memoise its shape (when the
+        step qualifies: the writer's layout, H, an action z3 proved) and put the key in
+        shape mode, so that the next steps of the same shape are lookups."""
+        ok = self._shift_ok.get(event)
+        if ok is None:
+            ok = self._shift_ok[event] = shift_exact(self.actions[event], self.invariants,
+                                                     self.step_props)
+        if not ok:
+            return
+        tuples = self.states.tuples
+        pre, post = tuples[pre_sid], tuples[k.state]
+        base = pre.wal_last_index
+        params = out.params
+        cut = split_state(st_b, post.wal_last_index)
+        if cut is None:
+            return
+        skey: tuple[Any, ...]
+        positions: tuple[int, ...]
+        others: tuple[int, ...]
+        if event == "log_append":
+            got = split_append(args_b)
+            if got is None or (got[0], got[1]) != (params["first_index"],
+                                                   params["op_index"]) or \
+                    any(b'"first_index"' in x or b'"op_index"' in x for x in got[2:]):
+                return
+            positions = (got[0], got[1])
+            others = (params["op_term"], params["prev_term"])
+        else:
+            one = split_commit(args_b)
+            if one is None or one[0] != params["index"] or b'"index"' in one[1]:
+                return
+            positions = (one[0],)
+            others = (params["op_term"],)
+        lowest = min(base, pre.ghost_last_index, *positions)
+        floor = floor_of(pre, others)
+        if lowest <= floor:  # H does not hold here
+            return
+        shape = self.states.intern(shift(pre, -base))
+        if event == "log_append":
+            assert got is not None
+            skey = (shape, got[0] - base, got[1] - base, got[2], got[3])
+            table: dict[Any, ShapeOutcome] = self.shape_appends
+        else:
+            assert one is not None
+            skey = (shape, one[0] - base, one[1])
+            table = self.shape_commits
+        after = post.wal_last_index
+        so = table.get(skey)
+        if so is None:
+            so = ShapeOutcome(event, out.branch, self.states.intern(shift(post, -after)),
+                              after - base, floor - (lowest - base), cut[0], cut[1],
+                              after - base, out.fast, params["op_term"], out.lead,
+                              out.obs_term, post.term)
+            if out.log is not None:
+                so.prev, so.terms = out.log[1], out.log[2]
+                so.one = out.ext != 0
+            table[skey] = so
+        k.state = so.post
+        k.pos = after
+
+    def shape_step(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                   st_b: bytes, lamport: int) -> bool | list[Violation]:
+        """A step of a key in shape mode, in its current incarnation: False when the shape
+        memo does not decide it (the driver concretizes the key and takes the general
+        path); else the step is replayed (= ``feed_raw`` + ``_after`` for it, on the
+        step's concrete indices) and the result is True, or the findings of the per-key
+        log checks."""
+        pos = k.pos
+        so: ShapeOutcome | None
+        # = logshape.split_append / split_commit and digits, inlined (the hot path).
+        if event == "log_append":
+            p = args_b.split(b",", 3)
+            if len(p) != 4:
+                return False
+            a, b = p[0], p[2]
+            if a[:15] != APPEND_HEAD or b[:11] != APPEND_MID:
+                return False
+            a, b = a[15:], b[11:]
+            if not (a.isdigit() and b.isdigit()) or (a[0] == 48 and len(a) > 1) or \
+                    (b[0] == 48 and len(b) > 1):
+                return False
+            first = int(a)
+            index = int(b)
+            so = self.shape_appends.get((k.state, first - pos, index - pos, p[1], p[3]))
+        elif event == "commit":
+            p = args_b.split(b",", 1)
+            a = p[0]
+            if len(p) != 2 or a[:9] != COMMIT_HEAD:
+                return False
+            a = a[9:]
+            if not a.isdigit() or (a[0] == 48 and len(a) > 1):
+                return False
+            index = int(a)
+            so = self.shape_commits.get((k.state, index - pos, p[1]))
+        else:
+            return False
+        if so is None or pos <= so.need or \
+                st_b != so.pre + b"%d" % (pos + so.obs_off) + so.suf:
+            return False
+        ot = so.obs_term
+        if 0 <= ot < k.max_term:
+            return False  # a term regression: the general path reports it
+        self.events += 1
+        so.hits += 1
+        if ot > k.max_term:
+            k.max_term = ot
+            k.max_term_at = f"{file}:{line}"
+        k.state = so.post
+        k.pos = pos + so.dpos
+        found: list[Violation] | None
+        term = so.a
+        if event == "log_append":  # = fast_log
+            runs = k.log_runs
+            if so.one and first == k.log_hi + 1 and term == k.tap_term and runs and \
+                    runs[-1][1] == term and (not so.lead or term == k.app_term):
+                k.log_hi = index  # it extends the log's last run: nothing else
+                found = None
+            else:
+                if so.lead and term != k.app_term:
+                    self.first_append(k, term, file, line, lamport)
+                found = self.log_append_step(k, first, so.prev, so.terms, term, index,
+                                             so.node_term, file, line, lamport, args_b)
+        else:  # = fast_commit
+            found = self.commit_step(k, index, term, so.lead, ot, file, line, lamport,
+                                     args_b)
+        k.window.append((file, line, event, args_b))
+        return found or True
 
     # -----------------------------------------------------------------------------------
     # A node's files: incarnations and the tablets they start.
@@ -918,6 +1108,7 @@ class Replayer:
         for k in keys.values():
             if k.state < 0 or k.inc >= inc:
                 continue
+            self.concretize(k)
             prev_clean = (k.node, k.inc) in clean
             key = ("nostart", k.state, prev_clean)
             out = self.memo.get(key)
@@ -986,6 +1177,7 @@ class Replayer:
         """``feed`` on the envelope's parts."""
         self.events += 1
         found: list[Violation] | None = None
+        self.concretize(k)
         if k.state >= 0:  # the end of a stretch of memo hits (see FAST_LOG)
             self._hold(k, k.state)
         if k.state < 0 or inc != k.inc:
@@ -1023,15 +1215,19 @@ class Replayer:
             self.log_sync(k, self.states.tuples[k.state])
             if event == "startup":
                 return self._after(k, file, line, event, args_b, out, found)
-        key = (k.state, event, args_b, st_b)
+        pre = k.state
+        key = (pre, event, args_b, st_b)
         out = self.memo.get(key)
         if out is None:
-            out = self._memoise(key, self._step(k.state, event, args_b, st_b), event)
+            out = self._memoise(key, self._step(pre, event, args_b, st_b), event)
         if out.problem is not None:
             v = self._violation(k, file, line, event, args_b, out.problem, -1)
             found = [v] if found is None else [*found, v]
         k.state = out.post
-        return self._after(k, file, line, event, args_b, out, found)
+        found = self._after(k, file, line, event, args_b, out, found)
+        if out.fast and event in POS_PARAMS:
+            self._to_shape(k, pre, event, args_b, st_b, out)
+        return found
 
     def _after(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
                out: Outcome, found: list[Violation] | None) -> list[Violation] | None:
@@ -1044,6 +1240,11 @@ class Replayer:
                     "TermRegression", "violation", "TermMonotonic",
                     f"term {out.obs_term} after term {k.max_term} (seen at {k.max_term_at})",
                     (), ""), -1))
+                # One fault, one finding: the replay goes on from the term the node
+                # reports (as it resynchronises a state), so the events of the lower term
+                # that follow are not each reported again.
+                k.max_term = out.obs_term
+                k.max_term_at = f"{file}:{line}"
             elif out.obs_term > k.max_term:
                 k.max_term = out.obs_term
                 k.max_term_at = f"{file}:{line}"
@@ -1059,14 +1260,20 @@ class Replayer:
             self.flush_leader_commit(k)
             k.cfg_index, k.cfg_voters = -1, ""
         if event == "log_append" and out.log is not None and out.problem is None:
-            got = self.log_append_step(k, out, file, line, k.lam, args_b)
+            # The batch as the step's parameters say (``out.a``/``out.b`` are set only
+            # for a fast outcome; a truncation that lowers the WAL's last OpId is SLOW).
+            first, prev, terms = out.log
+            got = self.log_append_step(k, first, prev, terms, p["op_term"], p["op_index"],
+                                       post.term, file, line, k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
         self.log_sync(k, post)
         if p and event in self._config_events:
             self._config_event(k, event, args_b, file, line, post.config_index)
         elif event in self._named_events:
-            self._named_event(k, event, args_b)
+            wrong = self._named_event(k, event, args_b, file, line, post.op_src)
+            if wrong is not None:
+                found = self._add(found, wrong)
         elif p and event in self._param_events:
             if event in ("vote_granted", "vote_denied", "start_election"):
                 named = self.interner.name(p["me" if event == "start_election"
@@ -1129,18 +1336,47 @@ class Replayer:
         k.window.append((file, line, event, args_b))
         return found
 
-    def _named_event(self, k: KeyState, event: str, args_b: bytes) -> None:
-        """A StartTabletCopy's caller, a copy's source: nodes the log checks count on."""
+    def _named_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
+                     op_src: int) -> Violation | None:
+        """A StartTabletCopy's caller, a copy's source: nodes the log checks count on. And
+        the copy's source (``copy_begin``; ``op_src``: the copy's source in the spec's
+        state, which copy_begin keeps) checked (``_copy_source``)."""
         if event == "copy_begin":
             k.copied = True
         try:
             a = decode_args(event, args_b)
         except ArgsError:
-            return
+            return None
         for field in ("caller", "source"):
             name = getattr(a, field, None)
             if isinstance(name, str) and name:
                 k.named.add(name)
+        if event == "copy_begin":
+            return self._copy_source(k, a, file, line, args_b, op_src)
+        return None
+
+    def _copy_source(self, k: KeyState, a: Any, file: str, line: int, args_b: bytes,
+                     op_src: int) -> Violation | None:
+        """A copy downloads from the server that asked for it: the spec's ``stc_accept``
+        makes its caller the copy's source (``op_src``; ``copy_source_ok`` reads that
+        server), so a ``copy_begin`` whose ``source`` is another server is not the copy
+        the spec allows (``ArgMismatch`` on ``args.source``). Checked when the caller is a
+        server of the tablet's config as this key knows it (a voter of its create_tablet
+        or config_commit): a caller that is no server (an operator's tool, which names a
+        source of its own; the spec's callers are servers only) or a config this key does
+        not know says nothing, nor does a line without ``source`` (optional) or a state
+        whose source is unknown (resynchronised). Not memoised: it reads the key's
+        config, so it runs in ``_after`` (copy_begin always takes the general path)."""
+        if a.source is None or op_src == NO_SERVER:
+            return None
+        caller = self.interner.name(op_src)
+        if caller is None or a.source == caller or f'"{caller}"' not in k.cfg_voters:
+            return None
+        return self._violation(k, file, line, "copy_begin", args_b, _Problem(
+            "ArgMismatch", "violation", "args.source",
+            f"copy_begin downloads from {a.source}, but the StartTabletCopy this replica "
+            f"accepted came from {caller}, a server of the tablet: the copy's source is "
+            "its caller", (caller,), a.source), -1)
 
     def _config_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
                       config_index: int) -> None:

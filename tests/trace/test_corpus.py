@@ -204,14 +204,18 @@ def test_every_bad_case_is_written_by_one_generator(tmp_path: Path) -> None:
     from .bad_catalog import write as write_catalog
     from .bad_crashed import CASES as CRASHED
     from .bad_crashed import CATALOG as CRASHED_CATALOG
+    from .bad_issue20 import CASES as ISSUE20
     from .bad_v3 import write
 
     v3 = set(write(str(tmp_path / "v3")))
     v2 = set(walks.write_bad_corpus(str(tmp_path / "v2")))
     v4 = set(write_catalog(str(tmp_path / "v4")))
     crashed = set(CRASHED) | set(CRASHED_CATALOG)  # test_crashed_checks.py: their bytes
+    # tests/trace/bad_issue20.py: test_issue20_fixes.py checks their bytes.
+    fixes = set(ISSUE20)
     assert not v2 & v3 and not v4 & (v2 | v3) and not crashed & (v2 | v3 | v4)
-    assert v2 | v3 | v4 | crashed == {p.name for p in BAD}
+    assert not fixes & (v2 | v3 | v4 | crashed)
+    assert v2 | v3 | v4 | crashed | fixes == {p.name for p in BAD}
     for name in v3:
         assert _tree(tmp_path / "v3" / name) == _tree(TRACES / "bad" / name), name
     for name in v4:
