@@ -50,6 +50,10 @@ RUNNING replica on a live tablet server. Then a table whose CreateTable was ackn
 acknowledged is not, an acknowledged AlterTable's schema version is not lost, and every
 acknowledged row reads back with its value (a row of unknown outcome: its value or
 absent).
+
+Cost: a step is a few milliseconds to a second of CPU (a Wait of 15 virtual seconds runs
+every Raft tick and heartbeat of seven processes); with every check after every step about
+9 steps per CPU second (tests/simulation/test_master_simulation.py prints the figures).
 """
 
 from __future__ import annotations
