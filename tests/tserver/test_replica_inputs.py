@@ -64,3 +64,44 @@ def test_ticks_behind_a_busy_driver_are_counted_not_queued() -> None:
     replica._inbox[0]()  # the driver steps it: 100 ticks, past an election timeout
     assert replica._ticks_pending == 0
     assert replica.core.has_ready()  # the election timer fired: a pre-vote to send
+
+
+def test_durable_reports_the_last_traced_step_not_the_cores_status() -> None:
+    """A lifecycle fact (stc_reject, stc_accept) is traced with ``Replica.durable()``. That
+    must be the state of the last traced step: the core's status runs ahead (a vote taken in
+    memory, an entry appended before its fsync), and a fact carrying it reaches the trace
+    before the step's own event. The checker found exactly that in a nemesis run under load
+    (stc_reject reporting WAL index n+1 right after log_append n)."""
+    traced: list[tuple[str, int]] = []
+
+    class _Metadata:
+        def write_cmeta(self, cmeta: object) -> None:
+            pass
+
+    class _Trace:
+        def event(self, event: str, args: object, state: Any, *, tablet: str) -> None:
+            traced.append((event, state.cmeta.term))
+
+    async def blocking(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    async def main() -> None:
+        replica = _replica()
+        replica.metadata = _Metadata()  # type: ignore[assignment]
+        replica.trace = _Trace()  # type: ignore[assignment]
+        replica._blocking = blocking
+        before = replica.durable()
+        assert before.cmeta is not None and before.cmeta.current_term == 1
+        replica.core.step(VoteRequest("b", "a", 2, 0, 0))  # the core votes, in memory
+        assert replica.core.status().term == 2 and replica.core.has_ready()
+        unpersisted = replica.durable()
+        assert unpersisted.cmeta is not None and unpersisted.cmeta.current_term == 1
+        rd = replica.core.ready()
+        await replica._execute(rd)
+        replica.core.advance(rd)
+        assert traced and traced[0][1] == 2  # the vote's event, then durable() follows it
+        after = replica.durable()
+        assert after.cmeta is not None
+        assert (after.cmeta.current_term, after.cmeta.voted_for) == (2, "b")
+
+    trio.run(main)
