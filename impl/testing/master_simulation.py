@@ -12,7 +12,8 @@ client is the real one (``impl/client``): CreateTable, DeleteTable and AlterTabl
 
 A *step* is one of the frozen values below: create, delete or alter a table, write rows,
 crash a master now or right after its k-th next durable step of the catalog tablet,
-restart a master, crash or restart a tablet server, cut a master or a tablet server off
+restart a master, crash a tablet server now or right after its k-th next durable step,
+restart a tablet server, cut a master or a tablet server off
 from every other server (the client still reaches it), heal every cut, let time pass
 (heartbeats; the leader master's background task re-replicates what a dead server held).
 Steps name masters, servers and tables by index modulo what exists, so a shrunk program
@@ -62,7 +63,7 @@ import collections
 import contextlib
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import SimpleNamespace
 from typing import Any, Literal, TypeAlias
 
@@ -157,6 +158,17 @@ class CrashMasterAtStep:
 
 
 @attrs.frozen
+class CrashTserverAtStep:
+    """A machine crash of a tablet server (an index into the running ones) right after its
+    ``after``-th next traced durable tablet step; meanwhile rows written to the tables from
+    ``table`` on. Disarmed at the step's end."""
+
+    server: int
+    after: int
+    table: int = 0
+
+
+@attrs.frozen
 class RestartMaster:
     master: int  # an index into the masters that are down
 
@@ -186,7 +198,8 @@ class IsolateTserver:
 
 
 MasterStep: TypeAlias = (CreateTable | DeleteTable | AlterTable | WriteRows | CrashMaster
-                         | CrashMasterAtStep | RestartMaster | CrashTserver | RestartTserver
+                         | CrashMasterAtStep | RestartMaster | CrashTserver
+                         | CrashTserverAtStep | RestartTserver
                          | IsolateMaster | IsolateTserver | Heal | Wait)
 
 # ---------------------------------------------------------------------------- the model
@@ -222,6 +235,7 @@ class MasterCounters:
     master_crashes_at_step: int = 0
     leader_crashes: int = 0
     tserver_crashes: int = 0
+    tserver_crashes_at_step: int = 0
     isolations: int = 0
     ready_leaders_seen: int = 0  # (term, master) pairs seen ready at a step boundary
     settle_seconds: float = 0.0  # virtual seconds the final heal took
@@ -352,10 +366,15 @@ class MasterSimulation(Simulation):
             if i is not None:
                 self.mcounters.tserver_crashes += 1
                 await self.cluster.crash(i)
+        elif isinstance(step, CrashTserverAtStep):
+            i = self._pick(step.server, running=True)
+            if i is not None:
+                await self._crash_tserver_at_step(i, step)
         elif isinstance(step, RestartTserver):
             i = self._pick(step.server, running=False)
             if i is not None:
                 await self.cluster.start(i)
+                self.crashed_at_step.discard(i)
         elif isinstance(step, IsolateMaster):
             running = self.mc.running()
             if not running:
@@ -523,14 +542,44 @@ class MasterSimulation(Simulation):
                 self.mcounters.rows_acked += 1
 
     async def _crash_master_at_step(self, i: int, step: CrashMasterAtStep) -> None:
-        node = self.master_uuids[i]
-        remaining = [step.after]
+        async def catalog_writes() -> None:  # each a few durable steps on every master
+            if self._live_tables():
+                await self._alter(step.table)
+            else:
+                await self._create_table(1)
+
+        if await self._crash_at(self.master_uuids[i], step.after,
+                                lambda: self.mc.crash_master_now(i), catalog_writes):
+            self.mcounters.master_crashes_at_step += 1
+            self.masters_crashed_at_step.add(i)
+            await self.mc.crash_master(i)  # reap its tasks
+
+    async def _crash_tserver_at_step(self, i: int, step: CrashTserverAtStep) -> None:
+        async def rows() -> None:  # each a few durable steps on every replica
+            for k in range(4):
+                t = self._table(step.table + k)
+                if t is not None:
+                    await self._write_rows(t, 2)
+
+        if await self._crash_at(self.cluster.uuids[i], step.after,
+                                lambda: self.cluster.crash_now(i), rows):
+            self.mcounters.tserver_crashes_at_step += 1
+            self.crashed_at_step.add(i)
+            await self.cluster.crash(i)  # reap its tasks
+
+    async def _crash_at(self, node: str, after: int, crash_now: Callable[[], bool],
+                        activity: Callable[[], Awaitable[None]]) -> bool:
+        """Crash process ``node`` (``crash_now``) right after its ``after``-th next traced
+        durable step while ``activity`` runs, or give up after 10 virtual seconds; True if
+        it crashed. The hook runs inside the process's own task, between the step's event
+        and whatever the process would do next (simulation.py ``_tracer_hook``)."""
+        remaining = [after]
         crashed = trio.Event()
 
         def after_event(tablet_id: str, event: str) -> None:
             remaining[0] -= 1
-            if remaining[0] <= 0 and self.mc.crash_master_now(i):
-                logger.info("master simulation: master %d crashed right after %s of %s", i,
+            if remaining[0] <= 0 and crash_now():
+                logger.info("master simulation: %s crashed right after %s of %s", node,
                             event, tablet_id)
                 _after_event.pop(node, None)
                 crashed.set()
@@ -543,18 +592,11 @@ class MasterSimulation(Simulation):
                         await crashed.wait()
                         nursery.cancel_scope.cancel()
                     nursery.start_soon(until_crashed)
-                    # Catalog writes: each a few durable steps on every master.
-                    if self._live_tables():
-                        await self._alter(step.table)
-                    else:
-                        await self._create_table(1)
+                    await activity()
                     await crashed.wait()
         finally:
             _after_event.pop(node, None)
-        if crashed.is_set():
-            self.mcounters.master_crashes_at_step += 1
-            self.masters_crashed_at_step.add(i)
-            await self.mc.crash_master(i)  # reap its tasks
+        return crashed.is_set()
 
     # ------------------------------------------------------------------ checks
 
@@ -578,7 +620,8 @@ class MasterSimulation(Simulation):
         processes: list[tuple[str, SimDisk, str, str | None, bool]] = []
         for s in self.cluster.servers:
             processes.append((f"tablet server {s.index}", s.disk, f"{ROOT}/{s.host}",
-                              self.cluster.uuids.get(s.index), False))
+                              self.cluster.uuids.get(s.index),
+                              s.index in self.crashed_at_step and s.server is None))
         for m in self.mc.masters:
             processes.append((f"master {m.index}", m.disk, f"{ROOT}/{m.host}",
                               self.master_uuids.get(m.index),
@@ -626,6 +669,7 @@ class MasterSimulation(Simulation):
         for i in range(self.n):
             if not self._running(i):
                 await self.cluster.start(i)
+                self.crashed_at_step.discard(i)
         started = trio.current_time()
         deadline = started + seconds
         problem: str | None = "not looked yet"
@@ -740,6 +784,7 @@ __all__ = [
     "CrashMaster",
     "CrashMasterAtStep",
     "CrashTserver",
+    "CrashTserverAtStep",
     "CreateTable",
     "DeleteTable",
     "Heal",

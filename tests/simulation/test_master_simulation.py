@@ -4,8 +4,9 @@
 Three real masters and four real tablet servers in one process on SimDisk, MemoryNetwork and
 MockClock; each rule is one step (CreateTable / DeleteTable / AlterTable through the real
 master client, rows through the real table client, a master crashed now or right after its
-k-th next durable catalog step, a master restarted, a tablet server crashed or restarted, a
-master or a tablet server cut off, every cut healed, time passing). After every rule:
+k-th next durable catalog step, a master restarted, a tablet server crashed now or right
+after its k-th next durable step, a tablet server restarted, a master or a tablet server
+cut off, every cut healed, time passing). After every rule:
 
   (a) every process's fsync'd state, masters included (the catalog tablet), is what its
       last traced event of each tablet claims (``check_durable``);
@@ -62,6 +63,7 @@ from revivify.impl.testing.master_simulation import (
     CrashMaster,
     CrashMasterAtStep,
     CrashTserver,
+    CrashTserverAtStep,
     CreateTable,
     DeleteTable,
     Heal,
@@ -210,6 +212,10 @@ class MasterSimulationMachine(RuleBasedStateMachine):
     def crash_tserver(self, server: int) -> None:
         self._step(CrashTserver(server))
 
+    @rule(server=tservers, after=st.integers(1, 12), table=tables)
+    def crash_tserver_at_step(self, server: int, after: int, table: int) -> None:
+        self._step(CrashTserverAtStep(server, after, table))
+
     @rule(server=tservers)
     def restart_tserver(self, server: int) -> None:
         self._step(RestartTserver(server))
@@ -347,7 +353,7 @@ PROGRAM: list[MasterStep] = [
     CreateTable(1), WriteRows(0, 3), CrashMaster(0, leader=True), WriteRows(0, 2),
     CreateTable(2), CrashTserver(1), Wait(5.0), AlterTable(0), RestartMaster(0),
     CrashMasterAtStep(0, 3), IsolateTserver(0), WriteRows(1, 2), IsolateMaster(1), Heal(),
-    DeleteTable(0), RestartTserver(0), Wait(2.0),
+    DeleteTable(0), RestartTserver(0), CrashTserverAtStep(1, 4), Wait(2.0),
 ]
 
 
@@ -359,6 +365,7 @@ def _run_program(trace_dir: str, seed: int) -> tuple[str, dict[str, Any]]:
         sim.verify()
         counters = attrs.asdict(sim.mcounters)
     assert counters["master_crashes_at_step"] == 1 and counters["rows_acked"] >= 5
+    assert counters["tserver_crashes_at_step"] == 1
     return _digest(trace_dir), counters
 
 
