@@ -109,9 +109,7 @@ def replica_main(argv: list[str]) -> int:
                                  unit="bytes") as shown:
                 last = await _watch_copy(args.destination, args.tablet, shown,
                                          lines=not args.json)
-            status = await server_status(args.destination)
-            state = next((r.state for r in status.replicas if r.tablet_id == args.tablet),
-                         "DOES_NOT_EXIST")
+            state = await _settled_state(args.destination, args.tablet)
             ok = state == "RUNNING"
             return Outcome(0 if ok else 1, {"tablet_id": args.tablet, "state": state,
                                             "bytes": last.bytes_done if last else 0},
@@ -175,6 +173,29 @@ async def _watch_copy(destination: str, tablet_id: str, shown: render.Progress, 
             shown.note(f"  {_progress_line(info)}")
             said = now
         await trio.sleep(COPY_POLL_SECONDS)
+
+
+# The states a replica passes through between a copy's end and its verdict.
+UNSETTLED = frozenset({"COPYING", "STARTING"})
+SETTLE_SECONDS = 30.0  # at most this long after the copy left the list
+
+
+async def _settled_state(destination: str, tablet_id: str) -> str:
+    """The replica's lifecycle state on ``destination`` once the copy's end has been
+    applied: RUNNING (it started), TOMBSTONED (the copy failed, or the replica was deleted
+    since), or whatever it is after SETTLE_SECONDS.
+
+    Why wait: the server drops a copy from ListCopies when its download ends, and only then
+    applies the end to the replica (copy_abort and the tombstone, or the replica's start),
+    so a look right after the copy left the list can still see COPYING, then STARTING."""
+    give_up = trio.current_time() + SETTLE_SECONDS
+    while True:
+        status = await server_status(destination)
+        state = next((r.state for r in status.replicas if r.tablet_id == tablet_id),
+                     "DOES_NOT_EXIST")
+        if state not in UNSETTLED or trio.current_time() >= give_up:
+            return state
+        await trio.sleep(COPY_POLL_SECONDS / 5)
 
 
 def _copy_list_text(copies: list[CopyInfo]) -> str:

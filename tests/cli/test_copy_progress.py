@@ -112,3 +112,21 @@ def test_copy_list_is_a_table(monkeypatch: pytest.MonkeyPatch,
     assert header.split() == ["TABLET", "PHASE", "DONE", "MB", "TOTAL", "MB", "MB/S",
                               "FILES", "FROM", "RETRIES", "ERROR"]
     assert row.split() == ["t1", "blocks", "2.0", "8.0", "4.0", "2/8", SOURCE, "1", "-"]
+
+
+def test_the_verdict_waits_for_the_end_of_the_copy_to_be_applied(
+        scripted: list[CopyInfo], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The server drops the copy from ListCopies before it applies its end to the replica:
+    COPYING, then STARTING, then RUNNING is a success, not a failed copy."""
+    states = ["COPYING", "COPYING", "STARTING", "RUNNING"]
+
+    async def server_status(address: str) -> ServerStatus:
+        state = states.pop(0)
+        role = "FOLLOWER" if state == "RUNNING" else ""
+        info = ReplicaInfo("t1", state, "", role, 2, "", "", (2, 9), 9, 9, 1, [], "VOTER")
+        return ServerStatus("dst", address, [info])
+
+    monkeypatch.setattr(replica, "server_status", server_status)
+    assert main([*COPY, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "RUNNING" and not states
