@@ -5,6 +5,7 @@ cancellation, the StartTabletCopy checks. Traces are checked at the end of every
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -515,12 +516,19 @@ def test_copy_commands(tmp_path: object) -> None:
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["state"] == "RUNNING"
         # A copy started without --wait, seen in `copy list`, then cancelled.
+        # Seen by `copy list` itself while it runs: a separate process that starts in a
+        # second or two, so the copy must outlast that (more rows than the first one had).
+        write_big(c, "t1", 6, prefix="more")
         out = revivify("replica", "copy", "--from", src, "--to", dst, "--tablet", "t1")
         assert out.returncode == 0, out.stderr
-        wait_for(lambda: copying(c, f, "t1"), 30, "the copy to be under way")
-        listed = json.loads(revivify("copy", "list", "--tserver", dst, "--json").stdout)
-        row = listed["copies"][0]
-        assert row["tablet_id"] == "t1" and row["total_bytes"] > 0
+
+        def listed_row() -> dict[str, Any] | None:
+            listed = json.loads(revivify("copy", "list", "--tserver", dst, "--json").stdout)
+            rows = [r for r in listed["copies"] if r["tablet_id"] == "t1"]
+            return rows[0] if rows and rows[0]["bytes_done"] > 0 else None
+
+        row = wait_for(listed_row, 30, "copy list to show the copy under way")
+        assert row["total_bytes"] > 0
         out = revivify("copy", "cancel", "--tserver", dst, "--tablet", "t1")
         assert out.returncode == 0, out.stderr
         wait_for(lambda: replicas(c, f)["t1"].state == "TOMBSTONED", 30, "the cancel")
