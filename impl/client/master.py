@@ -134,6 +134,7 @@ class MasterClient:
         last: BaseException | None = None
         maybe_ran = False
         followed_hint = False
+        refused_by = "?"
         deadline = trio.current_time() + options.deadline
         with trio.CancelScope(deadline=deadline):
             while True:
@@ -159,6 +160,7 @@ class MasterClient:
                     if not exc.retryable:
                         raise Rejected(address or "?", exc) from None
                     last = exc  # the leader answered: wait, then ask it again
+                    refused_by = address or "?"
                 except (api.ServiceUnavailable, api.CatalogWriteFailed) as exc:
                     last = exc  # the leader answered: wait, then ask it again
                 except (NoAnswer, ConnectionClosed) as exc:
@@ -176,6 +178,10 @@ class MasterClient:
                 if trio.current_time() + delay >= deadline:
                     break
                 await trio.sleep(delay)
+        if isinstance(last, api.Refused) and not maybe_ran:
+            # The leader answered to the end, refusing (NOT_ENOUGH_SERVERS, NAME_RESERVED):
+            # a definite "no" for now, not an unreachable cluster.
+            raise Rejected(refused_by, last)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
 
     async def call_any(self, method: str, body: msgspec.Struct, response: type[T]) -> T:

@@ -302,6 +302,7 @@ class FakeMasters:
     leader: int = 1  # index into the masters
     term: int = 1
     ready: bool = True
+    refuse: master_api.Refused | None = None  # the leader's answer to ListTables, if set
     log: list[tuple[str, str]] = attrs.field(factory=list)
 
     def address(self, i: int) -> str:
@@ -325,6 +326,8 @@ class FakeMasters:
             if self.leader != i:
                 raise master_api.MasterNotLeader(f"muuid-{self.leader + 1}",
                                                  self.address(self.leader), self.term)
+            if self.refuse is not None:
+                raise self.refuse
             return master_api.TableList([])
 
         service.register(master_api.MASTER_STATUS, master_api.Empty,
@@ -407,5 +410,25 @@ def test_master_call_without_a_ready_leader_gives_up_at_the_deadline() -> None:
             assert "no answer" in caught.value.message
             assert not caught.value.outcome_unknown  # a read: nothing to be unsure about
             assert masters.log == []
+
+    run_mock(body)
+
+
+def test_a_leader_refusing_until_the_deadline_is_a_definite_no() -> None:
+    """A retryable refusal (NOT_ENOUGH_SERVERS: servers may still join) is asked again until
+    the deadline; if the leader still refuses then, the answer is its refusal (Rejected: the
+    CLI's exit 1), not an unreachable cluster (DeadlineExceeded: exit 2)."""
+    async def body() -> None:
+        net = network()
+        async with fake_masters(net) as masters:
+            masters.refuse = master_api.Refused("NOT_ENOUGH_SERVERS",
+                                                "3 live tablet servers needed, 2 known", 1)
+            with pytest.raises(Rejected) as caught:
+                await master_call(MASTERS, master_api.MASTER_LIST_TABLES, master_api.Empty(),
+                                  master_api.TableList, OPTIONS, network=net.host(CLIENT))
+            assert caught.value.address == "m-2:7001"
+            assert "NOT_ENOUGH_SERVERS" in str(caught.value)
+            asked = [u for u, m in masters.log if m == master_api.MASTER_LIST_TABLES]
+            assert len(asked) > 1  # retried before giving the refusal as the answer
 
     run_mock(body)
