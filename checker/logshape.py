@@ -50,6 +50,7 @@ before, only slower.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -199,9 +200,12 @@ def floor_of(t: Any, others: Iterable[int]) -> int:
 # ---------------------------------------------------------------------------------------
 # The writer's canonical bytes. A line in another layout is simply not abstracted.
 
-APPEND_HEAD: Final = b'{"first_index":'
-APPEND_MID: Final = b'"op_index":'
-COMMIT_HEAD: Final = b'{"index":'
+# A log_append's and a commit's args as the writer lays them out, positions in canonical
+# digits (what int() and a JSON decoder read alike: no sign, space or leading zero; ``\d``
+# is ASCII in a bytes pattern). One C call splits and validates a line.
+APPEND_ARGS: Final = re.compile(
+    rb'\{"first_index":(0|[1-9]\d*),("op_term":[^,]*),"op_index":(0|[1-9]\d*),(.*)', re.S)
+COMMIT_ARGS: Final = re.compile(rb'\{"index":(0|[1-9]\d*),(.*)', re.S)
 WAL_MARK: Final = b'"wal":{"location":"LIVE","last_opid":['
 
 
@@ -215,23 +219,17 @@ def digits(b: bytes) -> int | None:
 
 def split_append(args_b: bytes) -> tuple[int, int, bytes, bytes] | None:
     """A log_append's args as (first_index, op_index, the op_term field, the rest)."""
-    p = args_b.split(b",", 3)
-    if len(p) != 4 or p[0][:15] != APPEND_HEAD or p[2][:11] != APPEND_MID:
+    m = APPEND_ARGS.match(args_b)
+    if m is None:
         return None
-    first = digits(p[0][15:])
-    last = digits(p[2][11:])
-    if first is None or last is None:
-        return None
-    return first, last, p[1], p[3]
+    first, term, last, rest = m.groups()
+    return int(first), int(last), term, rest
 
 
 def split_commit(args_b: bytes) -> tuple[int, bytes] | None:
     """A commit's args as (index, the rest)."""
-    p = args_b.split(b",", 1)
-    if len(p) != 2 or p[0][:9] != COMMIT_HEAD:
-        return None
-    index = digits(p[0][9:])
-    return None if index is None else (index, p[1])
+    m = COMMIT_ARGS.match(args_b)
+    return None if m is None else (int(m[1]), m[2])
 
 
 def split_state(st_b: bytes, wal_last_index: int) -> tuple[bytes, bytes] | None:

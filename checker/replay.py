@@ -92,11 +92,10 @@ is *born*, and the first startup of a tablet on it must come from its own steps
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections import Counter, deque
-from collections.abc import Container, Iterable, Iterator
-from typing import Any, Final, NamedTuple, Protocol
+from collections import Counter
+from collections.abc import Container, Iterable
+from typing import Any, Final
 
 import attrs
 
@@ -108,10 +107,31 @@ from revivify.checker.compiled import (
     steps_hold,
     to_scalars,
 )
+from revivify.checker.explain import Explainer
+from revivify.checker.frontier import CrashFrontier
+from revivify.checker.keys import (
+    _ID_PARAMS,
+    FAST_COMMIT,
+    FAST_LEADER_COMMIT,
+    FAST_LOG,
+    FAST_PLAIN,
+    SLOW,
+    WINDOW,
+    Fact,
+    FactSink,
+    KeyState,
+    NodeState,
+    Outcome,
+    StateTable,
+    Violation,
+    _forced,
+    _Problem,
+    canon,
+    resync,
+)
 from revivify.checker.logshape import (
-    APPEND_HEAD,
-    APPEND_MID,
-    COMMIT_HEAD,
+    APPEND_ARGS,
+    COMMIT_ARGS,
     POS_PARAMS,
     ShapeOutcome,
     floor_of,
@@ -121,6 +141,7 @@ from revivify.checker.logshape import (
     split_commit,
     split_state,
 )
+from revivify.checker.logtrack import LogTracker
 from revivify.checker.traces import (
     SB_CODES,
     STARTUP_CODES,
@@ -138,37 +159,15 @@ from revivify.checker.traces import (
     decode_state,
     describe_tuple,
     spec_tuple,
-    state_from_tuple,
 )
 from revivify.spec.actions import (
-    FAULT_ACTIONS,
-    NO_PENDING_CONFIG,
-    SPEC_ONLY_PARAMS,
     TRACE_FILLS,
-    UNTRACED_MAPS,
     Action,
-    as_reported,
     last_logged,
-    pending_config_held,
-    startup_case,
-    stc_failures,
 )
 from revivify.spec.invariants import INVARIANTS, STEP_PROPERTIES, check_state, check_step
-from revivify.spec.logic import empty_map
 from revivify.spec.model import (
-    BLOCKS_NAMES,
-    DAMAGE_KINDS,
-    DOES_NOT_EXIST,
-    MAP_FIELDS,
     NO_SERVER,
-    NO_VOTE,
-    OP_NAMES,
-    SB_NAMES,
-    STARTUP_NAMES,
-    STARTUP_NOTHING,
-    STC_NAMES,
-    WAL_IN_PLACE,
-    WAL_NAMES,
     ServerState,
 )
 from revivify.spec.system import Spec, default_spec
@@ -176,7 +175,6 @@ from revivify.spec.system import Spec, default_spec
 # The writer loses at most the event of the step in flight (traces/README.md): one unlogged
 # step per key at a crash.
 DEFAULT_MAX_FRONTIER: Final = 1
-WINDOW: Final = 6
 # Lines between a driver's checks of the memo tables' size within a node (``maybe_reset``).
 RESET_EVERY: Final = 1 << 14
 
@@ -191,238 +189,6 @@ LOCAL_STEP_PROPERTIES: Final = frozenset(
     p.name for p in STEP_PROPERTIES if not p.reads_ghosts and p.name != "UuidNeverReused"
 )
 
-# Actions whose effect is the identity: never useful as an unlogged frontier step.
-_NO_EFFECT: Final = frozenset({"commit", "stc_reject"})
-# Not process steps before a crash: the crash itself, startup, and the disk faults (damage
-# is tried at every boundary, see the module docstring; a wipe makes a new key).
-_NOT_STEPS: Final = frozenset({"crash", "startup", *FAULT_ACTIONS})
-_DAMAGE_KINDS: Final = DAMAGE_KINDS
-
-_TERM_PARAMS: Final = frozenset({"t", "caller_term", "remote_term", "remote_last_term",
-                                 "op_term", "cand_last_term", "opid_term"})
-_INDEX_PARAMS: Final = frozenset({"config_index", "remote_config_index", "remote_last_index",
-                                  "op_index", "index", "cand_last_index", "opid_index",
-                                  "first_index"})
-_ID_PARAMS: Final = frozenset({"candidate", "me", "caller", "source"})
-
-
-@attrs.frozen
-class Violation:
-    """One finding. ``subject`` identifies it across engines: ``file:line`` for findings
-    about one line, ``tablet=.. term=..`` and the like for global ones."""
-
-    kind: str
-    severity: str  # "violation" | "error" | "warning"
-    file: str
-    line: int
-    subject: str
-    message: str
-    node: str = ""
-    tablet: str = ""
-    event: str = ""
-    failed: str = ""
-    expected: tuple[str, ...] = ()
-    observed: str = ""
-    last_matched: str = ""
-    context: tuple[str, ...] = ()
-    frontier: int = -1
-    witnesses: tuple[str, ...] = ()
-    # The kinds of the other findings the same fault caused (same line; see
-    # ``Report.add``), folded into this one.
-    also: tuple[str, ...] = ()
-
-    def identity(self) -> tuple[str, str]:
-        return (self.kind, self.subject)
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self, recurse=False) | {
-            "expected": list(self.expected), "context": list(self.context),
-            "witnesses": list(self.witnesses), "also": list(self.also)}
-
-
-class _Problem(NamedTuple):
-    kind: str
-    severity: str
-    failed: str
-    message: str
-    expected: tuple[str, ...]
-    observed: str
-
-
-class Outcome:
-    """The memoised result of one step (or one incarnation boundary).
-
-    ``fast`` tells a driver what the step needs beyond the memo hit: ``FAST_PLAIN`` only
-    the per-key term check and bookkeeping, ``FAST_COMMIT`` that plus extending the key's
-    commit run (``a`` = index, ``b`` = term), ``SLOW`` the general ``Replayer.feed_raw``
-    (a problem, or a vote/identity/leader check). ``hits`` counts the events replayed
-    with this outcome (their coverage; ``Replayer.coverage`` sums them)."""
-
-    __slots__ = ("a", "b", "branch", "event", "ext", "fast", "frontier", "hits", "lead",
-                 "log", "obs_term", "params", "post", "problem", "walc", "walx")
-
-    def __init__(self, post: int, problem: _Problem | None, params: dict[str, Any],
-                 branch: str, obs_term: int, frontier: int) -> None:
-        self.post = post
-        self.problem = problem
-        self.params = params
-        self.branch = branch
-        self.obs_term = obs_term
-        self.frontier = frontier
-        self.event = ""
-        self.hits = 0
-        self.fast = SLOW
-        self.a = self.b = 0
-        # A commit by the leader of its own term (``FAST_LEADER_COMMIT``), a log_append of
-        # the key's current term (``FAST_APPEND``); a step that lowered the WAL's last
-        # OpId in Raft's order (kept SLOW).
-        self.lead = False
-        self.walc = False
-        # The step moves the WAL (its location or last OpId: the rebuilt log follows it);
-        # a log_append's (first_index, prev_term or None, terms or None).
-        self.walx = False
-        self.log: tuple[int, int | None, tuple[tuple[int, int], ...] | None] | None = None
-        # A log_append whose batch is entries of op_term only, after one of op_term (if it
-        # says): its first index (drivers extend the log's last run inline), else 0.
-        self.ext = 0
-
-
-SLOW: Final = 0
-FAST_PLAIN: Final = 1
-FAST_COMMIT: Final = 2
-# A commit by a leader of an entry of its own term: the commit run, plus the key's
-# highest such commit per term (``KeyState.lcommits``; CommitWithoutMajority).
-FAST_LEADER_COMMIT: Final = 3
-# A log_append (``a`` = op_term, ``b`` = op_index, ``log`` its batch): the rebuilt log
-# (``Replayer.log_append_step``) and, for an entry of the key's current term (``lead``),
-# the key's first append of the term (``KeyState.appends``; CausalityViolation). The
-# highest WAL OpId (``KeyState.h_term``/``h_index``) needs nothing on a memo hit: a fast
-# step never lowers it (one that does is SLOW), so the general path records it from the
-# state it starts from, and ``finish_key`` from the last.
-FAST_LOG: Final = 4
-
-
-@attrs.define(slots=True)
-class KeyState:
-    """One key's replay state: small, and all that survives between events."""
-
-    node: str
-    tablet: str
-    node_id: int
-    state: int = -1
-    inc: int = -1
-    # The last events (file, line, event, args), the newest last: the context of a finding.
-    window: deque[tuple[str, int, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
-    max_term: int = -1
-    max_term_at: str = ""
-    votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
-    # The open run of commits: indices c_lo..c_hi, each *named* by a commit event of this
-    # key with term c_term (a batch commit names only its last index: a commit that skips
-    # indices breaks the run); the first logged at c_file:c_line. Flushed as one fact when
-    # the run breaks (global_checks).
-    c_lo: int = 0
-    c_hi: int = -1
-    c_term: int | None = None
-    c_file: str = ""
-    c_line: int = 0
-    # The global checks' per-key facts (flushed by ``finish_key``): the Lamport clock of
-    # the event being fed; the config known here (index and its voters as sorted JSON;
-    # -1 when unknown: before create_tablet or config_commit, after a tablet copy); the
-    # highest WAL last OpId any reported state showed (h_term, h_index); per term, the
-    # highest commit of an entry of that term while leading it (index, lamport, file,
-    # line, config, voters), the latest one pending in ``lc_pending`` (index, term,
-    # lamport, file, line) until the term, the config or the incarnation changes; per
-    # term, the first log_append of an entry of the key's current term (lamport, file,
-    # line), ``app_term`` the term already recorded in this incarnation.
-    lam: int = 0
-    cfg_index: int = -1
-    cfg_voters: str = ""
-    h_term: int = 0
-    h_index: int = 0
-    lcommits: dict[int, tuple[int, int, str, int, int, str]] = attrs.Factory(dict)
-    lc_pending: tuple[int, int, int, str, int] | None = None
-    appends: dict[int, tuple[int, str, int]] = attrs.Factory(dict)
-    app_term: int = -1
-    # The entry term whose lowest-clocked append this incarnation has recorded
-    # (``tappends``; clocks only grow within an incarnation), for the drivers' shortcut.
-    tap_term: int = -1
-    # The node's trace starts at its format (server_format in incarnation 1): every
-    # tablet it holds must have been created or copied in the trace (``PhantomTablet``).
-    born: bool = False
-    # The rebuilt log (``Replayer.log_*``; traces/README.md "Version 3"): ``log_on`` while
-    # a WAL is in place; indices ``log_lo..log_hi`` are known, as runs ``[start, term]``
-    # (starts ascending, the first at ``log_lo``); indices below ``log_lo`` are unknown (a
-    # copied WAL, a batch without terms, steps lost at a crash). ``commit_hi``: the highest
-    # index this key committed in this log's lifetime (reset when the WAL leaves).
-    log_on: bool = False
-    log_lo: int = 1
-    log_hi: int = 0
-    log_runs: list[list[int]] = attrs.Factory(list)
-    commit_hi: int = 0
-    # Committed entries not yet reported: ``c_done + 1..commit_hi``, committed while the
-    # key was in term ``ctx``, the first of them at ``cr_file:cr_line`` (flushed as
-    # "commit" and "crun" facts before the log below ``commit_hi`` can change).
-    c_done: int = 0
-    ctx: int = -1
-    cr_file: str = ""
-    cr_line: int = 0
-    # Facts for the log checks, each small: the (term, start, previous term) of every run
-    # of a term whose start the key saw; per entry term its lowest-clocked append
-    # (lamport, file, line); per term of the key its highest commit while not leading
-    # (index, lamport, file, line); the UUIDs its events name (configs, candidates, copy
-    # callers and sources).
-    starts: set[tuple[int, int, int]] = attrs.Factory(set)
-    tappends: dict[int, tuple[int, str, int]] = attrs.Factory(dict)
-    fcommits: dict[int, tuple[int, int, str, int]] = attrs.Factory(dict)
-    named: set[str] = attrs.Factory(set)
-    # The key began a tablet copy: its replica may start with a commit index (the copied
-    # data's) that no commit of its own logged.
-    copied: bool = False
-    # Shape mode (checker/logshape.py): ``state`` is then a shape, and ``pos`` the WAL's
-    # last index it is relative to; -1: ``state`` is a concrete state
-    # (``Replayer.concretize``).
-    pos: int = -1
-
-
-@attrs.define(slots=True)
-class NodeState:
-    """What a driver keeps per node across its files: whether its trace starts at its
-    format (``born``) and the last incarnation read (``MissingIncarnation``)."""
-
-    node: str
-    born: bool = False
-    inc: int = 0
-
-
-class StateTable:
-    """The interned states of a replay: each canonical state (every map empty) as its
-    ``Scalars`` tuple (what the compiled spec reads and the memo keys on, by id), its
-    ``ServerState`` made on demand (for the interpreted spec: refused steps, boundaries,
-    explanations)."""
-
-    __slots__ = ("ids", "objs", "tuples")
-
-    def __init__(self) -> None:
-        self.tuples: list[Any] = []
-        self.ids: dict[Any, int] = {}
-        self.objs: list[ServerState | None] = []
-
-    def __len__(self) -> int:
-        return len(self.tuples)
-
-    def __getitem__(self, sid: int) -> ServerState:
-        obj = self.objs[sid]
-        if obj is None:
-            obj = self.objs[sid] = from_scalars(self.tuples[sid])
-        return obj
-
-    def intern(self, t: Any, obj: ServerState | None = None) -> int:
-        got = self.ids.get(t)
-        if got is None:
-            got = self.ids[t] = len(self.tuples)
-            self.tuples.append(t)
-            self.objs.append(obj)
-        return got
 
 
 class _Sized:
@@ -435,65 +201,7 @@ class _Sized:
         return self.n
 
 
-def canon(s: ServerState) -> ServerState:
-    """Clear the ghost maps and the logs no trace carries (see the module docstring)."""
-    if any(len(getattr(s, f)) for f in UNTRACED_MAPS):
-        return attrs.evolve(s, **_EMPTY_MAPS)
-    return s
-
-
-_EMPTY_MAPS = {f: empty_map(MAP_FIELDS[f]) for f in UNTRACED_MAPS}
-
-
-def resync(obs: tuple[Any, ...], base: ServerState) -> ServerState:
-    """``base`` (the spec's state) with the durable state a trace reports in place of its
-    own, after a violation: the replay goes on from what the server says it has. A
-    pending config change whose entry that WAL cannot hold (a truncation or a move the
-    spec did not expect) is dropped with it: no later config_commit is refused for it."""
-    s = state_from_tuple(obs, base)
-    if not pending_config_held(s):
-        s = attrs.evolve(s, **NO_PENDING_CONFIG)
-    return canon(s)
-
-
-def _forced(action: Action, s: ServerState, params: dict[str, Any]) -> ServerState:
-    """The step's effect on a state its guard refuses (the pre-state if the effect cannot
-    be computed there)."""
-    try:
-        return action.effect(s, **params)
-    except (KeyError, IndexError, TypeError, ValueError):
-        return s
-
-
-class FactSink(Protocol):
-    """Where the facts for the global checks go (``global_checks.GlobalChecks`` locally,
-    rows of the facts DataFrame in Spark)."""
-
-    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None: ...
-
-    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
-                   line: int) -> None: ...
-
-    def server_format(self, node: str, file: str, line: int) -> None: ...
-
-    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
-              line: int, lamport: int, payload: str) -> None:
-        """A fact of the majority and causality checks (``global_checks.GFACT_KINDS``)."""
-
-    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
-        """A trace file read: its node, incarnation, first and last Lamport clocks, and
-        whether it ended with ``server_stop``."""
-
-
-# A fact: (kind, tablet, a, b, c, node, file, line, lamport, payload):
-# ("leader", tablet, term, 0, 0, node, file, line, ...) or
-# ("commit", tablet, lo, hi, term, node, file, line, ...): the key committed each index
-# lo..hi with that term, the first of them at file:line; or one of
-# ``global_checks.GFACT_KINDS`` (see there).
-Fact = tuple[str, str, int, int, int, str, str, int, int, str]
-
-
-class Replayer:
+class Replayer(LogTracker, CrashFrontier):
     """The core, with its memo tables. One per process (or per Spark task)."""
 
     def __init__(self, spec: Spec | None = None, max_frontier: int = DEFAULT_MAX_FRONTIER,
@@ -637,305 +345,6 @@ class Replayer:
         k.named = set()
         k.copied = False
 
-    def _flush_run(self, k: KeyState) -> None:
-        if k.c_term is not None:
-            self.facts.append(("commit", k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
-                               k.c_file, k.c_line, 0, ""))
-        k.c_hi = k.c_lo - 1
-        k.c_term = None
-
-    def leader_commit(self, k: KeyState, index: int, term: int, file: str,
-                      line: int, lamport: int) -> None:
-        """A commit of an entry of the leader's own term (drivers inline this): it is
-        pending until another term's commit, a config change, a new incarnation or the
-        end of the key flushes it (a leader's commits only grow within its term)."""
-        p = k.lc_pending
-        if p is not None and p[1] != term:
-            self.flush_leader_commit(k)
-        k.lc_pending = (index, term, lamport, file, line)
-
-    def flush_leader_commit(self, k: KeyState) -> None:
-        p = k.lc_pending
-        if p is None:
-            return
-        k.lc_pending = None
-        index, term, lamport, file, line = p
-        got = k.lcommits.get(term)
-        if got is None or index > got[0]:
-            k.lcommits[term] = (index, lamport, file, line, k.cfg_index, k.cfg_voters)
-
-    def first_append(self, k: KeyState, term: int, file: str, line: int,
-                     lamport: int) -> None:
-        """A log_append of an entry of the key's current term ``term``, the first of the
-        term in this incarnation (clocks restart with an incarnation: keep the lowest)."""
-        k.app_term = term
-        got = k.appends.get(term)
-        if got is None or lamport < got[0]:
-            k.appends[term] = (lamport, file, line)
-
-    def _hold(self, k: KeyState, sid: int) -> None:
-        s = self.states.tuples[sid]
-        if s.wal_last_term > k.h_term or (s.wal_last_term == k.h_term
-                                          and s.wal_last_index > k.h_index):
-            k.h_term = s.wal_last_term
-            k.h_index = s.wal_last_index
-
-    def wal_seen(self, k: KeyState, term: int, index: int, obs_term: int, file: str,
-                 line: int, lamport: int, append: bool) -> None:
-        """A reported state whose WAL ends at (term, index); ``append``: a log_append
-        (drivers inline this for a memo hit)."""
-        if term > k.h_term or (term == k.h_term and index > k.h_index):
-            k.h_term = term
-            k.h_index = index
-        if append and term == obs_term and term != k.app_term:
-            self.first_append(k, term, file, line, lamport)
-
-    def commit_break(self, k: KeyState, index: int, term: int, file: str,
-                     line: int) -> None:
-        """A commit that does not extend the key's run (drivers extend it inline when
-        ``index == k.c_hi + 1 and term == k.c_term``): flush the run, open a new one."""
-        self._flush_run(k)
-        k.c_lo = k.c_hi = index
-        k.c_term = term
-        k.c_file = file
-        k.c_line = line
-
-    # -----------------------------------------------------------------------------------
-    # The rebuilt log (traces/README.md "Version 3"). Per key, the log as index -> term,
-    # kept as runs over the known indices ``log_lo..log_hi``; indices below ``log_lo`` are
-    # unknown. A version-3 log_append says every entry's term (``terms``) and the term
-    # before the batch (``prev_term``); a version-2 one only its last entry's. Anything
-    # else that moves the WAL (create, a copied WAL, deletion, a crash's lost steps, a
-    # resynchronised state) is followed from the state the step reports: the last OpId is
-    # known, the rest unknown (``log_sync``). The checks read the log at four moments: an
-    # append (its prev_term, the entries it removes), a commit (the committed entries and
-    # their terms), an election (the leader's log), and the end (facts for global_checks).
-
-    def log_term(self, k: KeyState, index: int) -> int | None:
-        """The term of the entry at ``index`` in the key's rebuilt log, if known."""
-        if index == 0:
-            return 0
-        if not k.log_on or index < k.log_lo or index > k.log_hi:
-            return None
-        for start, term in reversed(k.log_runs):
-            if start <= index:
-                return term
-        return None
-
-    def log_sync(self, k: KeyState, s: Any) -> None:
-        """Follow a step that moved the WAL without saying its entries: keep the rebuilt
-        log when it still ends at the state's last OpId, else know only that OpId. A WAL
-        that left (deletion) ends the log's lifetime (its commits with it)."""
-        if s.wal not in WAL_IN_PLACE:
-            if k.log_on or k.commit_hi:
-                self._flush_committed(k)
-                k.log_on = False
-                k.log_lo, k.log_hi, k.log_runs = 1, 0, []
-                k.commit_hi = k.c_done = 0
-            return
-        if k.log_on and k.log_hi == s.wal_last_index and \
-                self.log_term(k, k.log_hi) == s.wal_last_term:
-            return
-        self._flush_committed(k)
-        if not k.log_on:
-            # A new log (created, or copied): nothing committed in it yet.
-            k.commit_hi = k.c_done = 0
-        k.log_on = True
-        k.log_hi = s.wal_last_index
-        if k.log_hi == 0:
-            k.log_lo, k.log_runs = 1, []
-        else:
-            k.log_lo, k.log_runs = k.log_hi, [[k.log_hi, s.wal_last_term]]
-
-    def log_append_step(self, k: KeyState, first: int, prev: int | None,
-                        terms: tuple[tuple[int, int], ...] | None, op_term: int,
-                        op_index: int, node_term: int, file: str, line: int, lamport: int,
-                        args_b: bytes) -> list[Violation] | None:
-        """A log_append the spec accepted (the batch ``first..op_index``, its ``prev_term``
-        and ``terms`` if it says them, by a node in term ``node_term`` after the step):
-        check its prev_term against the rebuilt log, find the entries it removes, apply
-        the batch, note its runs' starts and terms."""
-        assert first >= 1 and op_index >= first, (first, op_index)
-        found: list[Violation] | None = None
-        runs = k.log_runs
-        if not k.log_on:  # a WAL the model has not seen (cannot happen after log_sync)
-            k.log_on, k.log_lo, k.log_hi = True, first, first - 1
-            runs.clear()
-        if first == k.log_hi + 1:  # the common case: a pure append
-            known_prev: int | None = runs[-1][1] if runs else 0 if first == 1 else None
-        else:
-            known_prev = self.log_term(k, first - 1)
-        if prev is not None and known_prev is not None and known_prev != prev:
-            found = [self._violation(k, file, line, "log_append", args_b, _Problem(
-                "ArgMismatch", "violation", "args.prev_term",
-                f"prev_term {prev}, but this node's log holds term {known_prev} at index "
-                f"{first - 1}", (str(known_prev),), str(prev)), -1)]
-        pred = prev if prev is not None else known_prev
-        if k.commit_hi > k.c_done and (first <= k.log_hi or (terms is None and
-                                                             first < op_index)):
-            self._flush_committed(k)  # before the runs below commit_hi change
-        if first <= k.log_hi:
-            found = self._truncation(k, first, terms, op_term, op_index, node_term, file,
-                                     line, args_b, found)
-            # Cut the log before ``first``.
-            if first <= k.log_lo:
-                runs.clear()
-                k.log_lo = first
-            else:
-                while runs and runs[-1][0] >= first:
-                    runs.pop()
-        tappends = k.tappends
-        if terms is None and first < op_index:
-            # Version 2: only the last entry's term is known.
-            runs.clear()
-            k.log_lo, k.log_hi = op_index, op_index
-            runs.append([op_index, op_term])
-            got = tappends.get(op_term)
-            if got is None or lamport < got[0]:
-                tappends[op_term] = (lamport, file, line)
-            k.tap_term = op_term
-            return found
-        pos = first
-        for term, count in terms if terms is not None else ((op_term, 1),):
-            if pred != term and pred is not None and (term, pos, pred) not in k.starts:
-                k.starts.add((term, pos, pred))
-                self.facts.append(("start", k.tablet, term, pos, pred, k.node, file, line,
-                                   lamport, ""))
-            if not (runs and runs[-1][1] == term):
-                runs.append([pos, term])
-            got = tappends.get(term)
-            if got is None or lamport < got[0]:
-                tappends[term] = (lamport, file, line)
-            pos += count
-            pred = term
-        k.log_hi = op_index
-        k.tap_term = op_term
-        return found
-
-    def _truncation(self, k: KeyState, first: int, terms: tuple[tuple[int, int], ...] | None,
-                    op_term: int, op_index: int, node_term: int, file: str, line: int,
-                    args_b: bytes, found: list[Violation] | None) -> list[Violation] | None:
-        """The entries a batch starting at ``first <= log_hi`` removes or replaces. Each
-        known one goes out as a "trunc" fact (global_checks compares it with what was
-        committed); removing an entry this key committed whose term the log no longer
-        knows is reported here (``CommittedEntryTruncated``)."""
-        hi = k.log_hi
-        # The batch's known terms over first..op_index, as (lo, hi, term) segments.
-        new: list[tuple[int, int, int]] = []
-        if terms is not None:
-            pos = first
-            for term, count in terms:
-                new.append((pos, pos + count - 1, term))
-                pos += count
-        else:
-            new.append((op_index, op_index, op_term))
-        old = self._segments(k, max(first, k.log_lo), hi)
-        for lo, top, term in old:
-            gone: list[tuple[int, int]] = []
-            if top > op_index:
-                gone.append((max(lo, op_index + 1), top))
-            for nlo, nhi, nterm in new:
-                a, b = max(lo, nlo), min(top, nhi)
-                if a <= b and nterm != term:
-                    gone.append((a, b))
-            for a, b in gone:
-                self.facts.append(("trunc", k.tablet, a, b, term, k.node, file, line,
-                                   node_term, ""))
-        top_unknown = min(k.commit_hi, hi, k.log_lo - 1)
-        if op_index + 1 <= top_unknown:
-            found = self._add(found, self._violation(k, file, line, "log_append", args_b,
-                                                     _Problem(
-                "CommittedEntryTruncated", "violation", "StateMachineSafety",
-                f"the batch {first}..{op_index} removes entries {op_index + 1}.."
-                f"{top_unknown}, which this node committed (up to index {k.commit_hi})",
-                (), ""), -1))
-        return found
-
-    def _segments(self, k: KeyState, lo: int, hi: int) -> list[tuple[int, int, int]]:
-        """The rebuilt log's known entries in lo..hi as (lo, hi, term) segments."""
-        out: list[tuple[int, int, int]] = []
-        if not k.log_on:
-            return out
-        lo, hi = max(lo, k.log_lo), min(hi, k.log_hi)
-        runs = k.log_runs
-        for n, (start, term) in enumerate(runs):
-            end = runs[n + 1][0] - 1 if n + 1 < len(runs) else k.log_hi
-            a, b = max(start, lo), min(end, hi)
-            if a <= b:
-                out.append((a, b, term))
-        return out
-
-    def commit_step(self, k: KeyState, index: int, term: int, lead: bool, tx: int,
-                    file: str, line: int, lamport: int, args_b: bytes) -> list[
-                        Violation] | None:
-        """A commit of ``index`` (naming ``term``) by the key, in its term ``tx``: what
-        the rebuilt log says (``CommitNotInLog``; the entries it commits, reported by
-        ``_flush_committed``), the key's run of named commits where the log does not know
-        the entry, its leader commits and its highest commit per term while following."""
-        runs = k.log_runs
-        hi = k.log_hi
-        if runs:
-            last = runs[-1]
-            have = last[1] if last[0] <= index <= hi else self.log_term(k, index)
-        else:
-            have = None
-        if have != term:  # the log does not say it (or says otherwise): name it
-            if index == k.c_hi + 1 and term == k.c_term:
-                k.c_hi = index
-            else:
-                self.commit_break(k, index, term, file, line)
-        if lead:  # = leader_commit
-            lp = k.lc_pending
-            if lp is not None and lp[1] != term:
-                self.flush_leader_commit(k)
-            k.lc_pending = (index, term, lamport, file, line)
-        else:
-            got = k.fcommits.get(tx)
-            if got is None or index > got[0]:
-                k.fcommits[tx] = (index, lamport, file, line)
-        if runs and index > k.commit_hi:
-            if tx != k.ctx:
-                self._flush_committed(k)
-                k.ctx = tx
-            if k.commit_hi == k.c_done:
-                k.cr_file, k.cr_line = file, line
-            k.commit_hi = index if index <= hi else hi
-        if have is None or have == term:
-            return None
-        return [self._violation(k, file, line, "commit", args_b, _Problem(
-            "CommitNotInLog", "violation", "StateMachineSafety",
-            f"commit of index {index} naming term {term}, but this node's log holds "
-            f"term {have} at index {index}", (str(have),), str(term)), -1)]
-
-    def _flush_committed(self, k: KeyState) -> None:
-        """Report the committed entries ``c_done + 1..commit_hi`` the rebuilt log knows,
-        as runs of one term: "commit" facts (CommitTermMismatch, every index) and "crun"
-        facts with the term the key committed them in (the log checks)."""
-        if k.commit_hi > k.c_done:
-            for a, b, t in self._segments(k, k.c_done + 1, k.commit_hi):
-                self.facts.append(("commit", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, 0, ""))
-                self.facts.append(("crun", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, k.ctx, ""))
-        k.c_done = k.commit_hi
-
-    def fast_log(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
-                 args_b: bytes) -> list[Violation] | None:
-        """A memo hit of a log_append (drivers call it with ``k.state`` already the step's
-        post state; = ``_after`` for such a step)."""
-        if out.lead and out.a != k.app_term:
-            self.first_append(k, out.a, file, line, lamport)
-        assert out.log is not None
-        first, prev, terms = out.log
-        return self.log_append_step(k, first, prev, terms, out.a, out.b,
-                                    self.states.tuples[out.post].term, file, line, lamport,
-                                    args_b)
-
-    def fast_commit(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
-                    args_b: bytes) -> list[Violation] | None:
-        """A memo hit of a commit (as ``fast_log``)."""
-        return self.commit_step(k, out.a, out.b, out.lead, out.obs_term, file, line,
-                                lamport, args_b)
 
     # -----------------------------------------------------------------------------------
     # Shape mode (checker/logshape.py: what it is and why it is exact).
@@ -1011,31 +420,21 @@ class Replayer:
         log checks."""
         pos = k.pos
         so: ShapeOutcome | None
-        # = logshape.split_append / split_commit and digits, inlined (the hot path).
+        # = logshape.split_append / split_commit, inlined (the hot path).
         if event == "log_append":
-            p = args_b.split(b",", 3)
-            if len(p) != 4:
+            m = APPEND_ARGS.match(args_b)
+            if m is None:
                 return False
-            a, b = p[0], p[2]
-            if a[:15] != APPEND_HEAD or b[:11] != APPEND_MID:
-                return False
-            a, b = a[15:], b[11:]
-            if not (a.isdigit() and b.isdigit()) or (a[0] == 48 and len(a) > 1) or \
-                    (b[0] == 48 and len(b) > 1):
-                return False
+            a, f_term, b, rest = m.groups()
             first = int(a)
             index = int(b)
-            so = self.shape_appends.get((k.state, first - pos, index - pos, p[1], p[3]))
+            so = self.shape_appends.get((k.state, first - pos, index - pos, f_term, rest))
         elif event == "commit":
-            p = args_b.split(b",", 1)
-            a = p[0]
-            if len(p) != 2 or a[:9] != COMMIT_HEAD:
+            m = COMMIT_ARGS.match(args_b)
+            if m is None:
                 return False
-            a = a[9:]
-            if not a.isdigit() or (a[0] == 48 and len(a) > 1):
-                return False
-            index = int(a)
-            so = self.shape_commits.get((k.state, index - pos, p[1]))
+            index = int(m[1])
+            so = self.shape_commits.get((k.state, index - pos, m[2]))
         else:
             return False
         if so is None or pos <= so.need or \
@@ -1065,8 +464,26 @@ class Replayer:
                 found = self.log_append_step(k, first, so.prev, so.terms, term, index,
                                              so.node_term, file, line, lamport, args_b)
         else:  # = fast_commit
-            found = self.commit_step(k, index, term, so.lead, ot, file, line, lamport,
-                                     args_b)
+            runs = k.log_runs
+            if runs and runs[-1][0] <= index <= k.log_hi and runs[-1][1] == term and \
+                    ot == k.ctx and k.commit_hi > k.c_done:
+                # The log's last run holds the entry: the committed range grows (= the
+                # common case of commit_step, as stream_node inlines it).
+                if index > k.commit_hi:
+                    k.commit_hi = index
+                if so.lead:
+                    lp = k.lc_pending
+                    if lp is not None and lp[1] != term:
+                        self.flush_leader_commit(k)
+                    k.lc_pending = (index, term, lamport, file, line)
+                else:
+                    got = k.fcommits.get(ot)
+                    if got is None or index > got[0]:
+                        k.fcommits[ot] = (index, lamport, file, line)
+                found = None
+            else:
+                found = self.commit_step(k, index, term, so.lead, ot, file, line, lamport,
+                                         args_b)
         k.window.append((file, line, event, args_b))
         return found or True
 
@@ -1129,15 +546,6 @@ class Replayer:
             k.state = out.post
             self.log_sync(k, self.states.tuples[k.state])
         return found
-
-    def _nostart(self, sid: int, clean: bool) -> Outcome:
-        """An incarnation boundary the key crossed without logging a startup."""
-        s = self.states[sid]
-        cands = [(s, 0)] if clean else list(self._frontier(s, spec_tuple(s)))
-        crash = self.actions["crash"]
-        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
-        return self._missing_startup(s, crashed)
-
 
     def _memoise(self, key: tuple[Any, ...], out: Outcome, event: str) -> Outcome:
         out.event = event
@@ -1400,26 +808,6 @@ class Replayer:
             self.facts.append(("config", k.tablet, int(getattr(a, "config_index", -1)), 0, 0,
                                k.node, file, line, k.lam, k.cfg_voters))
 
-    @staticmethod
-    def _add(found: list[Violation] | None, v: Violation) -> list[Violation]:
-        if found is None:
-            return [v]
-        found.append(v)
-        return found
-
-    def _violation(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
-                   pr: _Problem, frontier: int) -> Violation:
-        last = k.window[-1] if k.window else None
-        return Violation(
-            kind=pr.kind, severity=pr.severity, file=file, line=line,
-            subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
-            event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
-            last_matched=f"{last[0]}:{last[1]} {last[2]}" if last else "",
-            frontier=frontier,
-            context=(*(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
-                       for f, n, e, a in k.window),
-                     f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <=="),
-        )
 
     # -----------------------------------------------------------------------------------
     # Memo misses: where the spec is consulted.
@@ -1567,17 +955,6 @@ class Replayer:
                         "reported state differs from the spec's: " + "; ".join(diffs),
                         (self._describe(post),), describe_tuple(obs, self.interner))
 
-    def _val(self, field: str, v: Any) -> str:
-        if field == "voted_for":
-            return self.interner.name(v) or "none"
-        if field == "sb":
-            return SB_NAMES.get(v, str(v))
-        if field == "wal":
-            return WAL_NAMES.get(v, str(v))
-        if field == "blocks":
-            return BLOCKS_NAMES.get(v, str(v))
-        return str(v)
-
     def _arg_checks(self, a: Any, pre: ServerState, post: ServerState) -> _Problem | None:
         if isinstance(a, MergeArgs):
             local = cmeta_tuple(a.local, self.interner)
@@ -1601,17 +978,6 @@ class Replayer:
             return _Problem("ArgMismatch", "violation", "args.answer",
                             f"stc_accept answered {a.answer}", (), "")
         return None
-
-    def _arg_problem(self, field: str, got: tuple[Any, ...],
-                     want: tuple[Any, ...]) -> _Problem:
-        def fmt(c: tuple[Any, ...]) -> str:
-            if not c[0]:
-                return "none"
-            return f"(term={c[1]}, vote={self.interner.name(c[2]) or '-'}, cfg={c[3]})"
-
-        return _Problem("ArgMismatch", "violation", field,
-                        f"{field} is {fmt(got)}, the spec has {fmt(want)}", (fmt(want),),
-                        fmt(got))
 
     def _compiled(self, event: str) -> CompiledAction | None:
         if event not in self.compiled:
@@ -1654,267 +1020,6 @@ class Replayer:
                         "the spec step breaks " + ", ".join(bad) + " (a spec bug?)",
                         (self._describe(post_s),), "")
 
-    def _describe(self, s: ServerState) -> str:
-        return describe_tuple(spec_tuple(s), self.interner) + self._volatile(s)
-
-    @staticmethod
-    def _volatile(s: ServerState) -> str:
-        vol = ["up" if s.up else "down"]
-        if s.running:
-            vol.append("running")
-        if s.leader:
-            vol.append("leader")
-        if s.failed:
-            vol.append("failed")
-        if s.op:
-            vol.append(f"{OP_NAMES[s.op]}@{s.step}")
-        return f" [{','.join(vol)}]"
-
-    def _fmt(self, params: dict[str, Any]) -> str:
-        """The parameters as the trace says them: enumerations and servers by name; the
-        spec's own parameters no trace carries (filled in for the guard) left out."""
-        names: dict[str, dict[int, str]] = {"expected_state": SB_NAMES, "reason": STC_NAMES,
-                                            "case": STARTUP_NAMES}
-        shown = []
-        for k, v in params.items():
-            if k in SPEC_ONLY_PARAMS:
-                continue
-            if k in names:
-                text = names[k].get(v, str(v))
-            elif k in _ID_PARAMS:
-                text = self.interner.name(v) or str(v)
-            elif k == "has_opid":
-                text = "true" if v else "false"
-            else:
-                text = str(v)
-            shown.append(f"{k}={text}")
-        return "(" + ", ".join(shown) + ")"
-
-    @staticmethod
-    def _failed(action: Action, s: ServerState, params: dict[str, Any]) -> str:
-        """A GuardFailed finding's ``failed``: the names of the conditions the step breaks,
-        or the guard's name when none does by name (an action without conditions, or a
-        replaced guard that refuses what they allow)."""
-        conds = action.conditions(s, **params) if action.conditions is not None else []
-        return "; ".join(name for name, holds in conds if not holds) or action.guard.__name__
-
-    def _explain(self, action: Action, s: ServerState, params: dict[str, Any]) -> str:
-        where = f"in {self._describe(s)}"
-        if action.name == "startup":
-            want = startup_case(s)
-            return (f"the spec classifies this on-disk state as "
-                    f"{STARTUP_NAMES[want]}, the trace says {STARTUP_NAMES[params['case']]}")
-        conds = action.conditions(s, **params) if action.conditions is not None else []
-        broken = [name for name, holds in conds if not holds]
-        if action.name == "stc_reject" and broken == [name for name, _ in conds[-1:]]:
-            # Only the reason is wrong: it must be the first check that fails, in order.
-            p = {k: v for k, v in params.items() if k != "reason"}
-            fails = [STC_NAMES[c] for c, f in stc_failures(s, **p) if f]
-            if not fails:
-                return f"every StartTabletCopy check passes (the copy is accepted), {where}"
-            return (f"the first StartTabletCopy check that fails is {fails[0]} (the spec's "
-                    f"checks fail with {', '.join(fails)}), {where}")
-        if broken:
-            return "it needs " + "; ".join(broken) + f", {where}"
-        return f"the spec's guard {action.guard.__name__} is false {where}"
-
-    @staticmethod
-    def _branch(event: str, pre: ServerState, post: ServerState, p: dict[str, Any]) -> str:
-        """The guard branch a step exercised (for coverage)."""
-        if event == "startup":
-            return STARTUP_NAMES[p["case"]]
-        if event == "stc_reject":
-            return STC_NAMES[p["reason"]]
-        if event == "stc_accept":
-            return f"from_{SB_NAMES[pre.sb]}"
-        if event.startswith("delete_"):
-            return OP_NAMES[pre.op]
-        if event == "copy_merge_cmeta":
-            if not pre.cmeta:
-                return "no_local_cmeta"
-            return "term_rises" if p["remote_term"] > pre.term else "term_kept"
-        if event == "log_append":
-            who = "leader" if pre.leader else "follower"
-            batch = "_batch" if p["op_index"] > p["first_index"] else ""
-            cut = "_truncate" if p["first_index"] <= pre.wal_last_index else ""
-            return who + batch + cut
-        if event in ("vote_granted", "vote_denied"):
-            return "tombstone" if pre.sb != 3 else "replica"
-        return ""
-
-    # -----------------------------------------------------------------------------------
-    # Incarnation boundaries.
-
-    def _boundary(self, sid: int, clean: bool, event: str, args_b: bytes,
-                  st_b: bytes) -> Outcome:
-        self.memo_misses += 1
-        decoded = self._decode(event, args_b, st_b)
-        if isinstance(decoded, _Problem):
-            return Outcome(sid if sid >= 0 else self.fresh, decoded, {}, "bad-input", -1, 0)
-        _, params, obs = decoded
-        startup = self.actions["startup"]
-        crash = self.actions["crash"]
-        if sid < 0:
-            # The first event of a key. A tablet first seen at a startup existed before the
-            # traces began: take its durable state as reported. Otherwise it starts from a
-            # server hosting nothing.
-            if event != "startup":
-                return Outcome(self.fresh, None, {}, "", -1, 0)
-            base = as_reported(state_from_tuple(obs, ServerState(up=False)))
-            return self._startup_from([(base, 0)], obs, params, base, startup)
-        s = self.states[sid]
-        cands = [(s, 0)] if clean else list(self._frontier(s, obs))
-        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
-        if event == "startup":
-            return self._startup_from(crashed, obs, params, crash.effect(s), startup)
-        return self._missing_startup(s, crashed)
-
-    def _born_startup(self, clean: bool, event: str, args_b: bytes, st_b: bytes) -> Outcome:
-        """The first event of a key on a node whose trace starts at its format, a startup:
-        the boundary from a server hosting nothing. What no unlogged step explains came
-        from nowhere (``PhantomTablet``)."""
-        out = self._boundary(self.fresh, clean, event, args_b, st_b)
-        pr = out.problem
-        if pr is not None and pr.kind == "StateMismatch":
-            out.problem = _Problem(
-                "PhantomTablet", "violation", "created or copied in the trace",
-                "the node's trace is whole from its server_format on, but it never created "
-                "or copied this tablet, and no step lost at a crash explains the data "
-                "this startup reports", (self._describe(self.states[self.fresh]),),
-                pr.observed)
-        return out
-
-    def _missing_startup(self, s: ServerState,
-                         crashed: list[tuple[ServerState, int]]) -> Outcome:
-        """A boundary crossed without a startup: fine when some crashed candidate holds
-        nothing on disk for the tablet (startup case NOTHING: no event), else
-        ``MissingStartup``."""
-        startup = self.actions["startup"]
-        for c, depth in crashed:
-            if startup.guard(c, case=STARTUP_NOTHING):
-                post = canon(startup.effect(c, case=STARTUP_NOTHING))
-                return Outcome(self.intern(post), None, {}, "", -1, depth)
-        cr = self.actions["crash"].effect(s)
-        case = startup_case(cr)
-        post = canon(startup.effect(cr, case=case))
-        return Outcome(self.intern(post), _Problem(
-            "MissingStartup", "violation", "startup_guard",
-            f"a new incarnation began but logged no startup for this tablet, which exists "
-            f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
-            (self._describe(cr),), ""), {}, "", -1, 0)
-
-    def _while_down(self, crashed: list[tuple[ServerState, int]]) -> list[
-            tuple[ServerState, int]]:
-        """Each crashed candidate, then the same with its WAL, its blocks or both damaged
-        (the spec's ``damage``), then each of those with its quarantine purged (the
-        spec's ``purge``): what may happen to a server that is down. The undamaged one
-        comes first, the unpurged ones before the purged."""
-        damage = self.actions.get("damage")
-        purge = self.actions.get("purge")
-        if damage is None and purge is None:
-            return crashed
-        out: list[tuple[ServerState, int]] = []
-        for c, depth in crashed:
-            variants = [c]
-            if damage is not None:
-                for what in _DAMAGE_KINDS:
-                    variants += [canon(damage.effect(v, what=what)) for v in variants
-                                 if damage.guard(v, what=what)]
-            if purge is not None:
-                variants += [canon(purge.effect(v)) for v in variants if purge.guard(v)]
-            out += [(v, depth) for v in variants]
-        return out
-
-    def _startup_from(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...],
-                      params: dict[str, Any], fallback: ServerState,
-                      startup: Action) -> Outcome:
-        case = params["case"]
-        obs_term = obs[5] if obs[4] else -1
-        for c, depth in crashed:
-            if startup.guard(c, case=case):
-                post = canon(startup.effect(c, case=case))
-                if spec_tuple(post) == obs:
-                    return Outcome(self.intern(post), None, params, STARTUP_NAMES[case],
-                                   obs_term, depth)
-        # Nothing explains it. Prefer "right state, wrong case" (a guard) over a mismatch.
-        for c, _ in crashed:
-            if spec_tuple(c) == obs:
-                want = startup_case(c)
-                post = canon(startup.effect(c, case=want))
-                return Outcome(self.intern(post), _Problem(
-                    "GuardFailed", "violation", self._failed(startup, c, params),
-                    f"startup(case={STARTUP_NAMES[case]}) is not allowed: the spec classifies "
-                    f"this on-disk state as {STARTUP_NAMES[want]}",
-                    (self._describe(c),), describe_tuple(obs, self.interner)),
-                    params, "guard-failed", obs_term, 0)
-        expected = tuple(sorted({self._describe(c) for c, _ in crashed}))[:8]
-        base = resync(obs, fallback)
-        post = canon(startup.effect(base, case=startup_case(base)))
-        return Outcome(self.intern(post), _Problem(
-            "StateMismatch", "violation", "crash frontier",
-            f"no sequence of up to {self.max_frontier} unlogged steps, a crash and "
-            f"startup(case={STARTUP_NAMES[case]}) leads to the reported state "
-            f"({len(crashed)} candidate states tried)" + self._closest(crashed, obs),
-            expected, describe_tuple(obs, self.interner)), params, "mismatch", obs_term,
-            len(crashed))
-
-    def _closest(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...]) -> str:
-        """Where the candidate nearest to the reported state differs from it (a hint: the
-        fields a writer most likely got wrong)."""
-        best: list[str] | None = None
-        for c, _ in crashed:
-            diffs = [f"{f}: spec {self._val(f, e)} vs trace {self._val(f, o)}"
-                     for f, e, o in zip(TRACED_FIELDS, spec_tuple(c), obs, strict=True)
-                     if e != o]
-            if best is None or len(diffs) < len(best):
-                best = diffs
-        return "; the nearest differs in " + ", ".join(best) if best else ""
-
-    def _frontier(self, s: ServerState, obs: tuple[Any, ...]) -> Iterator[
-            tuple[ServerState, int]]:
-        """States reachable from ``s`` by up to ``max_frontier`` local steps, breadth
-        first (so the first match has the fewest unlogged steps)."""
-        d = dict(zip(TRACED_FIELDS, obs, strict=True))
-        terms = {0, 1, s.term, s.term + 1, d["term"], d["wal_last_term"], d["sb_last_term"],
-                 s.wal_last_term}
-        indices = {0, 1, s.wal_last_index, s.wal_last_index + 1, d["wal_last_index"],
-                   d["sb_last_index"], d["config_index"], s.config_index}
-        ids = {v for v in (d["voted_for"], s.voted_for) if v != NO_VOTE}
-        domains: dict[str, Iterable[Any]] = {"expected_state": (DOES_NOT_EXIST, 1, 3),
-                                             "has_opid": (0,)}
-        steps = [a for a in self.spec.actions
-                 if a.name not in _NOT_STEPS and a.name not in _NO_EFFECT]
-        seen = {s}
-        level = [s]
-        yield s, 0
-        for depth in range(1, self.max_frontier + 1):
-            nxt: list[ServerState] = []
-            for st in level:
-                for a in steps:
-                    pools = [sorted(terms) if p in _TERM_PARAMS else
-                             # a batch's start does not change where it leads: 1 (any
-                             # follower's batch may start there) or last + 1 (a leader's)
-                             (1, st.wal_last_index + 1) if p == "first_index" else
-                             sorted(indices) if p in _INDEX_PARAMS else
-                             sorted(ids) if p in _ID_PARAMS
-                             else (None,) if p in TRACE_FILLS
-                             else domains.get(p, (0,)) for p in a.params]
-                    for combo in itertools.product(*pools):
-                        p = dict(zip(a.params, combo, strict=True))
-                        for name in a.params:  # what a trace never says: as the replay fills it
-                            if p[name] is None:
-                                p[name] = TRACE_FILLS[name](st, p)
-                        if not a.guard(st, **p):
-                            continue
-                        post = canon(a.effect(st, **p))
-                        if post not in seen:
-                            seen.add(post)
-                            nxt.append(post)
-                            yield post, depth
-            level = nxt
-            if not level:
-                return
-
 
 def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
           clean_stops: frozenset[tuple[str, int]] = frozenset(),
@@ -1929,3 +1034,12 @@ def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
             out.extend(found)
     r.finish_key(k)
     return out
+
+
+# The replay's parts, importable from here as before (drivers, reports, tests).
+__all__ = [
+    "DEFAULT_MAX_FRONTIER", "FAST_COMMIT", "FAST_LEADER_COMMIT", "FAST_LOG", "FAST_PLAIN",
+    "LOCAL_INVARIANTS", "LOCAL_STEP_PROPERTIES", "RESET_EVERY", "SLOW", "WINDOW",
+    "CrashFrontier", "Explainer", "Fact", "FactSink", "KeyState", "LogTracker", "NodeState",
+    "Outcome", "Replayer", "StateTable", "Violation", "canon", "check", "resync",
+]
