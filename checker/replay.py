@@ -1,5 +1,15 @@
 """The pure core: replay one key's events, key = (node UUID, tablet), against the spec.
 
+Parts
+-----
+``Replayer`` is this module's feed, memo and spec steps, plus three parts each a module a
+reader can hold on its own: ``logtrack.LogTracker`` (the rebuilt log, commit runs, leader
+commits, the facts of the cross-node log checks), ``frontier.CrashFrontier`` (incarnation
+boundaries: the unlogged steps a crash may hide, damage and purges while down) and
+``explain.Explainer`` (the words of a finding). The values they share (``KeyState``,
+``Outcome``, ``Violation``, the state table, ``FactSink``) are in ``keys``; shape mode's
+abstraction and its proof in ``logshape``. Every public name is importable from here.
+
 Rules of this file
 ------------------
 * No I/O, no Spark, no knowledge of files beyond the (file, line) labels events carry. The
