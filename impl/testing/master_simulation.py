@@ -496,7 +496,7 @@ class MasterSimulation(Simulation):
                                     master_api.TableName(t.name), master_api.TableDeletedReply)
         except ClientError as exc:
             self._failed("delete", exc)
-            # NOT_FOUND too: a retry of a delete that committed is refused so (client docs)
+            # NOT_FOUND too: its CreateTable may not have committed (unknown outcome)
             self.mcounters.deletes_unknown += 1
         else:
             t.deleted = "acked"
