@@ -75,9 +75,9 @@ class CrashFrontier(Explainer):
     def _nostart(self, sid: int, clean: bool) -> Outcome:
         """An incarnation boundary the key crossed without logging a startup."""
         s = self.states[sid]
-        cands = [(s, 0)] if clean else list(self._frontier(s, spec_tuple(s)))
+        cands = [(s, 0)] if clean else self._frontier(s, spec_tuple(s))
         crash = self.actions["crash"]
-        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
+        crashed = self._while_down((crash.effect(c), d) for c, d in cands if crash.guard(c))
         return self._missing_startup(s, crashed)
 
     # -----------------------------------------------------------------------------------
@@ -101,8 +101,11 @@ class CrashFrontier(Explainer):
             base = as_reported(state_from_tuple(obs, ServerState(up=False)))
             return self._startup_from([(base, 0)], obs, params, base, startup)
         s = self.states[sid]
-        cands = [(s, 0)] if clean else list(self._frontier(s, obs))
-        crashed = self._while_down([(crash.effect(c), d) for c, d in cands if crash.guard(c)])
+        # Lazily, in order: the first candidate that explains the startup ends the search
+        # (most boundaries: the crash lost nothing, the first candidate), and only a
+        # boundary nothing explains enumerates every candidate.
+        cands = [(s, 0)] if clean else self._frontier(s, obs)
+        crashed = self._while_down((crash.effect(c), d) for c, d in cands if crash.guard(c))
         if event == "startup":
             return self._startup_from(crashed, obs, params, crash.effect(s), startup)
         return self._missing_startup(s, crashed)
@@ -123,7 +126,7 @@ class CrashFrontier(Explainer):
         return out
 
     def _missing_startup(self, s: ServerState,
-                         crashed: list[tuple[ServerState, int]]) -> Outcome:
+                         crashed: Iterable[tuple[ServerState, int]]) -> Outcome:
         """A boundary crossed without a startup: fine when some crashed candidate holds
         nothing on disk for the tablet (startup case NOTHING: no event), else
         ``MissingStartup``."""
@@ -141,7 +144,7 @@ class CrashFrontier(Explainer):
             f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
             (self._describe(cr),), ""), {}, "", -1, 0)
 
-    def _while_down(self, crashed: list[tuple[ServerState, int]]) -> list[
+    def _while_down(self, crashed: Iterable[tuple[ServerState, int]]) -> Iterator[
             tuple[ServerState, int]]:
         """Each crashed candidate, then the same with its WAL, its blocks or both damaged
         (the spec's ``damage``), then each of those with its quarantine purged (the
@@ -150,8 +153,8 @@ class CrashFrontier(Explainer):
         damage = self.actions.get("damage")
         purge = self.actions.get("purge")
         if damage is None and purge is None:
-            return crashed
-        out: list[tuple[ServerState, int]] = []
+            yield from crashed
+            return
         for c, depth in crashed:
             variants = [c]
             if damage is not None:
@@ -160,15 +163,17 @@ class CrashFrontier(Explainer):
                                  if damage.guard(v, what=what)]
             if purge is not None:
                 variants += [canon(purge.effect(v)) for v in variants if purge.guard(v)]
-            out += [(v, depth) for v in variants]
-        return out
+            for v in variants:
+                yield v, depth
 
-    def _startup_from(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...],
-                      params: dict[str, Any], fallback: ServerState,
+    def _startup_from(self, candidates: Iterable[tuple[ServerState, int]],
+                      obs: tuple[Any, ...], params: dict[str, Any], fallback: ServerState,
                       startup: Action) -> Outcome:
         case = params["case"]
         obs_term = obs[5] if obs[4] else -1
-        for c, depth in crashed:
+        crashed: list[tuple[ServerState, int]] = []  # every candidate, once all are tried
+        for c, depth in candidates:
+            crashed.append((c, depth))
             if startup.guard(c, case=case):
                 post = canon(startup.effect(c, case=case))
                 if spec_tuple(post) == obs:

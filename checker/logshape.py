@@ -41,7 +41,9 @@ identities, ``ID_FIELDS``, which are names, not numbers) by more than ``MARGIN``
 * The per-key history checks (the term check, the rebuilt log, the commit facts) are not
   memoised at all: the driver runs them on the concrete indices of each event.
 
-Only clean outcomes of ``log_append`` and ``commit`` whose fast kind is not SLOW are
+Only clean outcomes of ``log_append`` and ``commit`` whose fast kind is not SLOW, and after
+which every local invariant and step property holds (the proof's premise: the replay calls
+a step clean when it breaks no invariant its pre-state did not already break), are
 memoised here; anything else (no shape entry, a layout other than the writer's canonical
 one, H false, an unproved action) takes the concrete path after ``Replayer.concretize``,
 which rebuilds the concrete state (the shape with ``pos`` added back): the same replay as

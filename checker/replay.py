@@ -372,6 +372,12 @@ class Replayer(LogTracker, CrashFrontier):
             return
         tuples = self.states.tuples
         pre, post = tuples[pre_sid], tuples[k.state]
+        # The proof's premise: every local invariant holds after the step and every step
+        # property of it (``_invariants`` does not report an invariant the pre-state
+        # already broke: such a step is clean, but not one the proof speaks of).
+        if self._inv_ok is None or self._step_ok is None or not self._inv_ok(post) or \
+                not self._step_ok(pre, post):
+            return
         base = pre.wal_last_index
         params = out.params
         cut = split_state(st_b, post.wal_last_index)
