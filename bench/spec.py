@@ -7,12 +7,16 @@ them all and prints one table with each value's ratio to its target (seconds: lo
 better, so the ratio is target / value; rates: value / target). More rows are added by
 appending a function to ``MEASUREMENTS``.
 
-The explorer before and after, in one run: the explorer of ``--before`` (a git revision,
-default the one before issue 21's work; its ``spec`` and ``checker`` exported with ``git
-archive`` and imported from there) and the working tree's explore the first ``--prefix``
-states of the default bounds, alternately in fresh processes, on the same loaded machine;
-then the working tree's explorer runs the default bounds to the end. CPU time is reported
-beside wall time (other engineers' jobs share the cores: CPU time is the fairer rate).
+The explorer before and after, in one run: the explorer of each ``--before`` revision (git
+revisions, comma-separated; default the one before issue 21's work and the one where its
+second session started; each one's ``spec`` and ``checker`` exported with ``git archive``
+and imported from there) and the working tree's explore the first ``--prefix`` states of
+the default bounds, alternately in fresh processes, on the same loaded machine; then the
+working tree's explorer runs the default bounds to the end. CPU time is reported beside
+wall time (other engineers' jobs share the cores: CPU time is the fairer rate). Each run
+prints its states and transitions: equal counts say the revisions explored the same
+prefix (a revision whose spec differs explores a different one; its rate is then only
+indicative).
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ def proof_rows() -> list[Row]:
              seconds, "s", 30.0)]
 
 
-# The revision before issue 21's explorer work (the "before" of the explorer rows).
-BEFORE: str = "dd1c6a5"
+# The revisions before issue 21's explorer work (dd1c6a5) and before its second session
+# (8194ed8): the "befores" of the explorer rows.
+BEFORE: str = "dd1c6a5,8194ed8"
 PREFIX: int = 300_000
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,26 +100,36 @@ def _export(rev: str, into: Path) -> Path:
 
 
 def explorer_before_after_rows() -> list[Row]:
-    """The explorer of BEFORE and of the working tree on the first PREFIX states of the
-    default bounds, alternately (before, after, before, after), in fresh processes."""
+    """The explorer of each BEFORE revision and of the working tree on the first PREFIX
+    states of the default bounds, alternately (each before, after; twice), in fresh
+    processes; the best (least CPU) of each."""
+    revs = [r for r in BEFORE.split(",") if r]
     with tempfile.TemporaryDirectory() as tmp:
-        before_path = str(_export(BEFORE, Path(tmp)))
-        runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+        paths: dict[str, str | None] = {}
+        for k, rev in enumerate(revs):
+            into = Path(tmp) / str(k)
+            into.mkdir()
+            paths[rev] = str(_export(rev, into))
+        paths["working tree"] = None
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
         for _ in range(2):
-            runs["before"].append(_run_explorer(PREFIX, before_path))
-            runs["after"].append(_run_explorer(PREFIX, None))
+            for name, path in paths.items():
+                runs[name].append(_run_explorer(PREFIX, path))
     rows: list[Row] = []
     best = {k: min(v, key=lambda r: r["cpu"]) for k, v in runs.items()}
-    for k in ("before", "after"):
-        r = best[k]
-        rows.append((f"explorer {k} ({BEFORE if k == 'before' else 'working tree'}): "
-                     f"states/s, CPU, first {PREFIX:,} states", r["states"] / r["cpu"],
+    after = best["working tree"]
+    for name in paths:
+        r = best[name]
+        tag = "after" if name == "working tree" else "before"
+        rows.append((f"explorer {tag} ({name}): states/s, CPU, first {PREFIX:,} states "
+                     f"({int(r['states']):,} states, {int(r['transitions']):,} transitions)",
+                     r["states"] / r["cpu"], "states/s", None))
+        rows.append((f"explorer {tag} ({name}): states/s, wall", r["states"] / r["wall"],
                      "states/s", None))
-        rows.append((f"explorer {k}: states/s, wall", r["states"] / r["wall"], "states/s",
-                     None))
-    rows.append(("explorer after / before (CPU rate)",
-                 (best["after"]["states"] / best["after"]["cpu"])
-                 / (best["before"]["states"] / best["before"]["cpu"]), "x", None))
+    for rev in revs:
+        rows.append((f"explorer working tree / {rev} (CPU rate)",
+                     (after["states"] / after["cpu"])
+                     / (best[rev]["states"] / best[rev]["cpu"]), "x", None))
     return rows
 
 
@@ -162,7 +177,8 @@ def main() -> int:
     global BEFORE, PREFIX
     ap = argparse.ArgumentParser(description="benchmarks of the spec tools")
     ap.add_argument("--before", default=BEFORE,
-                    help=f"the git revision of the explorer's before (default {BEFORE})")
+                    help=f"the git revisions of the explorer's befores, comma-separated "
+                         f"(default {BEFORE})")
     ap.add_argument("--prefix", type=int, default=PREFIX,
                     help=f"states of the before/after comparison (default {PREFIX:,})")
     ap.add_argument("--only", choices=["explorer"], help="the explorer rows only")

@@ -110,6 +110,7 @@ class Explorer:
         self.never_cache: dict[tuple[int, int, bool], bool] = {}
         self.plans: dict[tuple[int, int], Plan] = {}
         self.moves: dict[tuple[int, int, tuple[tuple[str, Any], ...]], int] = {}  # -1: off
+        self.moves_of: dict[tuple[int, tuple[Any, ...]], Moves] = {}  # make_moves, interned
         # neighbourhoods: read sets per action, projections per set of fields
         # per action: parameters (non-local enumerators) or moves (system guards)
         # per action answer: (parameters or moves, finished Moves by (action, sid), the
@@ -199,8 +200,15 @@ class Explorer:
         return got
 
     def make_moves(self, sid: int, full: list[tuple[int, Params, int]]) -> Moves:
+        """The finished Moves of server state sid for these (action, parameters, next sid)
+        triples, interned on their content: two neighbourhoods that allow the same moves
+        share one Moves (finishing one costs far more than the look-up)."""
         if not full:
             return NO_MOVES
+        ck = (sid, tuple([(a_idx, params_key(p), nsid) for a_idx, p, nsid in full]))
+        got = self.moves_of.get(ck)
+        if got is not None:
+            return got
         mv = Moves([[] for _ in range(KINDS)], [], full, [])
         for a_idx, _p, nsid in full:
             kind = self.kind_of[a_idx]
@@ -211,7 +219,8 @@ class Explorer:
             bad = self.checks.pair_failures(sid, nsid)
             if bad:
                 mv.bad.append((kind, bad[0]))
-        return mv.finish()
+        got = self.moves_of[ck] = mv.finish()
+        return got
 
     def plan(self, i: int, sids: Sequence[int]) -> Plan:
         sid = sids[i]
@@ -273,10 +282,14 @@ class Explorer:
         out = []
         if keys is None:
             keys = [params_key(p) for p in params]
-        holds = self.guard_holds
+        known = self.moves
         for p, pk in zip(params, keys, strict=True):
-            if holds(a_idx, sid, p, pk):
-                out.append((a_idx, p, self.local_move(a_idx, sid, p, pk)))
+            # the next sid (-1: the guard is false), cached on (action, sid, parameters)
+            nsid = known.get((a_idx, sid, pk))
+            if nsid is None:
+                nsid = self.local_move(a_idx, sid, p, pk)
+            if nsid >= 0:
+                out.append((a_idx, p, nsid))
         return out
 
     def fieldset(self, fields: frozenset[str]) -> int:

@@ -4,6 +4,8 @@ server states onto the fields an action was seen to read."""
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -80,6 +82,16 @@ class Moves:
     sel: tuple[tuple[tuple[list[int], int, list[tuple[int, int]]], ...], ...] = ()
     loop_cov: list[tuple[int, int]] = attrs.Factory(list)
     bad_at: tuple[str | None, ...] = ()
+    # What the search loop reads: by budget mask, the (distinct next sids, counter
+    # increment) pairs of ``sel``; and how often the loop used these moves under each mask.
+    # Coverage and the transition count are tallied from ``uses`` once, at the end of a
+    # search (``counts``), not per move in the loop.
+    tsel: tuple[tuple[tuple[list[int], int], ...], ...] = ()
+    uses: list[int] = attrs.Factory(lambda: [0] * MASKS)
+
+    def counts(self, mask: int) -> list[tuple[int, int]]:
+        """(action index, transitions) of one use of these moves under a budget mask."""
+        return [*self.loop_cov, *[c for _t, _a, per in self.sel[mask] for c in per]]
 
     def finish(self) -> Moves:
         def group(moves: list[tuple[int, int]], add: int) -> tuple[Any, ...]:
@@ -92,9 +104,15 @@ class Moves:
                 per_action[a_idx] = per_action.get(a_idx, 0) + 1
             return ((targets, add, list(per_action.items())),)
 
-        groups = [group(self.by_kind[k], counter_add(k)) for k in range(KINDS)]
-        self.sel = tuple(tuple(g for k in kinds for g in groups[k]) for kinds in ALLOWED)
+        by_kind = self.by_kind
+        if by_kind[FAULT] or by_kind[CRASH] or by_kind[REQUEST]:
+            groups = [group(by_kind[k], counter_add(k)) for k in range(KINDS)]
+            self.sel = tuple(tuple(g for k in kinds for g in groups[k]) for kinds in ALLOWED)
+        else:  # only free moves (the common case): every budget mask allows them all
+            self.sel = (group(by_kind[FREE], 0),) * MASKS
         self.loop_cov = [(a, self.loops.count(a)) for a in dict.fromkeys(self.loops)]
+        self.tsel = tuple(tuple((targets, add) for targets, add, _per in groups_m)
+                          for groups_m in self.sel)
         if self.bad:
             self.bad_at = tuple(next((prop for kind, prop in self.bad if kind in kinds), None)
                                 for kinds in ALLOWED)
@@ -131,6 +149,10 @@ class Plan:
     act_nb: list[dict[Any, Moves]] = attrs.Factory(list)
 
 
+def _nothing(_s: ServerState) -> tuple[()]:
+    return ()
+
+
 class Projections:
     """Server states projected onto a set of fields, interned as small integers."""
 
@@ -139,12 +161,16 @@ class Projections:
         self.fields_set = frozenset(fields)
         self.objs = objs
         self.tab: list[int] = []  # sid -> projection id, for every sid interned so far
-        self.intern: dict[tuple[Any, ...], int] = {}
+        self.intern: dict[Any, int] = {}
+        # the projection of a state: its fields' values (attrgetter, in C: a tuple for
+        # several fields, the value itself for one; either identifies the projection)
+        self.project: Callable[[ServerState], Any] = (
+            operator.attrgetter(*fields) if fields else _nothing)
 
     def fill(self) -> list[int]:
-        tab, fields, intern = self.tab, self.fields, self.intern
+        tab, project, intern = self.tab, self.project, self.intern
         for s in self.objs[len(tab):]:
-            tab.append(intern.setdefault(tuple([getattr(s, f) for f in fields]), len(intern)))
+            tab.append(intern.setdefault(project(s), len(intern)))
         return tab
 
     def pid(self, sid: int) -> int:

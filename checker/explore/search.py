@@ -111,7 +111,6 @@ class Search:
         pairs with their step verdicts decided; only new states are checked."""
         ex = self.ex
         parents = self.parents
-        coverage = self.coverage
         max_states = self.max_states
         progress = self.progress
         verify = ex.verify
@@ -130,7 +129,6 @@ class Search:
         bits = COUNTER_BITS
         shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
         servers = range(n)
-        transitions = 0
         frontier = [init_key]
         expanded = 0
         while frontier:
@@ -154,7 +152,7 @@ class Search:
                     # Its moves: those that depend on it alone, then one Moves per action
                     # that depends on the others, from the plan's per-action caches (the
                     # lookup of ex.part, inline; n == 3: two other servers).
-                    mvs = [plan.local]
+                    mvs = [plan.local] if plan.local.full else []
                     if plan.neigh_actions:
                         if plan.act_gen != ex.gen or ex.neigh_off:
                             mvs.extend(ex.neighbourhood(i, sids, plan))
@@ -179,14 +177,11 @@ class Search:
                             if prop is not None:
                                 self.violation_at = (self.chain_to(key), ("step", prop))
                                 break
-                        for a_idx, count in mv.loop_cov:
-                            coverage[a_idx] += count
-                            transitions += count
-                        for targets, add, per_action in mv.sel[budget]:
+                        # counted, not tallied: coverage and transitions are summed from
+                        # the uses of each Moves at the end (tally)
+                        mv.uses[budget] += 1
+                        for targets, add in mv.tsel[budget]:
                             ncw = cw + add
-                            for a_idx, count in per_action:
-                                coverage[a_idx] += count
-                                transitions += count
                             for nsid in targets:
                                 sids[i] = nsid
                                 nkey = (canon(*sids) << shift_c) | ncw
@@ -213,14 +208,29 @@ class Search:
                     self.complete = False
                     break
                 if progress is not None and (expanded & 1023) == 0:
-                    self.transitions = transitions
+                    self.transitions = self.tally(False)
                     self.report(len(next_frontier))
-            self.transitions = transitions
             if next_frontier:
                 self.depth += 1  # the deepest level holding a discovered state
             if not self.complete or self.violation_at is not None:
                 break
             frontier = next_frontier
+        self.transitions = self.tally(True)
+
+    def tally(self, into_coverage: bool) -> int:
+        """The transitions the loop took (and, ``into_coverage``, each action's count added
+        to the coverage): every finished Moves (all are interned in ``moves_of``) times
+        its uses under each budget mask."""
+        total = 0
+        coverage = self.coverage
+        for mv in self.ex.moves_of.values():
+            for mask, used in enumerate(mv.uses):
+                if used:
+                    for a_idx, count in mv.counts(mask):
+                        total += used * count
+                        if into_coverage:
+                            coverage[a_idx] += used * count
+        return total
 
     def run_generic(self, init_key: int) -> None:
         """BFS through Spec.successors (a spec that overrides the generic methods)."""
