@@ -96,6 +96,13 @@ explorer asks each question once:
   ``tests/spec/test_compiled.py`` checks that the projection decides the interpreted guard
   too. ``never_enabled`` is cached the same way. Effects (interpreted, maps and all) are
   cached on (action, sid, parameters).
+* *Finished moves* (a ``Moves``: targets grouped by budget, step verdicts decided) are
+  interned on what determines them: (sid, the (action, parameters, next sid) triples), or,
+  for an action whose enumerator reads other servers, (action, sid, the id of its
+  parameter list): many neighbourhoods of one server state allow the same moves, and a
+  hit skips the guards, effects and the finishing. The loop counts how often it used each
+  ``Moves`` under each budget mask; coverage and the transition count are tallied from
+  those counts at the end (``Search.tally``), not per move.
 * *Step properties* are defined over one server's pre- and post-state: cached on the pair and
   decided when a plan or neighbourhood is built (a move that leaves the system unchanged,
   say a rejected StartTabletCopy, is then only counted: its successor is the state itself).
@@ -103,7 +110,9 @@ explorer asks each question once:
   (``Invariant.uses_term``) for every term relevant to the system, the others once. The
   invariants the spec flags ``per_server`` ("every server satisfies f") are cached per
   server state (and per term, for those that read it), evaluated on a system of n copies
-  of that one server (so n is unchanged); each of the others is cached on the projection of
+  of that one server (so n is unchanged; those that do not read their term through one
+  compiled conjunction first, ``checker.compiled.invariants_hold``, the interpreted
+  predicates naming the ones that fail); each of the others is cached on the projection of
   each server onto the fields *it* was seen to read (and the term), by the same read-set
   memoisation, and their verdicts together on the projections onto the union of those
   fields (``checks``). A step that leaves a server's projection unchanged therefore never

@@ -110,13 +110,15 @@ class Explorer:
         self.never_cache: dict[tuple[int, int, bool], bool] = {}
         self.plans: dict[tuple[int, int], Plan] = {}
         self.moves: dict[tuple[int, int, tuple[tuple[str, Any], ...]], int] = {}  # -1: off
-        self.moves_of: dict[tuple[int, tuple[Any, ...]], Moves] = {}  # make_moves, interned
+        self.moves_of: dict[Any, Moves] = {}  # make_moves, interned
         # neighbourhoods: read sets per action, projections per set of fields
         # per action: parameters (non-local enumerators) or moves (system guards)
         # per action answer: (parameters or moves, finished Moves by (action, sid), the
         # parameters' keys)
+        # (and the id of the parameters' keys, interned in ``sigs``: -1 for moves)
         self.act_cache: dict[tuple[int, ...], tuple[list[Any], dict[tuple[int, int], Moves],
-                                                    list[Any] | None]] = {}
+                                                    list[Any] | None, int]] = {}
+        self.sigs: dict[tuple[Any, ...], int] = {}
         self.act_fs: list[int] = [-1 for _ in self.actions]  # ids of act_fields, act_own
         self.act_fo: list[int] = [-1 for _ in self.actions]
         self.neigh_off = False
@@ -199,13 +201,19 @@ class Explorer:
                                                         self.interner.objs[sid])
         return got
 
-    def make_moves(self, sid: int, full: list[tuple[int, Params, int]]) -> Moves:
+    def make_moves(self, sid: int, full: list[tuple[int, Params, int]],
+                   ck: Any = None) -> Moves:
         """The finished Moves of server state sid for these (action, parameters, next sid)
-        triples, interned on their content: two neighbourhoods that allow the same moves
-        share one Moves (finishing one costs far more than the look-up)."""
+        triples, interned on their content (or on ``ck``, a key that determines them):
+        two neighbourhoods that allow the same moves share one Moves (finishing one costs
+        far more than the look-up). Every Moves the search uses is in ``moves_of`` (the
+        search tallies coverage from there)."""
         if not full:
+            if ck is not None:
+                self.moves_of[ck] = NO_MOVES  # (never used by the loop: nothing to tally)
             return NO_MOVES
-        ck = (sid, tuple([(a_idx, params_key(p), nsid) for a_idx, p, nsid in full]))
+        if ck is None:
+            ck = (sid, tuple([(a_idx, params_key(p), nsid) for a_idx, p, nsid in full]))
         got = self.moves_of.get(ck)
         if got is not None:
             return got
@@ -439,7 +447,8 @@ class Explorer:
                 self.act_fs[r] = -1
                 self.gen += 1
                 ak = self.act_key(a_idx, i, sids, own)
-            entry = self.act_cache[ak] = (answer, {}, keys)
+            sig = -1 if keys is None else self.sigs.setdefault(tuple(keys), len(self.sigs))
+            entry = self.act_cache[ak] = (answer, {}, keys, sig)
         if not entry[0]:
             return NO_MOVES
         # Each action's moves, finished (budget groups, step verdicts) once: for a
@@ -450,8 +459,18 @@ class Explorer:
         mk = (a_idx, sid)
         moves: Moves | None = by_sid.get(mk)
         if moves is None:
-            moves = by_sid[mk] = self.make_moves(
-                sid, self.local_moves(a_idx, sid, entry[0], entry[2]) if own else entry[0])
+            if own:
+                # the moves are a function of (action, sid, the parameters): entries with
+                # the same parameters (``sig``: their keys, interned) share one Moves, and
+                # a hit skips the local guards and effects too
+                ck = (a_idx, sid, entry[3])
+                moves = self.moves_of.get(ck)
+                if moves is None:
+                    moves = self.make_moves(
+                        sid, self.local_moves(a_idx, sid, entry[0], entry[2]), ck)
+                by_sid[mk] = moves
+            else:
+                moves = by_sid[mk] = self.make_moves(sid, entry[0])
         return moves
 
     def budget_ok(self, a_idx: int, mask: int) -> bool:
