@@ -23,6 +23,11 @@ server's error as ``last_error`` so nothing is lost.
     │                                            stale compare-and-set index, ...)
     ├── NoLeader(tablet_id, errors)              one pass over the servers found no leader
     │                                            (retried; seen only as a last_error)
+    ├── TabletNotRunningError(tablet_id, partition, state)
+    │                                            the masters hold the tablet of a bucket
+    │                                            not RUNNING yet (CREATING: no leader
+    │                                            reported), so they give no locations for
+    │                                            it (retried; seen only as a last_error)
     └── Unavailable(operation, attempts, last_error, outcome_unknown)
         ├── RetriesExhausted                     the bounded number of attempts is spent
         ├── DeadlineExceeded                     the operation's deadline passed
@@ -139,6 +144,19 @@ class NoLeader(ClientError):
         self.errors = tuple(errors)
 
 
+class TabletNotRunningError(ClientError):
+    """The masters hold `tablet_id` (bucket `partition`) in `state`, not RUNNING: no
+    locations for it yet (impl/master/queries.py "Locations for writers")."""
+
+    def __init__(self, tablet_id: str, partition: int, state: str) -> None:
+        super().__init__(f"tablet {tablet_id} (bucket {partition}) is {state} in the "
+                         f"catalog, not RUNNING yet: no leader has been reported for it, "
+                         f"so the masters give no locations for it")
+        self.tablet_id = tablet_id
+        self.partition = partition
+        self.state = state
+
+
 class Unavailable(ClientError):
     """`operation` gave up after `attempts` attempts; `last_error` is why the last failed."""
 
@@ -194,6 +212,7 @@ __all__ = [
     "RetriesExhausted",
     "ServerUnreachable",
     "TabletNotFoundError",
+    "TabletNotRunningError",
     "Unavailable",
     "outcome_of",
 ]

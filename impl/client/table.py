@@ -19,9 +19,16 @@ Locations. ``Master.GetTableLocations`` from the ready leader master (master.py'
 MasterClient, one per TableClient, so the leader master is found once and remembered:
 NOT_THE_LEADER hints followed, SERVICE_UNAVAILABLE retried, every call bounded by the call
 timeout) gives each live
-tablet's id, bucket and replicas (the leader first). They are cached, and fetched again:
+tablet's id, bucket and replicas (the leader first), asked ``running_only``: a tablet not
+RUNNING in the catalog comes without replicas (impl/master/queries.py "Locations for
+writers"). Such a tablet is CREATING, and the leader master may still REPLACE it after its
+creation timeout, taking every row it acknowledged with it; so no row is ever sent to it.
+The client holds to that even if a master lists replicas for a not-RUNNING tablet (one
+older than ``running_only``): ``routes_from`` routes RUNNING tablets only. They are cached,
+and fetched again:
 
-    a bucket with no tablet in the cached locations (a replacement happened under us)
+    a bucket with no tablet in the cached locations (a replacement happened under us), or
+        whose tablet is not RUNNING yet (TabletNotRunningError: a table just created)
     TabletNotFoundError from the tablet client (no server it asked hosts the tablet: the
         tablet was replaced or deleted, or its CreateTablet has not arrived yet)
     NoLeader / a deadline of the tablet client that found no leader among the servers
@@ -69,6 +76,7 @@ from .errors import (
     NoLeader,
     Rejected,
     TabletNotFoundError,
+    TabletNotRunningError,
     Unavailable,
 )
 from .master import MasterClient, master_call, open_master_client
@@ -76,6 +84,8 @@ from .options import ClientOptions, parse_address
 from .tablet import TabletClient
 
 T = TypeVar("T")
+
+RUNNING = "RUNNING"  # the catalog's TabletState a tablet must be in to take rows
 
 class TableNotFoundError(ClientError):
     """The masters have no live table of that name (exit 2 in the CLI, like an unknown
@@ -97,11 +107,13 @@ class TabletRoute:
 
 @attrs.frozen
 class Routes:
-    """A table's cached locations: bucket -> tablet."""
+    """A table's cached locations: bucket -> tablet (RUNNING ones); ``not_running``: bucket
+    -> (tablet id, catalog state) of the live tablets not RUNNING yet, for the error."""
 
     table_id: str
     num_tablets: int
     by_partition: dict[int, TabletRoute]
+    not_running: dict[int, tuple[str, str]] = attrs.field(factory=dict)
 
     def route(self, key: bytes) -> TabletRoute | None:
         return self.by_partition.get(hash_bucket(key, self.num_tablets))
@@ -110,12 +122,17 @@ class Routes:
 def routes_from(reply: api.TableLocationsReply) -> Routes:
     """The routing table of a GetTableLocations answer."""
     by_partition: dict[int, TabletRoute] = {}
+    not_running: dict[int, tuple[str, str]] = {}
     for tablet in reply.tablets:
         assert 0 <= tablet.partition < reply.num_tablets, "a bucket within the table"
+        if tablet.state != RUNNING or not tablet.replicas:
+            # Not a place for a row (module docstring): the masters may still replace it.
+            not_running[tablet.partition] = (tablet.tablet_id, tablet.state)
+            continue
         replicas = sorted(tablet.replicas, key=lambda r: (not r.leader, not r.live))
         by_partition[tablet.partition] = TabletRoute(
             tablet.tablet_id, tablet.partition, tuple(r.address for r in replicas))
-    return Routes(reply.table_id, reply.num_tablets, by_partition)
+    return Routes(reply.table_id, reply.num_tablets, by_partition, not_running)
 
 
 class TableClient:
@@ -139,6 +156,8 @@ class TableClient:
         self._routes: Routes | None = None
         self._tablets: dict[str, TabletClient] = {}
         self.refreshes = 0  # GetTableLocations calls made (tests)
+        # A writer's view: locations of RUNNING tablets only (module docstring).
+        self._locations_request = api.TableLocationsRequest(name, running_only=True)
 
     # ------------------------------------------------------------------ locations
 
@@ -147,11 +166,11 @@ class TableClient:
         try:
             if self._master is not None:
                 reply = await self._master.call(api.MASTER_TABLE_LOCATIONS,
-                                                api.TableName(self.name),
+                                                self._locations_request,
                                                 api.TableLocationsReply)
             else:
                 reply = await master_call(self.masters, api.MASTER_TABLE_LOCATIONS,
-                                          api.TableName(self.name), api.TableLocationsReply,
+                                          self._locations_request, api.TableLocationsReply,
                                           self.options)
         except Rejected as exc:
             error = exc.error
@@ -191,8 +210,12 @@ class TableClient:
         while True:
             attempts += 1
             routes = await self.routes()
-            route = routes.route(key) if key is not None else routes.by_partition.get(
-                partition if partition is not None else -1)
+            bucket = (hash_bucket(key, routes.num_tablets) if key is not None
+                      else partition if partition is not None else -1)
+            route = routes.by_partition.get(bucket)
+            if route is None and bucket in routes.not_running:
+                tablet_id, state = routes.not_running[bucket]
+                last = TabletNotRunningError(tablet_id, bucket, state)  # retried: below
             if route is not None:
                 try:
                     return await op(self._client(route))
@@ -227,10 +250,16 @@ class TableClient:
 
     async def tablet_of(self, key: bytes) -> str:
         """The id of the tablet that holds ``key`` (as the cached locations say)."""
-        route = (await self.routes()).route(key)
+        routes = await self.routes()
+        route = routes.route(key)
         if route is None:
-            route = (await self.refresh()).route(key)
+            routes = await self.refresh()
+            route = routes.route(key)
         if route is None:
+            bucket = hash_bucket(key, routes.num_tablets)
+            if bucket in routes.not_running:
+                raise TabletNotRunningError(routes.not_running[bucket][0], bucket,
+                                            routes.not_running[bucket][1])
             raise ClientError(f"table {self.name}: no live tablet for the key's bucket")
         return route.tablet_id
 

@@ -181,10 +181,13 @@ class ListTablesRequest(msgspec.Struct, frozen=True):
 
 
 class TableLocationsRequest(msgspec.Struct, frozen=True):
-    """GetTableLocations of table ``name``; ``freshness`` as for ListTablesRequest."""
+    """GetTableLocations of table ``name``; ``freshness`` as for ListTablesRequest.
+    ``running_only``: a tablet that is not RUNNING comes without replicas (a writer's view,
+    queries.py "Locations for writers"); False, every live tablet's (admin views)."""
 
     name: str
     freshness: float | None = None
+    running_only: bool = False
 
 
 class ReadIndexReply(msgspec.Struct, frozen=True):

@@ -25,6 +25,46 @@ leadership (seed 004 appendix A, the fencing audit):
 
 No call is ever made for a tablet the catalog has no record of (appendix A's one unfenced
 case): the report processor keeps such replicas (reports.py).
+
+Every attempt re-checked (``still_called_for``)
+-----------------------------------------------
+"Safe to send late" above holds for each call alone, not for a CreateTablet that arrives
+after the DeleteTablet DELETED of its table: the server has deleted the replica for good
+(no tombstone, no cmeta), so the late create makes it afresh at term 0 on a server that had
+voted in term >= 1 (the checker's TermRegression; the master simulation's
+CREATE_AFTER_DELETE), and the deleted table's tablet lives again there. A call is released
+once, by the ready leader of some term, and then retried for up to ``call_retry_seconds``;
+so the shell (server.py ``_deliver``) checks, before EVERY attempt, that
+
+  (1) this master is still the ready leader of the very term that released the call, with
+      no snapshot rebuild pending: its snapshot is then the committed catalog, and every
+      write that could make the call wrong (a delete, a replacement, a config change) went
+      through this same snapshot (one writer per term, server.py "Running a plan"); and
+  (2) that snapshot still calls for it (``still_called_for`` below): a CreateTablet only
+      while its tablet is CREATING, its table live, and the destination a member of the
+      recorded config; a TOMBSTONE only while the destination is outside the live record's
+      config at the same index; a ChangeConfig only while the live record's config index is
+      the CAS; an AlterSchema only while table and tablet are live and the table is at that
+      schema version. DeleteTablet DELETED is always still called for (nothing is undeleted).
+
+and a DeleteTablet to a (server, tablet) waits for a CreateTablet attempt to that same pair
+that is on the wire to end (answered or timed out) before its own first attempt. With (1)
+and (2), no attempt leaves this master after it committed the delete (the check and the
+send run in one trio step: no checkpoint between them), and the delete leaves after every
+create attempt it can see has ended.
+
+What remains, and why it is left to the report path:
+  * an attempt that TIMED OUT may still be delivered later (a slow network buffers it);
+  * a deposed leader master that has not yet learnt it lost its term passes (1) on its
+    stale snapshot for up to one gate tick plus an election timeout.
+Both need a late CreateTablet to overtake a DeleteTablet DELETED that was sent later, by a
+real network. Closing them needs the tablet server's help: a CreateTablet carrying the
+releasing master's term, refused below the highest master term the server has seen (a
+deposed master's term is older than the deleting leader's), or a durable record of the ids
+a server deleted. Both change the tablet server's interface and durable state
+(impl/tserver/api.py, the spec's DOES_NOT_EXIST), so they are not done here; a replica
+recreated that way is of a table the catalog holds REMOVED, and the report processor asks
+the server to delete it again.
 """
 
 from __future__ import annotations
@@ -44,7 +84,7 @@ from revivify.impl.tserver.api import (
     DeleteTablet,
 )
 
-from .catalog import Column, TableRecord, TabletRecord
+from .catalog import Catalog, Column, TableRecord, TabletRecord, TabletState
 
 ADMIN_ALTER_SCHEMA: Final = "Admin.AlterSchema"
 
@@ -103,6 +143,33 @@ def change_config(dest: str, tablet_id: str, change: ConfigChange, cas_config_in
                             ChangeConfig(tablet_id, change, cas_config_index), why)
 
 
+def still_called_for(catalog: Catalog, call: TabletServerCall) -> bool:
+    """Does the committed ``catalog`` still call for ``call`` (module docstring, (2))?
+    False makes the call moot: it is not sent (again)."""
+    body = call.body
+    tablet = catalog.tablets.get(body.tablet_id)
+    table = None if tablet is None else catalog.tables.get(tablet.table_id)
+    if isinstance(body, DeleteTablet) and body.mode == "DELETED":
+        # Decided on a DELETED / REPLACED record or a REMOVED table: that never reverts.
+        return True
+    if tablet is None or table is None or not (tablet.live and table.live):
+        # Any other call is for a live tablet of a live table; with neither, it is moot
+        # (a record is never forgotten, C1, so None means a catalog that never held it).
+        return False
+    config = tablet.consensus.config
+    if isinstance(body, CreateTablet):
+        return tablet.state is TabletState.CREATING and tablet.is_member(call.dest)
+    if isinstance(body, DeleteTablet):  # TOMBSTONE: a replica outside the recorded config
+        return (not tablet.is_member(call.dest)
+                and body.cas_config_index == config.opid_index)
+    if isinstance(body, ChangeConfig):
+        # The CAS was the recorded index when decided; the record only moves forward, and
+        # once it has, the tablet's config has too (the server would refuse the CAS).
+        return body.cas_config_index == config.opid_index
+    assert isinstance(body, AlterSchema), type(body)
+    return table.schema_version == body.schema_version
+
+
 __all__ = [
     "ADMIN_ALTER_SCHEMA",
     "AlterSchema",
@@ -113,4 +180,5 @@ __all__ = [
     "change_config",
     "create_tablet",
     "delete_tablet",
+    "still_called_for",
 ]

@@ -1,5 +1,18 @@
 """Read-only master requests over a committed snapshot: ListTables, GetTableLocations.
 
+Locations for writers: RUNNING tablets only (Kudu's BuildLocationsForTablet answers
+ServiceUnavailable for a tablet that is not RUNNING). A tablet CREATING in the catalog has
+had no leader reported yet, and the leader master REPLACES it after ``creation_timeout``
+(a new empty tablet for the same bucket, the old one's replicas DELETED). If a client could
+write to it meanwhile, a row that tablet acknowledged would vanish with it (the master
+simulation's CREATING_TABLET_REPLACED). So a request that asks ``running_only`` (the table
+client always does) gets a not-RUNNING tablet with its id, bucket and state but NO replicas:
+nothing to write to, and the client retries until the tablet is RUNNING. Once RUNNING, a
+tablet is never replaced (TABLET_TRANSITIONS: only CREATING -> REPLACED), so every row a
+RUNNING tablet acknowledged stays in the live tablet of its bucket until its table is
+deleted. Admin views (``table describe``, ksck, replica moves) ask without it and keep
+seeing every live tablet's replicas, CREATING ones included.
+
 Readers see committed data only (seed 004 contract step 2: mutations are copy-on-write, so
 concurrent readers see the snapshot of the last commit). Locations are computed from the
 tablet records' committed consensus state and the tablet-server map, never from a cache of
@@ -93,16 +106,20 @@ def list_tables(catalog: Catalog) -> list[TableSummary]:
 
 
 def table_locations(catalog: Catalog, name: str, *, address: Callable[[str], str | None],
-                    live: Callable[[str], bool]) -> TableLocations | NotFound:
+                    live: Callable[[str], bool], running_only: bool = False
+                    ) -> TableLocations | NotFound:
     """Each live tablet of table ``name`` with its replicas, roles and leader.
-    ``address`` and ``live`` come from the tablet-server map."""
+    ``address`` and ``live`` come from the tablet-server map. ``running_only``: a tablet
+    not RUNNING is listed without replicas (the module docstring, "Locations for
+    writers")."""
     table = catalog.table_by_name(name)
     if table is None:
         return NotFound("table", name)
     tablets = []
     for tablet in catalog.live_tablets_of(table.table_id):
         consensus = tablet.consensus
-        replicas = tuple(
+        hidden = running_only and tablet.state is not TabletState.RUNNING
+        replicas = () if hidden else tuple(
             ReplicaLocation(uuid=p.uuid, address=address(p.uuid) or p.address,
                             member_type=p.member_type, leader=p.uuid == consensus.leader,
                             live=live(p.uuid))

@@ -52,9 +52,13 @@ rebuild (the write may still commit later under this or another leader): the gat
 rebuilds from the rows once the log is fully applied before anything is served again.
 
 Calls to tablet servers are sent only after their plan committed (above), each by its own
-task, retried with a backoff while this master is the ready leader, for at most
-``call_retry_seconds``; what is lost then (or with a dead master) is re-driven by reports
-and by the background task. An answer that makes a call moot counts as done:
+task, retried with a backoff for at most ``call_retry_seconds``, and each attempt only while
+this master is still the ready leader of the term that released it and its committed
+snapshot still calls for it (calls.py "Every attempt re-checked": a CreateTablet retried
+after the DeleteTablet DELETED of its table would recreate the deleted replica at term 0);
+a DeleteTablet waits for a CreateTablet attempt to the same replica that is on the wire;
+what is lost then (or with a dead master) is re-driven by reports and by the background
+task. An answer that makes a call moot counts as done:
 TabletAlreadyExists for CreateTablet, TabletNotFound for DeleteTablet, a refused CAS,
 InvalidArgument, UnknownMethod (a tablet server older than Admin.AlterSchema).
 
@@ -146,7 +150,7 @@ from revivify.impl.tserver.replica import RUNNING, Replica, config_to_storage
 from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
 
 from . import api
-from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall
+from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall, still_called_for
 from .catalog import Catalog, Column
 from .errors import IllegalState, InvalidArgument, MasterError
 from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
@@ -257,6 +261,9 @@ class MasterServer:
         self._client_id = f"master-{secrets.token_hex(8)}"  # fresh per process: seqs from 0
         self._seq = 0
         self._inflight: set[tuple[str, str, str]] = set()
+        # (dest, tablet id) -> CreateTablet attempts on the wire there, and the event set
+        # when the last of them ends (a DeleteTablet to that replica waits for it).
+        self._creates_on_wire: dict[tuple[str, str], tuple[int, trio.Event]] = {}
         self._watch = CreationWatch()
         self._nursery: trio.Nursery | None = None
         self._rng = random.Random(options.seed)
@@ -481,7 +488,7 @@ class MasterServer:
             self._inflight.add(key)
             self.server.tracer.event("master_call", call_fact(term, call))
             assert self._nursery is not None
-            self._nursery.start_soon(self._deliver, call, key)
+            self._nursery.start_soon(self._deliver, call, key, term)
 
     def _address_for(self, call: TabletServerCall) -> str | None:
         address = self.tmap().address(call.dest)
@@ -490,13 +497,42 @@ class MasterServer:
             address = peer.address if peer else None
         return address
 
-    async def _deliver(self, call: TabletServerCall, key: tuple[str, str, str]) -> None:
+    def _still_wanted(self, call: TabletServerCall, term: int) -> bool | None:
+        """May an attempt of ``call``, released in ``term``, leave now (calls.py "Every
+        attempt re-checked")? True yes; False never again (moot); None not now (this
+        leader's snapshot awaits a rebuild: it may not be the committed catalog)."""
+        if self.ready_term != term:
+            # Deposed (a master never leads the same term twice) or never ready again in
+            # it: the new leader re-drives what its records call for (nudges, reports).
+            return False
+        if self._needs_rebuild:
+            return None
+        return still_called_for(self.catalog, call)
+
+    async def _creates_ended(self, dest: str, tablet_id: str) -> None:
+        """Wait until no CreateTablet attempt to (dest, tablet) is on the wire: a delete
+        sent while one is might be overtaken by it (each attempt is bounded by
+        ``call_timeout``, so this is too)."""
+        while (on_wire := self._creates_on_wire.get((dest, tablet_id))) is not None:
+            await on_wire[1].wait()
+
+    async def _deliver(self, call: TabletServerCall, key: tuple[str, str, str],
+                       term: int) -> None:
         try:
             deadline = self.now() + self.options.call_retry_seconds
             failures = 0
-            while self.now() < deadline and self.ready_term is not None:
-                address = self._address_for(call)
-                if address is not None and await self._try_call(call, address):
+            while self.now() < deadline:
+                wanted = self._still_wanted(call, term)
+                if wanted is False:
+                    logger.info("%s to %s for %s: moot (not called for by the catalog of "
+                                "a ready leader of term %d any more)", call.method,
+                                call.dest, call.tablet_id, term)
+                    return
+                if wanted is True and isinstance(call.body, ts_api.DeleteTablet):
+                    await self._creates_ended(call.dest, call.tablet_id)
+                    wanted = self._still_wanted(call, term)  # checked again after a wait
+                address = self._address_for(call) if wanted else None
+                if address is not None and await self._try_call(call, address, term):
                     return
                 failures += 1
                 await trio.sleep(_CALL_RETRY.delay(failures))
@@ -505,14 +541,26 @@ class MasterServer:
         finally:
             self._inflight.discard(key)
 
-    async def _try_call(self, call: TabletServerCall, address: str) -> bool:
+    async def _try_call(self, call: TabletServerCall, address: str, term: int) -> bool:
         """One attempt; True when the call is done or moot."""
         host, port = parse_address(address)
+        # A CreateTablet attempt counts as on the wire from here (the caller's check, no
+        # checkpoint since) until it ends: a DeleteTablet released meanwhile waits for it.
+        pair = (call.dest, call.tablet_id)
+        creating = isinstance(call.body, ts_api.CreateTablet)
+        if creating:
+            count, ended = self._creates_on_wire.get(pair, (0, trio.Event()))
+            self._creates_on_wire[pair] = (count + 1, ended)
         try:
             with trio.fail_after(self.options.call_timeout):
                 async with open_rpc_client(host, port, call.dest, self.uuid,
                                            app_errors=ts_api.APP_ERRORS,
                                            network=self.server.network) as client:
+                    # Checked again once connected: the catalog may have changed while
+                    # the connection opened (the closest check to the send we have).
+                    wanted = self._still_wanted(call, term)
+                    if not wanted:
+                        return wanted is False  # moot: done; not now: retry later
                     await client.call(call.method, call.body, _RESPONSE_OF[call.method])
             logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
                         call.tablet_id, call.why)
@@ -539,6 +587,14 @@ class MasterServer:
         except (RpcError, OSError, trio.TooSlowError) as exc:
             logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id, exc)
             return False
+        finally:
+            if creating:
+                count, ended = self._creates_on_wire[pair]
+                if count == 1:
+                    del self._creates_on_wire[pair]
+                    ended.set()
+                else:
+                    self._creates_on_wire[pair] = (count - 1, ended)
 
     # ------------------------------------------------------------------ background
 
@@ -722,7 +778,8 @@ class MasterServer:
         now = self.now()
         tmap = self.tmap()
         found = table_locations(catalog, req.name, address=tmap.address,
-                                live=lambda uuid: tmap.is_live(uuid, now))
+                                live=lambda uuid: tmap.is_live(uuid, now),
+                                running_only=req.running_only)
         if isinstance(found, MasterError):
             raise api.refusal(found)
         return api.TableLocationsReply(found.table_id, found.name, found.schema_version,
