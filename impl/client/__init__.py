@@ -63,6 +63,7 @@ from .errors import (
     RetriesExhausted,
     ServerUnreachable,
     TabletNotFoundError,
+    TabletNotRunningError,
     Unavailable,
     outcome_of,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "TableNotFoundError",
     "TabletClient",
     "TabletNotFoundError",
+    "TabletNotRunningError",
     "TabletStatus",
     "Unavailable",
     "cancel_copy",
