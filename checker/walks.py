@@ -15,7 +15,9 @@ explain it.
 
 ``random_walk`` picks among ``Spec.successors`` (seeded), ``scenario_*`` functions build the
 situations the known-bad corpus needs, and ``write_bad_corpus`` mutates them into the
-traces of ``traces/bad/`` with the expected finding beside each.
+traces of ``traces/bad/`` with the expected finding beside each: ``BAD_CASES`` is that
+corpus as a table (a base history, the edits that break it, the finding), which one small
+interpreter (``_build``) plays.
 """
 
 from __future__ import annotations
@@ -578,422 +580,464 @@ CLEAN_SCENARIOS: dict[str, Callable[[int], Recorder]] = {
 }
 
 
-def _find(r: Recorder, event: str, nth: int = 0) -> dict[str, Any]:
-    hits = [line for key in r.order for line in r.files[key] if line["event"] == event]
-    return hits[nth]
-
-
-def _file_of(r: Recorder, line: dict[str, Any]) -> list[dict[str, Any]]:
-    return r.files[(line["node"], line["inc"])]
-
-
-Mutation = Callable[[], tuple[Recorder, str | None]]
-
-# The line a global-check case must be rejected at (its ``expected.json`` names it as
-# ``at``: the file's name and the line number), set by the case's builder.
-_TARGETS: dict[str, dict[str, Any]] = {}
-
-
 def _where(r: Recorder, target: dict[str, Any]) -> dict[str, Any]:
-    f = _file_of(r, target)
+    """Where a line is in the written corpus: its file's name and its line number."""
+    f = r.files[(target["node"], target["inc"])]
     return {"file": f"{target['node']}.{target['inc']:04d}.jsonl",
             "line": next(n for n, line in enumerate(f, 1) if line is target)}
 
 
-def _bad_cases() -> dict[str, tuple[Mutation, str, str]]:
-    """name -> (build, expected kind, what it shows)."""
-    cases: dict[str, tuple[Mutation, str, str]] = {}
+# ---------------------------------------------------------------------------------------
+# The known-bad corpus of contract version 2: a table of cases.
+#
+# Each case is data: a valid history (``base``: a scenario above, or a fresh cluster),
+# the edits that break it (spec steps a real server would refuse, events it would never
+# write, lines rewritten, cut, swapped or renumbered), how its first file is torn, and the
+# finding the checker must report. ``_build`` interprets the edits in order; a step
+# marked ``target`` is the line a global check must reject (``expected.json``'s ``at``).
 
-    def vote_twice_after_restart() -> tuple[Recorder, str | None]:
-        r = scenario_restart()
-        # After the restart server 1 "forgets" its term-1 vote for server 0 and grants a
-        # vote to server 2 in the same term (the state it reports agrees with itself).
-        last = _file_of(r, _find(r, "vote_denied"))[-1]
-        last["event"] = "vote_granted"
-        last["state"]["cmeta"]["voted_for"] = r.member_uuid(2)
-        return r, None
 
-    cases["vote-twice-after-restart"] = (vote_twice_after_restart, "DoubleVote",
-                                         "a node votes twice in term 1 across a restart")
+@attrs.frozen
+class Uuid:
+    """Stands for server ``server``'s UUID in the tablet's config (generation 0)."""
 
-    def term_down_after_copy() -> tuple[Recorder, str | None]:
-        r = scenario_copy()
-        # The copied replica then reports term 0: the merge's term went backwards.
-        for line in _file_of(r, _find(r, "copy_start_replica")):
-            if line["event"] == "copy_start_replica":
-                line["state"]["cmeta"]["term"] = 0
-        return r, None
+    server: int
 
-    cases["term-down-after-copy"] = (term_down_after_copy, "TermRegression",
-                                     "the term goes from 1 to 0 after a tablet copy")
 
-    def deleted_with_wal_at_startup() -> tuple[Recorder, str | None]:
-        r = scenario_delete_crash()
-        st = _find(r, "startup", 0)
-        files = [line for key in r.order for line in r.files[key]
-                 if line["event"] == "startup"]
-        st = files[-1]
-        st["args"]["case"] = "TOMBSTONE"
-        # ... and it never finishes the deletion.
-        f = _file_of(r, st)
-        del f[f.index(st) + 1:]
-        return r, None
+@attrs.frozen
+class Sel:
+    """A line of the history: the ``nth`` line (in file order, then line order) whose
+    event is ``event`` (``nth=-1``: the last), or the last line of that line's file."""
 
-    cases["startup-leaves-deleted-with-wal"] = (
-        deleted_with_wal_at_startup, "GuardFailed",
-        "startup calls a DELETED replica with a live WAL a finished tombstone")
+    event: str
+    nth: int = 0
+    file_end: bool = False
 
-    def ready_before_blocks() -> tuple[Recorder, str | None]:
-        r = scenario_copy()
-        f = _file_of(r, _find(r, "copy_blocks_done"))
-        i = f.index(_find(r, "copy_blocks_done"))
-        blk = f.index(_find(r, "copy_download_block"))
-        del f[blk:i + 1]
-        for n, line in enumerate(f):
-            line["seq"] = n
-        return r, None
 
-    cases["ready-before-blocks"] = (ready_before_blocks, "GuardFailed",
-                                    "copy_mark_ready before the blocks are downloaded")
+@attrs.frozen
+class Step:
+    """Server ``server`` takes spec step ``action`` (``check=False``: even if the spec's
+    guard refuses it) and writes its event."""
 
-    def merge_drops_vote() -> tuple[Recorder, str | None]:
-        r = scenario_copy()
-        m = _find(r, "copy_merge_cmeta")
-        m["args"]["result"]["voted_for"] = None
-        for line in _file_of(r, m)[_file_of(r, m).index(m):]:
-            if line["state"] and line["state"]["cmeta"]:
-                line["state"]["cmeta"]["voted_for"] = None
-        return r, None
+    server: int
+    action: str
+    params: dict[str, Any] = attrs.field(factory=dict)
+    check: bool = True
+    target: bool = False
 
-    cases["merge-drops-vote"] = (merge_drops_vote, "StateMismatch",
-                                 "the cmeta merge forgets the local vote of the same term")
 
-    def events_out_of_order() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        f = _file_of(r, _find(r, "become_leader"))
-        a = f.index(_find(r, "become_leader"))
-        f[a], f[a + 1] = f[a + 1], f[a]
-        return r, None
+@attrs.frozen
+class Emit:
+    """Server ``server`` writes an event no spec step took (its state as it is)."""
 
-    cases["events-out-of-order"] = (events_out_of_order, "OutOfOrder",
-                                    "two events of one file swapped")
+    server: int
+    event: str
+    args: dict[str, Any]
 
-    def sequence_gap() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        f = _file_of(r, _find(r, "become_leader"))
-        for line in f[f.index(_find(r, "become_leader")):]:
-            line["seq"] += 1
-        return r, None
 
-    cases["sequence-gap"] = (sequence_gap, "SequenceGap", "a sequence number is skipped")
+@attrs.frozen
+class Server:
+    """A server-level move: ``crash``, ``wipe``, ``start``, ``stop``, or ``reuse-uuid``
+    (a wiped server comes back on its old UUID, as incarnation ``inc`` + 1)."""
 
-    def unknown_event() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        _find(r, "become_leader")["event"] = "become_king"
-        return r, None
+    move: str
+    server: int
+    inc: int = 0
 
-    cases["unknown-event"] = (unknown_event, "UnknownEvent", "an event the contract lacks")
 
-    def torn_middle() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        return r, "torn-middle"
+@attrs.frozen
+class StopAll:
+    """Every running server stops cleanly: the global checks see every step."""
 
-    cases["torn-line-in-middle"] = (torn_middle, "MalformedLine",
-                                    "a truncated line followed by more lines")
 
-    def wrong_version() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        for key in r.order:
-            for line in r.files[key]:
-                line["v"] = 99
-        return r, None
+@attrs.frozen
+class Set:
+    """Set a field of the selected line (``path``: keys joined by dots; ``value`` copied,
+    ``Uuid`` resolved)."""
 
-    cases["wrong-schema-version"] = (wrong_version, "UnsupportedSchemaVersion",
-                                     "schema version 99")
+    at: Sel
+    path: str
+    value: Any
 
-    def two_leaders() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        # Server 2 also declares itself leader of term 1 (its own vote, no majority).
-        r.step(2, "learn_term", t=1)
-        r.emit(2, "become_leader", {"me": r.member_uuid(2), "t": 1}, r.sys[2], r.tablet)
-        return r, None
 
-    cases["two-leaders-one-term"] = (two_leaders, "TwoLeaders",
-                                     "two nodes lead tablet-0001 in term 1")
+@attrs.frozen
+class SetOnward:
+    """Set a field in the selected line and every later line of its file that has the
+    field's parent (of event ``event`` only, when given)."""
 
-    def reused_uuid() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        r.crash(2)
-        r.wipe(2)
-        r.gen[2] -= 1  # the wiped server comes back with its old UUID
-        r.inc[2] = 2
-        r.start(2)
-        return r, None
+    at: Sel
+    path: str
+    value: Any
+    event: str | None = None
 
-    cases["reused-uuid"] = (reused_uuid, "UuidReused",
-                            "a wiped server formats itself with its old UUID")
 
-    def two_terms_one_index() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        c = [line for key in r.order for line in r.files[key] if line["event"] == "commit"]
-        c[-1]["args"]["op_term"] = 0
-        c[-1]["args"]["index"] = 1
-        return r, None
+@attrs.frozen
+class SetEvery:
+    """Set a top-level field in every line of every file."""
 
-    cases["two-terms-committed-at-one-index"] = (
-        two_terms_one_index, "CommitTermMismatch",
-        "index 1 committed with term 1 on one replica and term 0 on another")
+    field: str
+    value: Any
 
-    def torn_last_line_ok() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        return r, "torn-last"
 
-    cases["torn-last-line"] = (torn_last_line_ok, "TornLine",
-                               "only a warning: the process died mid-write")
+@attrs.frozen
+class Remove:
+    """Remove a field of the selected line."""
 
-    def collected_twice() -> tuple[Recorder, str | None]:
-        return scenario_election(), "gzip-copy"
+    at: Sel
+    path: str
 
-    cases["incarnation-collected-twice"] = (
-        collected_twice, "DuplicateIncarnation",
-        "one incarnation's trace given twice (the file and its .gz archive)")
 
+@attrs.frozen
+class Truncate:
+    """Cut the selected line's file after it (the process wrote nothing more)."""
+
+    at: Sel
+
+
+@attrs.frozen
+class Cut:
+    """Remove the lines from ``first`` to ``last`` (one file) and renumber its lines."""
+
+    first: Sel
+    last: Sel
+
+
+@attrs.frozen
+class Swap:
+    """Swap the selected line with the next one of its file."""
+
+    at: Sel
+
+
+@attrs.frozen
+class ShiftSeq:
+    """Add one to the sequence number of the selected line and every later one of its
+    file."""
+
+    at: Sel
+
+
+Edit = Step | Emit | Server | StopAll | Set | SetOnward | SetEvery | Remove | Truncate | Cut \
+    | Swap | ShiftSeq
+
+
+@attrs.frozen
+class BadCase:
+    """A known-bad trace: ``base`` broken by ``edits``; what the checker must report."""
+
+    name: str
+    kind: str  # the finding's kind
+    what: str  # what it shows (expected.json's description)
+    base: Callable[[], Recorder]
+    edits: tuple[Edit, ...] = ()
+    tear: str | None = None  # "torn-middle", "torn-last" (first file) or "gzip-copy"
+    # Written at contract version 2 (``as_version_2``, the reader's version-2 path), or 3.
+    version: int = 2
+
+
+def _created(seed: int) -> Callable[[], Recorder]:
+    """A fresh cluster: the tablet created on every server of its config."""
+    return lambda: Recorder.new(default_spec(3), seed, created=True)
+
+
+def _locate(r: Recorder, sel: Sel) -> tuple[list[dict[str, Any]], int]:
+    """The selected line's file and its index there."""
+    hits = [line for key in r.order for line in r.files[key] if line["event"] == sel.event]
+    line = hits[sel.nth]
+    f = r.files[(line["node"], line["inc"])]
+    return f, (len(f) - 1 if sel.file_end else f.index(line))
+
+
+def _resolve(r: Recorder, value: Any) -> Any:
+    if isinstance(value, Uuid):
+        return r.member_uuid(value.server)
+    if isinstance(value, dict):
+        return {k: _resolve(r, v) for k, v in value.items()}
+    return value
+
+
+def _parent(line: dict[str, Any], path: str) -> tuple[Any, str]:
+    """The object that holds the field ``path`` names (None if a step on the way is
+    missing or empty), and the field's key."""
+    *keys, last = path.split(".")
+    obj: Any = line
+    for k in keys:
+        obj = obj.get(k) if obj else None
+    return obj, last
+
+
+def _build(case: BadCase) -> tuple[Recorder, dict[str, Any] | None]:
+    """The case's history with its edits applied, and the line a global check must
+    reject it at (a ``target`` step's), if any."""
+    r = case.base()
+    target = None
+    for e in case.edits:
+        match e:
+            case Step(server, action, params, check, is_target):
+                line = r.step(server, action, check=check, **params)
+                target = line if is_target else target
+            case Emit(server, event, args):
+                r.emit(server, event, _resolve(r, args), r.sys[server], r.tablet)
+            case Server("reuse-uuid", server, inc):
+                r.gen[server] -= 1
+                r.inc[server] = inc
+                r.start(server)
+            case Server(move, server):
+                getattr(r, move)(server)
+            case StopAll():
+                r.stop_all()
+            case Set(at, path, value):
+                f, n = _locate(r, at)
+                obj, key = _parent(f[n], path)
+                obj[key] = _resolve(r, value)
+            case SetOnward(at, path, value, event):
+                f, n = _locate(r, at)
+                for line in f[n:]:
+                    obj, key = _parent(line, path)
+                    if obj and event in (None, line["event"]):
+                        obj[key] = _resolve(r, value)
+            case SetEvery(field, value):
+                for incarnation in r.order:
+                    for line in r.files[incarnation]:
+                        line[field] = value
+            case Remove(at, path):
+                f, n = _locate(r, at)
+                obj, key = _parent(f[n], path)
+                del obj[key]
+            case Truncate(at):
+                f, n = _locate(r, at)
+                del f[n + 1:]
+            case Cut(first, last):
+                f, lo = _locate(r, first)
+                _, hi = _locate(r, last)
+                del f[lo:hi + 1]
+                for k, line in enumerate(f):
+                    line["seq"] = k
+            case Swap(at):
+                f, n = _locate(r, at)
+                f[n], f[n + 1] = f[n + 1], f[n]
+            case ShiftSeq(at):
+                f, n = _locate(r, at)
+                for line in f[n:]:
+                    line["seq"] += 1
+            case _:
+                raise TypeError(f"not an edit: {e!r}")
+    return r, target
+
+
+_LEADER = Sel("become_leader")
+_APPEND_1 = {"first_index": 1, "op_term": 1, "op_index": 1}
+
+BAD_CASES: tuple[BadCase, ...] = (
+    # After the restart server 1 "forgets" its term-1 vote for server 0 and grants a vote to
+    # server 2 in the same term (the state it reports agrees with itself).
+    BadCase("vote-twice-after-restart", "DoubleVote",
+            "a node votes twice in term 1 across a restart", scenario_restart,
+            (Set(Sel("vote_denied", file_end=True), "state.cmeta.voted_for", Uuid(2)),
+             Set(Sel("vote_denied", file_end=True), "event", "vote_granted"))),
+    # The copied replica then reports term 0: the merge's term went backwards.
+    BadCase("term-down-after-copy", "TermRegression",
+            "the term goes from 1 to 0 after a tablet copy", scenario_copy,
+            (SetOnward(Sel("copy_start_replica"), "state.cmeta.term", 0,
+                       event="copy_start_replica"),)),
+    # The restart after the crash calls the deletion finished, and never finishes it.
+    BadCase("startup-leaves-deleted-with-wal", "GuardFailed",
+            "startup calls a DELETED replica with a live WAL a finished tombstone",
+            scenario_delete_crash,
+            (Set(Sel("startup", -1), "args.case", "TOMBSTONE"), Truncate(Sel("startup", -1)))),
+    BadCase("ready-before-blocks", "GuardFailed",
+            "copy_mark_ready before the blocks are downloaded", scenario_copy,
+            (Cut(Sel("copy_download_block"), Sel("copy_blocks_done")),)),
+    BadCase("merge-drops-vote", "StateMismatch",
+            "the cmeta merge forgets the local vote of the same term", scenario_copy,
+            (Set(Sel("copy_merge_cmeta"), "args.result.voted_for", None),
+             SetOnward(Sel("copy_merge_cmeta"), "state.cmeta.voted_for", None))),
+    BadCase("events-out-of-order", "OutOfOrder", "two events of one file swapped",
+            scenario_election, (Swap(_LEADER),)),
+    BadCase("sequence-gap", "SequenceGap", "a sequence number is skipped", scenario_election,
+            (ShiftSeq(_LEADER),)),
+    BadCase("unknown-event", "UnknownEvent", "an event the contract lacks", scenario_election,
+            (Set(_LEADER, "event", "become_king"),)),
+    BadCase("torn-line-in-middle", "MalformedLine", "a truncated line followed by more lines",
+            scenario_election, tear="torn-middle"),
+    BadCase("wrong-schema-version", "UnsupportedSchemaVersion", "schema version 99",
+            scenario_election, (SetEvery("v", 99),)),
+    # Server 2 also declares itself leader of term 1 (its own vote, no majority).
+    BadCase("two-leaders-one-term", "TwoLeaders", "two nodes lead tablet-0001 in term 1",
+            scenario_election,
+            (Step(2, "learn_term", {"t": 1}),
+             Emit(2, "become_leader", {"me": Uuid(2), "t": 1}))),
+    BadCase("reused-uuid", "UuidReused", "a wiped server formats itself with its old UUID",
+            scenario_election,
+            (Server("crash", 2), Server("wipe", 2), Server("reuse-uuid", 2, inc=2))),
+    BadCase("two-terms-committed-at-one-index", "CommitTermMismatch",
+            "index 1 committed with term 1 on one replica and term 0 on another",
+            scenario_election,
+            (Set(Sel("commit", -1), "args.op_term", 0), Set(Sel("commit", -1), "args.index", 1))),
+    BadCase("torn-last-line", "TornLine", "only a warning: the process died mid-write",
+            scenario_election, tear="torn-last"),
+    BadCase("incarnation-collected-twice", "DuplicateIncarnation",
+            "one incarnation's trace given twice (the file and its .gz archive)",
+            scenario_election, tear="gzip-copy"),
     # -- schema version 2: batched appends, step_down, config_commit, damage ---------------
-
-    def leader_truncates() -> tuple[Recorder, str | None]:
-        r = scenario_batches()
-        # The leader rewrites its own log from index 2 (Leader Append-Only broken).
-        r.step(0, "log_append", check=False, first_index=2, op_term=1, op_index=2)
-        return r, None
-
-    cases["leader-truncates-own-log"] = (
-        leader_truncates, "GuardFailed",
-        "a leader's log_append starts at index 2 of its 3-entry log (it truncates its log)")
-
-    def append_gap() -> tuple[Recorder, str | None]:
-        r = scenario_batches()
-        # Server 2 (in term 1, no entry yet) takes a batch starting at 3: 1..2 missing.
-        r.step(2, "learn_term", t=1)
-        r.step(2, "log_append", check=False, first_index=3, op_term=1, op_index=3)
-        return r, None
-
-    cases["append-leaves-gap"] = (append_gap, "GuardFailed",
-                                  "a follower's batch starts past its last index + 1")
-
-    def step_down_follower() -> tuple[Recorder, str | None]:
-        r = scenario_batches()
-        r.step(1, "step_down", check=False)
-        return r, None
-
-    cases["step-down-not-leader"] = (step_down_follower, "GuardFailed",
-                                     "a follower logs step_down")
-
-    def config_beyond_wal() -> tuple[Recorder, str | None]:
-        r = scenario_batches()
-        r.step(1, "config_commit", check=False, config_index=5)
-        return r, None
-
-    cases["config-commit-beyond-wal"] = (
-        config_beyond_wal, "GuardFailed",
-        "a config change at index 5 committed into the cmeta of a replica whose WAL ends at 3")
-
-    def batch_commit_two_terms() -> tuple[Recorder, str | None]:
-        r = scenario_batches()
-        # Server 2 campaigns alone up to term 2 and commits index 3 with term 2, where the
-        # others committed it (as the last entry of a batch) with term 1. Its log is
-        # empty, so its local guard refuses the commit too: one fault, one line. (A log
-        # of term-2 entries would be a second fault: entries of a term nobody won, which
-        # a crash no longer excuses, global_checks._lost_leader.)
-        r.step(2, "start_election", me=2)
-        r.step(2, "start_election", me=2)
-        r.step(2, "commit", index=3, op_term=2, check=False)
-        return r, None
-
-    cases["batched-commit-two-terms"] = (
-        batch_commit_two_terms, "CommitTermMismatch",
-        "index 3, the last of a committed batch, committed with term 1 and with term 2")
-
-    def version_1() -> tuple[Recorder, str | None]:
-        r = scenario_election()
-        for key in r.order:
-            for line in r.files[key]:
-                line["v"] = 1
-        return r, None
-
-    cases["schema-version-1"] = (version_1, "UnsupportedSchemaVersion",
-                                 "a version-1 trace (before batched appends): refused")
-
-    def damaged_reported_ready() -> tuple[Recorder, str | None]:
-        r = scenario_damage()
-        st = _find(r, "startup")
-        st["args"] = {"case": "READY"}  # the state says DAMAGED, the case READY
-        f = _file_of(r, st)
-        del f[f.index(st) + 1:]
-        return r, None
-
-    cases["damaged-wal-started-ready"] = (
-        damaged_reported_ready, "GuardFailed",
-        "startup reports a DAMAGED WAL but starts the replica READY")
-
-    def failed_without_damage() -> tuple[Recorder, str | None]:
-        r = Recorder.new(default_spec(3), 29, created=True)
-        r.stop(2)
-        r.start(2)
-        st = _find(r, "startup")
-        st["args"] = {"case": "FAILED", "reason": "WAL segment failed verification"}
-        return r, None
-
-    cases["failed-startup-over-intact-state"] = (
-        failed_without_damage, "GuardFailed",
-        "startup reports FAILED while the state it reports is intact (damage not stated)")
-
-    def failed_without_reason() -> tuple[Recorder, str | None]:
-        r = scenario_damage(what=DAMAGE_BLOCKS)
-        st = _find(r, "startup")
-        del st["args"]["reason"]
-        f = _file_of(r, st)
-        del f[f.index(st) + 1:]
-        return r, None
-
-    cases["failed-startup-without-reason"] = (
-        failed_without_reason, "BadArgs", "a FAILED startup that gives no reason")
-
+    # The leader rewrites its own log from index 2 (Leader Append-Only broken).
+    BadCase("leader-truncates-own-log", "GuardFailed",
+            "a leader's log_append starts at index 2 of its 3-entry log (it truncates its log)",
+            scenario_batches,
+            (Step(0, "log_append", {"first_index": 2, "op_term": 1, "op_index": 2},
+                  check=False),)),
+    # Server 2 (in term 1, no entry yet) takes a batch starting at 3: 1..2 missing.
+    BadCase("append-leaves-gap", "GuardFailed",
+            "a follower's batch starts past its last index + 1", scenario_batches,
+            (Step(2, "learn_term", {"t": 1}),
+             Step(2, "log_append", {"first_index": 3, "op_term": 1, "op_index": 3},
+                  check=False))),
+    BadCase("step-down-not-leader", "GuardFailed", "a follower logs step_down",
+            scenario_batches, (Step(1, "step_down", check=False),)),
+    BadCase("config-commit-beyond-wal", "GuardFailed",
+            "a config change at index 5 committed into the cmeta of a replica whose WAL ends "
+            "at 3", scenario_batches,
+            (Step(1, "config_commit", {"config_index": 5}, check=False),)),
+    # Server 2 campaigns alone up to term 2 and commits index 3 with term 2, where the
+    # others committed it (as the last entry of a batch) with term 1. Its log is empty, so
+    # its local guard refuses the commit too: one fault, one line. (A log of term-2 entries
+    # would be a second fault: entries of a term nobody won, which a crash no longer
+    # excuses, global_checks._lost_leader.)
+    BadCase("batched-commit-two-terms", "CommitTermMismatch",
+            "index 3, the last of a committed batch, committed with term 1 and with term 2",
+            scenario_batches,
+            (Step(2, "start_election", {"me": 2}), Step(2, "start_election", {"me": 2}),
+             Step(2, "commit", {"index": 3, "op_term": 2}, check=False))),
+    BadCase("schema-version-1", "UnsupportedSchemaVersion",
+            "a version-1 trace (before batched appends): refused", scenario_election,
+            (SetEvery("v", 1),)),
+    # The state says DAMAGED, the case READY (and nothing follows).
+    BadCase("damaged-wal-started-ready", "GuardFailed",
+            "startup reports a DAMAGED WAL but starts the replica READY", scenario_damage,
+            (Set(Sel("startup"), "args", {"case": "READY"}), Truncate(Sel("startup")))),
+    BadCase("failed-startup-over-intact-state", "GuardFailed",
+            "startup reports FAILED while the state it reports is intact (damage not stated)",
+            _created(29),
+            (Server("stop", 2), Server("start", 2),
+             Set(Sel("startup"), "args",
+                 {"case": "FAILED", "reason": "WAL segment failed verification"}))),
+    BadCase("failed-startup-without-reason", "BadArgs", "a FAILED startup that gives no reason",
+            lambda: scenario_damage(what=DAMAGE_BLOCKS),
+            (Remove(Sel("startup"), "args.reason"), Truncate(Sel("startup")))),
     # -- global checks across nodes: majorities and causality --------------------------
     # Each ends with every server stopped cleanly: no step can have been lost unlogged, so
     # the traces show every vote and every append (see global_checks).
-
-    def stop_all(r: Recorder) -> Recorder:
-        for i in range(len(r.sys)):
-            if r.sys[i].up:
-                r.stop(i)
-        return r
-
-    def leader_without_majority() -> tuple[Recorder, str | None]:
-        r = Recorder.new(default_spec(3), 41, created=True)
-        # Server 0 campaigns and declares itself leader of term 1 on its own vote alone
-        # (1 of the 3 voters create_tablet named); servers 1 and 2 never voted.
-        r.step(0, "start_election", me=0)
-        _TARGETS["leader-without-majority"] = r.step(0, "become_leader", check=False, me=0,
-                                                     t=1)
-        r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
-        return stop_all(r), None
-
-    cases["leader-without-majority"] = (
-        leader_without_majority, "LeaderWithoutMajority",
-        "a node becomes leader of term 1 with 1 of the config's 3 voters' votes")
-
-    def commit_without_majority() -> tuple[Recorder, str | None]:
-        r = Recorder.new(default_spec(3), 43, created=True)
-        # Server 0 wins term 1 fairly, appends 1..2 and commits index 2 while no follower
-        # ever appended anything: 1 of 3 voters holds (1, 2).
-        r.step(0, "start_election", me=0)
-        r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
-        r.step(0, "become_leader", me=0, t=1)
-        r.step(0, "log_append", first_index=1, op_term=1, op_index=2)
-        _TARGETS["commit-without-majority"] = r.step(0, "commit", check=False, index=2,
-                                                     op_term=1)
-        return stop_all(r), None
-
-    cases["commit-without-majority"] = (
-        commit_without_majority, "CommitWithoutMajority",
-        "a leader commits index 2 of its term that only its own log holds")
-
-    def vote_before_request() -> tuple[Recorder, str | None]:
-        r = Recorder.new(default_spec(3), 47, created=True)
-        # Server 1 grants its term-1 vote to server 0 (Lamport order) before server 0
-        # started the election that asks for it.
-        _TARGETS["vote-before-request"] = r.step(1, "vote_granted", check=False, candidate=0,
-                                                 t=1, cand_last_term=0, cand_last_index=0)
-        r.step(0, "start_election", me=0)
-        r.step(0, "become_leader", me=0, t=1, check=False)
-        return stop_all(r), None
-
-    cases["vote-before-request"] = (
-        vote_before_request, "CausalityViolation",
-        "a vote for term 1 whose Lamport clock is below the candidate's start_election")
-
-    def append_before_leader() -> tuple[Recorder, str | None]:
-        r = Recorder.new(default_spec(3), 53, created=True)
-        # Server 2 (in term 1) appends an entry of term 1 before server 0 became the
-        # leader of term 1, the only node that can have sent it.
-        r.step(0, "start_election", me=0)
-        r.step(1, "vote_granted", candidate=0, t=1, cand_last_term=0, cand_last_index=0)
-        r.step(2, "learn_term", t=1)
-        _TARGETS["append-before-leader"] = r.step(2, "log_append", check=False,
-                                                  first_index=1, op_term=1, op_index=1)
-        r.step(0, "become_leader", me=0, t=1)
-        r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
-        return stop_all(r), None
-
-    cases["append-before-leader"] = (
-        append_before_leader, "CausalityViolation",
-        "a follower appends an entry of term 1 before the term's leader was elected")
-
-    def config_change_stale_cas() -> tuple[Recorder, str | None]:
-        r = scenario_batches(59)
-        # Server 0 leads term 1, has committed 1..3 (an entry of its term: ready) and the
-        # config at index 2; it then accepts a change planned on config index 0, below its
-        # committed one (DeleteTablet's <= would refuse it too; the CAS is exact), and
-        # appends its entry at 4.
-        _TARGETS["config-change-stale-cas"] = r.step(0, "config_change", check=False,
-                                                     cas_index=0, config_index=4)
-        r.step(0, "log_append", first_index=4, op_term=1, op_index=4)
-        return stop_all(r), None
-
-    cases["config-change-stale-cas"] = (
-        config_change_stale_cas, "GuardFailed",
-        "a leader accepts a config change whose CAS (index 0) is below its committed config "
-        "index (2)")
-    return cases
-
+    # Server 0 campaigns and declares itself leader of term 1 on its own vote alone (1 of
+    # the 3 voters create_tablet named); servers 1 and 2 never voted.
+    BadCase("leader-without-majority", "LeaderWithoutMajority",
+            "a node becomes leader of term 1 with 1 of the config's 3 voters' votes",
+            _created(41),
+            (Step(0, "start_election", {"me": 0}),
+             Step(0, "become_leader", {"me": 0, "t": 1}, check=False, target=True),
+             Step(0, "log_append", _APPEND_1), StopAll())),
+    # Server 0 wins term 1 fairly, appends 1..2 and commits index 2 while no follower ever
+    # appended anything: 1 of 3 voters holds (1, 2).
+    BadCase("commit-without-majority", "CommitWithoutMajority",
+            "a leader commits index 2 of its term that only its own log holds", _created(43),
+            (Step(0, "start_election", {"me": 0}),
+             Step(1, "vote_granted", {"candidate": 0, "t": 1, "cand_last_term": 0,
+                                      "cand_last_index": 0}),
+             Step(0, "become_leader", {"me": 0, "t": 1}),
+             Step(0, "log_append", {"first_index": 1, "op_term": 1, "op_index": 2}),
+             Step(0, "commit", {"index": 2, "op_term": 1}, check=False, target=True),
+             StopAll())),
+    # Server 1 grants its term-1 vote to server 0 (Lamport order) before server 0 started
+    # the election that asks for it.
+    BadCase("vote-before-request", "CausalityViolation",
+            "a vote for term 1 whose Lamport clock is below the candidate's start_election",
+            _created(47),
+            (Step(1, "vote_granted", {"candidate": 0, "t": 1, "cand_last_term": 0,
+                                      "cand_last_index": 0}, check=False, target=True),
+             Step(0, "start_election", {"me": 0}),
+             Step(0, "become_leader", {"me": 0, "t": 1}, check=False), StopAll())),
+    # Server 2 (in term 1) appends an entry of term 1 before server 0 became the leader of
+    # term 1, the only node that can have sent it.
+    BadCase("append-before-leader", "CausalityViolation",
+            "a follower appends an entry of term 1 before the term's leader was elected",
+            _created(53),
+            (Step(0, "start_election", {"me": 0}),
+             Step(1, "vote_granted", {"candidate": 0, "t": 1, "cand_last_term": 0,
+                                      "cand_last_index": 0}),
+             Step(2, "learn_term", {"t": 1}),
+             Step(2, "log_append", _APPEND_1, check=False, target=True),
+             Step(0, "become_leader", {"me": 0, "t": 1}), Step(0, "log_append", _APPEND_1),
+             StopAll())),
+    # Server 0 leads term 1, has committed 1..3 (an entry of its term: ready) and the config
+    # at index 2; it then accepts a change planned on config index 0, below its committed
+    # one (DeleteTablet's <= would refuse it too; the CAS is exact), and appends its entry
+    # at 4. Written at version 3 (tests/trace/bad_v3.py writes the rest of version 3's).
+    BadCase("config-change-stale-cas", "GuardFailed",
+            "a leader accepts a config change whose CAS (index 0) is below its committed config "
+            "index (2)", lambda: scenario_batches(59),
+            (Step(0, "config_change", {"cas_index": 0, "config_index": 4}, check=False,
+                  target=True),
+             Step(0, "log_append", {"first_index": 4, "op_term": 1, "op_index": 4}),
+             StopAll()), version=3),
+)
 
 # The cases here were written at contract version 2 and stay there (``as_version_2``):
 # they keep the reader's version-2 path exercised, fault by fault. Cases added since are
-# written at version 3 (tests/trace/bad_v3.py writes the rest of version 3's).
-V3_BAD_CASES: frozenset[str] = frozenset({"config-change-stale-cas"})
+# written at version 3.
+V3_BAD_CASES: frozenset[str] = frozenset(c.name for c in BAD_CASES if c.version == 3)
+
+# Kinds a checker reports with exit code 2 (the input cannot be read as a trace), and the
+# one that is only a warning (0); every other kind exits 1.
+_UNREADABLE_KINDS: Final = frozenset({"UnknownEvent", "MalformedLine",
+                                      "UnsupportedSchemaVersion", "BadArgs",
+                                      "DuplicateIncarnation"})
+
+
+def _tear(paths: list[str], tear: str) -> None:
+    """Tear the first trace file as the case says: archived a second time (gzip), or a
+    line cut in half (in the middle of the file, or its last)."""
+    if tear == "gzip-copy":
+        # mtime=0: the archive's bytes are the same on every regeneration.
+        with open(paths[0], "rb") as src, gzip.GzipFile(paths[0] + ".gz", "wb",
+                                                        mtime=0) as gz:
+            gz.write(src.read())
+        return
+    with open(paths[0]) as f:
+        lines = f.readlines()
+    if tear == "torn-middle":
+        lines[1] = lines[1][: len(lines[1]) // 2] + "\n"
+    else:
+        lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    with open(paths[0], "w") as f:
+        f.writelines(lines)
 
 
 def write_bad_corpus(root: str) -> list[str]:
-    """(Re)write ``traces/bad/<case>/`` with the traces and ``expected.json``."""
+    """(Re)write ``traces/bad/<case>/`` with the traces and ``expected.json``, for every
+    case of ``BAD_CASES``."""
     names = []
-    for name, (build, kind, what) in _bad_cases().items():
-        d = os.path.join(root, name)
+    for case in BAD_CASES:
+        d = os.path.join(root, case.name)
         shutil.rmtree(d, ignore_errors=True)
-        r, tear = build()
+        r, target = _build(case)
         # Each case its own tablet: the cases can be checked together (one Spark job)
         # without one case's leaders, votes or configs bearing on another's.
         for key in r.order:
             for line in r.files[key]:
                 if line["tablet"] is not None:
-                    line["tablet"] = f"tablet-{name}"
-        paths = r.write(d, version=3 if name in V3_BAD_CASES else 2)
-        if tear == "gzip-copy":
-            # mtime=0: the archive's bytes are the same on every regeneration.
-            with open(paths[0], "rb") as src, gzip.GzipFile(paths[0] + ".gz", "wb",
-                                                            mtime=0) as gz:
-                gz.write(src.read())
-        elif tear is not None:
-            # Tear a line of server 0's first file: in the middle, or the last one.
-            path = paths[0]
-            with open(path) as f:
-                lines = f.readlines()
-            if tear == "torn-middle":
-                lines[1] = lines[1][: len(lines[1]) // 2] + "\n"
-            else:
-                lines[-1] = lines[-1][: len(lines[-1]) // 2]
-            with open(path, "w") as f:
-                f.writelines(lines)
+                    line["tablet"] = f"tablet-{case.name}"
+        paths = r.write(d, version=case.version)
+        if case.tear is not None:
+            _tear(paths, case.tear)
         expected: dict[str, Any] = {
-            "kind": kind, "description": what,
-            "exit_code": 0 if kind == "TornLine" else
-            2 if kind in ("UnknownEvent", "MalformedLine", "UnsupportedSchemaVersion",
-                          "BadArgs", "DuplicateIncarnation") else 1}
-        if name in _TARGETS:
-            expected["at"] = _where(r, _TARGETS[name])
+            "kind": case.kind, "description": case.what,
+            "exit_code": 0 if case.kind == "TornLine" else
+            2 if case.kind in _UNREADABLE_KINDS else 1}
+        if target is not None:
+            expected["at"] = _where(r, target)
         with open(os.path.join(d, "expected.json"), "w") as f:
             json.dump(expected, f, indent=2)
             f.write("\n")
-        names.append(name)
+        names.append(case.name)
     return names
 
 

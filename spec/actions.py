@@ -155,9 +155,15 @@ Holes the version-3 table closes
   majority that can still vote contains a server that holds it: through deletion, copy,
   merge and wipe alike). They make the vote's up-to-date comparison matter (mutants
   ``vote_ignores_last_opid``, ``tombstone_votes_from_moved_wal``,
-  ``copying_votes_from_downloaded_wal``, ``commit_without_majority``). Appends come from a
+  ``vote_index_off_by_one``, which needs two entries of one term, ``max_index`` 2;
+  ``commit_without_majority``). Appends come from a
   leader of the follower's term whose log matches at ``first_index - 1`` (``prev_term``);
   a copy downloads its source's log; the source is the server that asked for the copy.
+* **No entry above the current term** (``NoEntryAboveCurrentTerm``): a follower appends
+  only the batch of a leader of its own current term (``entries_from_leader``), so it has
+  adopted the leader's term first (``learn_term``, or the vote that rose to it); a copy
+  downloads a WAL no entry of which is above the merged cmeta's term. Mutant
+  ``append_without_adopting_term``.
 * **Election safety on the leader flag and the current term** (``OneLeaderPerTerm``: no two
   leaders with the same current term), so a candidate that moved to a later term cannot
   lead with the old term's votes (mutant ``leader_from_old_term``).
@@ -165,7 +171,11 @@ Holes the version-3 table closes
   CreateTablet: a request names the UUID it is for (the config names the original UUIDs,
   generation 0) and a server refuses one for another UUID (the seed's ERR_INVALID_NAME; no
   event is written). A vote counts for the UUID the candidate addressed. Mutant
-  ``no_destination_check`` (a wiped server answers for its old UUID): ``OneLeaderPerTerm``.
+  ``no_destination_check`` (a wiped server answers for its old UUID): ``OneLeaderPerTerm``,
+  ``RetiredUuidNeverVotes``. The config the spec follows is the first one: the new UUID is
+  no member of it, though a later config may add it as a new server (a config change may
+  name any UUID; see the simplifications of the config change below, and ``model``); what
+  no config change brings back is the old UUID, whose votes the wipe forgot.
 * **The CAS of DeleteTablet** (``cas_config_index``): a deletion is refused when the
   replica's committed config index is above the caller's (Kudu's
   ``cas_config_opid_index_less_or_equal``). Claim ``DeleteCasHeld``; mutant
@@ -191,8 +201,10 @@ Holes the version-3 table closes
   ``open_config_changes``); mutants ``config_change_ignores_cas`` and
   ``config_change_while_pending``. Simplifications, each for a reason: the spec's config
   stays its fixed set of members (a change moves only the committed config index; what
-  a change adds or removes, and the overlap of successive majorities it keeps, are the
-  global checks' business, traces/README.md "Membership changes"), so a config change
+  a change adds or removes, a wiped server's new UUID among what it may add, and the
+  overlap of successive majorities it keeps, are the global checks' business,
+  traces/README.md "Membership changes"; the spec's election and commitment claims count
+  the first config's members, whose UUIDs a wipe retires for good), so a config change
   entry is known only where the leader that accepted it holds it: ``pending_config`` is
   the change *this* replica accepted, and a follower's log keeps no mark of config
   entries (``config_commit`` never needs a ``config_change`` before it; CHANGE_PENDING
@@ -239,6 +251,7 @@ from revivify.spec.logic import (
     empty_map,
     empty_map_sym,
     eq,
+    forall_entries,
     get,
     implies,
     ite,
@@ -489,7 +502,9 @@ def intact(s: ServerState) -> Bool:
 
 
 def is_member(s: ServerState) -> Bool:
-    """Still on the UUID that the tablet's Raft config names (a wiped server is not)."""
+    """Still on the UUID that the tablet's Raft config names: a member of the config the
+    spec follows (a wiped server is not; its new UUID may join a later config, which the
+    spec does not follow: ``model``)."""
     return eq(s.uuid_gen, 0)
 
 
@@ -1033,10 +1048,17 @@ def copy_download_wal_effect(s: ServerState, remote_last_term: Int, remote_last_
 
 def remote_wal_is_sources(sys: SystemState, i: int, remote_last_term: Int,
                           remote_last_index: Int, remote_log: Any) -> Bool:
-    """The downloaded WAL is the source's (its entries and its last OpId)."""
-    return copy_source_ok(sys, i, lambda src: all_(
-        eq(src.wal, WAL_LIVE), eq(remote_last_term, src.wal_last_term),
-        eq(remote_last_index, src.wal_last_index), map_eq(remote_log, src.log)))
+    """The downloaded WAL is the source's (its entries and its last OpId), and none of its
+    entries is of a term above the merged cmeta's: the local guard bounds the last entry's
+    term, this bounds every entry's (the same thing for a Raft log, whose terms never
+    decrease along it; stated per entry because that is what ``NoEntryAboveCurrentTerm``
+    needs, and the prover does not assume the log's shape). No trace carries the entries
+    (``TRACE_FILLS``), so a trace checker never reads this part."""
+    return all_(
+        copy_source_ok(sys, i, lambda src: all_(
+            eq(src.wal, WAL_LIVE), eq(remote_last_term, src.wal_last_term),
+            eq(remote_last_index, src.wal_last_index), map_eq(remote_log, src.log))),
+        forall_entries(remote_log, lambda j, u: u <= sys[i].term))
 
 
 def copy_download_wal_enum(sys: SystemState, i: int, b: Bounds) -> Iterator[Params]:

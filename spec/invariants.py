@@ -279,6 +279,21 @@ def one_vote_per_term_recorded(sys: SystemState, t: Int) -> Bool:
              implies(not_(s.cmeta), eq(get(s.votes, t), NO_VOTE)))))
 
 
+def no_entry_above_current_term(sys: SystemState, t: Int) -> Bool:
+    """Raft adopts the leader's term before it accepts the leader's entries (a follower
+    appends only the batch of a leader of its own current term; a copy merges the source's
+    cmeta, term and all, before it downloads the source's WAL): a replica holds no log
+    entry of a term above its current term, neither in its WAL nor as the last OpId its
+    tombstone retained. Were it otherwise, it could grant a vote, or start an election, in
+    a term below an entry it holds. Said of a replica with a cmeta (the current term is
+    the cmeta's): one without (a disk fault removed it, or it never had one) never votes
+    from a log (it is FAILED, or holds none: ``LogOnlyInWals``), and a full delete's
+    tombstone (its table dropped) never votes in an election that is won."""
+    return _each(sys, lambda s: implies(
+        all_(s.cmeta, not_(s.cmeta_removed)),
+        all_(forall_entries(s.log, lambda j, u: u <= s.term), last_logged(s)[0] <= s.term)))
+
+
 # ---------------------------------------------------------------------------------------
 # Claims about the log (bounded: explored and model checked, not proven inductive).
 
@@ -302,8 +317,8 @@ def committed_never_lost(sys: SystemState, t: Int) -> Bool:
     """No amnesia (what seed 001 is written against), for a live tablet: every majority of
     members that can still vote contains a server that holds each committed entry in its
     own log (a replica, or a tombstone or a copy in flight that answers from that log's
-    last OpId). A wiped server, or one whose cmeta a disk fault removed, never votes as a
-    member again and is not counted."""
+    last OpId). A wiped server (its old UUID retired: ``RetiredUuidNeverVotes``), or one
+    whose cmeta a disk fault removed, never votes as a member again and is not counted."""
     need = majority(len(sys))
     return implies(_none_dropped(sys), _committed_entries(sys, lambda c, j, u: count(*[
         all_(eq(k.uuid_gen, 0), not_(k.cmeta_lost), ne(get(k.own_log, j), u))
@@ -368,9 +383,12 @@ def member_history_is_votes(sys: SystemState, t: Int) -> Bool:
 
 def full_delete_after_drop(sys: SystemState, t: Int) -> Bool:
     """Strengthening: a server removed its cmeta in a full delete only after the drop, and
-    a replica that lost its cmeta is gone from the server only by a full delete."""
+    never hosts the tablet again (no copy is accepted, and no replica created, after the
+    drop: no READY or COPYING superblock, no copy in flight); a replica that lost its cmeta
+    is gone from the server only by a full delete."""
     return _each(sys, lambda s: all_(
-        implies(s.cmeta_removed, s.dropped),
+        implies(s.cmeta_removed, all_(s.dropped, not_(member(s.sb, (READY, COPYING))),
+                                      not_(member(s.op, (OP_COPY, OP_COPY_DELETE))))),
         implies(all_(s.cmeta_lost, eq(s.sb, DOES_NOT_EXIST)), s.dropped)))
 
 
@@ -395,6 +413,14 @@ def pending_config_in_log(sys: SystemState, t: Int) -> Bool:
                 all_(eq(s.open_config_changes, 0), eq(s.config_planned_on, 0))),
         pending_config_held(s),
     ))
+
+
+def log_only_in_wals(sys: SystemState, t: Int) -> Bool:
+    """Strengthening: a log's entries are the WAL's in ``wals/<id>``: where no WAL is there
+    (never written, moved into the quarantine, or wiped) the log is empty. (A tombstone
+    that creates its cmeta lazily by voting then holds no entry above its new term.)"""
+    return _each(sys, lambda s: implies(not_(member(s.wal, WAL_IN_PLACE)),
+                                        forall_entries(s.log, lambda j, u: False)))
 
 
 def lifecycle_shape(sys: SystemState, t: Int) -> Bool:
@@ -535,6 +561,17 @@ def uuid_never_reused(pre: ServerState, post: ServerState, t: Int) -> Bool:
     return post.uuid_gen >= pre.uuid_gen
 
 
+def retired_uuid_never_votes(pre: ServerState, post: ServerState, t: Int) -> Bool:
+    """A wiped server's old UUID is retired: once the server is on a new UUID, no vote it
+    casts counts as the old one's (its member vote history, what the quorums of the config
+    the spec follows count, never changes again). The new UUID is a new server: a later
+    config may add it (a config change may name any UUID, Kudu's master re-replicates onto
+    a wiped server like onto any other), as a voter with no history, but it never answers
+    for the UUID whose votes it forgot, in any term (``UuidNeverReused``: never reused)."""
+    return implies(post.uuid_gen > 0,
+                   eq(get(post.member_votes, t), get(pre.member_votes, t)))
+
+
 def leader_append_only(pre: ServerState, post: ServerState, t: Int) -> Bool:
     """Raft's Leader Append-Only: "a leader never overwrites or deletes entries in its log;
     it only appends new entries". While a server stays leader, its log's last index never
@@ -606,6 +643,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     _inv(quarantine_holds_evidence, "QuarantineHoldsEvidence", per_server=True),
     _inv(one_vote_per_term_recorded, "VotesMatchCmeta", per_server=True, reads_ghosts=True,
          uses_term=True),
+    _inv(no_entry_above_current_term, "NoEntryAboveCurrentTerm", per_server=True,
+         reads_ghosts=True),
     _inv(committed_in_later_leaders, "CommittedInLaterLeaders", reads_ghosts=True,
          inductive=False),
     _inv(committed_never_lost, "CommittedNeverLost", reads_ghosts=True, inductive=False),
@@ -622,6 +661,8 @@ INVARIANTS: tuple[Invariant, ...] = (
     _inv(votes_name_servers, "VotesNameServers", strengthening=True, per_server=True,
          reads_ghosts=True, uses_term=True),
     _inv(pending_config_in_log, "PendingConfigInLog", strengthening=True, per_server=True),
+    _inv(log_only_in_wals, "LogOnlyInWals", strengthening=True, per_server=True,
+         reads_ghosts=True),
     _inv(lifecycle_shape, "LifecycleShape", strengthening=True, per_server=True),
     _inv(log_matching, "LogMatching", strengthening=True, reads_ghosts=True,
          inductive=False),
@@ -636,6 +677,8 @@ STEP_PROPERTIES: tuple[StepProperty, ...] = (
     _prop(new_uuid_inherits_nothing, "NewUuidInheritsNothing", reads_ghosts=True,
           uses_term=True),
     _prop(uuid_never_reused, "UuidNeverReused"),
+    _prop(retired_uuid_never_votes, "RetiredUuidNeverVotes", reads_ghosts=True,
+          uses_term=True),
     _prop(leader_append_only, "LeaderAppendOnly"),
     _prop(config_committed_from_log, "ConfigCommittedFromLog"),
     _prop(operation_never_replaced, "OperationNeverReplaced"),

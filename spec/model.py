@@ -24,7 +24,14 @@ atomic and durable, so "a crash between two steps" is "a crash after some step")
   ``config_commit``;
 * the quarantine directory: exists, holds the superblock copy, holds the cmeta copy;
 * the server's UUID generation: 0 is the UUID in the tablet's Raft config; a disk loss
-  wipes the server and gives it a new UUID (generation + 1), which is never a member.
+  wipes the server and gives it a new UUID (generation + 1). The *old* UUID is retired: no
+  server answers for it again (``UuidNeverReused``), and no vote the server casts after
+  the wipe counts as its (``RetiredUuidNeverVotes``). The new UUID is a new server, not a
+  member of the config the spec follows (the first one, whose quorums its election and
+  commitment claims count); a config change may add it to a later config, as Kudu's
+  master adds any live tablet server, but the spec's config changes move only the
+  committed config index (``actions``, "The exact CAS of a config change"): membership
+  across configs is the global checks' business (traces/README.md "Membership changes").
 
 volatile (lost on a crash): process up, replica running, startup failed, leader, and the
 lifecycle operation in flight with its last completed step, the argument that authorised
@@ -38,7 +45,7 @@ ghost (history variables, not stored by any server; the proofs and the explorer 
 * the vote cast in each term by the current UUID (reset by a wipe: the new UUID is a new
   identity), the votes cast while the server was a member of the tablet's config under its
   original UUID and the terms it led (never reset: that history is what election safety is
-  argued from, and a wiped server is never a member again);
+  argued from, and a wiped server's old UUID never votes again);
 * the last OpId this server logged as its own (``ghost_last_*``) and that log itself
   (``own_log``): the live log while READY, what a tombstone (and a copy in flight) remembers
   of its former log, replaced when a copy makes the replica READY again;

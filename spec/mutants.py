@@ -87,6 +87,18 @@ TWO_TERMS_LOG_ONE_REQUEST = A.Bounds(max_term=2, max_index=1, max_crashes=0, max
 # 2, one past the bound).
 ONE_TERM_CONFIG = A.Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=0,
                            max_requests=2)
+# Raft alone (no fault, no lifecycle request): one term and one entry, for a follower that
+# takes a leader's entry.
+ONE_TERM_RAFT = A.Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=0, max_requests=0)
+# Two terms and two log indexes, Raft alone: the smallest bounds with two entries of one
+# term (a committed [1, 1] against a candidate's [1]), which an off-by-one in the log's
+# up-to-date comparison needs: with one index, two logs whose last terms are equal are
+# equal. The real spec has 269,431 states within them (about 32 s of CPU), 18,436 at max
+# index 1 (``TWO_TERMS_RAFT_ONE_INDEX``, at which the mutants these bounds catch explore
+# clean); ``vote_index_off_by_one`` is caught after about 23,000.
+TWO_TERMS_RAFT = A.Bounds(max_term=2, max_index=2, max_crashes=0, max_wipes=0,
+                          max_requests=0)
+TWO_TERMS_RAFT_ONE_INDEX = attrs.evolve(TWO_TERMS_RAFT, max_index=1)
 
 
 @attrs.frozen
@@ -408,6 +420,21 @@ def _no_majority(sys: SystemState, i: int, me: Int, t: Int) -> Bool:
     return all_(eq(me, i), votes >= 1)
 
 
+def _opid_ge_off_by_one(a_term: Int, a_index: Int, b_term: Int, b_index: Int) -> Bool:
+    """Raft's up-to-date comparison with an off-by-one where the last terms are equal: a
+    candidate one entry behind passes (``a_index >= b_index - 1``)."""
+    return any_(a_term > b_term, all_(eq(a_term, b_term), a_index >= b_index - 1))
+
+
+def _grantable_off_by_one(s: ServerState, candidate: Int, t: Int, cand_last_term: Int,
+                          cand_last_index: Int) -> Bool:
+    """The vote rule with the off-by-one comparison of last OpIds."""
+    lt, li = A.last_logged(s)
+    return all_(t >= s.term,
+                any_(t > s.term, eq(s.voted_for, NO_VOTE), eq(s.voted_for, candidate)),
+                _opid_ge_off_by_one(cand_last_term, cand_last_index, lt, li))
+
+
 def _leader_any_term(s: ServerState, me: Int, t: Int) -> Bool:
     """A candidate leads a term it has moved past (with that term's votes)."""
     return all_(s.up, s.running, eq(s.op, OP_NONE), not_(s.leader), t <= s.term, t >= 1,
@@ -461,6 +488,24 @@ def _leader_truncates_enum(sys: SystemState, i: int, b: A.Bounds) -> Any:
 
         yield {"first_index": 1, "op_term": s.term, "op_index": 1, "prev_term": 0,
                "entries": run_of(1, 1, s.term), "dest": s.uuid_gen}
+
+
+_OP_TERM = "1 <= op_term <= the current term"
+
+
+def _op_term_positive(s: ServerState, op_term: Int, **_: Any) -> Bool:
+    return op_term >= 1
+
+
+def _entries_without_adopting(sys: SystemState, i: int, **p: Any) -> Bool:
+    """A follower takes the batch of a leader of a *later* term as if it were in that term,
+    without adopting it (Raft adopts the leader's term first): the batch is checked against
+    that leader's log, and the follower's term stays."""
+    s = sys[i]
+    as_if = [all_(lead.term > s.term, A.entries_from_leader(
+        (*sys[:i], attrs.evolve(s, term=lead.term), *sys[i + 1:]), i, **p))
+        for j, lead in enumerate(sys) if j != i]
+    return any_(A.entries_from_leader(sys, i, **p), *as_if)
 
 
 def _config_commit_beyond_log(s: ServerState, config_index: Int) -> Bool:
@@ -684,6 +729,21 @@ _ALL = (
            frozenset({"CommittedInLaterLeaders", "CommittedNeverLost"}),
            _chain(*_vote_guards(A.in_consensus, _grantable_from_wal)), proof=False,
            bounds=TWO_TERMS_LOG_ONE_REQUEST, max_states=400_000),
+    Mutant("vote_index_off_by_one",
+           "RequestVote's up-to-date comparison lets a candidate one entry behind pass when "
+           "the last terms are equal (needs two entries of one term: max index 2)",
+           frozenset({"CommittedInLaterLeaders", "CommittedNeverLost"}),
+           _chain(*_vote_guards(A.in_consensus, _grantable_off_by_one)), proof=False,
+           bounds=TWO_TERMS_RAFT),
+    Mutant("append_without_adopting_term",
+           "a follower appends the entries of a leader of a later term without adopting "
+           "its term (log_append without op_term <= the current term, entries_from_leader "
+           "taking a leader of any later term)",
+           frozenset({"NoEntryAboveCurrentTerm"}),
+           _t("log_append", guard=_guard_without(A.log_append_conditions, _OP_TERM,
+                                                 _op_term_positive),
+              system_guard=_entries_without_adopting, conditions=None),
+           bounds=ONE_TERM_RAFT),
     Mutant("commit_without_majority",
            "a leader commits an entry that only its own log holds",
            frozenset({"CommittedNeverLost", "CommittedInLaterLeaders"}),
@@ -696,7 +756,7 @@ _ALL = (
     Mutant("no_destination_check",
            "requests are not checked against the server's UUID: a wiped server answers (and "
            "is counted) for its old UUID",
-           frozenset({"OneLeaderPerTerm"}),
+           frozenset({"RetiredUuidNeverVotes", "OneLeaderPerTerm"}),
            _chain(_no_dest("create_tablet"), _no_dest("vote_granted"),
                   _no_dest("vote_denied"), _no_dest("stc_accept"),
                   _no_dest("stc_reject"), _no_dest("log_append"))),

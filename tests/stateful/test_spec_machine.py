@@ -86,3 +86,19 @@ def test_machine_catches_damage_of_a_running_replica() -> None:
                               derandomize=True, database=None,
                               phases=[Phase.explicit, Phase.generate]),
         )
+
+
+def test_machine_catches_entries_above_the_term() -> None:
+    """The claim NoEntryAboveCurrentTerm, by name: a follower that takes a later leader's
+    entries without adopting its term is caught in random runs (an election, a leader's
+    append, then the append on the server that did not vote)."""
+    machine = make_machine(MUTANTS["append_without_adopting_term"].build(3),
+                           Bounds(max_term=1, max_index=1, max_crashes=0, max_wipes=0,
+                                  max_requests=0))
+    with pytest.raises(AssertionError, match=r"invariant NoEntryAboveCurrentTerm violated"):
+        run_state_machine_as_test(
+            machine,
+            settings=settings(settings.default, max_examples=200, stateful_step_count=20,
+                              derandomize=True, database=None,
+                              phases=[Phase.explicit, Phase.generate]),
+        )
