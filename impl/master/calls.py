@@ -48,10 +48,13 @@ so the shell (server.py ``_deliver``) checks, before EVERY attempt, that
       schema version. DeleteTablet DELETED is always still called for (nothing is undeleted).
 
 and a DeleteTablet to a (server, tablet) waits for a CreateTablet attempt to that same pair
-that is on the wire to end (answered or timed out) before its own first attempt. With (1)
-and (2), no attempt leaves this master after it committed the delete (the check and the
-send run in one trio step: no checkpoint between them), and the delete leaves after every
-create attempt it can see has ended.
+that is on the wire to end (answered or timed out) before its own first attempt. The check
+runs before each attempt and again once its connection is open, just before the request is
+written; an attempt counts as on the wire from its first check on. Since the leader's
+snapshot takes the delete before the DeleteTablet is released, every create attempt either
+checked before that (and the delete waits for it to end) or after (and finds the tablet
+DELETED: moot). So, from one master, no CreateTablet that was answered can follow the
+DeleteTablet of the same replica.
 
 What remains, and why it is left to the report path:
   * an attempt that TIMED OUT may still be delivered later (a slow network buffers it);
