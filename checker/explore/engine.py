@@ -400,6 +400,13 @@ class Explorer:
             plan.act_proj.append(fs)
         plan.act_tabs = [self.projections[fs].tab for fs in plan.act_proj]
         plan.act_nb = [{} for _ in plan.neigh_actions]
+        # the actions that read the same fields of the others (StartTabletCopy accepted
+        # and rejected, RequestVote granted and denied) share one look-up in the loop
+        positions: dict[int, list[int]] = {}
+        for pos, fs in enumerate(plan.act_proj):
+            positions.setdefault(fs, []).append(pos)
+        plan.act_groups = [(fs, self.projections[fs].tab, tuple(poss), {})
+                           for fs, poss in positions.items()]
         plan.act_gen = self.gen
 
     def action_part(self, a_idx: int, i: int, sids: Sequence[int], plan: Plan) -> Moves:

@@ -147,6 +147,11 @@ class Plan:
     act_proj: list[int] = attrs.Factory(list)
     act_tabs: list[list[int]] = attrs.Factory(list)
     act_nb: list[dict[Any, Moves]] = attrs.Factory(list)
+    # The same per group of actions with the same projection: (projection id, its table,
+    # the actions' positions, the other servers' projections -> the group's non-empty
+    # Moves): the search loop's one look-up per group.
+    act_groups: list[tuple[int, list[int], tuple[int, ...], dict[Any, tuple[Moves, ...]]]] = (
+        attrs.Factory(list))
 
 
 def _nothing(_s: ServerState) -> tuple[()]:

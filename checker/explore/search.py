@@ -158,19 +158,29 @@ class Search:
                             mvs.extend(ex.neighbourhood(i, sids, plan))
                         else:
                             o = plan.others
-                            tables = plan.act_nb
-                            for pos, tab in enumerate(plan.act_tabs):
+                            for fs, tab, poss, table in plan.act_groups:
                                 got = None
                                 if len(tab) == len(objs):
-                                    got = tables[pos].get(
+                                    got = table.get(
                                         (tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
                                         if n == 3 else tuple([tab[sids[j]] for j in o]))
                                 if got is None:
-                                    got = part(i, sids, plan, pos)
-                                    # (a read set that grew rebuilt the plan's tables)
-                                    tables = plan.act_nb
-                                if got.full:
-                                    mvs.append(got)
+                                    gen = ex.gen
+                                    got = tuple([m for pos in poss
+                                                 if (m := part(i, sids, plan, pos)).full])
+                                    if ex.gen != gen or ex.neigh_off:
+                                        # a read set grew (the plan's tables were rebuilt)
+                                        # or the caches are off: this server's moves again,
+                                        # the slow way
+                                        mvs = [plan.local] if plan.local.full else []
+                                        mvs.extend(ex.neighbourhood(i, sids, plan))
+                                        break
+                                    if len(tab) < len(objs):
+                                        tab = ex.projections[fs].fill()
+                                    table[(tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                                          if n == 3 else tuple([tab[sids[j]] for j in o])] = got
+                                if got:
+                                    mvs.extend(got)
                     for mv in mvs:
                         if mv.bad:
                             prop = mv.bad_at[budget]
