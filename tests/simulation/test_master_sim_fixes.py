@@ -1,6 +1,6 @@
 """Regression tests for the two master bugs the master simulation found (the "found here"
-section of test_master_simulation.py, where the same programs are strict xfail tests until
-their owner drops the markers): the shrunk programs replayed, as plain passing tests.
+section of test_master_simulation.py, which holds the programs): the shrunk programs
+replayed after the fixes.
 
 1. CREATING_TABLET_REPLACED: rows acknowledged by a tablet still CREATING in the catalog
    were lost when the leader master replaced it after its creation timeout. Fixed by
