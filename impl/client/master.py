@@ -22,7 +22,9 @@ backoff, until the deadline (ClientOptions.deadline) on:
                                 off); else the leader is looked for again
     ServiceUnavailable          a leader not ready yet (the leader-ready gate): again later,
                                 at the same master
-    CatalogWriteFailed          the one catalog write did not commit; nothing changed
+    CatalogWriteFailed          the one catalog write did not commit at that leader, but its
+                                entry may still commit under the next one: a write's
+                                outcome is unknown until a retry (same request id) answers
     Refused, retryable          NAME_RESERVED, NOT_ENOUGH_SERVERS: again later
     NoAnswer, a connection error, WrongServerUuid (the address's UUID updated first)
                                 the leader is forgotten and looked for again
@@ -161,8 +163,11 @@ class MasterClient:
                         raise Rejected(address or "?", exc) from None
                     last = exc  # the leader answered: wait, then ask it again
                     refused_by = address or "?"
-                except (api.ServiceUnavailable, api.CatalogWriteFailed) as exc:
+                except api.ServiceUnavailable as exc:
                     last = exc  # the leader answered: wait, then ask it again
+                except api.CatalogWriteFailed as exc:
+                    last = exc  # the leader answered: wait, then ask it again
+                    maybe_ran = True  # its log entry may commit under the next leader
                 except (NoAnswer, ConnectionClosed) as exc:
                     last = exc
                     self._leader = None

@@ -46,9 +46,12 @@ committed (operations.py "Retries").
                                                          retryable 1 for NAME_RESERVED and
                                                          NOT_ENOUGH_SERVERS
     CatalogWriteFailed(detail)                           the ONE replicated write of the
-                                                         operation did not commit (lost
-                                                         leadership, timeout: KUDU-495);
-                                                         nothing was changed, retry
+                                                         operation did not commit in time
+                                                         (lost leadership, timeout:
+                                                         KUDU-495); it may still commit
+                                                         under the next leader: outcome
+                                                         unknown, a retry with the same
+                                                         request id is safe
     StaleCatalog(staleness_ms, bound_ms, applied_index)  a follower asked for a bounded-
                                                          staleness read cannot show its
                                                          catalog is that fresh (-1: it has
@@ -347,7 +350,8 @@ class CatalogWriteFailed(AppError):
     fields = ("detail",)
 
     def __init__(self, detail: str) -> None:
-        super().__init__(f"the catalog write did not commit, nothing changed: {detail}")
+        super().__init__(f"the catalog write did not commit here (it may still commit "
+                         f"under the next leader): {detail}")
         self.detail = detail
 
 

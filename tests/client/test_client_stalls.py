@@ -302,7 +302,7 @@ class FakeMasters:
     leader: int = 1  # index into the masters
     term: int = 1
     ready: bool = True
-    refuse: master_api.Refused | None = None  # the leader's answer to ListTables, if set
+    refuse: Exception | None = None  # the leader's answer to ListTables, if set
     log: list[tuple[str, str]] = attrs.field(factory=list)
 
     def address(self, i: int) -> str:
@@ -430,5 +430,22 @@ def test_a_leader_refusing_until_the_deadline_is_a_definite_no() -> None:
             assert "NOT_ENOUGH_SERVERS" in str(caught.value)
             asked = [u for u, m in masters.log if m == master_api.MASTER_LIST_TABLES]
             assert len(asked) > 1  # retried before giving the refusal as the answer
+
+    run_mock(body)
+
+
+def test_a_catalog_write_that_did_not_commit_in_time_is_an_unknown_outcome() -> None:
+    """CatalogWriteFailed: the leader's write did not commit in time, but its log entry may
+    still commit under the next leader, so giving up after it is "may or may not have been
+    applied" (the CLI's outcome unknown), never a plain failure."""
+    async def body() -> None:
+        net = network()
+        async with fake_masters(net) as masters:
+            masters.refuse = master_api.CatalogWriteFailed("create_table: deposed")
+            with pytest.raises(DeadlineExceeded) as caught:
+                await master_call(MASTERS, master_api.MASTER_LIST_TABLES, master_api.Empty(),
+                                  master_api.TableList, OPTIONS, network=net.host(CLIENT))
+            assert caught.value.outcome_unknown
+            assert "may or may not have been applied" in caught.value.message
 
     run_mock(body)
