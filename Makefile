@@ -9,6 +9,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JAVA_STAMP := $(VENV)/.java
 PYTEST_FLAGS ?=
+# make test runs the suite in parallel workers (pytest-xdist): most tests wait on real
+# processes, so two workers on two cores roughly halve the wall time. Tests that need a
+# Spark session share one worker (tests/conftest.py puts them in one xdist group, so one JVM).
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: all test lint fast demo soak bench prove explore clean java venv nemesis mutants
 
@@ -50,7 +55,7 @@ lint: $(STAMP) $(MYPY_LINKS)
 	@echo "lint: clean"
 
 test: lint $(JAVA_STAMP)
-	$(BIN)/pytest -q -m "not slow" $(PYTEST_FLAGS)
+	$(BIN)/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)
 
 fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow and not spark" -x $(PYTEST_FLAGS)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -32,3 +33,17 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), whole modules go to one worker, Spark to one.
+
+    ``--dist loadgroup`` sends the tests of one ``xdist_group`` to the same worker. Each module
+    is a group, so a module-scoped fixture (a cluster of real processes) starts once, not once
+    per worker; every Spark test is in one group, so the session-scoped Spark session
+    (tests/trace/conftest.py) starts one JVM. Without xdist the marker is inert.
+    """
+    for item in items:
+        spark = item.get_closest_marker("spark") is not None
+        group = "spark" if spark else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
