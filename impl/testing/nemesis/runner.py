@@ -46,6 +46,7 @@ from revivify.impl.client import ClientOptions, open_table_client, open_tablet_c
 from revivify.impl.client.master import master_call
 from revivify.impl.faultfile import POLL_SECONDS
 from revivify.impl.master import api as master_api
+from revivify.impl.rpc.backoff import Backoff
 
 from . import schedule as sched
 from .cluster import Cluster
@@ -84,6 +85,17 @@ class Options:
         timeouts) every client waits out the whole 2 s on the stalled leader."""
         return 2 * self.election_timeout
 
+    @property
+    def backoff(self) -> Backoff:
+        """The workload clients' delays between attempts: the library's schedule capped at
+        half an election timeout. After a leader stalls, a new one is elected within one to
+        two election timeouts; a client whose discovery rounds found none yet must not sleep
+        the library's 0.8-1 s (sized for real clusters) past the election, or the window
+        without a successful operation grows by that sleep (a 10-minute run: election 1.27 s
+        after a leader's SIGSTOP, the first success 0.83 s after that)."""
+        return Backoff(initial=0.05, max=self.election_timeout / 2, multiplier=2.0,
+                       jitter=0.5)
+
 
 class Run:
     def __init__(self, options: Options, cluster: Cluster) -> None:
@@ -108,7 +120,8 @@ class Run:
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(max_attempts=10_000, deadline=self.profile.op_deadline,
-                             call_timeout=self.options.call_timeout)
+                             call_timeout=self.options.call_timeout,
+                             backoff=self.options.backoff)
 
     def open_rows(self, rng: random.Random) -> Any:
         if self.cluster.masters is not None:
