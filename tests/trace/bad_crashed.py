@@ -30,12 +30,13 @@ from collections.abc import Callable
 from typing import Any
 
 from revivify.checker.walks import Recorder
-from revivify.spec.system import default_spec
 
 try:  # imported as tests.trace.bad_crashed, or run as a script
     from .bad_catalog import WHOLE, History, create_table
+    from .bad_v3 import append, new
 except ImportError:
     from bad_catalog import WHOLE, History, create_table  # type: ignore[no-redef]
+    from bad_v3 import append, new  # type: ignore[no-redef]
 
 Line = dict[str, Any]
 # A bad case: the history, the line it must be rejected at, file names to leave out.
@@ -60,22 +61,6 @@ def legal(name: str, what: str, shows: list[str], node: int) -> Callable[[Legal]
         LEGAL[name] = (build, what, shows, node)
         return build
     return add
-
-
-def new(seed: int) -> Recorder:
-    return Recorder.new(default_spec(3), seed, created=True)
-
-
-def append(r: Recorder, i: int, first: int, terms: list[list[int]], prev: int,
-           check: bool = False) -> Line:
-    """Server i appends a batch from ``first`` whose entries have these terms (run-length
-    encoded), after an entry of term ``prev``: a version-3 log_append."""
-    count = sum(c for _, c in terms)
-    line = r.step(i, "log_append", check=check, first_index=first, op_term=terms[-1][0],
-                  op_index=first + count - 1)
-    line["args"]["prev_term"] = prev
-    line["args"]["terms"] = terms
-    return line
 
 
 def file_name(r: Recorder, i: int, inc: int = 1) -> str:
