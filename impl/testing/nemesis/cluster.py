@@ -174,6 +174,33 @@ class Cluster:
             return ("DOWN", "", 0)
         return (info.state, info.role, info.term)
 
+    async def caught_up(self, tablet_id: str) -> bool:
+        """Every replica RUNNING, one LEADER, and every replica's log reaching the leader's
+        commit index: healthy enough that the next single fault leaves a working majority
+        (a replica just copied back or restarted is RUNNING before it has caught up)."""
+        infos: list[api.ReplicaInfo | None] = [None] * len(self.servers)
+
+        async def one(i: int) -> None:
+            if not self.servers[i].running or i in self.paused:
+                return
+            try:
+                infos[i] = await self.call(i, api.ADMIN_CONSENSUS_STATE,
+                                           api.TabletRef(tablet_id), api.ReplicaInfo)
+            except (api.TabletNotRunning, api.TabletNotFound, RpcError, OSError,
+                    trio.TooSlowError):
+                return
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self.servers)):
+                nursery.start_soon(one, i)
+        if any(x is None or x.state != "RUNNING" for x in infos):
+            return False
+        leaders = [x for x in infos if x is not None and x.role == "LEADER"]
+        if len(leaders) != 1:
+            return False
+        commit = leaders[0].commit_index
+        return all(x is not None and x.last_opid[1] >= commit for x in infos)
+
     async def states(self, tablet_id: str) -> list[tuple[str, str, int]]:
         out: list[Any] = [None] * len(self.servers)
 
