@@ -84,6 +84,11 @@ class MasterCluster:
                                 masters=self.addresses, trace_dir=self.trace_dir,
                                 threads=False, seed=self.rng.randrange(1 << 30),
                                 **self.master_options)  # type: ignore[arg-type]
+        return await self.serve_master(m, options)
+
+    async def serve_master(self, m: SimMaster, options: MasterOptions) -> MasterServer:
+        """Run ``m`` with ``options`` in the cluster's nursery, on its disk and host; it
+        serves when this returns (start_master's options, or a test's own: a joiner)."""
         started = trio.Event()
         m.done = trio.Event()
         m.scope = trio.CancelScope()

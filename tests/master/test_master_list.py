@@ -13,13 +13,12 @@ import functools
 import random
 from pathlib import Path
 
-import trio
 from test_master_sim import live_servers, run, until
 
 from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
 from revivify.impl.master.messages import Heartbeat, HeartbeatResponse
-from revivify.impl.master.server import MasterOptions, MasterServer, open_master
+from revivify.impl.master.server import MasterOptions, MasterServer
 from revivify.impl.rpc import RpcError
 from revivify.impl.testing.cluster import PORT
 from revivify.impl.testing.mastercluster import MasterCluster, SimMaster
@@ -77,26 +76,7 @@ async def start_joiner(c: MasterCluster, i: int) -> MasterServer:
     options = MasterOptions(fs_root=f"/srv/{m.host}", rpc_host=m.host, rpc_port=PORT,
                             masters=addresses, trace_dir=c.trace_dir, threads=False,
                             seed=random.Random(i).randrange(1 << 30), join=True)
-    started = trio.Event()
-    m.done, m.scope = trio.Event(), trio.CancelScope()
-
-    async def serve() -> None:
-        assert m.scope is not None and m.done is not None
-        try:
-            with m.scope:
-                async with open_master(options, disk=m.disk,
-                                       network=c.net.host(m.host)) as master:
-                    m.master = master
-                    started.set()
-                    await trio.sleep_forever()
-        finally:
-            m.master = None
-            m.done.set()
-
-    c.nursery.start_soon(serve)
-    await started.wait()
-    assert m.master is not None
-    return m.master
+    return await c.serve_master(m, options)
 
 
 async def add_master(c: MasterCluster, leader: int, i: int) -> None:
