@@ -1,6 +1,7 @@
 """Benchmarks of the spec tools: the z3 proofs, the exhaustive explorer, the Hypothesis machine.
 
-    python bench/spec.py [--before REV] [--prefix N] [--only explorer]
+    python bench/spec.py [--before REV] [--prefix N] [--profile-states N]
+                         [--only explorer|profile]
 
 Each measurement is a function returning rows (name, value, unit, target); ``main`` runs
 them all and prints one table with each value's ratio to its target (seconds: lower is
@@ -17,19 +18,28 @@ wall time (other engineers' jobs share the cores: CPU time is the fairer rate). 
 prints its states and transitions: equal counts say the revisions explored the same
 prefix (a revision whose spec differs explores a different one; its rate is then only
 indicative).
+
+What bounds the explorer (``--only profile``): the default bounds again under cProfile,
+the time split by part (the search loop's own bytecode, canonicalisation, invariant
+verdicts, the explorer's caches, the spec's code on cache misses; C built-ins charged to
+their callers) with the work per state (transitions, canonicalisations, dict look-ups).
+No part dominates: the rate is bounded by the interpreter across all of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -57,6 +67,7 @@ def proof_rows() -> list[Row]:
 # (8194ed8): the "befores" of the explorer rows.
 BEFORE: str = "dd1c6a5,8194ed8"
 PREFIX: int = 300_000
+PROFILE_STATES: int = 0  # the profile's states (0: the default bounds to the end)
 ROOT = Path(__file__).resolve().parent.parent
 
 # One explorer run in a fresh process: the first PREFIX states of the default bounds (0: all).
@@ -151,6 +162,68 @@ def explorer_rows() -> list[Row]:
     ]
 
 
+# Where the explorer's time goes, by part: (label, test on a profiled function's file and
+# name). The first match wins; C built-ins (dict.get, len, min) are charged to the part
+# that called them, in proportion to the time each caller spent in them.
+_PARTS: list[tuple[str, Callable[[str, str], bool]]] = [
+    ("the search loop's own bytecode (search.py)", lambda f, n: f.endswith("search.py")),
+    ("canonicalisation (symmetry: min over 3! relabelings)",
+     lambda f, n: n == "canon" or f.endswith("symmetry.py")),
+    ("invariant verdicts (checks.py and compiled invariants)",
+     lambda f, n: f.endswith("checks.py") or "invariant" in f),
+    ("spec on cache misses (guards, effects, enumerators; compiled and interpreted)",
+     lambda f, n: f.startswith("<compiled") or "/spec/" in f or "/attr/" in f),
+    ("the explorer's caches (engine.py, moves.py, probes.py: keys, look-ups, misses)",
+     lambda f, n: "/explore/" in f),
+]
+
+
+def _part_of(file: str, name: str) -> str:
+    for label, test in _PARTS:
+        if test(file, name):
+            return label
+    return "other (z3 compilation of the spec, start-up)"
+
+
+def explorer_profile_rows() -> list[Row]:
+    """What bounds the explorer: the default bounds (or their first PROFILE_STATES
+    states) under cProfile, the time by part (the profiler's overhead inflates function
+    calls, so the shares, not the absolute figures, are the evidence), and the work per
+    state."""
+    spec = default_spec(DEFAULT_SERVERS)
+    prof = cProfile.Profile()
+    prof.enable()
+    r = explore(spec, DEFAULT_BOUNDS, max_states=PROFILE_STATES or None)
+    prof.disable()
+    stats: dict[Any, Any] = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    spent: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for (file, _line, name), (_cc, nc, tt, _ct, callers) in stats.items():
+        calls[name] = calls.get(name, 0) + nc
+        if file != "~":
+            part = _part_of(file, name)
+            spent[part] = spent.get(part, 0.0) + tt
+            continue
+        total = sum(c[2] for c in callers.values()) or 1.0
+        for (cfile, _cl, cname), c in callers.items():
+            part = _part_of(cfile, cname)
+            spent[part] = spent.get(part, 0.0) + tt * c[2] / total
+    states = r.distinct_states
+    whole = sum(spent.values())
+    rows: list[Row] = [
+        (f"explorer profile ({states:,} states): transitions per state",
+         r.transitions / states, "per state", None),
+        ("explorer profile: canonicalisations per state", calls.get("canon", 0) / states,
+         "per state", None),
+        ("explorer profile: dict look-ups (get) per state", calls.get("<method 'get' of "
+                                                                     "'dict' objects>", 0)
+         / states, "per state", None),
+    ]
+    for part, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        rows.append((f"explorer profile: {part}, share", 100 * seconds / whole, "%", None))
+    return rows
+
+
 def hypothesis_rows() -> list[Row]:
     """Steps per second of the Hypothesis machine over the real spec (deterministic)."""
     base = make_machine(default_spec(), MACHINE_BOUNDS)
@@ -170,23 +243,29 @@ def hypothesis_rows() -> list[Row]:
 
 
 MEASUREMENTS: list[Callable[[], list[Row]]] = [proof_rows, explorer_before_after_rows,
-                                                explorer_rows, hypothesis_rows]
+                                                explorer_rows, explorer_profile_rows,
+                                                hypothesis_rows]
 
 
 def main() -> int:
-    global BEFORE, PREFIX
+    global BEFORE, PREFIX, PROFILE_STATES
     ap = argparse.ArgumentParser(description="benchmarks of the spec tools")
     ap.add_argument("--before", default=BEFORE,
                     help=f"the git revisions of the explorer's befores, comma-separated "
                          f"(default {BEFORE})")
     ap.add_argument("--prefix", type=int, default=PREFIX,
                     help=f"states of the before/after comparison (default {PREFIX:,})")
-    ap.add_argument("--only", choices=["explorer"], help="the explorer rows only")
+    ap.add_argument("--profile-states", type=int, default=PROFILE_STATES,
+                    help="states of the profile (default 0: the default bounds to the end)")
+    ap.add_argument("--only", choices=["explorer", "profile"],
+                    help="the explorer rows only, or its profile only")
     a = ap.parse_args()
-    BEFORE, PREFIX = a.before, a.prefix
+    BEFORE, PREFIX, PROFILE_STATES = a.before, a.prefix, a.profile_states
     measures = MEASUREMENTS
     if a.only == "explorer":
-        measures = [explorer_before_after_rows, explorer_rows]
+        measures = [explorer_before_after_rows, explorer_rows, explorer_profile_rows]
+    elif a.only == "profile":
+        measures = [explorer_profile_rows]
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     rows: list[Row] = []
