@@ -56,18 +56,21 @@ checked before that (and the delete waits for it to end) or after (and finds the
 DELETED: moot). So, from one master, no CreateTablet that was answered can follow the
 DeleteTablet of the same replica.
 
-What remains, and why it is left to the report path:
+What remains, and the tablet server's guard:
   * an attempt that TIMED OUT may still be delivered later (a slow network buffers it);
   * a deposed leader master that has not yet learnt it lost its term passes (1) on its
     stale snapshot for up to one gate tick plus an election timeout.
-Both need a late CreateTablet to overtake a DeleteTablet DELETED that was sent later, by a
-real network. Closing them needs the tablet server's help: a CreateTablet carrying the
-releasing master's term, refused below the highest master term the server has seen (a
-deposed master's term is older than the deleting leader's), or a durable record of the ids
-a server deleted. Both change the tablet server's interface and durable state
-(impl/tserver/api.py, the spec's DOES_NOT_EXIST), so they are not done here; a replica
-recreated that way is of a table the catalog holds REMOVED, and the report processor asks
-the server to delete it again.
+Both need a late CreateTablet to overtake a DeleteTablet DELETED that was sent later. The
+tablet server closes them: every CreateTablet a master sends carries its term
+(``master_term``), and a server refuses a master's create of a tablet it deleted with mode
+DELETED (TabletDeleted, which the shell counts as moot): a tablet id is never reused and
+nothing is undeleted, so such a create is always a late copy. The server remembers those
+ids in memory (impl/tserver/manager/core.py ``LifecycleCore.deleted``): a request in
+flight dies with its connection when the server's process exits, so what is left is a
+deposed master's retry on a new connection to a server restarted inside that master's
+window of one gate tick plus an election timeout. A replica recreated that way is of a
+table the catalog holds REMOVED, and the report processor asks the server to delete it
+again.
 """
 
 from __future__ import annotations

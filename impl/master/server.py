@@ -59,7 +59,9 @@ after the DeleteTablet DELETED of its table would recreate the deleted replica a
 a DeleteTablet waits for a CreateTablet attempt to the same replica that is on the wire;
 what is lost then (or with a dead master) is re-driven by reports and by the background
 task. An answer that makes a call moot counts as done:
-TabletAlreadyExists for CreateTablet, TabletNotFound for DeleteTablet, a refused CAS,
+TabletAlreadyExists and TabletDeleted for CreateTablet (every create carries the releasing
+term, ``master_term``: a tablet server refuses a master's create for a tablet it deleted
+with mode DELETED), TabletNotFound for DeleteTablet, a refused CAS,
 InvalidArgument, UnknownMethod (a tablet server older than Admin.AlterSchema).
 
 Background (the ready leader, every ``background_seconds``): CreateTablet nudges to every
@@ -561,11 +563,15 @@ class MasterServer:
                     wanted = self._still_wanted(call, term)
                     if not wanted:
                         return wanted is False  # moot: done; not now: retry later
-                    await client.call(call.method, call.body, _RESPONSE_OF[call.method])
+                    # A create carries the releasing term: the server refuses it for a
+                    # tablet it deleted (TabletDeleted: a late copy, moot).
+                    body = (msgspec.structs.replace(call.body, master_term=term)
+                            if isinstance(call.body, ts_api.CreateTablet) else call.body)
+                    await client.call(call.method, body, _RESPONSE_OF[call.method])
             logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
                         call.tablet_id, call.why)
             return True
-        except (ts_api.TabletAlreadyExists, ts_api.ConfigChangeRefused,
+        except (ts_api.TabletAlreadyExists, ts_api.TabletDeleted, ts_api.ConfigChangeRefused,
                 ts_api.InvalidArgument, UnknownMethod) as exc:
             logger.info("%s to %s for %s: moot: %s", call.method, call.dest, call.tablet_id,
                         exc)

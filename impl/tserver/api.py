@@ -9,7 +9,7 @@ Methods
 -------
     Raft.Message          RaftMessages(tablet_id, messages)   -> Ack
     Admin.Status          Empty                               -> ServerStatus
-    Admin.CreateTablet    CreateTablet(tablet_id, peers)      -> TabletCreated
+    Admin.CreateTablet    CreateTablet(tablet_id, peers, master_term) -> TabletCreated
     Admin.ConsensusState  TabletRef(tablet_id)                -> ReplicaInfo
     Admin.StepDown        StepDown(tablet_id, new_leader)     -> Ack
     Admin.ChangeConfig    ChangeConfig(tablet_id, change, cas_config_index) -> ConfigChanged
@@ -25,6 +25,8 @@ Methods
 Errors (AppError subclasses; the client library registers them all, see ``APP_ERRORS``):
 NotLeader(leader_uuid, leader_address, term), TabletNotFound(tablet_id),
 TabletNotRunning(tablet_id, state, reason), TabletAlreadyExists(tablet_id),
+TabletDeleted(tablet_id) (a master's CreateTablet for a tablet this server process deleted
+with mode DELETED: a late copy of a create sent before the delete),
 ConfigChangeRefused(reason, detail, committed_index), InvalidArgument(detail),
 CopyRefused(reason, detail) (StartTabletCopy refused: ALREADY_IN_PROGRESS, ILLEGAL_STATE,
 STALE_TERM, OPID_MISMATCH, or THROTTLED: the server's copy pool is full, ask again later),
@@ -76,8 +78,14 @@ class TabletRef(msgspec.Struct, frozen=True):
 
 
 class CreateTablet(msgspec.Struct, frozen=True):
+    """Create a replica. ``master_term``: the term of the leader master that sent it (None:
+    an operator's create). A master's create of a tablet this server process fully deleted
+    (mode DELETED) is refused with TabletDeleted: a tablet id is never reused, so such a
+    create is a late copy of one sent before the delete."""
+
     tablet_id: str
     peers: list[Peer]
+    master_term: int | None = None
 
 
 class TabletCreated(msgspec.Struct, frozen=True):
@@ -259,6 +267,20 @@ class TabletAlreadyExists(AppError):
         self.tablet_id = tablet_id
 
 
+class TabletDeleted(AppError):
+    """A master's CreateTablet for a tablet this server deleted for good (mode DELETED):
+    stale, since nothing is undeleted and a tablet id is never reused."""
+
+    code = "tserver.tablet_deleted"
+    fields = ("tablet_id",)
+
+    def __init__(self, tablet_id: str) -> None:
+        super().__init__(f"tablet {tablet_id} was deleted from this server (mode DELETED); "
+                         "a master's CreateTablet for it is stale: a tablet id is never "
+                         "reused")
+        self.tablet_id = tablet_id
+
+
 class ConfigChangeRefused(AppError):
     code = "tserver.config_change_refused"
     fields = ("reason", "detail", "committed_index")
@@ -303,7 +325,7 @@ class CopyRefused(AppError):
 
 APP_ERRORS: Final[tuple[type[AppError], ...]] = (
     NotLeader, TabletNotFound, TabletNotRunning, TabletAlreadyExists, ConfigChangeRefused,
-    InvalidArgument, OperationAborted, CopyRefused,
+    InvalidArgument, OperationAborted, CopyRefused, TabletDeleted,
 )
 
 __all__ = [
@@ -345,6 +367,7 @@ __all__ = [
     "StepDown",
     "TabletAlreadyExists",
     "TabletCreated",
+    "TabletDeleted",
     "TabletNotFound",
     "TabletNotRunning",
     "TabletRef",

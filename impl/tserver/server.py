@@ -467,7 +467,8 @@ class TabletServer:
                 raise api.InvalidArgument(str(exc)) from None
         config = Config(0, tuple(req.peers))
         cmeta = ConsensusMeta(req.tablet_id, 0, None, config_to_storage(config))
-        await self.tablets.create(req.tablet_id, cmeta, sorted(config.voters()))
+        await self.tablets.create(req.tablet_id, cmeta, sorted(config.voters()),
+                                  from_master=req.master_term is not None)
         return api.TabletCreated(req.tablet_id)
 
     async def on_delete_tablet(self, req: api.DeleteTablet, ctx: CallContext) -> api.Ack:

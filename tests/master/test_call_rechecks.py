@@ -237,3 +237,39 @@ class TestWritersLocations:
     def test_a_running_tablet_has_its_locations(self) -> None:
         (located,) = self._locations(_running(_created()[0]), True).tablets
         assert located.state is TabletState.RUNNING and len(located.replicas) == 3
+
+
+class TestCreateCarriesTheTerm:
+    """A CreateTablet goes out with the releasing term (``master_term``), and the tablet
+    server's TabletDeleted (a late create of a tablet it deleted for good) is moot."""
+
+    def test_a_create_carries_the_term_and_tablet_deleted_is_moot(
+            self, monkeypatch: Any) -> None:
+        catalog, calls = _created()
+        master = _master(catalog, term=4)
+        master.ts = cast(Any, SimpleNamespace(tracer=master.ts.tracer, network=None,
+                                              uuid="master-1"))
+        sent: list[Any] = []
+
+        class FakeClient:
+            async def __aenter__(self) -> FakeClient:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            async def call(self, method: str, body: Any, response: type) -> Any:
+                sent.append(body)
+                raise ts_api.TabletDeleted(body.tablet_id)
+
+        monkeypatch.setattr("revivify.impl.master.server.open_rpc_client",
+                            lambda *a, **k: FakeClient())
+
+        async def scenario() -> None:
+            assert await master._try_call(calls[0], "127.0.0.1:7050", 4) is True
+
+        _run(scenario)
+        (body,) = sent
+        assert isinstance(body, ts_api.CreateTablet) and body.master_term == 4
+        assert body.tablet_id == calls[0].tablet_id
+        assert calls[0].body.master_term is None  # the planned call itself is unchanged

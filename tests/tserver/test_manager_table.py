@@ -106,7 +106,7 @@ def inputs(state: State) -> list[Any]:
         Register(Durable(Sb.READY)), *cases,
         ReplicaStarted(FakeReplica(READY), READY, ("a", "b")),
         ReplicaStartFailed("WAL: torn", attrs.evolve(READY, wal=Wal.DAMAGED)),
-        ReplicaFailed("EIO"), Create(), CreateFailed("disk full"),
+        ReplicaFailed("EIO"), Create(), Create(from_master=True), CreateFailed("disk full"),
         Delete(Mode.TOMBSTONE), Delete(Mode.DELETED), Delete(Mode.TOMBSTONE, 1),
         Stopped(READY),
         StartCopy("leader", 5, "src", Sb.DELETED, None, NOTHING),

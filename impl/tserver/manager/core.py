@@ -288,7 +288,10 @@ class ReplicaFailed:
 
 @attrs.frozen
 class Create:
-    pass
+    """CreateTablet. ``from_master``: sent by a master (refused for a tablet this process
+    deleted with mode DELETED, see ``LifecycleCore.deleted``), not by an operator."""
+
+    from_master: bool = False
 
 
 @attrs.frozen
@@ -450,6 +453,10 @@ def _in_progress(tablet_id: str) -> AppError:
 
 # ------------------------------------------------------------------------------ the core
 
+# How many fully deleted tablet ids a server remembers (``LifecycleCore.deleted``): about
+# 100 bytes each.
+DELETED_MEMORY: Final = 65_536
+
 
 Handler = Callable[["LifecycleCore", Slot, Input], Batch]
 
@@ -457,10 +464,21 @@ Handler = Callable[["LifecycleCore", Slot, Input], Batch]
 class LifecycleCore:
     """Every tablet's slot on one server, and the one table that moves them."""
 
-    def __init__(self, *, max_concurrent_copies: int = 4) -> None:
-        assert max_concurrent_copies >= 1
+    def __init__(self, *, max_concurrent_copies: int = 4,
+                 deleted_memory: int = DELETED_MEMORY) -> None:
+        assert max_concurrent_copies >= 1 and deleted_memory >= 1
         self.slots: dict[str, Slot] = {}
         self.max_concurrent_copies = max_concurrent_copies
+        # The tablets this process deleted with mode DELETED, oldest first (at most
+        # ``deleted_memory``). A master's CreateTablet for one of them is a late copy of a
+        # create sent before the delete (an attempt that timed out and was delivered
+        # later, or one from a deposed leader that did not know yet): nothing is undeleted
+        # and a tablet id is never reused, so it is refused (TabletDeleted) instead of
+        # making the tablet afresh at term 0. Kept in memory only: a late request dies with
+        # the connection it came on when this process exits, and a master retries only
+        # while its committed catalog still calls for the create (impl/master/calls.py).
+        self.deleted: dict[str, None] = {}
+        self.deleted_memory = deleted_memory
 
     # ---------------------------------------------------------------- queries
 
@@ -565,6 +583,10 @@ class LifecycleCore:
     # ---------------------------------------------------------------- create
 
     def _create(self, slot: Slot, ev: Input) -> Batch:
+        assert isinstance(ev, Create)
+        if ev.from_master and slot.tablet_id in self.deleted:
+            return Batch(refusal=api.TabletDeleted(slot.tablet_id))
+        self.deleted.pop(slot.tablet_id, None)  # an operator made it again, on purpose
         slot.state = Creating()
         return EMPTY
 
@@ -598,7 +620,7 @@ class LifecycleCore:
             if ev.mode is Mode.TOMBSTONE:
                 return EMPTY  # a tombstone is not deleted again: nothing written
             effects, _ = _full_delete_steps(st.durable)
-            slot.state = ABSENT
+            self._gone(slot)
             return Batch((Volatile.STOP_VOTER, *effects))
         assert isinstance(st, Running | Failed), st
         durable = st.replica.durable() if isinstance(st, Running) else st.durable
@@ -608,6 +630,13 @@ class LifecycleCore:
         slot.state = Deleting(ev.mode, durable)
         # Step 1 (volatile): the replica stops; Stopped brings its WAL's last OpId.
         return Batch((Volatile.STOP_REPLICA,))
+
+    def _gone(self, slot: Slot) -> None:
+        """A DeleteTablet DELETED took the tablet away for good: ABSENT, and remembered."""
+        slot.state = ABSENT
+        self.deleted[slot.tablet_id] = None
+        while len(self.deleted) > self.deleted_memory:
+            del self.deleted[next(iter(self.deleted))]  # the oldest first
 
     def _stopped(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, Stopped)
@@ -619,7 +648,7 @@ class LifecycleCore:
                 slot.state = Tombstoned(after)
                 return Batch((shutdown, *effects, Volatile.START_VOTER))
             more, _ = _full_delete_steps(after)
-            slot.state = ABSENT
+            self._gone(slot)
             return Batch((shutdown, *effects, *more))
         # A copy replacing a READY replica: tombstoned first, no voter (the copy's merged
         # cmeta starts one), then the download.
@@ -822,6 +851,7 @@ PROTOCOL_ERRORS: Final = frozenset(k for k, h in TRANSITIONS.items()
 
 __all__ = [
     "ABSENT",
+    "DELETED_MEMORY",
     "EMPTY",
     "INPUT_TYPES",
     "PROTOCOL_ERRORS",

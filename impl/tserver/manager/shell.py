@@ -369,10 +369,12 @@ class TabletManager:
 
     # ---------------------------------------------------------------- replicas
 
-    async def create(self, tablet_id: str, cmeta: ConsensusMeta, voters: list[str]) -> None:
+    async def create(self, tablet_id: str, cmeta: ConsensusMeta, voters: list[str],
+                     from_master: bool = False) -> None:
         """CreateTablet: cmeta, then the WAL directory, then the superblock (the commit
-        point); refused when the tablet exists here in any state."""
-        await self.apply(tablet_id, Create())
+        point); refused when the tablet exists here in any state, and a master's when this
+        process deleted it with mode DELETED (``LifecycleCore.deleted``)."""
+        await self.apply(tablet_id, Create(from_master))
         try:
             if await self.host.blocking(self.host.metadata.load_superblock,
                                         tablet_id) is not None:
