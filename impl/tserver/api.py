@@ -7,7 +7,7 @@ is refused with WrongServerUuid before any handler runs).
 
 Methods
 -------
-    Raft.Message          RaftMessages(tablet_id, messages)   -> Ack
+    Raft.Message          RaftMessages(tablet_id, messages, src_address) -> Ack
     Admin.Status          Empty                               -> ServerStatus
     Admin.CreateTablet    CreateTablet(tablet_id, peers, master_term) -> TabletCreated
     Admin.ConsensusState  TabletRef(tablet_id)                -> ReplicaInfo
@@ -69,8 +69,14 @@ class Empty(msgspec.Struct, frozen=True):
 
 
 class RaftMessages(msgspec.Struct, frozen=True):
+    """Raft messages for one tablet, pushed one way (answers come back as pushes of their
+    own). ``src_address``: where the sending server listens (empty from older senders), so
+    a receiver can answer a sender it knows from no config: a tombstone's config predates
+    a leader that joined since, and a tombstone appends nothing that would tell it."""
+
     tablet_id: str
     messages: list[Message]
+    src_address: str = ""
 
 
 class TabletRef(msgspec.Struct, frozen=True):

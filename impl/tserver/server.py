@@ -157,6 +157,8 @@ def split_for_calls(messages: list[Message], limit: int) -> list[list[Message]]:
 
 # Between reconnections to a peer: 50 ms doubling to 1 s (no jitter: one sender per peer,
 # and Raft's own timers already differ per server).
+# How many Raft senders' addresses a server keeps (``TabletServer._heard_from``).
+MAX_HEARD_AT: Final = 4096
 PEER_RECONNECT: Final = Backoff(initial=0.05, max=1.0, multiplier=2.0, jitter=0)
 
 
@@ -192,7 +194,8 @@ class PeerSender:
             parts = split_for_calls(messages, RAFT_CALL_BYTES)
             while parts:
                 try:
-                    client.cast_nowait(api.RAFT_MESSAGE, api.RaftMessages(tablet_id, parts[0]))
+                    client.cast_nowait(api.RAFT_MESSAGE, api.RaftMessages(
+                        tablet_id, parts[0], self.server.address))
                 except trio.WouldBlock:
                     break  # the connection's queue is full: the task waits for room
                 except FrameTooLarge as exc:
@@ -262,7 +265,8 @@ class PeerSender:
             for tablet_id, messages in grouped.items():
                 for part in split_for_calls(messages, RAFT_CALL_BYTES):
                     try:
-                        await client.cast(api.RAFT_MESSAGE, api.RaftMessages(tablet_id, part))
+                        await client.cast(api.RAFT_MESSAGE, api.RaftMessages(
+                            tablet_id, part, self.server.address))
                     except FrameTooLarge as exc:
                         self._too_large(exc)
             self.draining = False
@@ -292,6 +296,8 @@ class TabletServer:
         # Schema versions recorded by Admin.AlterSchema (schema.py: a file per tablet).
         self.schemas = SchemaVersions(self.layout, disk)
         self.peers: dict[str, PeerSender] = {}
+        # Where Raft senders said they listen, by UUID (``_heard_from``), oldest first.
+        self._heard_at: dict[str, str] = {}
         self.heartbeats: HeartbeatPool | None = None  # the heartbeaters, if --masters
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
@@ -398,8 +404,24 @@ class TabletServer:
             p = r.core.active_config.peer(uuid)
             if p is not None:
                 return p.address
+        learned = self._heard_at.get(uuid)
+        if learned is not None:
+            return learned
         sender = self.peers.get(uuid)
         return sender.address if sender else None
+
+    def _heard_from(self, uuid: str, address: str) -> None:
+        """A Raft message's sender said where it listens (``RaftMessages.src_address``):
+        kept so that an answer can reach a sender no config here names (a tombstone's
+        config predates a leader that joined since: without it the tombstone's answers
+        were dropped, the leader never learnt the replica needs a copy, and a NON_VOTER
+        added there waited forever). Bounded: the oldest goes first."""
+        if self._heard_at.get(uuid) == address:
+            return
+        self._heard_at.pop(uuid, None)
+        self._heard_at[uuid] = address
+        while len(self._heard_at) > MAX_HEARD_AT:
+            del self._heard_at[next(iter(self._heard_at))]
 
     # ------------------------------------------------------------------ RPC handlers
 
@@ -416,6 +438,13 @@ class TabletServer:
         for m in req.messages:
             if m.src != ctx.src_uuid:
                 raise api.InvalidArgument(f"message from {m.src} sent by {ctx.src_uuid}")
+        if req.src_address:
+            try:
+                parse_address(req.src_address)
+            except ValueError as exc:
+                raise api.InvalidArgument(f"bad src_address {req.src_address!r}: "
+                                          f"{exc}") from None
+            self._heard_from(ctx.src_uuid, req.src_address)
         voter = self.tablets.voters.get(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))

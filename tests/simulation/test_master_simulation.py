@@ -474,3 +474,32 @@ CREATE_AFTER_DELETE: list[MasterStep] = [
     DeleteTable(table=0), IsolateTserver(server=2), RestartTserver(server=2),
     DeleteTable(table=3),
 ]
+
+
+# Found by the long profile (seed 5337, 30 steps; the failing example Hypothesis printed):
+# tablet tb0's replica on server 4e8238... is tombstoned while that server is cut off, so
+# its config (index 0) never names de1789..., which joins the tablet meanwhile and later
+# leads it in term 3. The policy adds the tombstone back as a NON_VOTER (promote); the
+# leader's AppendRequests reach it (it learns term 3), but its TOMBSTONED answers go
+# nowhere: a push is answered by a push, and the tombstone knew no address for a sender its
+# config does not name. The leader's progress for it stays PROBE with a probe out, never
+# NEEDS_COPY, so no tablet copy is asked, and the tablet keeps three VOTERs and a NON_VOTER
+# past the 240 s heal ("the cluster did not heal itself"). Fixed by every Raft push naming
+# where its sender listens (impl/tserver/api.py RaftMessages.src_address). Reproduces only
+# with Hypothesis imported (trio then orders each batch of runnable tasks its own way: see
+# impl/testing/simulation.py), as in this module.
+TOMBSTONE_UNKNOWN_LEADER: list[MasterStep] = [
+    CreateTable(tablets=1), IsolateTserver(server=2), IsolateMaster(master=0),
+    CrashTserverAtStep(server=2, after=10, table=3), RestartTserver(server=0),
+    RestartTserver(server=3), Heal(), CrashMasterAtStep(master=0, after=3, table=0,
+                                                          leader=False),
+    CrashMaster(master=2, leader=True), IsolateTserver(server=0), RestartTserver(server=0),
+    AlterTable(table=0), WriteRows(table=2, rows=2), IsolateMaster(master=0),
+    RestartTserver(server=0), CrashTserverAtStep(server=3, after=12, table=3),
+    RestartMaster(master=0), RestartMaster(master=1), Heal(), RestartTserver(server=2),
+    AlterTable(table=0), RestartMaster(master=0), CrashTserverAtStep(server=1, after=7,
+                                                                     table=0),
+    IsolateTserver(server=2), WriteRows(table=0, rows=1), Wait(seconds=1.0),
+    RestartTserver(server=3), RestartMaster(master=2), AlterTable(table=3),
+    Wait(seconds=15.0),
+]
