@@ -36,7 +36,10 @@ The other sources of nondeterminism and what is done about each:
   batch by task creation order before shuffling and registers that Random with
   Hypothesis, which reseeds it for every example; without Hypothesis the batch is reversed
   at random from the same Random. Either way it is a function of that Random's state, so
-  ``Simulation`` seeds it from the simulation's seed when its run starts. ``random.seed``
+  ``Simulation`` seeds it from the simulation's seed when its run starts. The two orders
+  differ, so a replay outside pytest must import Hypothesis first (before trio runs) to
+  see what the Hypothesis machine saw: seed 5337's stuck NON_VOTER (tests/simulation)
+  reproduced only so. ``random.seed``
   (the global Random) plays no part: trio does not use it.
 * server UUIDs (``uuid.uuid4`` at format time) and data-block ids (``secrets.token_hex``)
   come from the OS: ``deterministic_ids`` swaps the two module references the servers use
