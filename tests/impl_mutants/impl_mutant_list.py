@@ -259,6 +259,26 @@ def torn_tail_is_corruption(p: Patcher) -> None:
     p.setattr(wal, "_verify_log", _verify_log)
 
 
+def late_master_create_obeyed(p: Patcher) -> None:
+    from revivify.impl.tserver.manager import shell
+
+    orig = shell.TabletManager.create
+
+    async def create(self: Any, tablet_id: str, cmeta: Any, voters: list[str],
+                     from_master: bool = False) -> None:
+        # BUG: a master's create is taken for an operator's (the deleted ids not consulted).
+        await orig(self, tablet_id, cmeta, voters, False)
+    p.setattr(shell.TabletManager, "create", create)
+
+
+def tombstone_answers_lost(p: Patcher) -> None:
+    from revivify.impl.tserver import server
+
+    def _heard_from(self: Any, uuid: str, address: str) -> None:
+        return None  # BUG: where a Raft sender listens is not kept
+    p.setattr(server.TabletServer, "_heard_from", _heard_from)
+
+
 # ------------------------------------------------------------------------------ raft
 
 
@@ -402,6 +422,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "the cmeta (term, vote) is replaced without fsync",
            "trace checker (term regression after a machine crash)",
            cmeta_not_fsynced),
+    Mutant("late_master_create_obeyed",
+           "a master's CreateTablet of a tablet deleted here for good re-creates it",
+           "trace checker (term regression after the late create)",
+           late_master_create_obeyed),
+    Mutant("tombstone_answers_lost",
+           "a server keeps no address of a Raft sender its configs do not name",
+           "the tombstone added back as a NON_VOTER is never copied back (NotHealed)",
+           tombstone_answers_lost),
     Mutant("torn_tail_is_corruption",
            "WAL recovery takes a torn last batch for corruption",
            "storage crash tests / replica FAILED after a crash",

@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 from revivify.checker.local import check_paths
+from revivify.impl.consensus.messages import ConfigChange, Peer
 from revivify.impl.rpc import RpcError
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.testing.cluster import Cluster, open_cluster
@@ -327,6 +328,78 @@ async def tombstone_vote(cluster: Cluster) -> None:
     await check_reads(cluster, acked)
 
 
+async def late_master_create(cluster: Cluster) -> None:
+    """A master's CreateTablet delivered after the DeleteTablet DELETED of the same replica
+    (an attempt that timed out, or from a deposed leader master): the servers must refuse
+    it (TabletDeleted); re-created, the replica is back at term 0 after voting in term 1."""
+    await cluster.start_all()
+    peers = cluster.peers()
+    create = api.CreateTablet("t1", peers, master_term=1)
+    for i in range(3):
+        await cluster.call(i, api.ADMIN_CREATE_TABLET, create, api.TabletCreated)
+    await cluster.wait_for_leader("t1")
+    for i in range(3):
+        await cluster.call(i, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1", "DELETED"),
+                           api.Ack)
+    for i in range(3):
+        with contextlib.suppress(api.TabletDeleted):
+            await cluster.call(i, api.ADMIN_CREATE_TABLET, create, api.TabletCreated)
+
+
+async def _member_type(cluster: Cluster, i: int) -> str:
+    try:
+        return (await cluster.state(i, "t1")).member_type
+    except (RpcError, api.TabletNotFound, api.TabletNotRunning):
+        return ""
+
+
+async def _config_change(cluster: Cluster, leader: int, kind: str, peer: Peer) -> None:
+    index = (await cluster.state(leader, "t1")).config_index
+    await cluster.call(leader, api.ADMIN_CHANGE_CONFIG,
+                       api.ChangeConfig("t1", ConfigChange(kind, peer), index),
+                       api.ConfigChanged)
+
+
+async def tombstone_unknown_leader(cluster: Cluster) -> None:
+    """Four servers. Server 2 is cut off while server 3 joins the tablet, then removed and
+    tombstoned: its config never names server 3. The cut heals, server 3 leads, and server
+    2 is added back as a NON_VOTER: the leader must hear its TOMBSTONED answers (a push
+    names its sender's address) and copy it back, else it never becomes a VOTER."""
+    await cluster.start_all()
+    hosts = [s.host for s in cluster.servers]
+    await cluster.create_tablet("t1", [0, 1, 2])
+    lead = await cluster.wait_for_leader("t1")
+    if lead == 2:
+        await cluster.call(2, api.ADMIN_STEP_DOWN, api.StepDown("t1", cluster.uuids[0]),
+                           api.Ack)
+        lead = await cluster.wait_for_leader("t1", among=[0, 1])
+    cluster.net.partition([hosts[2]], [hosts[0], hosts[1], hosts[3]])
+    p2, p3 = cluster.peers([2, 3])
+    await _config_change(cluster, lead, "ADD", Peer(p3.uuid, p3.address, "NON_VOTER",
+                                                    promote=True))
+    while await _member_type(cluster, 3) != "VOTER":
+        await trio.sleep(0.2)
+    await _config_change(cluster, lead, "REMOVE", p2)
+    index = (await cluster.state(2, "t1")).config_index
+    await cluster.call(2, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1", "TOMBSTONE", index),
+                       api.Ack)
+    cluster.net.heal()
+    await cluster.call(lead, api.ADMIN_STEP_DOWN, api.StepDown("t1", cluster.uuids[3]),
+                       api.Ack)
+    while (await cluster.state(3, "t1")).role != "LEADER":
+        await trio.sleep(0.2)
+    await _config_change(cluster, 3, "ADD", Peer(p2.uuid, p2.address, "NON_VOTER",
+                                                 promote=True))
+    with trio.move_on_after(60):
+        while await _member_type(cluster, 2) != "VOTER":
+            await trio.sleep(0.2)
+        return
+    raise Found("NotHealed", "the NON_VOTER on the tombstone was never copied back")
+
+
+tombstone_unknown_leader.servers = 4  # type: ignore[attr-defined]
+
+
 SCENARIOS: tuple[Callable[[Cluster], Awaitable[None]], ...] = (
     crash_restart,
     partitioned_leader,
@@ -340,12 +413,15 @@ SCENARIOS: tuple[Callable[[Cluster], Awaitable[None]], ...] = (
     crash_in_delete("copy_merge_cmeta"),
     crash_in_delete("copy_download_wal"),
     crash_in_delete("copy_blocks_done"),
+    late_master_create,
+    tombstone_unknown_leader,
 )
 
 
 def run_scenario(scenario: Callable[[Cluster], Awaitable[None]], workdir: str | None = None,
                  seed: int = 0) -> Outcome:
-    """Run one scenario on a fresh 3-server cluster, then check its traces."""
+    """Run one scenario on a fresh cluster (3 servers, or the scenario's ``servers``),
+    then check its traces."""
     with tempfile.TemporaryDirectory(prefix="mutant-sim-", dir=workdir) as tmp:
         traces = str(Path(tmp) / "traces")
         direct: list[str] = []
@@ -353,7 +429,8 @@ def run_scenario(scenario: Callable[[Cluster], Awaitable[None]], workdir: str | 
 
         async def main() -> None:
             nonlocal detail
-            async with open_cluster(traces, 3, seed=seed) as cluster:
+            async with open_cluster(traces, getattr(scenario, "servers", 3),
+                                    seed=seed) as cluster:
                 try:
                     with trio.fail_after(BUDGET):
                         await scenario(cluster)

@@ -20,9 +20,11 @@ from impl_mutant_sim import (
     SCENARIOS,
     copy_after_leader_change,
     crash_in_delete,
+    late_master_create,
     partitioned_leader,
     run_scenario,
     stale_copy_request,
+    tombstone_unknown_leader,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -33,12 +35,15 @@ def test_mutant_names_are_unique_and_at_least_fifteen() -> None:
 
 
 # (mutant, the scenario that catches it, the finding it must produce): one per part of the
-# server (copy, Raft shell, deletion, StartTabletCopy); none of them makes its scenario hang.
+# server (copy, Raft shell, deletion, StartTabletCopy, a master's late create, a tombstone's
+# answers); none of them makes its scenario hang.
 CAUGHT = [
     ("merge_adopts_remote_vote", copy_after_leader_change, "StateMismatch"),
     ("write_acked_before_commit", partitioned_leader, "LostWrite"),
     ("deleted_superblock_not_fsynced", crash_in_delete("delete_move_wal"), "StateMismatch"),
     ("stc_ignores_caller_term", stale_copy_request, "GuardFailed"),
+    ("late_master_create_obeyed", late_master_create, "TermRegression"),
+    ("tombstone_answers_lost", tombstone_unknown_leader, "NotHealed"),
 ]
 
 
