@@ -22,7 +22,7 @@ import trio
 import trio.testing
 
 from revivify.checker.local import check_paths
-from revivify.impl.consensus.messages import ConfigChange, Peer
+from revivify.impl.consensus.messages import ChangeKind, ConfigChange, Peer
 from revivify.impl.rpc import RpcError
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.testing.cluster import Cluster, open_cluster
@@ -353,7 +353,7 @@ async def _member_type(cluster: Cluster, i: int) -> str:
         return ""
 
 
-async def _config_change(cluster: Cluster, leader: int, kind: str, peer: Peer) -> None:
+async def _config_change(cluster: Cluster, leader: int, kind: ChangeKind, peer: Peer) -> None:
     index = (await cluster.state(leader, "t1")).config_index
     await cluster.call(leader, api.ADMIN_CHANGE_CONFIG,
                        api.ChangeConfig("t1", ConfigChange(kind, peer), index),

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from revivify.checker.local import check_paths
-from revivify.impl.consensus.messages import ConfigChange, Peer
+from revivify.impl.consensus.messages import ChangeKind, ConfigChange, Peer
 from revivify.impl.rpc import RpcError
 from revivify.impl.testing.cluster import Cluster, open_cluster
 from revivify.impl.tserver import api
@@ -31,7 +31,7 @@ async def _info(cluster: Cluster, i: int) -> api.ReplicaInfo | None:
         return None
 
 
-async def _change(cluster: Cluster, leader: int, kind: str, peer: Peer) -> None:
+async def _change(cluster: Cluster, leader: int, kind: ChangeKind, peer: Peer) -> None:
     info = await cluster.state(leader, TABLET)
     await cluster.call(leader, api.ADMIN_CHANGE_CONFIG,
                        api.ChangeConfig(TABLET, ConfigChange(kind, peer), info.config_index),
