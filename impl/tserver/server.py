@@ -187,6 +187,7 @@ class PeerSender:
         self.wake = trio.Event()
         self.client: RpcClient | None = None  # while connected
         self.draining = False  # the task is sending a batch taken from the queue
+        self.scope = trio.CancelScope()  # cancelled when another sender replaces this one
 
     def push(self, tablet_id: str, messages: list[Message]) -> None:
         client = self.client
@@ -226,6 +227,10 @@ class PeerSender:
                      self.dest, self.address, exc)
 
     async def run(self) -> None:
+        with self.scope:
+            await self._run()
+
+    async def _run(self) -> None:
         host, port = parse_address(self.address)
         failures = 0  # reconnection attempts that failed in a row
         while True:
@@ -393,6 +398,10 @@ class TabletServer:
             return
         sender = self.peers.get(dest)
         if sender is None or sender.address != address:
+            if sender is not None:
+                # the peer moved (or is named another way): the old sender stops; what it
+                # still held is dropped (Raft re-sends)
+                sender.scope.cancel()
             sender = PeerSender(self, dest, address)
             self.peers[dest] = sender
             assert self._nursery is not None

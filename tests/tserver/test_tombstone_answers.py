@@ -122,3 +122,26 @@ def test_a_bad_sender_address_is_refused_and_the_server_runs_on(tmp_path) -> Non
             assert (await cluster.state(0, TABLET)).state == "RUNNING"
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_a_peer_named_another_way_gets_one_sender_the_old_one_stops(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A config and a push may name one peer's address differently (an operator's
+    ``--peers`` against the address the server advertises): each change of address replaces
+    the sender, and the one replaced stops (no task reconnecting forever to the old one)."""
+    async def main() -> None:
+        async with open_cluster(str(tmp_path / "traces"), 2) as cluster:
+            await cluster.start_all()
+            ts = cluster.servers[0].server
+            assert ts is not None
+            dest = cluster.uuids[1]
+            senders = []
+            for address in (cluster.address(1), "elsewhere:7050", cluster.address(1)):
+                ts._heard_at[dest] = address
+                ts.send(dest, "no-such-tablet", [])
+                senders.append(ts.peers[dest])
+                await trio.sleep(0.5)
+            assert len({id(s) for s in senders}) == 3
+            assert all(s.scope.cancelled_caught for s in senders[:2])
+            assert not senders[2].scope.cancel_called
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
