@@ -155,10 +155,10 @@ def split_for_calls(messages: list[Message], limit: int) -> list[list[Message]]:
     return parts
 
 
-# Between reconnections to a peer: 50 ms doubling to 1 s (no jitter: one sender per peer,
-# and Raft's own timers already differ per server).
 # How many Raft senders' addresses a server keeps (``TabletServer._heard_from``).
 MAX_HEARD_AT: Final = 4096
+# Between reconnections to a peer: 50 ms doubling to 1 s (no jitter: one sender per peer,
+# and Raft's own timers already differ per server).
 PEER_RECONNECT: Final = Backoff(initial=0.05, max=1.0, multiplier=2.0, jitter=0)
 
 
