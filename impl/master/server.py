@@ -282,7 +282,7 @@ class MasterServer:
         self.freshness = Freshness()
         self._follower_read_at: float | None = None
         self._anchoring: trio.Event | None = None
-        self._applied_catalog: tuple[int, int, Catalog] | None = None
+        self._applied_catalog: tuple[Replica, int, Catalog] | None = None
 
     # ------------------------------------------------------------------ identity
 
@@ -835,10 +835,12 @@ class MasterServer:
 
     def _catalog_at(self, replica: Replica) -> Catalog:
         """The catalog of the rows ``replica`` has applied (kept while the index holds)."""
-        key = (id(replica), replica.store.applied_index)
+        applied = replica.store.applied_index
         cached = self._applied_catalog
-        if cached is None or cached[:2] != key:
-            cached = (*key, Catalog.from_rows(replica.store.scan()))
+        # the replica itself, not its id(): a new replica (after a catalog copy) at a freed
+        # one's address would otherwise match
+        if cached is None or cached[0] is not replica or cached[1] != applied:
+            cached = (replica, applied, Catalog.from_rows(replica.store.scan()))
             self._applied_catalog = cached
         return cached[2]
 

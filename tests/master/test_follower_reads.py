@@ -205,3 +205,39 @@ def test_the_client_reads_from_any_master_within_the_bound(tmp_path: Path) -> No
             c.net.heal()
 
     run(tmp_path, scenario)
+
+
+class TestAppliedCatalogCache:
+    """The catalog a follower read serves is built once per (replica, applied index): by the
+    replica object itself, not its id(), so a new replica (a catalog copy) is never served
+    the old one's catalog even at the same applied index."""
+
+    def test_a_new_replica_at_the_same_index_gets_its_own_catalog(self, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+        from typing import Any, cast
+
+        from revivify.impl.master import server as master_server
+        from revivify.impl.master.server import MasterOptions, MasterServer
+
+        master = MasterServer(MasterOptions(fs_root="/nonexistent"))
+        monkeypatch.setattr(master_server, "Catalog",
+                            SimpleNamespace(from_rows=lambda rows: ("catalog", *rows)))
+
+        def replica(rows: list[str], applied: int) -> Any:
+            scans = []
+
+            def scan() -> list[str]:
+                scans.append(1)
+                return rows
+            return SimpleNamespace(store=SimpleNamespace(applied_index=applied, scan=scan),
+                                   scans=scans)
+
+        a = replica(["a"], 7)
+        assert master._catalog_at(cast(Any, a)) == ("catalog", "a")
+        assert master._catalog_at(cast(Any, a)) == ("catalog", "a") and len(a.scans) == 1
+        del a  # the old replica goes (CPython tends to reuse its address for the next one)
+        b = replica(["b"], 7)  # another replica, the same applied index
+        assert master._catalog_at(cast(Any, b)) == ("catalog", "b")
+        assert master._applied_catalog is not None and master._applied_catalog[0] is b
+        b.store.applied_index = 8
+        assert master._catalog_at(cast(Any, b)) == ("catalog", "b") and len(b.scans) == 2
