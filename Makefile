@@ -19,13 +19,49 @@ TEST_WORKERS ?= 2
 
 all: test
 
-$(STAMP): pyproject.toml
+# Every install comes from requirements.lock: every package the venv holds, direct and
+# transitive, at one version with its hashes (pip refuses anything else), as wheels only so no
+# build runs an unpinned tool; then revivify itself, editable, built with the lock's
+# setuptools (no build isolation, which would fetch the newest). `make lock` rewrites it.
+LOCK := requirements.lock
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,check,spark]'
+	$(BIN)/pip install -q --require-hashes --no-deps --only-binary :all: -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/pip check
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Rewrite requirements.lock: the newest versions that pyproject.toml's ranges allow, for every
+# extra and for the build (setuptools, wheel), on every platform (--universal) from Python
+# 3.11 up, with hashes. Run it to take new releases on purpose (then `make test`, and commit
+# the lock with what the new versions needed), or after changing a range in pyproject.toml.
+# LOCK_ARGS='--upgrade-package msgspec' moves one package; by default everything moves.
+LOCK_ARGS ?= --upgrade
+.PHONY: lock
+lock: $(STAMP)
+	printf 'setuptools>=77\nwheel>=0.43\n' | $(BIN)/uv pip compile pyproject.toml - \
+	  --all-extras --universal --python-version 3.11 --generate-hashes --quiet \
+	  --custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
+	echo 'pysyncobj==0.3.17' | $(BIN)/uv pip compile - --universal --python-version 3.11 \
+	  --generate-hashes --quiet --custom-compile-command 'make lock' -o bench/requirements.lock
+
+# Are pyproject.toml's ranges honest? A venv of its own with the NEWEST versions they allow
+# (no lock), then lint and the fast tests on it, so a release that breaks revivify (msgspec
+# 0.23 changed its JSON Schema output) is seen here before it reaches a lock or a user. Not in
+# `make test`: its result depends on the day it runs, not on the change under test.
+LATEST := .venv-latest
+.PHONY: test-latest
+test-latest: $(JAVA_STAMP) $(MYPY_LINKS)
+	rm -rf $(LATEST) && $(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -q --upgrade pip
+	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[dev,check,spark]'
+	$(LATEST)/bin/pip list --format=freeze | diff <(sed -n 's/^\([A-Za-z0-9_.-]*==[^ ;]*\).*/\1/p' $(LOCK) | sort -f) <(sort -f -) \
+	  | sed -n 's/^> /newer than the lock: /p' || true
+	$(LATEST)/bin/ruff check spec contract checker impl tests bench
+	$(LATEST)/bin/mypy -p revivify.spec -p revivify.contract -p revivify.checker -p revivify.impl
+	$(LATEST)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)
 
 # PySpark needs a JVM, 17 or newer. Install one from Debian's packages when missing.
 $(JAVA_STAMP): | $(STAMP)
@@ -87,14 +123,15 @@ bench: $(STAMP) $(JAVA_STAMP)
 	$(MAKE) bench-tserver
 
 # Replicated writes on revivify vs etcd 3.4 vs PySyncObj, and leader failover (bench/tserver.py).
-# Installs what it compares against: etcd from Debian's packages, pysyncobj from PyPI.
+# Installs what it compares against: etcd from Debian's packages, pysyncobj from its own lock
+# (bench/requirements.lock: a source release only, built with the venv's locked setuptools).
 # BENCH_TSERVER_ARGS=--quick for a smoke run.
 .PHONY: bench-tserver
 bench-tserver: $(STAMP)
 	@command -v etcd >/dev/null || { echo "installing etcd-server (Debian)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }
-	@$(BIN)/python -c "import pysyncobj" 2>/dev/null || $(BIN)/pip install -q 'pysyncobj==0.3.17'
+	$(BIN)/pip install -q --require-hashes --no-deps --no-build-isolation -r bench/requirements.lock
 	$(BIN)/python bench/tserver.py $(BENCH_TSERVER_ARGS)
 
 # Leader-master failover (kill -9 to the first CreateTable answered, >= 10 trials) and
@@ -138,5 +175,5 @@ mutants: $(STAMP)
 	  --detectors $(MUTANT_DETECTORS) $(if $(MUTANTS),--only $(MUTANTS))
 
 clean:
-	rm -rf $(VENV) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \
+	rm -rf $(VENV) $(LATEST) .mypy-path .mypy_cache .pytest_cache .ruff_cache .hypothesis build *.egg-info \
 	  .import_linter_cache .grimp_cache

@@ -8,6 +8,7 @@ Regenerate with ``python -m revivify.contract.schema traces/schema.json`` (or
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from typing import Any, Final
@@ -45,6 +46,7 @@ def contract_schema() -> dict[str, Any]:
     (``python -m revivify.checker.walks traces`` rewrites it; a test compares)."""
     types: list[type[Any]] = [DurableState, *dict.fromkeys(ARGS_TYPES.values())]
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    _own_descriptions(defs)
     # A FAILED startup states its reason; no other case has one (decode_args checks it).
     startup = defs["StartupArgs"]
     startup["properties"]["reason"] = {"anyOf": [{"type": "string", "minLength": 1},
@@ -102,6 +104,23 @@ def contract_schema() -> dict[str, Any]:
         "allOf": rules,
         "$defs": defs,
     }
+
+
+def _own_descriptions(node: Any) -> None:
+    """Every ``description`` in the form the project chooses, not the library's: msgspec
+    copies a Struct's docstring into its schema, and how it does so changed between releases
+    (0.23 dedents the continuation lines, earlier ones kept them indented). The committed
+    schema.json is compared byte for byte, so it must not depend on that choice:
+    ``inspect.cleandoc`` of each (idempotent, so either form gives the same text)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = inspect.cleandoc(value)
+            else:
+                _own_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _own_descriptions(item)
 
 
 def write_contract_schema(path: str) -> None:

@@ -185,7 +185,9 @@ def test_the_corpus_is_its_generators_output(tmp_path: Path) -> None:
     from revivify.checker import walks
 
     assert walks.main([str(tmp_path)]) == 0
-    assert (tmp_path / "schema.json").read_bytes() == (TRACES / "schema.json").read_bytes()
+    assert (tmp_path / "schema.json").read_bytes() == (TRACES / "schema.json").read_bytes(), (
+        "traces/ is not what its generator writes; regenerate with "
+        "`.venv/bin/python -m revivify.checker.walks traces` and commit the result")
     assert _tree(tmp_path / "spec-walks") == _tree(TRACES / "spec-walks")
     written = sorted(p.name for p in (tmp_path / "bad").iterdir())
     for name in written:

@@ -154,11 +154,30 @@ def test_schema_json_is_generated() -> None:
     from revivify.contract.schema import contract_schema
 
     path = Path(__file__).resolve().parents[2] / "traces" / "schema.json"
-    assert json.loads(path.read_text()) == contract_schema()
+    assert json.loads(path.read_text()) == contract_schema(), (
+        "traces/schema.json is not what the contract generates; if the change to the "
+        "contract is meant, regenerate it with `.venv/bin/python -m revivify.contract.schema "
+        "traces/schema.json` (or `.venv/bin/python -m revivify.checker.walks traces`, which "
+        "rewrites the trace corpora too) and commit both")
     assert contract_schema()["properties"]["v"]["enum"] == [2, 3, 4] and SCHEMA_VERSION == 4
     # The reader decodes into the contract's own types (re-exported, not copies).
     assert traces.Envelope is events.Envelope and traces.ARGS_TYPES is events.ARGS_TYPES
     assert traces.DurableState is events.DurableState
+
+
+def test_schema_descriptions_do_not_depend_on_the_library() -> None:
+    """A Struct's docstring reaches the schema in one form whatever msgspec does with it
+    (0.23 dedents continuation lines, 0.22 kept them): indented and dedented input give the
+    same description, and the generated schema holds no indented continuation line."""
+    from revivify.contract.schema import _own_descriptions, contract_schema
+
+    indented = {"a": {"description": "first line\n    second\n\n    third"}}
+    dedented = {"a": {"description": "first line\nsecond\n\nthird"}}
+    _own_descriptions(indented)
+    _own_descriptions(dedented)
+    assert indented == dedented == {"a": {"description": "first line\nsecond\n\nthird"}}
+    text = json.dumps(contract_schema())
+    assert "\\n    " not in text and "\\n" in text
 
 
 def test_version_2_is_read_and_other_versions_refused() -> None:
