@@ -20,13 +20,16 @@ TEST_WORKERS ?= 2
 all: test
 
 # Every install comes from requirements.lock: every package the venv holds, direct and
-# transitive, at one version with its hashes (pip refuses anything else), as wheels only so no
-# build runs an unpinned tool; then revivify itself, editable, built with the lock's
-# setuptools (no build isolation, which would fetch the newest). `make lock` rewrites it.
+# transitive, at one version with its hashes (pip refuses anything else). What builds a
+# source release (PySpark publishes no wheel) and revivify itself is the lock's setuptools,
+# installed first from requirements-build.lock (the same versions, wheels only): no build
+# isolation, which would fetch the newest setuptools. `make lock` rewrites both.
 LOCK := requirements.lock
-$(STAMP): pyproject.toml $(LOCK)
+BUILD_LOCK := requirements-build.lock
+$(STAMP): pyproject.toml $(LOCK) $(BUILD_LOCK)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --require-hashes --no-deps --only-binary :all: -r $(LOCK)
+	$(BIN)/pip install -q --require-hashes --no-deps --only-binary :all: -r $(BUILD_LOCK)
+	$(BIN)/pip install -q --require-hashes --no-deps --no-build-isolation -r $(LOCK)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/pip check
 	touch $(STAMP)
@@ -44,6 +47,9 @@ lock: $(STAMP)
 	printf 'setuptools>=77\nwheel>=0.43\n' | $(BIN)/uv pip compile pyproject.toml - \
 	  --all-extras --universal --python-version 3.11 --generate-hashes --quiet \
 	  --custom-compile-command 'make lock' $(LOCK_ARGS) -o $(LOCK)
+	printf 'setuptools\nwheel\n' | $(BIN)/uv pip compile - -c $(LOCK) --universal \
+	  --python-version 3.11 --generate-hashes --quiet --custom-compile-command 'make lock' \
+	  -o $(BUILD_LOCK)
 	echo 'pysyncobj==0.3.17' | $(BIN)/uv pip compile - --universal --python-version 3.11 \
 	  --generate-hashes --quiet --custom-compile-command 'make lock' -o bench/requirements.lock
 

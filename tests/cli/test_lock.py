@@ -105,6 +105,17 @@ def test_the_lock_reader_refuses_what_it_must() -> None:
     assert not Requirement("msgspec>=0.18").specifier.contains(pins["msgspec"][0][0])
 
 
+def test_the_build_lock_is_the_locks_own_setuptools() -> None:
+    """requirements-build.lock (installed first, so that source releases build with it)
+    pins setuptools and wheel at the versions of requirements.lock, with hashes."""
+    build = read_lock(ROOT / "requirements-build.lock")
+    full = read_lock(ROOT / "requirements.lock")
+    assert {"setuptools", "wheel"} <= set(build)
+    for name, versions in build.items():
+        assert all(h >= 1 for _, _, h in versions), name
+        assert [v for v, _, _ in versions] == [v for v, _, _ in full[name]], name
+
+
 def test_the_bench_peer_is_locked_too() -> None:
     """The benchmark's peer (PySyncObj) installs from its own lock, with a hash."""
     pins = read_lock(ROOT / "bench" / "requirements.lock")
