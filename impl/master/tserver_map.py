@@ -13,8 +13,8 @@ Per server one registration state, one (role, state, input) table
     REGISTERED  registered (its address is known); its next report must be FULL
     REPORTING   a full report was processed by this master as leader; incrementals follow
 
-A heartbeat is classified into inputs, run through `TRANSITIONS` in order: ``register``
-(it carries a registration) then, if it carries a report, one of ``full_report``,
+A heartbeat is classified into inputs, run through `HEARTBEAT_TRANSITIONS` in order:
+``register`` (it carries a registration) then, if it carries a report, one of ``full_report``,
 ``incremental_report``, ``stale_report`` (seq not above the last one: a duplicate or
 reordered report, dropped), ``gap_report`` (an incremental that skips a seq: one was lost,
 processed but a full report is asked for); a heartbeat with neither is ``heartbeat``.
@@ -105,13 +105,13 @@ def _follower_row(row: Row) -> Row:
                needs_register=row.needs_register)
 
 
-TRANSITIONS: Final[dict[tuple[Role, RegState, HeartbeatInput], Row]] = {
+HEARTBEAT_TRANSITIONS: Final[dict[tuple[Role, RegState, HeartbeatInput], Row]] = {
     **{("leader", s, i): row for (s, i), row in _LEADER_ROWS.items()},
     **{("follower", s, i): _follower_row(row) for (s, i), row in _LEADER_ROWS.items()},
 }
 
 
-class ProtocolError(Exception):
+class HeartbeatProtocolError(Exception):
     """An input the table has no row for (a bug in the caller or the table)."""
 
 
@@ -272,9 +272,9 @@ class TabletServerMap:
 
     @staticmethod
     def _row(role: Role, state: RegState, kind: HeartbeatInput) -> Row:
-        row = TRANSITIONS.get((role, state, kind))
+        row = HEARTBEAT_TRANSITIONS.get((role, state, kind))
         if row is None:
-            raise ProtocolError(f"no row for ({role}, {state.value}, {kind})")
+            raise HeartbeatProtocolError(f"no row for ({role}, {state.value}, {kind})")
         return row
 
 
@@ -289,12 +289,12 @@ def _classify(report: TabletReport, last_seq: int) -> HeartbeatInput:
 
 
 __all__ = [
+    "HEARTBEAT_TRANSITIONS",
     "INPUTS",
     "ROLES",
-    "TRANSITIONS",
     "HeartbeatInput",
+    "HeartbeatProtocolError",
     "HeartbeatVerdict",
-    "ProtocolError",
     "RegState",
     "Role",
     "Row",

@@ -8,9 +8,9 @@ Three tables (the style of tests/consensus/test_transitions.py):
 * reports.RULES: (situation, reported replica state) -> rule; every one of the 49 pairs is
   built as a real catalog and report, and process_report must classify it so and act as
   the rule says (calls and write);
-* tserver_map.TRANSITIONS: (role, registration state, heartbeat input) -> row; every one of
-  the 36 triples is driven on a real map and must end in the row's state, process the
-  report iff the row says so, and ask to register iff the row says so.
+* tserver_map.HEARTBEAT_TRANSITIONS: (role, registration state, heartbeat input) -> row;
+  every one of the 36 triples is driven on a real map and must end in the row's state,
+  process the report iff the row says so, and ask to register iff the row says so.
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ from revivify.impl.master.operations import (
 )
 from revivify.impl.master.reports import RULES, Rule, Situation, process_report
 from revivify.impl.master.tserver_map import (
+    HEARTBEAT_TRANSITIONS,
     INPUTS,
     ROLES,
-    TRANSITIONS,
     HeartbeatInput,
     RegState,
     Role,
@@ -224,8 +224,8 @@ def test_every_rule_is_reached_and_acts_as_it_says(situation: Situation,
 
 
 def test_the_heartbeat_table_is_total() -> None:
-    assert set(TRANSITIONS) == set(itertools.product(ROLES, RegState, INPUTS))
-    for (role, _, _), row in TRANSITIONS.items():
+    assert set(HEARTBEAT_TRANSITIONS) == set(itertools.product(ROLES, RegState, INPUTS))
+    for (role, _, _), row in HEARTBEAT_TRANSITIONS.items():
         if role == "follower":
             assert not row.process_report and row.next is not RegState.REPORTING
 
@@ -256,14 +256,15 @@ def heartbeat_for(kind: HeartbeatInput, last_seq: int) -> Heartbeat:
     return Heartbeat("ts-1", 1, report=reports.get(kind))
 
 
-@pytest.mark.parametrize(("role", "state", "kind"), sorted(TRANSITIONS, key=repr))
+@pytest.mark.parametrize(("role", "state", "kind"),
+                         sorted(HEARTBEAT_TRANSITIONS, key=repr))
 def test_every_heartbeat_row_is_reached(role: Role, state: RegState,
                                        kind: HeartbeatInput) -> None:
     tsmap = map_in(role, state)
     entry = tsmap.entry("ts-1")
     verdict = tsmap.heartbeat(heartbeat_for(kind, -1 if entry is None else entry.last_report_seq),
                               now=1.0)
-    row = TRANSITIONS[(role, state, kind)]
+    row = HEARTBEAT_TRANSITIONS[(role, state, kind)]
     assert verdict.inputs == (kind,)
     after = tsmap.entry("ts-1")
     assert (RegState.UNKNOWN if after is None else after.state) is row.next
