@@ -34,12 +34,12 @@ after the DeleteTablet DELETED of its table: the server has deleted the replica 
 voted in term >= 1 (the checker's TermRegression; the master simulation's
 CREATE_AFTER_DELETE), and the deleted table's tablet lives again there. A call is released
 once, by the ready leader of some term, and then retried for up to ``call_retry_seconds``;
-so the shell (server.py ``_deliver``) checks, before EVERY attempt, that
+so the shell (delivery.py ``_deliver``) checks, before EVERY attempt, that
 
   (1) this master is still the ready leader of the very term that released the call, with
       no snapshot rebuild pending: its snapshot is then the committed catalog, and every
       write that could make the call wrong (a delete, a replacement, a config change) went
-      through this same snapshot (one writer per term, server.py "Running a plan"); and
+      through this same snapshot (one writer per term, runner.py); and
   (2) that snapshot still calls for it (``still_called_for`` below): a CreateTablet only
       while its tablet is CREATING, its table live, and the destination a member of the
       recorded config; a TOMBSTONE only while the destination is outside the live record's

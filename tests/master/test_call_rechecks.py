@@ -95,11 +95,12 @@ class TestStillCalledFor:
 
 def _master(catalog: Catalog, term: int = 1) -> MasterServer:
     """A MasterServer that is not started: the ready leader of ``term`` over ``catalog``,
-    its tracer a no-op (send_calls and _deliver need no more)."""
+    its tracer a no-op (the delivery's send_calls and _deliver need no more)."""
     master = MasterServer(MasterOptions(fs_root="/nonexistent", call_retry_seconds=30.0))
-    master.ts = cast(Any, SimpleNamespace(tracer=SimpleNamespace(event=lambda *a: None)))
-    master.catalog = catalog
-    master.ready_term = term
+    master.embedded.ts = cast(Any, SimpleNamespace(
+        tracer=SimpleNamespace(event=lambda *a: None)))
+    master.gate.catalog = catalog
+    master.gate.ready_term = term
     return master
 
 
@@ -108,7 +109,7 @@ def _run(scenario: Any) -> None:
 
 
 class TestDelivery:
-    """The shell side: _deliver re-checks before every attempt (server.py)."""
+    """The shell side: _deliver re-checks before every attempt (delivery.py)."""
 
     def _record(self, master: MasterServer, attempts: list[tuple[float, str, str]],
                 answer: bool = False, seconds: float = 0.0) -> None:
@@ -117,8 +118,8 @@ class TestDelivery:
             await trio.sleep(seconds)  # an attempt on the wire this long
             return answer
 
-        master._try_call = try_call  # type: ignore[method-assign]
-        master._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
+        master.delivery._try_call = try_call  # type: ignore[method-assign]
+        master.delivery._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
 
     def test_a_create_is_not_retried_once_its_table_is_deleted(self) -> None:
         catalog, calls = _created()
@@ -128,15 +129,15 @@ class TestDelivery:
 
         async def scenario() -> None:
             async with trio.open_nursery() as nursery:
-                master._nursery = nursery
-                master.send_calls(calls[:1], 1)
+                master.delivery.nursery = nursery
+                master.delivery.send_calls(calls[:1], 1)
                 await trio.sleep(5.0)
                 assert attempts, "retried while CREATING"
-                master.catalog = _deleted(catalog)  # the delete committed here
+                master.gate.catalog = _deleted(catalog)  # the delete committed here
                 before = len(attempts)
                 await trio.sleep(60.0)
                 assert len(attempts) == before, "a create attempt after the delete"
-                assert not master._inflight
+                assert not master.delivery._inflight
 
         _run(scenario)
 
@@ -148,10 +149,10 @@ class TestDelivery:
 
         async def scenario() -> None:
             async with trio.open_nursery() as nursery:
-                master._nursery = nursery
-                master.send_calls(calls[:1], 1)
+                master.delivery.nursery = nursery
+                master.delivery.send_calls(calls[:1], 1)
                 await trio.sleep(2.0)
-                master.ready_term = 3  # deposed, then the ready leader of a later term
+                master.gate.ready_term = 3  # deposed, then the ready leader of a later term
                 before = len(attempts)
                 await trio.sleep(60.0)
                 assert len(attempts) == before
@@ -166,12 +167,12 @@ class TestDelivery:
 
         async def scenario() -> None:
             async with trio.open_nursery() as nursery:
-                master._nursery = nursery
-                master._needs_rebuild = True
-                master.send_calls(calls[:1], 1)
+                master.delivery.nursery = nursery
+                master.gate.needs_rebuild = True
+                master.delivery.send_calls(calls[:1], 1)
                 await trio.sleep(5.0)
-                assert not attempts and master._inflight, "waiting, not given up"
-                master._needs_rebuild = False
+                assert not attempts and master.delivery._inflight, "waiting, not given up"
+                master.gate.needs_rebuild = False
                 await trio.sleep(5.0)
                 assert attempts
                 nursery.cancel_scope.cancel()
@@ -190,24 +191,24 @@ class TestDelivery:
             if isinstance(call.body, ts_api.CreateTablet):
                 pair = (call.dest, call.tablet_id)
                 ended = trio.Event()
-                master._creates_on_wire[pair] = (1, ended)
+                master.delivery._creates_on_wire[pair] = (1, ended)
                 await trio.sleep(3.0)
-                del master._creates_on_wire[pair]
+                del master.delivery._creates_on_wire[pair]
                 ended.set()
             return True
 
-        master._try_call = try_call  # type: ignore[method-assign]
-        master._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
+        master.delivery._try_call = try_call  # type: ignore[method-assign]
+        master.delivery._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
         (tablet,) = tablets(catalog)
         delete = delete_tablet(create_call.dest, tablet.tablet_id, "DELETED", None, "t")
 
         async def scenario() -> None:
             async with trio.open_nursery() as nursery:
-                master._nursery = nursery
-                master.send_calls((create_call,), 1)
+                master.delivery.nursery = nursery
+                master.delivery.send_calls((create_call,), 1)
                 await trio.sleep(1.0)  # the create is on the wire
-                master.catalog = _deleted(catalog)
-                master.send_calls((delete,), 1)
+                master.gate.catalog = _deleted(catalog)
+                master.delivery.send_calls((delete,), 1)
             assert [(m.split(".")[-1]) for _, m, _ in attempts] == [
                 "CreateTablet", "DeleteTablet"]
             assert attempts[1][0] >= attempts[0][0] + 3.0, "the delete left after it"
@@ -247,8 +248,8 @@ class TestCreateCarriesTheTerm:
             self, monkeypatch: Any) -> None:
         catalog, calls = _created()
         master = _master(catalog, term=4)
-        master.ts = cast(Any, SimpleNamespace(tracer=master.ts.tracer, network=None,
-                                              uuid="master-1"))
+        master.embedded.ts = cast(Any, SimpleNamespace(tracer=master.embedded.tracer,
+                                                       network=None, uuid="master-1"))
         sent: list[Any] = []
 
         class FakeClient:
@@ -262,11 +263,11 @@ class TestCreateCarriesTheTerm:
                 sent.append(body)
                 raise ts_api.TabletDeleted(body.tablet_id)
 
-        monkeypatch.setattr("revivify.impl.master.server.open_rpc_client",
+        monkeypatch.setattr("revivify.impl.master.delivery.open_rpc_client",
                             lambda *a, **k: FakeClient())
 
         async def scenario() -> None:
-            assert await master._try_call(calls[0], "127.0.0.1:7050", 4) is True
+            assert await master.delivery._try_call(calls[0], "127.0.0.1:7050", 4) is True
 
         _run(scenario)
         (body,) = sent

@@ -216,11 +216,11 @@ class TestAppliedCatalogCache:
         from types import SimpleNamespace
         from typing import Any, cast
 
-        from revivify.impl.master import server as master_server
+        from revivify.impl.master import follower_reads
         from revivify.impl.master.server import MasterOptions, MasterServer
 
-        master = MasterServer(MasterOptions(fs_root="/nonexistent"))
-        monkeypatch.setattr(master_server, "Catalog",
+        reads = MasterServer(MasterOptions(fs_root="/nonexistent")).reads
+        monkeypatch.setattr(follower_reads, "Catalog",
                             SimpleNamespace(from_rows=lambda rows: ("catalog", *rows)))
 
         def replica(rows: list[str], applied: int) -> Any:
@@ -233,11 +233,11 @@ class TestAppliedCatalogCache:
                                    scans=scans)
 
         a = replica(["a"], 7)
-        assert master._catalog_at(cast(Any, a)) == ("catalog", "a")
-        assert master._catalog_at(cast(Any, a)) == ("catalog", "a") and len(a.scans) == 1
+        assert reads._catalog_at(cast(Any, a)) == ("catalog", "a")
+        assert reads._catalog_at(cast(Any, a)) == ("catalog", "a") and len(a.scans) == 1
         del a  # the old replica goes (CPython tends to reuse its address for the next one)
         b = replica(["b"], 7)  # another replica, the same applied index
-        assert master._catalog_at(cast(Any, b)) == ("catalog", "b")
-        assert master._applied_catalog is not None and master._applied_catalog[0] is b
+        assert reads._catalog_at(cast(Any, b)) == ("catalog", "b")
+        assert reads._applied_catalog is not None and reads._applied_catalog[0] is b
         b.store.applied_index = 8
-        assert master._catalog_at(cast(Any, b)) == ("catalog", "b") and len(b.scans) == 2
+        assert reads._catalog_at(cast(Any, b)) == ("catalog", "b") and len(b.scans) == 2

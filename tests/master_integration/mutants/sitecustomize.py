@@ -17,20 +17,21 @@ _MUTANT = os.environ.get("REVIVIFY_MASTER_MUTANT", "")
 def _calls_before_commit() -> None:
     """The calls a plan releases are sent as soon as it is planned, before its write
     commits (seed 004: "CreateTable state visible before replication")."""
-    from revivify.impl.master import server
+    from revivify.impl.master import runner
     from revivify.impl.master.errors import MasterError
 
-    original = server.MasterServer.run_plan
+    original = runner.PlanRunner.run_plan
 
     async def run_plan(self: Any, make: Any) -> Any:
         def early(catalog: Any) -> Any:
             planned = make(catalog)
-            if not isinstance(planned, MasterError) and self.ready_term is not None:
-                self.send_calls(planned._calls, self.ready_term)
+            term = self._gate.ready_term
+            if not isinstance(planned, MasterError) and term is not None:
+                self._calls.send_calls(planned._calls, term)
             return planned
         return await original(self, early)
 
-    server.MasterServer.run_plan = run_plan  # type: ignore[method-assign]
+    runner.PlanRunner.run_plan = run_plan  # type: ignore[method-assign]
 
 
 def _table_before_tablets() -> None:
@@ -38,7 +39,7 @@ def _table_before_tablets() -> None:
     comes): a table visible half-created."""
     import attrs
 
-    from revivify.impl.master import operations, server
+    from revivify.impl.master import operations, service
     from revivify.impl.master.catalog import CatalogWrite
 
     original = operations.plan_create_table
@@ -49,7 +50,7 @@ def _table_before_tablets() -> None:
             return attrs.evolve(plan, write=CatalogWrite(tables=plan.write.tables))
         return plan
 
-    server.plan_create_table = plan_create_table  # type: ignore[assignment]
+    service.plan_create_table = plan_create_table  # type: ignore[assignment]
 
 
 if _MUTANT == "calls_before_commit":
