@@ -16,8 +16,14 @@
     errors       the typed refusals (values) and CatalogCorrupt / NotCommitted
 
 The shell: ``server`` (the master process: the catalog tablet on an embedded tablet
-server, the leader-ready gate, plans run as one replicated write, calls after commit),
-``api`` (its RPC methods and errors), ``main`` (``revivify master run``).
+server; it composes the rooms below), ``api`` (its RPC methods and errors), ``main``
+(``revivify master run``), ``options`` (its settings). The rooms, one concern each:
+``embedded`` (the embedded server as the rooms see it), ``gate`` (the leader-ready gate and
+the snapshot it guards), ``runner`` (a plan run as one replicated write), ``delivery``
+(calls after commit, each attempt re-checked), ``background`` and ``healing`` (the ready
+leader's background task and the healing policy's rounds), ``follower_reads``,
+``membership`` (bootstrap, the master list, masters joining and leaving) and ``service``
+(the thin RPC handlers).
 
 None of the core modules above imports trio (an import-linter contract): inputs are method calls and
 values, time is a ``now`` argument, randomness an injected ``random.Random``.

@@ -1,6 +1,6 @@
 """The master's RPC interface: method names, request and response bodies, typed errors.
 
-One module both sides import (the master's service, impl/master/server.py, and the client,
+One module both sides import (the master's service, impl/master/service.py, and the client,
 impl/client/master.py), so the wire shape is written once, like impl/tserver/api.py. Bodies
 are msgspec Structs (msgpack on the wire). The heartbeat's bodies are the core's own
 (messages.py): the tablet server's heartbeater builds them.

@@ -8,7 +8,7 @@
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
-creates the catalog tablet with all of them as voters (server.py). The process prints one
+creates the catalog tablet with all of them as voters (membership.py). The process prints one
 line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
 then a follower, or a leader not ready yet: ``revivify master status`` says when it is),
 logs to stderr, and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
