@@ -388,37 +388,19 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
         return NotFound("table", request.name)
     if not (request.add_columns or request.drop_columns or request.new_name is not None):
         return InvalidArgument("an alter must add or drop a column or rename the table")
-    schema = list(table.schema)
-    for dropped in request.drop_columns:
-        position = next((i for i, c in enumerate(schema) if c.name == dropped), None)
-        if position is None:
-            return InvalidArgument(f"no column {dropped!r} to drop")
-        if schema[position].key:
-            return InvalidArgument(f"the key column {dropped!r} cannot be dropped")
-        del schema[position]
-    for added in request.add_columns:
-        if added.key:
-            return InvalidArgument(f"column {added.name!r}: a table has one key column")
-        schema.append(added)
-    if (error := validate_schema(schema)) is not None:
-        return InvalidArgument(error)
-    reserve: tuple[str, ...] = ()
-    name = table.name
-    if request.new_name is not None and request.new_name != table.name:
-        if (error := validate_name(request.new_name, "table")) is not None:
-            return InvalidArgument(error)
-        other = catalog.table_by_name(request.new_name)
-        if other is not None:
-            return AlreadyPresent("table", request.new_name, other.table_id)
-        if request.new_name in reserved:
-            return NameReserved(request.new_name)
-        name, reserve = request.new_name, (request.new_name,)
-    schema_changed = tuple(schema) != table.schema
+    schema = _altered_schema(table, request)
+    if isinstance(schema, MasterError):
+        return schema
+    renamed = _altered_name(catalog, table, request, reserved)
+    if isinstance(renamed, MasterError):
+        return renamed
+    name, reserve = renamed
+    schema_changed = schema != table.schema
     if not schema_changed and name == table.name:
         return InvalidArgument("the alter changes nothing")
     if schema_changed:
         altered = evolve(table, state=next_table_state(table.state, "alter"),
-                                     name=name, schema=tuple(schema),
+                                     name=name, schema=schema,
                                      schema_version=table.schema_version + 1,
                                      state_message=f"altering to schema version "
                                                    f"{table.schema_version + 1}",
@@ -436,6 +418,43 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
     return make_plan("alter_table", CatalogWrite(tables=(altered,)),
                  TableAltered(table.table_id, altered.schema_version), calls,
                  tables=(table.table_id,), tablets=(), reads=reads, reserve=reserve)
+
+
+def _altered_schema(table: TableRecord, request: AlterTable
+                    ) -> tuple[Column, ...] | MasterError:
+    """The table's schema after the request's drops, then its adds (the key column stays
+    the one key column), or why not."""
+    schema = list(table.schema)
+    for dropped in request.drop_columns:
+        position = next((i for i, c in enumerate(schema) if c.name == dropped), None)
+        if position is None:
+            return InvalidArgument(f"no column {dropped!r} to drop")
+        if schema[position].key:
+            return InvalidArgument(f"the key column {dropped!r} cannot be dropped")
+        del schema[position]
+    for added in request.add_columns:
+        if added.key:
+            return InvalidArgument(f"column {added.name!r}: a table has one key column")
+        schema.append(added)
+    if (error := validate_schema(schema)) is not None:
+        return InvalidArgument(error)
+    return tuple(schema)
+
+
+def _altered_name(catalog: Catalog, table: TableRecord, request: AlterTable,
+                  reserved: Collection[str]) -> tuple[str, tuple[str, ...]] | MasterError:
+    """The table's name after the request and the names its plan reserves (a new name,
+    free in the catalog and not reserved by a write in flight), or why not."""
+    if request.new_name is None or request.new_name == table.name:
+        return table.name, ()
+    if (error := validate_name(request.new_name, "table")) is not None:
+        return InvalidArgument(error)
+    other = catalog.table_by_name(request.new_name)
+    if other is not None:
+        return AlreadyPresent("table", request.new_name, other.table_id)
+    if request.new_name in reserved:
+        return NameReserved(request.new_name)
+    return request.new_name, (request.new_name,)
 
 
 # ---------------------------------------------------------------------------- replacement
