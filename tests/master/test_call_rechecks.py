@@ -118,7 +118,7 @@ class TestDelivery:
             await trio.sleep(seconds)  # an attempt on the wire this long
             return answer
 
-        master.delivery._try_call = try_call  # type: ignore[method-assign]
+        master.delivery._try_call = try_call  # type: ignore[method-assign,assignment]
         master.delivery._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
 
     def test_a_create_is_not_retried_once_its_table_is_deleted(self) -> None:
@@ -273,4 +273,6 @@ class TestCreateCarriesTheTerm:
         (body,) = sent
         assert isinstance(body, ts_api.CreateTablet) and body.master_term == 4
         assert body.tablet_id == calls[0].tablet_id
-        assert calls[0].body.master_term is None  # the planned call itself is unchanged
+        planned = calls[0].body
+        assert isinstance(planned, ts_api.CreateTablet)
+        assert planned.master_term is None  # the planned call itself is unchanged

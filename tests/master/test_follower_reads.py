@@ -213,8 +213,9 @@ class TestAppliedCatalogCache:
     the old one's catalog even at the same applied index."""
 
     def test_a_new_replica_at_the_same_index_gets_its_own_catalog(self, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        from collections.abc import Callable
         from types import SimpleNamespace
-        from typing import Any, cast
+        from typing import Any
 
         from revivify.impl.master import follower_reads
         from revivify.impl.master.server import MasterOptions, MasterServer
@@ -232,12 +233,14 @@ class TestAppliedCatalogCache:
             return SimpleNamespace(store=SimpleNamespace(applied_index=applied, scan=scan),
                                    scans=scans)
 
+        catalog_at: Callable[[Any], Any] = reads._catalog_at  # the stubs' rows, not a Catalog
         a = replica(["a"], 7)
-        assert reads._catalog_at(cast(Any, a)) == ("catalog", "a")
-        assert reads._catalog_at(cast(Any, a)) == ("catalog", "a") and len(a.scans) == 1
+        assert catalog_at(a) == ("catalog", "a")
+        assert catalog_at(a) == ("catalog", "a") and len(a.scans) == 1
         del a  # the old replica goes (CPython tends to reuse its address for the next one)
         b = replica(["b"], 7)  # another replica, the same applied index
-        assert reads._catalog_at(cast(Any, b)) == ("catalog", "b")
+        b_store, b_scans = b.store, b.scans
+        assert catalog_at(b) == ("catalog", "b")
         assert reads._applied_catalog is not None and reads._applied_catalog[0] is b
-        b.store.applied_index = 8
-        assert reads._catalog_at(cast(Any, b)) == ("catalog", "b") and len(b.scans) == 2
+        b_store.applied_index = 8
+        assert catalog_at(b) == ("catalog", "b") and len(b_scans) == 2
