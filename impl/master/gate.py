@@ -79,6 +79,7 @@ class ReadyGate:
 
     def _open(self, replica: Replica) -> None:
         """Rebuild the snapshot from the rows and open (the caller holds the write lock)."""
+        assert self.write_lock.locked()
         status = replica.core.status()
         self.catalog = Catalog.from_rows(replica.store.scan())
         self.ready_term = status.term
@@ -108,6 +109,7 @@ class ReadyGate:
     def advance(self, ops: Iterable[RowOp]) -> None:
         """This leader's write committed and applied: the snapshot follows it (the caller
         holds the write lock)."""
+        assert self.write_lock.locked()
         self.catalog = self.catalog.apply_ops(ops)
 
     def mark_for_rebuild(self) -> None:

@@ -94,6 +94,7 @@ class PlanRunner:
     async def _commit(self, plan: Plan[R], term: int) -> Committed[R]:
         """Write a fresh plan's batch and release what it commits (the caller holds the
         write lock; an empty write commits on the snapshot as it is)."""
+        assert self._gate.write_lock.locked()
         if plan.write.is_empty():
             return plan.commit(self._gate.catalog)
         replica = self._embedded.catalog_replica()
