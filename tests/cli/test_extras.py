@@ -170,8 +170,11 @@ def test_pyproject_keeps_heavy_packages_in_extras() -> None:
     assert names(extras["spark"]) == {"pyspark", "pyarrow", "pandas"}
     assert any(r.replace(" ", "").startswith("pandas>=2.0,<3") for r in extras["spark"])
     assert "pytest" in names(extras["dev"])
+    # make installs every extra: the venv is requirements.lock, resolved with --all-extras
+    # (tests/cli/test_lock.py checks that every extra's requirements are pinned there).
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip install -q -e '.[dev,check,spark]'" in makefile
+    assert "--require-hashes --no-deps --no-build-isolation -r $(LOCK)" in makefile
+    assert "--all-extras" in makefile
 
 
 def test_the_demo_names_every_missing_extra_before_it_starts(tmp_path: Path) -> None:
