@@ -63,8 +63,7 @@ test-latest: $(JAVA_STAMP) $(MYPY_LINKS)
 	rm -rf $(LATEST) && $(PY) -m venv $(LATEST)
 	$(LATEST)/bin/pip install -q --upgrade pip
 	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[dev,check,spark]'
-	$(LATEST)/bin/pip list --format=freeze | diff <(sed -n 's/^\([A-Za-z0-9_.-]*==[^ ;]*\).*/\1/p' $(LOCK) | sort -f) <(sort -f -) \
-	  | sed -n 's/^> /newer than the lock: /p' || true
+	$(LATEST)/bin/python tests/cli/lock_diff.py $(LOCK)
 	$(LATEST)/bin/ruff check spec contract checker impl tests bench
 	$(LATEST)/bin/mypy -p revivify.spec -p revivify.contract -p revivify.checker -p revivify.impl
 	$(LATEST)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)

@@ -10,38 +10,16 @@ hand without hashes, or a venv that no longer matches its lock.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import tomllib
 from pathlib import Path
 
+from lock_diff import read_lock
 from packaging.markers import Marker, default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
-# One pinned line of a `uv pip compile` lock: "name==version [; marker] \".
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)\s*(?:;\s*(.+?))?\s*\\?$")
-
-
-def read_lock(path: Path) -> dict[str, list[tuple[Version, str | None, int]]]:
-    """name -> [(version, marker, number of hashes)]: a name may be pinned twice, once per
-    marker (numpy for Python 3.11 and for 3.12 and newer)."""
-    pins: dict[str, list[tuple[Version, str | None, int]]] = {}
-    current: str | None = None
-    for line in path.read_text().splitlines():
-        match = PIN.match(line)
-        if match:
-            current = canonicalize_name(match[1])
-            pins.setdefault(current, []).append((Version(match[2]), match[3], 0))
-        elif line.strip().startswith("--hash=sha256:") and current is not None:
-            version, marker, hashes = pins[current][-1]
-            pins[current][-1] = (version, marker, hashes + 1)
-        elif not line.startswith(" "):
-            current = None
-    return pins
-
-
 def wanted() -> list[Requirement]:
     """Every requirement of the package, its extras and its build system."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
