@@ -32,7 +32,7 @@ from typing import Any
 
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
-from revivify.impl.master.catalog import COLUMN_TYPES, Column
+from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 
 from . import render
 from .common import (

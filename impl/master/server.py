@@ -146,16 +146,22 @@ from revivify.impl.rpc.backoff import Backoff
 from revivify.impl.rpc.transport import Network
 from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.values import ConsensusMeta
+from revivify.impl.tablet.columns import Column
 from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.manager.core import Kind
+from revivify.impl.tserver.master_api import (
+    ADMIN_ALTER_SCHEMA,
+    MASTER_HEARTBEAT,
+    Heartbeat,
+    HeartbeatResponse,
+)
 from revivify.impl.tserver.replica import RUNNING, Replica, config_to_storage
 from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
 
 from . import api
-from .calls import ADMIN_ALTER_SCHEMA, TabletServerCall, still_called_for
-from .catalog import Catalog, Column
+from .calls import TabletServerCall, still_called_for
+from .catalog import Catalog
 from .errors import IllegalState, InvalidArgument, MasterError
-from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 from .operations import (
     AlterTable,
     Committed,

@@ -81,8 +81,8 @@ from revivify.impl.client import (
 )
 from revivify.impl.master import api as master_api
 from revivify.impl.master import server as master_server_module
-from revivify.impl.master.catalog import Column
 from revivify.impl.rpc import RpcError
+from revivify.impl.tablet.columns import Column
 from revivify.impl.tserver import api
 
 from .mastercluster import MasterCluster, open_master_cluster

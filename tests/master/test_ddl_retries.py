@@ -28,7 +28,7 @@ from test_master_sim import run as run_cluster
 from revivify.impl.client.errors import Rejected
 from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
-from revivify.impl.master.catalog import Catalog, Column
+from revivify.impl.master.catalog import Catalog
 from revivify.impl.master.errors import InvalidArgument, NotFound
 from revivify.impl.master.operations import (
     AlterTable,
@@ -37,6 +37,7 @@ from revivify.impl.master.operations import (
     plan_create_table,
     plan_delete_table,
 )
+from revivify.impl.tablet.columns import Column
 from revivify.impl.testing.mastercluster import MasterCluster
 from revivify.impl.testing.memnet import LinkFaults
 

@@ -1,5 +1,5 @@
 """The master list is learnt from the masters (issue 19: "tablet servers and clients learn
-the new master list from any master"; impl/master/messages.py "The master list").
+the new master list from any master"; impl/tserver/master_api.py "The master list").
 
 The rule on its own (MasterList: the newest committed config wins, by its index), then in
 one process (MemoryNetwork, MockClock): tablet servers started with ONE master address
@@ -17,13 +17,13 @@ from test_master_sim import live_servers, run, until
 
 from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
-from revivify.impl.master.messages import Heartbeat, HeartbeatResponse
 from revivify.impl.master.server import MasterOptions, MasterServer
 from revivify.impl.rpc import RpcError
 from revivify.impl.testing.cluster import PORT
 from revivify.impl.testing.mastercluster import MasterCluster, SimMaster
 from revivify.impl.testing.simdisk import SimDisk
 from revivify.impl.tserver.heartbeat import Heartbeater, MasterList
+from revivify.impl.tserver.master_api import Heartbeat, HeartbeatResponse
 
 
 class TestMasterList:

@@ -7,14 +7,7 @@ import random
 import pytest
 from master_helpers import SCHEMA, create, describe, ok, run, servers, table, tablets
 
-from revivify.impl.master.catalog import (
-    Catalog,
-    Column,
-    TableState,
-    TabletState,
-    table_key,
-    tablet_key,
-)
+from revivify.impl.master.catalog import Catalog, TableState, TabletState, table_key, tablet_key
 from revivify.impl.master.errors import (
     AlreadyPresent,
     IllegalState,
@@ -36,6 +29,7 @@ from revivify.impl.master.operations import (
     plan_delete_table,
     plan_replace_tablets,
 )
+from revivify.impl.tablet.columns import Column
 
 
 def plan_create(catalog: Catalog, name: str = "t", request_id: str = "req-1",

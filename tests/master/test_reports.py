@@ -20,16 +20,8 @@ from master_helpers import (
     tablets,
 )
 
-from revivify.impl.master.catalog import Catalog, Column, TableState, TabletState
+from revivify.impl.master.catalog import Catalog, TableState, TabletState
 from revivify.impl.master.errors import InvalidArgument, NotCommitted
-from revivify.impl.master.messages import (
-    REPLICA_STATES,
-    Heartbeat,
-    Registration,
-    ReplicaState,
-    ReportedReplica,
-    TabletReport,
-)
 from revivify.impl.master.operations import (
     AlterTable,
     CreateTable,
@@ -41,6 +33,15 @@ from revivify.impl.master.operations import (
 from revivify.impl.master.queries import table_locations
 from revivify.impl.master.reports import Rule, Situation, merge_consensus, process_report
 from revivify.impl.master.tserver_map import RegState, TabletServerMap
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import (
+    REPLICA_STATES,
+    Heartbeat,
+    Registration,
+    ReplicaState,
+    ReportedReplica,
+    TabletReport,
+)
 
 
 def fresh() -> Catalog:

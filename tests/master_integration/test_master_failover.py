@@ -44,9 +44,9 @@ from master_integration.test_master_processes import (
 from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
-from revivify.impl.master.catalog import Column
 from revivify.impl.rpc import open_rpc_client
 from revivify.impl.rpc.address import parse_address
+from revivify.impl.tablet.columns import Column
 
 T = msgspec.Struct
 
