@@ -85,7 +85,7 @@ from revivify.impl.rpc import RpcError
 from revivify.impl.tablet.columns import Column
 from revivify.impl.tserver import api
 
-from .mastercluster import MasterCluster, open_master_cluster
+from .mastercluster import SimMasterCluster, open_master_cluster
 from .simdisk import SimDisk
 from .simulation import (
     ROOT,
@@ -283,7 +283,7 @@ class MasterSimulation(Simulation):
         self.clients = 0  # clients opened (each its own id and Random)
         # why client operations failed ("alter: DeadlineExceeded(CatalogWriteFailed)"...)
         self.failures: collections.Counter[str] = collections.Counter()
-        self._mc: MasterCluster | None = None
+        self._mc: SimMasterCluster | None = None
         # check_durable's cache: process key -> ((disk, fsync count, tablets traced), view)
         self._process_views: dict[str, tuple[tuple[SimDisk, int, frozenset[str]],
                                              dict[str, Any]]] = {}
@@ -315,7 +315,7 @@ class MasterSimulation(Simulation):
             self.clock.autojump_threshold = 0  # clean stops may wait on timers
 
     @property
-    def mc(self) -> MasterCluster:
+    def mc(self) -> SimMasterCluster:
         assert self._mc is not None
         return self._mc
 

@@ -22,7 +22,7 @@ import pytest
 from clusterproc import cleaned_up, here, kill_recorded, ok, revivify
 
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive
+from revivify.impl.processes.control import pid_alive
 
 UUID = "0" * 32
 # Each command with its required positional arguments (and --table where it needs one);

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.tserver import api
 from revivify.impl.tserver.manager.shell import COPY_STEPS
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api
 from revivify.impl.tserver.manager.shell import DELETE_STEPS

@@ -1,6 +1,6 @@
 """Tablet servers as real processes on 127.0.0.1: replication, crashes, restarts, membership.
 
-Each test starts its own cluster (impl/cli/localcluster.py) in a temporary directory, drives
+Each test starts its own cluster (impl/processes/tservers.py) in a temporary directory, drives
 it through the RPC interface, and ends by checking every trace the servers wrote against the
 spec (``assert_traces_clean``). Election timeouts are the defaults (50 ms ticks, 10-20 ticks).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import AppendRequest, ConfigChange, Peer
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import MalformedRequest, WrongServerUuid
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.tserver import api

@@ -41,9 +41,9 @@ from master_integration.test_master_processes import (
     wait_live,
     wait_running,
 )
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
+from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.rpc import open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tablet.columns import Column
@@ -57,7 +57,7 @@ def tables(masters: Sequence[str]) -> dict[str, api.TableInfo]:
     return {t.name: t for t in reply.tables}
 
 
-def wait_altered(cluster: MasterCluster, name: str, version: int,
+def wait_altered(cluster: MasterProcesses, name: str, version: int,
                  seconds: float = 30.0) -> None:
     """The table RUNNING again at ``version``: every tablet reported it."""
     def done() -> bool:
@@ -72,7 +72,7 @@ def alter(masters: Sequence[str], name: str, column: str) -> api.TableAlteredRep
                                    api.TableAlteredReply, OPTIONS))
 
 
-def assert_whole(cluster: MasterCluster, name: str) -> bool:
+def assert_whole(cluster: MasterProcesses, name: str) -> bool:
     """The table is absent, or present with every tablet (one per bucket) reaching RUNNING
     on its replicas' servers. Whether it is present."""
     info = tables(cluster.master_addresses).get(name)
@@ -84,7 +84,7 @@ def assert_whole(cluster: MasterCluster, name: str) -> bool:
 
 
 def test_kudu_1353_1374_and_an_unknown_tablet(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         m = ",".join(masters)
@@ -159,7 +159,7 @@ async def call_master(address: str, method: str, body: msgspec.Struct, response:
 
 
 def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3,
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3,
                        master_args=["--write-timeout-s", "2"]) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
