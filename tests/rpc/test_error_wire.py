@@ -173,3 +173,16 @@ def test_pinned_bytes_decode_to_the_same_error(name: str) -> None:
     # the data says the rest (as it always has).
     expected = ts.NotLeader("ts-2", "127.0.0.1:7051", 4) if name == "not_leader" else error
     assert str(back) == str(expected)
+
+
+def test_a_missing_field_takes_the_constructor_default_then_the_family_rule() -> None:
+    # The constructor's default first (MalformedRequest's field=None) ...
+    assert MalformedRequest.from_data("?", {"reason": "x"}).to_data() == {
+        "reason": "x", "field": None}
+    # ... then this package's own errors do not fit (the codec raises RemoteError) ...
+    with pytest.raises(KeyError):
+        WrongServerUuid.from_data("?", {"expected": "a"})
+    # ... and an AppError's field an older server left out arrives as "".
+    assert ts.TabletNotRunning.from_data("?", {"tablet_id": "t1", "state": "STARTING"}
+                                         ).to_data() == {
+        "tablet_id": "t1", "state": "STARTING", "reason": ""}
