@@ -259,7 +259,7 @@ def tablet_main(argv: list[str]) -> int:
     prog = f"revivify tablet {args.cmd}"
     options = client_options(args)
     if args.cmd == "create":
-        return execute(prog, args, lambda: _create_work(args))
+        return execute(prog, args, lambda: _tablet_create_work(args))
     if args.cmd == "status":
         return execute(prog, args, lambda: _tablet_status_work(args, options))
     if args.cmd == "step-down":
@@ -272,7 +272,7 @@ def tablet_main(argv: list[str]) -> int:
     return execute(prog, args, lambda: _change_config_work(args, options, change))
 
 
-async def _create_work(args: argparse.Namespace) -> Outcome:
+async def _tablet_create_work(args: argparse.Namespace) -> Outcome:
     created = await create_tablet(args.tservers, args.replicas, args.tablet_id)
     doc = {"tablet_id": created.tablet_id,
            "peers": [render.peer_doc(p) for p in created.peers]}
