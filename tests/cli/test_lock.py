@@ -13,6 +13,7 @@ import importlib.metadata
 import re
 import tomllib
 from pathlib import Path
+from typing import cast
 
 from packaging.markers import Marker, default_environment
 from packaging.requirements import Requirement
@@ -71,7 +72,7 @@ def test_every_requirement_is_pinned_within_its_range_with_hashes() -> None:
 def test_the_venv_holds_the_lock() -> None:
     """What this test runs on is the lock: every pin whose marker applies here is installed
     at exactly that version (the venv was made by `make venv`, not by hand)."""
-    env = default_environment()
+    env = cast(dict[str, str], default_environment())
     pins = read_lock(ROOT / "requirements.lock")
     checked = 0
     for name, versions in pins.items():

@@ -131,6 +131,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_an_unknown_name_on_a_live_cluster(root: str) -> None:
     """A definite "no" (the cluster answered: no such table, no such server) is exit 1;
     a name the command itself cannot place is bad usage (2)."""
+    argv: tuple[str, ...]
     for argv in (("table", "describe", "nope"), ("table", "delete", "nope"),
                  ("table", "alter", "nope", "--add-column", "c")):
         line = one_line(here(*argv, "--root", root), " ".join(argv[:2]), code=1)

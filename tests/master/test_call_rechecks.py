@@ -117,7 +117,7 @@ class TestDelivery:
             await trio.sleep(seconds)  # an attempt on the wire this long
             return answer
 
-        master._try_call = try_call  # type: ignore[method-assign]
+        master._try_call = try_call  # type: ignore[method-assign, assignment]
         master._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
 
     def test_a_create_is_not_retried_once_its_table_is_deleted(self) -> None:
@@ -196,7 +196,7 @@ class TestDelivery:
                 ended.set()
             return True
 
-        master._try_call = try_call  # type: ignore[method-assign]
+        master._try_call = try_call  # type: ignore[method-assign, assignment]
         master._address_for = lambda call: "ts:7050"  # type: ignore[method-assign]
         (tablet,) = tablets(catalog)
         delete = delete_tablet(create_call.dest, tablet.tablet_id, "DELETED", None, "t")
@@ -247,7 +247,7 @@ class TestCreateCarriesTheTerm:
             self, monkeypatch: Any) -> None:
         catalog, calls = _created()
         master = _master(catalog, term=4)
-        master.ts = cast(Any, SimpleNamespace(tracer=master.ts.tracer, network=None,
+        master.ts = cast(Any, SimpleNamespace(tracer=cast(Any, master.ts).tracer, network=None,
                                               uuid="master-1"))
         sent: list[Any] = []
 
@@ -272,4 +272,5 @@ class TestCreateCarriesTheTerm:
         (body,) = sent
         assert isinstance(body, ts_api.CreateTablet) and body.master_term == 4
         assert body.tablet_id == calls[0].tablet_id
-        assert calls[0].body.master_term is None  # the planned call itself is unchanged
+        planned = calls[0].body
+        assert isinstance(planned, ts_api.CreateTablet) and planned.master_term is None  # unchanged

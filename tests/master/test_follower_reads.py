@@ -219,7 +219,7 @@ class TestAppliedCatalogCache:
         from revivify.impl.master import server as master_server
         from revivify.impl.master.server import MasterOptions, MasterServer
 
-        master = MasterServer(MasterOptions(fs_root="/nonexistent"))
+        master: Any = MasterServer(MasterOptions(fs_root="/nonexistent"))
         monkeypatch.setattr(master_server, "Catalog",
                             SimpleNamespace(from_rows=lambda rows: ("catalog", *rows)))
 

@@ -54,6 +54,7 @@ from revivify.impl.master.replication import (
 )
 from revivify.impl.master.reports import process_report
 from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.api import ChangeConfig
 from revivify.impl.tserver.master_api import (
     REPLICA_STATES,
     ReportedConsensus,
@@ -279,8 +280,8 @@ class MasterMachine(RuleBasedStateMachine):
             ((call,),) = [plan.commit(self.catalog).calls]
             assert call.tablet_id not in changed, "one decision per tablet and round"
             check_call(self.catalog, call)
-            assert call.body.change.peer.uuid not in dead or \
-                call.body.change.kind == "REMOVE"  # type: ignore[union-attr]
+            assert isinstance(call.body, ChangeConfig), call
+            assert call.body.change.peer.uuid not in dead or call.body.change.kind == "REMOVE"
         if healing.write is not None:
             self.propose(healing.write)
 

@@ -288,9 +288,9 @@ class TestKnownIssues:
         assert rebuilt == catalog
         locations = table_locations(rebuilt, "t", address=lambda _: None, live=lambda _: True)
         assert not isinstance(locations, Exception) and hasattr(locations, "tablets")
-        for tablet in locations.tablets:  # type: ignore[union-attr]
-            assert [r.uuid for r in tablet.replicas if r.leader] == ["ts-2"]
-            assert len(tablet.replicas) == 3
+        for location in locations.tablets:  # type: ignore[union-attr]
+            assert [r.uuid for r in location.replicas if r.leader] == ["ts-2"]
+            assert len(location.replicas) == 3
         _, _, calls = run(rebuilt, ok(plan_alter_table(
             rebuilt, AlterTable("t", add_columns=(Column("c"),)), reserved=())))
         assert describe(calls) == [("ts-2", "AlterSchema", 1)] * 3

@@ -181,8 +181,9 @@ def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> N
             run(lambda: call_master(masters[leader], api.MASTER_CREATE_TABLE, request,
                                     api.TableCreatedReply))
         print(f"KUDU-495: {type(failed.value).__name__}: {failed.value}")
-        assert cluster.masters[leader].proc is not None
-        assert cluster.masters[leader].proc.poll() is None  # still running
+        proc = cluster.masters[leader].proc
+        assert proc is not None
+        assert proc.poll() is None  # still running
         run(lambda: master_status(masters[leader]))  # and answering
         for i in followers:
             cluster.start_master(i)

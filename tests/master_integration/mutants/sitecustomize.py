@@ -49,7 +49,7 @@ def _table_before_tablets() -> None:
             return attrs.evolve(plan, write=CatalogWrite(tables=plan.write.tables))
         return plan
 
-    server.plan_create_table = plan_create_table  # type: ignore[assignment]
+    server.plan_create_table = plan_create_table  # type: ignore[attr-defined]
 
 
 if _MUTANT == "calls_before_commit":
