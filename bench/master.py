@@ -4,7 +4,7 @@
                            [--quick] [--keep] [--dir DIR]
 
 (`make bench-master` runs it.) 3 masters and 3 tablet servers on 127.0.0.1
-(impl/cli/mastercluster.py), fsync on, default timers (tick 50 ms x 10 election ticks: an
+(impl/processes/masters.py), fsync on, default timers (tick 50 ms x 10 election ticks: an
 election timeout of 0.5 s, randomised to 0.5-1 s).
 
 1. Failover (issue 18: "kill -9 of the leader to the first successful CreateTable on the new
@@ -39,10 +39,10 @@ from typing import TypeVar
 
 import trio
 
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client import ClientOptions
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
+from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.rpc.backoff import Backoff
 
 R = TypeVar("R")
@@ -60,7 +60,7 @@ def run(fn: Callable[[], Awaitable[R]], seconds: float = 120.0) -> R:
     return trio.run(main)
 
 
-def ready_leader(cluster: MasterCluster, seconds: float = 60.0) -> int:
+def ready_leader(cluster: MasterProcesses, seconds: float = 60.0) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for m in cluster.masters:
@@ -76,7 +76,7 @@ def ready_leader(cluster: MasterCluster, seconds: float = 60.0) -> int:
     raise RuntimeError("no ready leader master")
 
 
-def wait_following(cluster: MasterCluster, i: int, seconds: float = 60.0) -> None:
+def wait_following(cluster: MasterProcesses, i: int, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -89,7 +89,7 @@ def wait_following(cluster: MasterCluster, i: int, seconds: float = 60.0) -> Non
     raise RuntimeError(f"master {i} did not follow")
 
 
-def wait_live_tservers(cluster: MasterCluster, n: int, seconds: float = 60.0) -> None:
+def wait_live_tservers(cluster: MasterProcesses, n: int, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         reply = run(lambda: master_call(cluster.master_addresses, api.MASTER_LIST_TSERVERS,
@@ -107,7 +107,7 @@ async def create(masters: list[str], name: str, tablets: int, replicas: int
                              api.TableCreatedReply, FAST)
 
 
-def failover_trials(cluster: MasterCluster, trials: int) -> list[float]:
+def failover_trials(cluster: MasterProcesses, trials: int) -> list[float]:
     times: list[float] = []
     masters = cluster.master_addresses
     for trial in range(trials):
@@ -122,7 +122,7 @@ def failover_trials(cluster: MasterCluster, trials: int) -> list[float]:
     return times
 
 
-def create_latency(cluster: MasterCluster, tablets: int, replicas: int, label: str
+def create_latency(cluster: MasterProcesses, tablets: int, replicas: int, label: str
                    ) -> tuple[float, float]:
     """(seconds to the reply, seconds to every tablet RUNNING)."""
     masters = cluster.master_addresses
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         trials, rounds, sizes = 3, 1, [1, 10]
     root = args.dir or tempfile.mkdtemp(prefix="revivify-bench-master-")
     try:
-        with MasterCluster(root, masters=3, tservers=3,
+        with MasterProcesses(root, masters=3, tservers=3,
                            master_args=["--tick-ms", str(TICK_MS),
                                         "--election-ticks", str(ELECTION_TICKS)]) as cluster:
             cluster.start_all()

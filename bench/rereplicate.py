@@ -5,7 +5,7 @@
                                 [--quick] [--keep] [--dir DIR]
 
 (`make bench` runs it.) One master and 4 tablet servers on 127.0.0.1
-(impl/cli/mastercluster.py), fsync on, default timers; the master's policy declares a server
+(impl/processes/masters.py), fsync on, default timers; the master's policy declares a server
 failed after ``--tserver-failed-after-ms`` (3000, the default) without a heartbeat.
 
 Per trial: a table of N tablets x 3 replicas is created, a few rows written to each tablet
@@ -44,10 +44,10 @@ from typing import TypeVar
 
 import trio
 
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client import ClientOptions, list_copies, open_table_client, server_status
 from revivify.impl.client.master import master_call
 from revivify.impl.master import api
+from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.rpc.backoff import Backoff
 
 R = TypeVar("R")
@@ -69,7 +69,7 @@ async def locations(masters: list[str], name: str) -> api.TableLocationsReply:
                              api.TableLocationsReply, FAST)
 
 
-async def hosted(cluster: MasterCluster) -> dict[str, dict[str, str]]:
+async def hosted(cluster: MasterProcesses) -> dict[str, dict[str, str]]:
     """server uuid -> tablet id -> replica state, for every live tablet server."""
     out: dict[str, dict[str, str]] = {}
     for s in cluster.tservers.servers:
@@ -84,7 +84,7 @@ async def hosted(cluster: MasterCluster) -> dict[str, dict[str, str]]:
     return out
 
 
-async def fully_replicated(cluster: MasterCluster, name: str, tablets: int,
+async def fully_replicated(cluster: MasterProcesses, name: str, tablets: int,
                            dead: str | None) -> bool:
     locs = await locations(cluster.master_addresses, name)
     if len(locs.tablets) != tablets:
@@ -100,7 +100,7 @@ async def fully_replicated(cluster: MasterCluster, name: str, tablets: int,
                for t in locs.tablets for r in t.replicas)
 
 
-async def setup_table(cluster: MasterCluster, name: str, tablets: int, rows: int) -> int:
+async def setup_table(cluster: MasterProcesses, name: str, tablets: int, rows: int) -> int:
     """Create the table, write `rows` rows per tablet (on average), wait until healthy;
     the number of rows written."""
     masters = cluster.master_addresses
@@ -123,7 +123,7 @@ async def setup_table(cluster: MasterCluster, name: str, tablets: int, rows: int
     return total
 
 
-async def heal(cluster: MasterCluster, name: str, tablets: int, victim: int
+async def heal(cluster: MasterProcesses, name: str, tablets: int, victim: int
                ) -> tuple[float, dict[tuple[str, str], tuple[int, int]]]:
     """Kill `victim`, then (seconds to fully replicated, the copies seen: (dest, tablet) ->
     (bytes done, total bytes))."""
@@ -158,7 +158,7 @@ async def heal(cluster: MasterCluster, name: str, tablets: int, victim: int
     return seconds, copies
 
 
-def busiest(cluster: MasterCluster, name: str) -> int:
+def busiest(cluster: MasterProcesses, name: str) -> int:
     """The index of the tablet server holding the most replicas of the table."""
     locs = run(lambda: locations(cluster.master_addresses, name))
     counts = {s.uuid: 0 for s in cluster.tservers.servers}
@@ -169,7 +169,7 @@ def busiest(cluster: MasterCluster, name: str) -> int:
     return next(s.index for s in cluster.tservers.servers if s.uuid == uuid)
 
 
-def trial(cluster: MasterCluster, tablets: int, rows: int, number: int, failed_after: float
+def trial(cluster: MasterProcesses, tablets: int, rows: int, number: int, failed_after: float
           ) -> dict[str, float]:
     name = f"t{tablets}-{number}"
     written = run(lambda: setup_table(cluster, name, tablets, rows), 300)
@@ -206,7 +206,7 @@ def main() -> int:
     failed_after = args.failed_after_ms / 1000
     results: dict[int, list[dict[str, float]]] = {}
     try:
-        with MasterCluster(root, masters=1, tservers=TSERVERS,
+        with MasterProcesses(root, masters=1, tservers=TSERVERS,
                            master_args=["--tserver-failed-after-ms",
                                         str(args.failed_after_ms)]) as cluster:
             cluster.start_all()

@@ -63,10 +63,11 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from revivify.impl.cli.localcluster import ProcessCluster, ProcessError, ServerProcess
 from revivify.impl.client import admin
 from revivify.impl.client.errors import ClientError
 from revivify.impl.consensus.messages import Peer
+from revivify.impl.processes.control import ProcessError, ServerProcess
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import ConnectionClosed, RpcClient, RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.storage.disk import OsDisk, is_temp_name

@@ -49,12 +49,15 @@ import argparse
 import contextlib
 import importlib
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
+
+import attrs
 
 from revivify.impl.client import (
     ChangeRefused,
     ClientError,
+    ClientOptions,
     Rejected,
     TableClient,
     TableNotFoundError,
@@ -184,8 +187,9 @@ def _change(args: argparse.Namespace) -> ConfigChange:
     return ConfigChange("CHANGE_ROLE", Peer(args.uuid, "", VOTER))
 
 
-def tablet_main(argv: list[str]) -> int:
-    """``revivify tablet create | status | change-config | step-down``."""
+def _tablet_parser() -> Parser:
+    """The parser of ``revivify tablet``: one subcommand each for create, status,
+    change-config and step-down."""
     parser = Parser(prog="revivify tablet", description="tablet administration")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
@@ -210,6 +214,20 @@ def tablet_main(argv: list[str]) -> int:
                     "tablet's state, 1 if every server that answered does not host it, "
                     "2 if none answered.")
 
+    _add_change_config_parser(sub)
+
+    down = sub.add_parser(
+        "step-down", parents=[_cluster(), common_flags(), call_timeout_flag()],
+        help="ask the leader to step down",
+        description="Ask the tablet's leader to step down, optionally handing leadership "
+                    "to a given voter.")
+    down.add_argument("--new-leader", default=None, metavar="UUID",
+                      help="transfer leadership to this voter")
+    return parser
+
+
+def _add_change_config_parser(sub: argparse._SubParsersAction[Parser]) -> None:
+    """``revivify tablet change-config``: its positional form and its flags."""
     changing = sub.add_parser(
         "change-config", parents=[_cluster(), common_flags(), call_timeout_flag()],
         help="add, remove or promote one member",
@@ -232,76 +250,75 @@ def tablet_main(argv: list[str]) -> int:
                         help="apply only if the committed config is at index N (default: "
                              "the leader's current committed config index, read first)")
 
-    down = sub.add_parser(
-        "step-down", parents=[_cluster(), common_flags(), call_timeout_flag()],
-        help="ask the leader to step down",
-        description="Ask the tablet's leader to step down, optionally handing leadership "
-                    "to a given voter.")
-    down.add_argument("--new-leader", default=None, metavar="UUID",
-                      help="transfer leadership to this voter")
 
-    args = parse_args(parser, argv)
+def tablet_main(argv: list[str]) -> int:
+    """``revivify tablet create | status | change-config | step-down``."""
+    args = parse_args(_tablet_parser(), argv)
     if isinstance(args, int):
         return args
     prog = f"revivify tablet {args.cmd}"
     options = client_options(args)
-    change: ConfigChange | None = None
-    if args.cmd == "change-config":
-        try:
-            change = _change(args)
-        except UsageError as exc:
-            print(one_line(str(exc)), file=sys.stderr)
-            return 2
+    if args.cmd == "create":
+        return execute(prog, args, lambda: _tablet_create_work(args))
+    if args.cmd == "status":
+        return execute(prog, args, lambda: _tablet_status_work(args, options))
+    if args.cmd == "step-down":
+        return execute(prog, args, lambda: _step_down_work(args, options))
+    try:
+        change = _change(args)
+    except UsageError as exc:
+        print(one_line(str(exc)), file=sys.stderr)
+        return 2
+    return execute(prog, args, lambda: _change_config_work(args, options, change))
 
-    async def create_work() -> Outcome:
-        created = await create_tablet(args.tservers, args.replicas, args.tablet_id)
-        doc = {"tablet_id": created.tablet_id,
-               "peers": [render.peer_doc(p) for p in created.peers]}
-        return Outcome(0, doc, created.tablet_id)
 
-    async def status_work() -> Outcome:
-        status = await tablet_status(args.tservers, args.tablet, options=options)
-        doc, text = _status_doc(status), _status_text(status)
-        if not status.reachable:
-            return Outcome(2, doc, text, "no server answered: " + "; ".join(
-                f"{r.address}: {r.error}" for r in status.replicas))
-        if not status.hosted:
-            answered = [r.address for r in status.replicas if r.reachable]
-            silent = [r.address for r in status.silent]
-            unsure = f" ({', '.join(silent)} did not answer)" if silent else ""
-            return Outcome(1, doc, text, f"tablet {args.tablet} is not hosted by any of "
-                                         f"{', '.join(answered)}{unsure}")
-        return Outcome(0, doc, text)
+async def _tablet_create_work(args: argparse.Namespace) -> Outcome:
+    created = await create_tablet(args.tservers, args.replicas, args.tablet_id)
+    doc = {"tablet_id": created.tablet_id,
+           "peers": [render.peer_doc(p) for p in created.peers]}
+    return Outcome(0, doc, created.tablet_id)
 
-    async def change_work() -> Outcome:
-        assert change is not None
-        try:
-            changed = await change_config(args.tservers, args.tablet, change,
-                                          args.cas_config_index, options=options)
-        except ChangeRefused as refusal:
-            doc = {"tablet_id": args.tablet, "refused": {
-                "reason": refusal.reason, "detail": refusal.detail,
-                "committed_index": refusal.committed_index,
-                "outcome_unknown": refusal.outcome_unknown,
-                "outcome": outcome_of(refusal)}}
-            return Outcome(1, doc, "", refusal.message)
-        doc = {"tablet_id": args.tablet, "config_index": changed.config_index,
-               "change": {"kind": change.kind, **render.peer_doc(change.peer)}}
-        return Outcome(0, doc, f"config change committed at index {changed.config_index}")
 
-    async def step_down_work() -> Outcome:
-        former = await step_down(args.tservers, args.tablet, args.new_leader,
-                                 options=options)
-        towards = f" in favour of {args.new_leader}" if args.new_leader else ""
-        doc = {"tablet_id": args.tablet, "stepped_down": former,
-               "new_leader": args.new_leader}
-        return Outcome(0, doc, f"leader {former} asked to step down{towards}")
+async def _tablet_status_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    """Exit 0 if a server answered with the tablet's state, 1 if every server that
+    answered does not host it, 2 if none answered (the module docstring)."""
+    status = await tablet_status(args.tservers, args.tablet, options=options)
+    doc, text = _status_doc(status), _status_text(status)
+    if not status.reachable:
+        return Outcome(2, doc, text, "no server answered: " + "; ".join(
+            f"{r.address}: {r.error}" for r in status.replicas))
+    if not status.hosted:
+        answered = [r.address for r in status.replicas if r.reachable]
+        silent = [r.address for r in status.silent]
+        unsure = f" ({', '.join(silent)} did not answer)" if silent else ""
+        return Outcome(1, doc, text, f"tablet {args.tablet} is not hosted by any of "
+                                     f"{', '.join(answered)}{unsure}")
+    return Outcome(0, doc, text)
 
-    works: dict[str, Callable[[], Awaitable[Outcome]]] = {
-        "create": create_work, "status": status_work, "change-config": change_work,
-        "step-down": step_down_work,
-    }
-    return execute(prog, args, works[args.cmd])
+
+async def _change_config_work(args: argparse.Namespace, options: ClientOptions,
+                              change: ConfigChange) -> Outcome:
+    """Exit 1 with the refusal in the document when the leader refuses the change."""
+    try:
+        changed = await change_config(args.tservers, args.tablet, change,
+                                      args.cas_config_index, options=options)
+    except ChangeRefused as refusal:
+        doc = {"tablet_id": args.tablet, "refused": {
+            "reason": refusal.reason, "detail": refusal.detail,
+            "committed_index": refusal.committed_index,
+            "outcome_unknown": refusal.outcome_unknown,
+            "outcome": outcome_of(refusal)}}
+        return Outcome(1, doc, "", refusal.message)
+    doc = {"tablet_id": args.tablet, "config_index": changed.config_index,
+           "change": {"kind": change.kind, **render.peer_doc(change.peer)}}
+    return Outcome(0, doc, f"config change committed at index {changed.config_index}")
+
+
+async def _step_down_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    former = await step_down(args.tservers, args.tablet, args.new_leader, options=options)
+    towards = f" in favour of {args.new_leader}" if args.new_leader else ""
+    doc = {"tablet_id": args.tablet, "stepped_down": former, "new_leader": args.new_leader}
+    return Outcome(0, doc, f"leader {former} asked to step down{towards}")
 
 
 def _status_doc(status: TabletStatus) -> dict[str, Any]:
@@ -392,8 +409,9 @@ def _data(text: str, hex_mode: bool, what: str, prog: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def row_main(argv: list[str]) -> int:
-    """``revivify row put | get | delete | scan``."""
+def _row_parser() -> Parser:
+    """The parser of ``revivify row``: put, get, delete and scan, each with a target
+    (`_row_target`), ``--hex`` and the common flags."""
     parser = Parser(prog="revivify row",
                     description="read and write rows of a tablet, or of a table through "
                                 "the masters")
@@ -423,102 +441,141 @@ def row_main(argv: list[str]) -> int:
                       help="end key (exclusive; default: no end)")
     scan.add_argument("--limit", type=non_negative_int, default=None, metavar="N",
                       help="at most N rows (default: all)")
+    return parser
 
-    args = parse_args(parser, argv)
+
+@attrs.frozen
+class _RowCommand:
+    """One parsed ``revivify row`` command: the bytes it names (None where its form has
+    none: a scan has no KEY, only a put a VALUE), whether keys and values are shown as
+    hex, and the client's retry policy."""
+
+    args: argparse.Namespace
+    key: bytes | None
+    value: bytes | None
+    start: bytes | None
+    end: bytes | None
+    hex_mode: bool
+    options: ClientOptions
+
+    @property
+    def writing(self) -> bool:
+        return bool(self.args.cmd in ("put", "delete"))
+
+    def show(self, data: bytes) -> str:
+        return render.show_bytes(data, self.hex_mode)
+
+
+def _row_command(args: argparse.Namespace, prog: str) -> _RowCommand:
+    """The command's target checked and its bytes decoded (UsageError if not)."""
+    hex_mode: bool = args.hex
+    _check_target(args, prog)
+    key = None if args.cmd == "scan" else _data(args.key, hex_mode, "KEY", prog)
+    value = _data(args.value, hex_mode, "VALUE", prog) if args.cmd == "put" else None
+    start = (None if args.cmd != "scan" or args.start is None
+             else _data(args.start, hex_mode, "--start", prog))
+    end = (None if args.cmd != "scan" or args.end is None
+           else _data(args.end, hex_mode, "--end", prog))
+    return _RowCommand(args, key, value, start, end, hex_mode, client_options(args))
+
+
+def row_main(argv: list[str]) -> int:
+    """``revivify row put | get | delete | scan``."""
+    args = parse_args(_row_parser(), argv)
     if isinstance(args, int):
         return args
     prog = f"revivify row {args.cmd}"
-    hex_mode: bool = args.hex
     try:
-        _check_target(args, prog)
-        key = None if args.cmd == "scan" else _data(args.key, hex_mode, "KEY", prog)
-        value = _data(args.value, hex_mode, "VALUE", prog) if args.cmd == "put" else None
-        start = (None if args.cmd != "scan" or args.start is None
-                 else _data(args.start, hex_mode, "--start", prog))
-        end = (None if args.cmd != "scan" or args.end is None
-               else _data(args.end, hex_mode, "--end", prog))
+        command = _row_command(args, prog)
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
-    options = client_options(args)
+    return execute(prog, args, lambda: _row_work(command))
 
-    def show(data: bytes) -> str:
-        return render.show_bytes(data, hex_mode)
 
-    @contextlib.asynccontextmanager
-    async def target() -> AsyncIterator[TabletClient | TableClient]:
-        """The tablet (--tservers --tablet) or the table (--masters --table): the same
-        put/delete/get/scan, the same documents."""
-        if args.table is not None:
-            async with open_table_client(args.masters, args.table, options=options) as table:
-                yield table
-        else:
-            async with open_tablet_client(args.tservers, args.tablet,
-                                          options=options) as tablet:
-                yield tablet
+@contextlib.asynccontextmanager
+async def _row_client(command: _RowCommand) -> AsyncIterator[TabletClient | TableClient]:
+    """The tablet (--tservers --tablet) or the table (--masters --table): the same
+    put/delete/get/scan, the same documents."""
+    args = command.args
+    if args.table is not None:
+        async with open_table_client(args.masters, args.table,
+                                     options=command.options) as table:
+            yield table
+    else:
+        async with open_tablet_client(args.tservers, args.tablet,
+                                      options=command.options) as tablet:
+            yield tablet
 
-    async def work() -> Outcome:
-        try:
-            return await rows_work()
-        except (TabletNotFoundError, TableNotFoundError) as exc:
-            # Every server (or the masters) answered: the tablet or table is not there.
-            if writing:
-                return _write_failure(exc, 1)
-            return Outcome(1, {"error": exc.message}, "", exc.message)
 
-    writing = args.cmd in ("put", "delete")
+async def _row_work(command: _RowCommand) -> Outcome:
+    """The command's outcome; exit 1 when every server (or the masters) answered that the
+    tablet or table is not there."""
+    try:
+        async with _row_client(command) as client:
+            if command.writing:
+                return await _row_write(command, client)
+            return await _row_read(command, client)
+    except (TabletNotFoundError, TableNotFoundError) as exc:
+        if command.writing:
+            return _row_write_failure(command, exc, 1)
+        return Outcome(1, {"error": exc.message}, "", exc.message)
 
-    def _write_failure(error: ClientError, code: int) -> Outcome:
-        """A write that failed: its outcome in the message and, with --json, a document."""
-        assert key is not None
-        outcome = outcome_of(error)
-        doc: dict[str, Any] = {"key": show(key)}
-        if value is not None:
-            doc["value"] = show(value)
-        doc.update({"outcome": outcome, "error": error.message})
-        message = error.message
-        if outcome == OUTCOME_FAILED and isinstance(error, Unavailable):
-            message += "; it was not applied"
-        return Outcome(code, doc, "", message)
 
-    async def write(tablet: TabletClient | TableClient) -> Outcome:
-        assert key is not None
-        try:
-            if args.cmd == "put":
-                assert value is not None
-                written = await tablet.put(key, value)
-            else:
-                written = await tablet.delete(key)
-        except Rejected as exc:  # the leader said no, or a server answered strangely
-            return _write_failure(exc, 1 if isinstance(exc.error, AppError) else 2)
-        except (TabletNotFoundError, TableNotFoundError):
-            raise  # (work: exit 1)
-        except ClientError as exc:  # refused before sending (InvalidRequest), or gave up:
-            return _write_failure(exc, 2)  # unreachable, no leader, out of time
-        if args.cmd == "put":
+async def _row_write(command: _RowCommand, client: TabletClient | TableClient) -> Outcome:
+    """A put or a delete. Exit 1 when the leader said no, 2 when a server answered
+    strangely or the write was refused before it was sent or given up on."""
+    key, value, show = command.key, command.value, command.show
+    assert key is not None
+    try:
+        if command.args.cmd == "put":
             assert value is not None
-            doc = {"key": show(key), "value": show(value), "index": written.index,
-                   "duplicate": written.duplicate}
-            return Outcome(0, doc, f"written at index {written.index}")
-        doc = {"key": show(key), "index": written.index, "duplicate": written.duplicate}
-        return Outcome(0, doc, f"deleted at index {written.index}")
+            written = await client.put(key, value)
+        else:
+            written = await client.delete(key)
+    except Rejected as exc:  # the leader said no, or a server answered strangely
+        return _row_write_failure(command, exc, 1 if isinstance(exc.error, AppError) else 2)
+    except (TabletNotFoundError, TableNotFoundError):
+        raise  # (_row_work: exit 1)
+    except ClientError as exc:  # refused before sending (InvalidRequest), or gave up:
+        return _row_write_failure(command, exc, 2)  # unreachable, no leader, out of time
+    if command.args.cmd == "put":
+        assert value is not None
+        doc = {"key": show(key), "value": show(value), "index": written.index,
+               "duplicate": written.duplicate}
+        return Outcome(0, doc, f"written at index {written.index}")
+    doc = {"key": show(key), "index": written.index, "duplicate": written.duplicate}
+    return Outcome(0, doc, f"deleted at index {written.index}")
 
-    async def rows_work() -> Outcome:
-        async with target() as tablet:
-            if writing:
-                return await write(tablet)
-            if args.cmd == "get":
-                assert key is not None
-                found = await tablet.get(key)
-                if found is None:
-                    return Outcome(1, {"key": show(key), "value": None}, "",
-                                   f"key {show(key)!r} not found")
-                return Outcome(0, {"key": show(key), "value": show(found)}, show(found))
-            rows = await tablet.scan(start, end, args.limit)
-            doc = {"rows": [{"key": show(k), "value": show(v)} for k, v in rows]}
-            return Outcome(0, doc, "\n".join(f"{show(k)}\t{show(v)}" for k, v in rows))
 
-    return execute(prog, args, work)
+def _row_write_failure(command: _RowCommand, error: ClientError, code: int) -> Outcome:
+    """A write that failed: its outcome in the message and, with --json, a document."""
+    assert command.key is not None
+    outcome = outcome_of(error)
+    doc: dict[str, Any] = {"key": command.show(command.key)}
+    if command.value is not None:
+        doc["value"] = command.show(command.value)
+    doc.update({"outcome": outcome, "error": error.message})
+    message = error.message
+    if outcome == OUTCOME_FAILED and isinstance(error, Unavailable):
+        message += "; it was not applied"
+    return Outcome(code, doc, "", message)
+
+
+async def _row_read(command: _RowCommand, client: TabletClient | TableClient) -> Outcome:
+    """A get (exit 1 when the key has no value) or a scan."""
+    show = command.show
+    if command.args.cmd == "get":
+        key = command.key
+        assert key is not None
+        found = await client.get(key)
+        if found is None:
+            return Outcome(1, {"key": show(key), "value": None}, "",
+                           f"key {show(key)!r} not found")
+        return Outcome(0, {"key": show(key), "value": show(found)}, show(found))
+    rows = await client.scan(command.start, command.end, command.args.limit)
+    doc = {"rows": [{"key": show(k), "value": show(v)} for k, v in rows]}
+    return Outcome(0, doc, "\n".join(f"{show(k)}\t{show(v)}" for k, v in rows))
 
 
 __all__ = ["row_main", "tablet_main", "tserver_main"]

@@ -1,5 +1,6 @@
 """``revivify cluster ...``: a local cluster of real processes on 127.0.0.1, for a person at a
-terminal (the tests and benchmarks use mastercluster.MasterCluster directly, the same code).
+terminal (the tests and benchmarks use the same code directly: impl/processes/masters.py
+MasterProcesses).
 
   revivify cluster start --root DIR [--num-masters 3] [--num-tservers 3]
                          [--master-arg ARG]... [--tserver-arg ARG]... [--timeout S] [--json]
@@ -46,6 +47,16 @@ import trio
 from revivify.impl.client import ClientError, ClientOptions
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
+from revivify.impl.processes.control import (
+    ProcessError,
+    ServerProcess,
+    free_port,
+    kill_process,
+    pid_alive,
+    reap,
+    signal_process,
+)
+from revivify.impl.processes.masters import MasterProcesses
 
 from . import clusterfile, render
 from .clusterfile import ClusterFileError, ClusterRecord, ServerRecord
@@ -59,15 +70,6 @@ from .common import (
     positive_int,
     print_outcome,
 )
-from .localcluster import (
-    ProcessError,
-    ServerProcess,
-    kill_process,
-    pid_alive,
-    reap,
-    signal_process,
-)
-from .mastercluster import MasterCluster, free_port
 
 PROG = "revivify cluster"
 DEFAULT_START_TIMEOUT = 60.0
@@ -96,10 +98,10 @@ def _names(record: ClusterRecord) -> list[str]:
     return [s.name for s in record.masters + record.tservers]
 
 
-def _cluster_of(root: str, record: ClusterRecord) -> MasterCluster:
-    """The MasterCluster the record describes (same directories, ports and flags), each
+def _cluster_of(root: str, record: ClusterRecord) -> MasterProcesses:
+    """The MasterProcesses the record describes (same directories, ports and flags), each
     server knowing the process last started for it."""
-    cluster = MasterCluster(root, len(record.masters), len(record.tservers),
+    cluster = MasterProcesses(root, len(record.masters), len(record.tservers),
                             master_args=record.master_args,
                             tserver_args=record.tserver_args, detached=True,
                             master_ports=[m.port for m in record.masters],
@@ -110,11 +112,11 @@ def _cluster_of(root: str, record: ClusterRecord) -> MasterCluster:
     return cluster
 
 
-def _servers(cluster: MasterCluster) -> list[ServerProcess]:
+def _servers(cluster: MasterProcesses) -> list[ServerProcess]:
     return cluster.masters + cluster.tservers.servers
 
 
-def _record_of(cluster: MasterCluster) -> ClusterRecord:
+def _record_of(cluster: MasterProcesses) -> ClusterRecord:
     def one(prefix: str, s: ServerProcess) -> ServerRecord:
         return ServerRecord(name=f"{prefix}{s.index}", address=s.address, port=s.port,
                             fs_root=s.fs_root, log=s.log_path, uuid=s.uuid, pid=s.pid,
@@ -125,7 +127,7 @@ def _record_of(cluster: MasterCluster) -> ClusterRecord:
                          master_args=cluster.master_args, tserver_args=cluster.tserver_args)
 
 
-def _find(cluster: MasterCluster, record: ClusterRecord, name: str) -> ServerProcess:
+def _find(cluster: MasterProcesses, record: ClusterRecord, name: str) -> ServerProcess:
     names = _names(record)
     if name not in names:
         raise _Refused(f"no server {name!r} in {clusterfile.path_of(cluster.root)} (it has "
@@ -160,7 +162,7 @@ def _status_text(record: ClusterRecord, root: str) -> str:
 # ---------------------------------------------------------------------------- readiness
 
 
-async def _await_ready(cluster: MasterCluster, timeout: float) -> None:
+async def _await_ready(cluster: MasterProcesses, timeout: float) -> None:
     """A ready leader master that hears from every tablet server, within `timeout`."""
     masters = cluster.master_addresses
     want = {s.uuid for s in cluster.tservers.servers}
@@ -189,7 +191,7 @@ async def _await_ready(cluster: MasterCluster, timeout: float) -> None:
         raise ProcessError(f"{what} within {timeout:g}s; see the logs in {cluster.root}")
 
 
-def _check_dead(cluster: MasterCluster) -> None:
+def _check_dead(cluster: MasterProcesses) -> None:
     """A ProcessError if a server has exited since it started (a port taken, ...)."""
     for s in _servers(cluster):
         if not s.running:
@@ -230,7 +232,7 @@ def _start(args: argparse.Namespace) -> Outcome:
         else:
             masters = 3 if args.num_masters is None else args.num_masters
             tservers = 3 if args.num_tservers is None else args.num_tservers
-            cluster = MasterCluster(root, masters, tservers, master_args=args.master_arg,
+            cluster = MasterProcesses(root, masters, tservers, master_args=args.master_arg,
                                     tserver_args=args.tserver_arg, detached=True,
                                     tserver_ports=[free_port() for _ in range(tservers)],
                                     start_timeout=args.timeout)

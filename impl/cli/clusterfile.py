@@ -10,10 +10,10 @@ never sees half a file and a crash leaves the old one or the new one:
      "tservers": [{"name": "ts0", ...}, ...]}
 
 ``pid`` and ``start_ticks`` name the process last started for that server (the pair stays
-true after the pid is reused: localcluster.pid_alive); ``uuid`` is empty until the server
-said its "listening" line. Commands that talk to the cluster read the master addresses from
-it (``--root DIR`` in place of ``--masters``): a missing or malformed file is a
-`ClusterFileError` naming the file and what was wrong (exit 2).
+true after the pid is reused: impl/processes/control.py pid_alive); ``uuid`` is empty until
+the server said its "listening" line. Commands that talk to the cluster read the master
+addresses from it (``--root DIR`` in place of ``--masters``): a missing or malformed file is
+a `ClusterFileError` naming the file and what was wrong (exit 2).
 
 Cluster commands that change the file hold ``DIR/cluster.lock`` (an exclusive flock) from
 reading it to writing it back, so two of them never interleave.

@@ -160,7 +160,7 @@ class Demo:
     stage_no: int = 0
     summary: list[tuple[str, str]] = attrs.Factory(list)
     writers: Writers | None = None
-    extra_master: Any = None  # a localcluster.ServerProcess while it runs
+    extra_master: Any = None  # a processes.control.ServerProcess while it runs
 
     # ------------------------------------------------------------------ printing, commands
 
@@ -381,13 +381,14 @@ class Demo:
         self.detail(f"cluster restart {name}: a follower again; writers: {self.progress()}")
 
     def master_add_remove(self, status: dict[str, Any], masters: list[str]) -> None:
-        from revivify.impl.cli.localcluster import (
+        from revivify.impl.processes.control import (
             ServerProcess,
             await_listening,
+            free_port,
             spawn,
             stop_process,
         )
-        from revivify.impl.cli.mastercluster import MASTER_LISTENING, free_port
+        from revivify.impl.processes.masters import MASTER_LISTENING
 
         started = time.monotonic()
         new = ServerProcess(len(masters), os.path.join(self.cluster_dir, "m-extra"),
@@ -517,7 +518,7 @@ class Demo:
     def cleanup(self) -> None:
         """Leave nothing running: the writers, the extra master, every recorded process."""
         from revivify.impl.cli import clusterfile
-        from revivify.impl.cli.localcluster import kill_process, pid_alive
+        from revivify.impl.processes.control import kill_process, pid_alive
 
         if self.writers is not None:
             self.writers.stop_event.set()

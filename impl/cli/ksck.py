@@ -258,24 +258,20 @@ def _peer_set(peers: list[Any]) -> set[tuple[str, str]]:
     return {(p.uuid, p.member_type) for p in peers}
 
 
+# What each catalog replica's server said about it: the replica's info when its server
+# hosts it, and its state (the info's, or UNREACHABLE, WRONG_SERVER, NOT_HOSTED).
+ReplicaAnswer = tuple[api.ReplicaLocationInfo, ReplicaInfo | None, str]
+
+
 def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int,
                   hosted: dict[tuple[str, str], tuple[str, ReplicaInfo]],
                   facts: Facts, verdict: Verdict) -> dict[str, Any]:
+    """One tablet's row: its replicas as their servers report them, its leader, and its
+    status; problems and warnings go to `verdict` (issues in the order found)."""
     issues: list[str] = []
     catalog = {(r.uuid, r.member_type) for r in tablet.replicas}
     voters = [r for r in tablet.replicas if r.member_type == VOTER]
-    infos: list[tuple[api.ReplicaLocationInfo, ReplicaInfo | None, str]] = []
-    for r in tablet.replicas:
-        server = facts.servers.get(r.address)
-        found = hosted.get((r.address, tablet.tablet_id))
-        if server is None or server.error is not None:
-            infos.append((r, None, "UNREACHABLE"))
-        elif server.value.uuid != r.uuid:
-            infos.append((r, None, "WRONG_SERVER"))
-        elif found is None:
-            infos.append((r, None, "NOT_HOSTED"))
-        else:
-            infos.append((r, found[1], found[1].state))
+    infos = _replica_answers(tablet, hosted, facts)
     leaders = [(info.term, r.uuid) for r, info, _ in infos
                if info is not None and info.role == LEADER]
     leader_term, leader_uuid = max(leaders) if leaders else (None, None)
@@ -288,6 +284,51 @@ def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int
     leader_info = next((info for r, info, _ in infos if r.uuid == leader_uuid), None)
     live_voters = sum(1 for r, info, state in infos
                       if r.member_type == VOTER and info is not None and state == RUNNING)
+    replicas, mismatched = _check_replicas(table, tablet, infos, leader_info, catalog,
+                                           issues, verdict)
+    if mismatched:
+        issues.append(f"config mismatch: the catalog has {_config_text(catalog)}; "
+                      f"{', '.join(mismatched)} report otherwise")
+    tombstones = sorted(address for (address, tablet_id), (_, info) in hosted.items()
+                        if tablet_id == tablet.tablet_id and info.state == TOMBSTONED
+                        and address not in {r.address for r in tablet.replicas})
+    status = _tablet_status(tablet, len(voters), live_voters, replica_count,
+                            bool(mismatched) or split_leaders, leader_uuid, issues)
+    if status != HEALTHY:
+        verdict.problems.append(f"tablet {tablet.tablet_id} of {table} is {status}: "
+                                + "; ".join(issues))
+    return {"tablet_id": tablet.tablet_id, "partition": tablet.partition,
+            "state": tablet.state, "catalog_config_index": tablet.config_index,
+            "moving_from": tablet.moving_from, "status": status, "leader": leader_uuid,
+            "term": leader_term, "replica_count": replica_count, "live_voters": live_voters,
+            "issues": issues, "replicas": replicas, "tombstones_elsewhere": tombstones}
+
+
+def _replica_answers(tablet: api.TabletLocationInfo,
+                     hosted: dict[tuple[str, str], tuple[str, ReplicaInfo]],
+                     facts: Facts) -> list[ReplicaAnswer]:
+    """Each catalog replica with what its server said (ReplicaAnswer), in catalog order."""
+    infos: list[ReplicaAnswer] = []
+    for r in tablet.replicas:
+        server = facts.servers.get(r.address)
+        found = hosted.get((r.address, tablet.tablet_id))
+        if server is None or server.error is not None:
+            infos.append((r, None, "UNREACHABLE"))
+        elif server.value.uuid != r.uuid:
+            infos.append((r, None, "WRONG_SERVER"))
+        elif found is None:
+            infos.append((r, None, "NOT_HOSTED"))
+        else:
+            infos.append((r, found[1], found[1].state))
+    return infos
+
+
+def _check_replicas(table: str, tablet: api.TabletLocationInfo, infos: list[ReplicaAnswer],
+                    leader_info: ReplicaInfo | None, catalog: set[tuple[str, str]],
+                    issues: list[str], verdict: Verdict
+                    ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each replica's row, and the UUIDs of the running replicas whose config is not the
+    catalog's; a replica not RUNNING is an issue, a lagging one a warning."""
     replicas: list[dict[str, Any]] = []
     mismatched: list[str] = []
     for r, info, state in infos:
@@ -317,34 +358,28 @@ def _check_tablet(table: str, tablet: api.TabletLocationInfo, replica_count: int
             "lagging": lagging, "tombstoned": state == TOMBSTONED,
             "config_mismatch": mismatch,
             "peers": [render.peer_doc(p) for p in info.peers] if info is not None else None})
-    if mismatched:
-        issues.append(f"config mismatch: the catalog has {_config_text(catalog)}; "
-                      f"{', '.join(mismatched)} report otherwise")
-    tombstones = sorted(address for (address, tablet_id), (_, info) in hosted.items()
-                        if tablet_id == tablet.tablet_id and info.state == TOMBSTONED
-                        and address not in {r.address for r in tablet.replicas})
-    majority = len(voters) // 2 + 1
+    return replicas, mismatched
+
+
+def _tablet_status(tablet: api.TabletLocationInfo, voters: int, live_voters: int,
+                   replica_count: int, mismatch: bool, leader_uuid: str | None,
+                   issues: list[str]) -> str:
+    """The tablet's status, the worst first: no live majority, replicas that disagree (a
+    config mismatch or two leaders in a term), too few live voters, no leader yet or not
+    RUNNING in the catalog; else HEALTHY. Adds the reason to `issues`."""
+    majority = voters // 2 + 1
     if live_voters < majority:
-        status = UNAVAILABLE
-        issues.append(f"{live_voters} of {len(voters)} voters live, a majority is {majority}")
-    elif mismatched or split_leaders:
-        status = CONSENSUS_MISMATCH
-    elif live_voters < replica_count:
-        status = UNDER_REPLICATED
+        issues.append(f"{live_voters} of {voters} voters live, a majority is {majority}")
+        return UNAVAILABLE
+    if mismatch:
+        return CONSENSUS_MISMATCH
+    if live_voters < replica_count:
         issues.append(f"{live_voters} live voters, {replica_count} wanted")
-    elif leader_uuid is None or tablet.state != RUNNING:
-        status = RECOVERING
+        return UNDER_REPLICATED
+    if leader_uuid is None or tablet.state != RUNNING:
         issues.append("no leader" if leader_uuid is None else f"{tablet.state} in the catalog")
-    else:
-        status = HEALTHY
-    if status != HEALTHY:
-        verdict.problems.append(f"tablet {tablet.tablet_id} of {table} is {status}: "
-                                + "; ".join(issues))
-    return {"tablet_id": tablet.tablet_id, "partition": tablet.partition,
-            "state": tablet.state, "catalog_config_index": tablet.config_index,
-            "moving_from": tablet.moving_from, "status": status, "leader": leader_uuid,
-            "term": leader_term, "replica_count": replica_count, "live_voters": live_voters,
-            "issues": issues, "replicas": replicas, "tombstones_elsewhere": tombstones}
+        return RECOVERING
+    return HEALTHY
 
 
 def _config_text(config: set[tuple[str, str]]) -> str:

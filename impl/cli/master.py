@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from revivify.impl.client import ClientOptions
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
-from revivify.impl.master.catalog import COLUMN_TYPES, Column
+from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 
 from . import render
 from .common import (
@@ -131,7 +133,8 @@ def _column_arg(text: str) -> Column:
     return Column(name, kind)  # msgspec checks the Literal on decode; checked above
 
 
-def table_main(argv: list[str]) -> int:
+def _table_parser() -> Parser:
+    """The parser of ``revivify table``: create, delete, alter, list, describe."""
     parser = Parser(prog="revivify table", description="table commands (via the masters)")
     sub = parser.add_subparsers(dest="cmd", required=True,
                                 metavar="{create,delete,alter,list,describe}")
@@ -167,85 +170,104 @@ def table_main(argv: list[str]) -> int:
                           metavar="SECONDS",
                           help="let any master answer from a catalog known to be at most "
                                "this old (a follower read); default: the leader only")
-    args = parse_args(parser, argv)
+    return parser
+
+
+def table_main(argv: list[str]) -> int:
+    args = parse_args(_table_parser(), argv)
     if isinstance(args, int):
         return args
     prog = f"revivify table {args.cmd}"
     options = client_options(args)
-
-    async def create_work() -> Outcome:
-        request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
-                                         request_id=secrets.token_hex(16))
-        reply = await master_call(args.masters, api.MASTER_CREATE_TABLE, request,
-                                  api.TableCreatedReply, options)
-        doc = {"table_id": reply.table_id, "tablets": list(reply.tablet_ids)}
-        return Outcome(0, doc, f"table {args.name} {reply.table_id}: "
-                               f"{len(reply.tablet_ids)} tablets")
-
-    async def delete_work() -> Outcome:
-        # The request id makes a retry after a lost reply (inside master_call) answer OK.
-        request = api.DeleteTableRequest(args.name, request_id=secrets.token_hex(16))
-        reply = await master_call(args.masters, api.MASTER_DELETE_TABLE, request,
-                                  api.TableDeletedReply, options)
-        return Outcome(0, {"table_id": reply.table_id},
-                       f"table {args.name} {reply.table_id} deleted")
-
-    async def alter_work() -> Outcome:
-        request = api.AlterTableRequest(args.name, list(args.add_column),
-                                        list(args.drop_column), args.rename,
-                                        request_id=secrets.token_hex(16))
-        reply = await master_call(args.masters, api.MASTER_ALTER_TABLE, request,
-                                  api.TableAlteredReply, options)
-        return Outcome(0, {"table_id": reply.table_id,
-                           "schema_version": reply.schema_version},
-                       f"table {args.rename or args.name} {reply.table_id}: schema version "
-                       f"{reply.schema_version}")
-
     freshness: float | None = getattr(args, "freshness", None)
+    works: dict[str, Callable[[], Awaitable[Outcome]]] = {
+        "create": lambda: _create_table_work(args, options),
+        "delete": lambda: _delete_table_work(args, options),
+        "alter": lambda: _alter_table_work(args, options),
+        "list": lambda: _list_tables_work(args, options, freshness),
+        "describe": lambda: _describe_table_work(args, options, freshness),
+    }
+    return execute(prog, args, works[args.cmd])
+
+
+async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
+                                     request_id=secrets.token_hex(16))
+    reply = await master_call(args.masters, api.MASTER_CREATE_TABLE, request,
+                              api.TableCreatedReply, options)
+    doc = {"table_id": reply.table_id, "tablets": list(reply.tablet_ids)}
+    return Outcome(0, doc, f"table {args.name} {reply.table_id}: "
+                           f"{len(reply.tablet_ids)} tablets")
+
+
+async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    # The request id makes a retry after a lost reply (inside master_call) answer OK.
+    request = api.DeleteTableRequest(args.name, request_id=secrets.token_hex(16))
+    reply = await master_call(args.masters, api.MASTER_DELETE_TABLE, request,
+                              api.TableDeletedReply, options)
+    return Outcome(0, {"table_id": reply.table_id},
+                   f"table {args.name} {reply.table_id} deleted")
+
+
+async def _alter_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    request = api.AlterTableRequest(args.name, list(args.add_column),
+                                    list(args.drop_column), args.rename,
+                                    request_id=secrets.token_hex(16))
+    reply = await master_call(args.masters, api.MASTER_ALTER_TABLE, request,
+                              api.TableAlteredReply, options)
+    return Outcome(0, {"table_id": reply.table_id,
+                       "schema_version": reply.schema_version},
+                   f"table {args.rename or args.name} {reply.table_id}: schema version "
+                   f"{reply.schema_version}")
+
+
+async def _list_tables_work(args: argparse.Namespace, options: ClientOptions,
+                            freshness: float | None) -> Outcome:
+    """The live tables; with ``freshness``, any master may answer (a follower read) and
+    the answer says which one did."""
     follower_read = freshness is not None
+    reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
+                              api.ListTablesRequest(freshness), api.TableList, options,
+                              any_master=follower_read)
+    tables = [{"name": t.name, "table_id": t.table_id, "state": t.state,
+               "schema_version": t.schema_version, "tablets": t.num_tablets}
+              for t in reply.tables]
+    text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
+                     f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
+    if tables and render.is_terminal():  # a person: a table (scripts keep the lines)
+        text = render.table(["NAME", "TABLE ID", "STATE", "VERSION", "TABLETS"], [
+            [t["name"], t["table_id"], t["state"], f"v{t['schema_version']}",
+             t["tablets"]] for t in tables])
+    doc: dict[str, Any] = {"tables": tables}
+    if follower_read:
+        doc["served_by"] = _served_doc(reply.served_by)
+        text = "\n".join(filter(None, [text, _served_text(reply.served_by)]))
+    return Outcome(0, doc, text)
 
-    async def list_work() -> Outcome:
-        reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
-                                  api.ListTablesRequest(freshness), api.TableList, options,
-                                  any_master=follower_read)
-        tables = [{"name": t.name, "table_id": t.table_id, "state": t.state,
-                   "schema_version": t.schema_version, "tablets": t.num_tablets}
-                  for t in reply.tables]
-        text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
-                         f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
-        if tables and render.is_terminal():  # a person: a table (scripts keep the lines)
-            text = render.table(["NAME", "TABLE ID", "STATE", "VERSION", "TABLETS"], [
-                [t["name"], t["table_id"], t["state"], f"v{t['schema_version']}",
-                 t["tablets"]] for t in tables])
-        doc: dict[str, Any] = {"tables": tables}
-        if follower_read:
-            doc["served_by"] = _served_doc(reply.served_by)
-            text = "\n".join(filter(None, [text, _served_text(reply.served_by)]))
-        return Outcome(0, doc, text)
 
-    async def describe_work() -> Outcome:
-        r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
-                              api.TableLocationsRequest(args.name, freshness),
-                              api.TableLocationsReply, options, any_master=follower_read)
-        tablets: list[dict[str, Any]] = [
-                   {"tablet_id": t.tablet_id, "partition": t.partition, "state": t.state,
-                    "term": t.term,
-                    "replicas": [{"uuid": p.uuid, "address": p.address,
-                                  "member_type": p.member_type, "leader": p.leader,
-                                  "live": p.live} for p in t.replicas]}
-                   for t in r.tablets]
-        doc = {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
-               "num_tablets": r.num_tablets, "tablets": tablets}
-        if follower_read:
-            doc["served_by"] = _served_doc(r.served_by)
-        lines = [render.table_locations_text(r)]
-        if follower_read:
-            lines.append(_served_text(r.served_by))
-        return Outcome(0, doc, "\n".join(filter(None, lines)))
-
-    work = {"create": create_work, "delete": delete_work, "alter": alter_work,
-            "list": list_work, "describe": describe_work}[args.cmd]
-    return execute(prog, args, work)
+async def _describe_table_work(args: argparse.Namespace, options: ClientOptions,
+                               freshness: float | None) -> Outcome:
+    """A table's tablets, replicas, roles and leaders (a follower read with
+    ``freshness``, as in _list_tables_work)."""
+    follower_read = freshness is not None
+    r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
+                          api.TableLocationsRequest(args.name, freshness),
+                          api.TableLocationsReply, options, any_master=follower_read)
+    tablets: list[dict[str, Any]] = [
+               {"tablet_id": t.tablet_id, "partition": t.partition, "state": t.state,
+                "term": t.term,
+                "replicas": [{"uuid": p.uuid, "address": p.address,
+                              "member_type": p.member_type, "leader": p.leader,
+                              "live": p.live} for p in t.replicas]}
+               for t in r.tablets]
+    doc = {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
+           "num_tablets": r.num_tablets, "tablets": tablets}
+    if follower_read:
+        doc["served_by"] = _served_doc(r.served_by)
+    lines = [render.table_locations_text(r)]
+    if follower_read:
+        lines.append(_served_text(r.served_by))
+    return Outcome(0, doc, "\n".join(filter(None, lines)))
 
 
 def _freshness_arg(text: str) -> float:

@@ -31,6 +31,7 @@ Exit codes and errors as every admin command (impl/cli/common.py).
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import trio
@@ -56,7 +57,8 @@ from .common import (
 )
 
 
-def replica_main(argv: list[str]) -> int:
+def _replica_parser() -> Parser:
+    """The parser of ``revivify replica``: list, delete, copy."""
     parser = Parser(prog="revivify replica", description="one tablet server's replicas")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,delete,copy}")
     listing = sub.add_parser("list", parents=[common_flags()], help="list a server's replicas",
@@ -90,48 +92,57 @@ def replica_main(argv: list[str]) -> int:
     copy.add_argument("--wait", action="store_true",
                       help="show progress until the copy ends (exit 1 if it failed); "
                            "without --deadline it waits as long as the copy takes")
-    args = parse_args(parser, argv)
+    return parser
+
+
+def replica_main(argv: list[str]) -> int:
+    args = parse_args(_replica_parser(), argv)
     if isinstance(args, int):
         return args
-
     if args.cmd == "copy":
         if args.wait and "--deadline" not in argv:
             args.deadline = 24 * 3600.0  # --wait: as long as the copy takes
-        async def copy_work() -> Outcome:
-            expected = await copy_replica(args.source, args.destination, args.tablet)
-            if not args.wait:
-                return Outcome(0, {"tablet_id": args.tablet, "state": "COPYING",
-                                   "expected_state": expected},
-                               f"tablet {args.tablet}: copy from {args.source} to "
-                               f"{args.destination} started (its data state there was "
-                               f"{expected})")
-            with render.progress(f"copying {args.tablet}", 0, enabled=not args.json,
-                                 unit="bytes") as shown:
-                last = await _watch_copy(args.destination, args.tablet, shown,
-                                         lines=not args.json)
-            state = await _settled_state(args.destination, args.tablet)
-            ok = state == "RUNNING"
-            return Outcome(0 if ok else 1, {"tablet_id": args.tablet, "state": state,
-                                            "bytes": last.bytes_done if last else 0},
-                           f"tablet {args.tablet} on {args.destination}: {state}"
-                           + ("" if ok else " (the copy failed, or the replica was deleted "
-                                             "after it, e.g. by the masters for not being a "
-                                             "member: see the server's log)"))
-        return execute("revivify replica copy", args, copy_work)
-
+        return execute("revivify replica copy", args, lambda: _replica_copy_work(args))
     if args.cmd == "list":
-        async def list_work() -> Outcome:
-            reply = await server_status(args.tserver)
-            rows: list[dict[str, Any]] = [render.replica_doc(r) for r in reply.replicas]
-            return Outcome(0, {"replicas": rows}, _replica_list_text(reply.replicas))
-        return execute("revivify replica list", args, list_work)
+        return execute("revivify replica list", args, lambda: _replica_list_work(args))
+    return execute("revivify replica delete", args, lambda: _replica_delete_work(args))
 
-    async def delete_work() -> Outcome:
-        await delete_replica(args.tserver, args.tablet, args.mode.upper(),
-                             args.cas_config_index)
-        return Outcome(0, {"tablet_id": args.tablet, "state": "TOMBSTONED"},
-                       f"tablet {args.tablet} tombstoned on {args.tserver}")
-    return execute("revivify replica delete", args, delete_work)
+
+async def _replica_copy_work(args: argparse.Namespace) -> Outcome:
+    """Start the copy; with --wait, show its progress and exit 1 unless the replica ends
+    RUNNING."""
+    expected = await copy_replica(args.source, args.destination, args.tablet)
+    if not args.wait:
+        return Outcome(0, {"tablet_id": args.tablet, "state": "COPYING",
+                           "expected_state": expected},
+                       f"tablet {args.tablet}: copy from {args.source} to "
+                       f"{args.destination} started (its data state there was "
+                       f"{expected})")
+    with render.progress(f"copying {args.tablet}", 0, enabled=not args.json,
+                         unit="bytes") as shown:
+        last = await _watch_copy(args.destination, args.tablet, shown,
+                                 lines=not args.json)
+    state = await _settled_state(args.destination, args.tablet)
+    ok = state == "RUNNING"
+    return Outcome(0 if ok else 1, {"tablet_id": args.tablet, "state": state,
+                                    "bytes": last.bytes_done if last else 0},
+                   f"tablet {args.tablet} on {args.destination}: {state}"
+                   + ("" if ok else " (the copy failed, or the replica was deleted "
+                                     "after it, e.g. by the masters for not being a "
+                                     "member: see the server's log)"))
+
+
+async def _replica_list_work(args: argparse.Namespace) -> Outcome:
+    reply = await server_status(args.tserver)
+    rows: list[dict[str, Any]] = [render.replica_doc(r) for r in reply.replicas]
+    return Outcome(0, {"replicas": rows}, _replica_list_text(reply.replicas))
+
+
+async def _replica_delete_work(args: argparse.Namespace) -> Outcome:
+    await delete_replica(args.tserver, args.tablet, args.mode.upper(),
+                         args.cas_config_index)
+    return Outcome(0, {"tablet_id": args.tablet, "state": "TOMBSTONED"},
+                   f"tablet {args.tablet} tombstoned on {args.tserver}")
 
 
 def _replica_list_text(replicas: list[ReplicaInfo]) -> str:

@@ -41,7 +41,7 @@ changes the catalog may have run (cut off after it was sent).
 The master list (issue 19). ``masters`` is where to start: every Master.Status answer
 names the catalog's committed config (its member addresses and index), and the client asks
 the masters of the newest config it was told from then on (a master added later is asked,
-a removed one no more; impl/master/messages.py "The master list"). A leader hint naming an
+a removed one no more; impl/tserver/master_api.py "The master list"). A leader hint naming an
 address not in the list is added to it.
 
 Follower reads (KUDU-500; impl/master/queries.py "Follower reads"). ``call_any`` sends a
@@ -258,7 +258,7 @@ class MasterClient:
 
     def _learn_masters(self, status: api.MasterStatus) -> None:
         """Adopt the master list a master names, if its config is newer than the one the
-        list came from (impl/master/messages.py "The master list": configs are ordered by
+        list came from (impl/tserver/master_api.py "The master list": configs are ordered by
         their index; a removed master's older config never outranks it)."""
         told = [a for a in dict.fromkeys(status.masters) if _valid(a)]
         if status.masters_index <= self.masters_index or not told:

@@ -2,8 +2,9 @@
 
 One module both sides import (the master's service, impl/master/service.py, and the client,
 impl/client/master.py), so the wire shape is written once, like impl/tserver/api.py. Bodies
-are msgspec Structs (msgpack on the wire). The heartbeat's bodies are the core's own
-(messages.py): the tablet server's heartbeater builds them.
+are msgspec Structs (msgpack on the wire). The heartbeat's name and bodies are defined with
+the tablet server (impl/tserver/master_api.py), whose heartbeater builds them: a master
+embeds a tablet server, so the tablet server cannot import this module.
 
 Methods
 -------
@@ -66,8 +67,8 @@ from typing import Final
 import msgspec
 
 from revivify.impl.rpc.errors import AppError
+from revivify.impl.tablet.columns import Column
 
-from .catalog import Column
 from .errors import (
     AlreadyPresent,
     IllegalState,
@@ -77,7 +78,6 @@ from .errors import (
     NotEnoughServers,
     NotFound,
 )
-from .messages import MASTER_HEARTBEAT
 
 MASTER_STATUS: Final = "Master.Status"
 MASTER_LIST_TSERVERS: Final = "Master.ListTabletServers"
@@ -115,7 +115,8 @@ class MasterStatus(msgspec.Struct, frozen=True):
     ready: bool  # this master is the leader and passed the leader-ready gate
     masters: list[str]  # the catalog's members' addresses, from its committed config
     # That config's index (-1: no catalog here, or a master older than the field): a client
-    # keeps the list of the highest index it was told (messages.py "The master list").
+    # keeps the list of the highest index it was told (impl/tserver/master_api.py "The
+    # master list").
     masters_index: int = -1
 
 
@@ -395,7 +396,6 @@ __all__ = [
     "MASTER_ALTER_TABLE",
     "MASTER_CREATE_TABLE",
     "MASTER_DELETE_TABLE",
-    "MASTER_HEARTBEAT",
     "MASTER_LIST_TABLES",
     "MASTER_LIST_TSERVERS",
     "MASTER_MOVE_REPLICA",

@@ -19,8 +19,8 @@ leadership (seed 004 appendix A, the fencing audit):
                                 the server refuses if it has a newer config (the master
                                 decided on stale information)
     AlterSchema                 idempotent: a tablet at that schema version or later
-                                ignores it (``Admin.AlterSchema``: not yet in api.py, see
-                                the master section of docs/architecture.md)
+                                ignores it (``Admin.AlterSchema``, defined with the
+                                heartbeat in impl/tserver/master_api.py)
     ChangeConfig                compare-and-set on the committed config index (seed 001)
 
 No call is ever made for a tablet the catalog has no record of (appendix A's one unfenced
@@ -75,10 +75,9 @@ again.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
 import attrs
-import msgspec
 
 from revivify.impl.consensus.messages import ConfigChange
 from revivify.impl.tserver.api import (
@@ -89,22 +88,11 @@ from revivify.impl.tserver.api import (
     CreateTablet,
     DeleteTablet,
 )
+from revivify.impl.tserver.master_api import ADMIN_ALTER_SCHEMA, AlterSchema
 
-from .catalog import Catalog, Column, TableRecord, TabletRecord, TabletState
-
-ADMIN_ALTER_SCHEMA: Final = "Admin.AlterSchema"
+from .catalog import Catalog, TableRecord, TabletRecord, TabletState
 
 DeleteMode = Literal["TOMBSTONE", "DELETED"]
-
-
-class AlterSchema(msgspec.Struct, frozen=True):
-    """Bring a tablet to ``schema_version`` (sent to its leader, which replicates the
-    change through the tablet's Raft log). Ignored by a tablet already at that version or
-    later, so a master may send it on every report that shows an old version."""
-
-    tablet_id: str
-    schema_version: int
-    schema: list[Column]
 
 
 Body = CreateTablet | DeleteTablet | ChangeConfig | AlterSchema
@@ -177,8 +165,6 @@ def still_called_for(catalog: Catalog, call: TabletServerCall) -> bool:
 
 
 __all__ = [
-    "ADMIN_ALTER_SCHEMA",
-    "AlterSchema",
     "Body",
     "DeleteMode",
     "TabletServerCall",

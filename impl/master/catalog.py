@@ -66,6 +66,7 @@ import attrs
 import msgspec
 
 from revivify.impl.consensus.messages import Config, Peer
+from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 from revivify.impl.tablet.ops import RowOp, WriteBatch, put
 
 from .errors import CatalogCorrupt
@@ -160,19 +161,6 @@ def next_tablet_state(state: TabletState | None, event: TabletEvent) -> TabletSt
 
 
 # ---------------------------------------------------------------------------- records
-
-ColumnType = Literal["binary", "string", "int64", "double", "bool"]
-COLUMN_TYPES: Final[tuple[ColumnType, ...]] = ("binary", "string", "int64", "double", "bool")
-
-
-class Column(msgspec.Struct, frozen=True):
-    """One column. The first column is the row key (``key=True``), and only the first:
-    tablets are hash-partitioned on it (`hash_bucket`)."""
-
-    name: str
-    type: ColumnType = "binary"
-    key: bool = False
-
 
 class ConsensusState(msgspec.Struct, frozen=True):
     """A tablet's committed consensus state as last reported (seed 004 map 6, persisted
@@ -556,7 +544,6 @@ def initial_consensus(peers: Sequence[Peer]) -> ConsensusState:
 
 
 __all__ = [
-    "COLUMN_TYPES",
     "FORMAT",
     "MAX_COLUMNS",
     "MAX_NAME_BYTES",
@@ -570,8 +557,6 @@ __all__ = [
     "TABLE_TRANSITIONS",
     "Catalog",
     "CatalogWrite",
-    "Column",
-    "ColumnType",
     "ConsensusState",
     "IllegalTransition",
     "Record",

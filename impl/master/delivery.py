@@ -34,8 +34,9 @@ from revivify.impl.rpc import RpcError, UnknownMethod, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.rpc.backoff import Backoff
 from revivify.impl.tserver import api as ts_api
+from revivify.impl.tserver.master_api import ADMIN_ALTER_SCHEMA
 
-from .calls import ADMIN_ALTER_SCHEMA, Body, TabletServerCall, still_called_for
+from .calls import Body, TabletServerCall, still_called_for
 from .embedded import EmbeddedServer, master_logger
 from .gate import ReadyGate
 from .tracing import call_fact

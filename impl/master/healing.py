@@ -25,13 +25,13 @@ from __future__ import annotations
 import random
 
 from revivify.impl.tserver import api as ts_api
+from revivify.impl.tserver.master_api import TabletReport
 
 from .calls import TabletServerCall
 from .catalog import Catalog
 from .embedded import EmbeddedServer, master_logger
 from .errors import InvalidArgument, MasterError
 from .gate import ReadyGate
-from .messages import TabletReport
 from .operations import Plan
 from .replication import Healing, ServerView, decide, failed_after_report, server_view
 from .runner import CallSender, PlanRunner

@@ -78,6 +78,7 @@ from typing import Generic, Literal, TypeVar
 import attrs
 
 from revivify.impl.consensus.messages import Peer
+from revivify.impl.tablet.columns import Column
 
 from .calls import TabletServerCall, alter_schema, create_tablet, delete_tablet
 from .catalog import (
@@ -85,7 +86,6 @@ from .catalog import (
     MAX_TABLETS,
     Catalog,
     CatalogWrite,
-    Column,
     TableRecord,
     TabletRecord,
     TabletState,

@@ -75,6 +75,7 @@ from collections.abc import Collection, Mapping, Sequence
 import attrs
 
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, Peer
+from revivify.impl.tserver.master_api import TabletReport
 
 from .calls import change_config
 from .catalog import (
@@ -89,7 +90,6 @@ from .catalog import (
     tablet_key,
 )
 from .errors import IllegalState, InvalidArgument, MasterError, NotEnoughServers, NotFound
-from .messages import TabletReport
 from .operations import Plan, make_plan
 from .placement import Candidate, choose
 

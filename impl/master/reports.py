@@ -81,6 +81,12 @@ from typing import Final
 import attrs
 
 from revivify.impl.consensus.messages import Config
+from revivify.impl.tserver.master_api import (
+    REPLICA_STATES,
+    ReplicaState,
+    ReportedReplica,
+    TabletReport,
+)
 
 from .calls import TabletServerCall, alter_schema, delete_tablet
 from .catalog import (
@@ -98,7 +104,6 @@ from .catalog import (
     record_key,
 )
 from .errors import InvalidArgument
-from .messages import REPLICA_STATES, ReplicaState, ReportedReplica, TabletReport
 from .operations import Plan, make_plan
 
 

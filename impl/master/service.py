@@ -20,17 +20,17 @@ import random
 import msgspec
 
 from revivify.impl.rpc import AppError, CallContext, Service
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 
 from . import api
 from .background import Background
-from .catalog import Column
 from .embedded import EmbeddedServer, master_logger
 from .errors import InvalidArgument, MasterError
 from .follower_reads import FollowerReads
 from .gate import ReadyGate
 from .healing import Healer
 from .membership import Membership
-from .messages import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
 from .operations import (
     AlterTable,
     CreateTable,

@@ -24,8 +24,9 @@ from revivify.contract.events import (
     MasterReadyArgs,
 )
 from revivify.impl.tserver import api as ts_api
+from revivify.impl.tserver.master_api import ADMIN_ALTER_SCHEMA, AlterSchema
 
-from .calls import ADMIN_ALTER_SCHEMA, AlterSchema, TabletServerCall
+from .calls import TabletServerCall
 from .catalog import Catalog, Record, TableRecord, TabletRecord
 
 _METHODS: Final[dict[str, CallMethod]] = {

@@ -48,7 +48,8 @@ from typing import Final, Literal
 
 import attrs
 
-from .messages import Heartbeat, HeartbeatResponse, TabletReport
+from revivify.impl.tserver.master_api import Heartbeat, HeartbeatResponse, TabletReport
+
 from .placement import Candidate
 
 

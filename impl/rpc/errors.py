@@ -33,13 +33,20 @@ refused or failed on the server (the handler ran only for AppError and InternalE
 ConnectFailed means the request was never sent; ConnectionClosed means it may or may not
 have run (the connection died with the call in flight).
 
-Data on the wire is a msgpack map of plain values (`to_data`), rebuilt by `from_data`. A
-subclass of AppError with fields of its own overrides both; the default pair suits an error
-that is only a message.
+Data on the wire: one mechanism for every travelling error. A class names its data in
+``fields``: constructor parameters, in order, each kept as an attribute of the same name and
+holding a plain msgpack value. `to_data` is the map of those attributes in that order (the
+order is part of the bytes: tests/rpc/test_error_wire.py pins them), and `from_data` calls
+the constructor with the received values in the same order. An error with no fields is its
+message alone. A field missing from received data takes the constructor's default when it
+has one; otherwise the two families differ: this package's own errors never changed shape,
+so their data then does not fit (the client raises RemoteError), while an AppError's fields
+may grow over time, so one an older server left out arrives as ``""``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
@@ -47,13 +54,49 @@ from typing import Any, ClassVar, Self
 class RpcError(Exception):
     """Base of every error raised by revivify.impl.rpc."""
 
+    # The error's data (module docstring "Data on the wire"): constructor parameters, in
+    # order, each kept as an attribute of the same name.
+    fields: ClassVar[tuple[str, ...]] = ()
+    # Whether a field missing from received data, without a default in the constructor,
+    # arrives as "" (else the data does not fit).
+    missing_fields_are_empty: ClassVar[bool] = False
+    # The constructor's defaults of `fields` (computed once per class).
+    _field_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        parameters = inspect.signature(cls.__init__).parameters
+        cls._field_defaults = {
+            name: parameters[name].default for name in cls.fields
+            if name in parameters and parameters[name].default is not inspect.Parameter.empty}
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
     def to_data(self) -> dict[str, Any]:
-        """The fields the error carries, as plain msgpack-encodable values."""
-        return {}
+        """The fields the error carries, as plain msgpack-encodable values, in order."""
+        return {name: getattr(self, name) for name in self.fields}
+
+    @classmethod
+    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
+        """The error `to_data` described: its constructor called with the fields' values.
+        Raises KeyError for a missing field without a default unless
+        `missing_fields_are_empty`; the caller (rpc/codec.py) treats any exception here as
+        data that does not fit."""
+        if not cls.fields:
+            return cls(message)
+        return cls(*(cls._received(data, name) for name in cls.fields))
+
+    @classmethod
+    def _received(cls, data: Mapping[str, Any], name: str) -> Any:
+        if name in data:
+            return data[name]
+        if name in cls._field_defaults:
+            return cls._field_defaults[name]
+        if cls.missing_fields_are_empty:
+            return ""
+        raise KeyError(name)
 
 
 # ------------------------------------------------------------------ errors that travel
@@ -63,6 +106,7 @@ class WrongServerUuid(RpcError):
     """The request named `got` as its destination, but this server is `expected`."""
 
     code: ClassVar[str] = "rpc.wrong_server_uuid"
+    fields = ("expected", "got")
 
     def __init__(self, expected: str, got: str) -> None:
         super().__init__(
@@ -71,27 +115,14 @@ class WrongServerUuid(RpcError):
         self.expected = expected
         self.got = got
 
-    def to_data(self) -> dict[str, Any]:
-        return {"expected": self.expected, "got": self.got}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(expected=str(data["expected"]), got=str(data["got"]))
-
 
 class UnknownMethod(RpcError):
     code: ClassVar[str] = "rpc.unknown_method"
+    fields = ("method",)
 
     def __init__(self, method: str) -> None:
         super().__init__(f"unknown method {method!r}")
         self.method = method
-
-    def to_data(self) -> dict[str, Any]:
-        return {"method": self.method}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data["method"]))
 
 
 class MalformedRequest(RpcError):
@@ -102,6 +133,7 @@ class MalformedRequest(RpcError):
     """
 
     code: ClassVar[str] = "rpc.malformed_request"
+    fields = ("reason", "field")
 
     def __init__(self, reason: str, field: str | None = None) -> None:
         where = f" (field {field!r})" if field else ""
@@ -109,19 +141,12 @@ class MalformedRequest(RpcError):
         self.reason = reason
         self.field = field
 
-    def to_data(self) -> dict[str, Any]:
-        return {"reason": self.reason, "field": self.field}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        field = data.get("field")
-        return cls(str(data["reason"]), None if field is None else str(field))
-
 
 class InternalError(RpcError):
     """The handler of `method` raised `exception_type` (not an AppError): a server bug."""
 
     code: ClassVar[str] = "rpc.internal"
+    fields = ("method", "exception_type", "detail")
 
     def __init__(self, method: str, exception_type: str, detail: str) -> None:
         super().__init__(f"internal error in {method!r}: {exception_type}: {detail}")
@@ -129,58 +154,25 @@ class InternalError(RpcError):
         self.exception_type = exception_type
         self.detail = detail
 
-    def to_data(self) -> dict[str, Any]:
-        return {"method": self.method, "exception_type": self.exception_type,
-                "detail": self.detail}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data["method"]), str(data["exception_type"]), str(data["detail"]))
-
 
 class ServerShuttingDown(RpcError):
     """The server is shutting down and did not run the call (safe to retry elsewhere)."""
 
     code: ClassVar[str] = "rpc.shutting_down"
+    fields = ("server_uuid",)
 
     def __init__(self, server_uuid: str) -> None:
         super().__init__(f"server {server_uuid!r} is shutting down; call not run")
         self.server_uuid = server_uuid
-
-    def to_data(self) -> dict[str, Any]:
-        return {"server_uuid": self.server_uuid}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(str(data["server_uuid"]))
 
 
 class AppError(RpcError):
     """Base of the errors a handler raises on purpose; the client gets the same type back.
 
     A subclass names its wire `code` (unique, and not starting with ``"rpc."``, which is
-    reserved for this package)::
-
-        class NotLeader(AppError):
-            code = "consensus.not_leader"
-
-            def __init__(self, leader_hint: str | None) -> None:
-                super().__init__(f"not the leader (leader hint: {leader_hint})")
-                self.leader_hint = leader_hint
-
-            def to_data(self) -> dict[str, Any]:
-                return {"leader_hint": self.leader_hint}
-
-            @classmethod
-            def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-                return cls(data["leader_hint"])
-
-    The client rebuilds it when the class is registered with it (`open_rpc_client(...,
-    app_errors=[NotLeader])`), and raises RemoteError(code, message, data) otherwise.
-
-    The common case needs neither method: name the constructor's parameters (kept as
-    attributes of the same names, all strings or ints) in ``fields``, and the data is
-    those attributes, rebuilt by calling the constructor with them::
+    reserved for this package) and its data in ``fields`` (module docstring "Data on the
+    wire": constructor parameters, in order, kept as attributes of the same names, each a
+    plain value)::
 
         class TabletNotFound(AppError):
             code = "tserver.tablet_not_found"
@@ -189,13 +181,15 @@ class AppError(RpcError):
             def __init__(self, tablet_id: str) -> None:
                 super().__init__(f"tablet {tablet_id} is not hosted here")
                 self.tablet_id = tablet_id
+
+    The client rebuilds it when the class is registered with it (`open_rpc_client(...,
+    app_errors=[TabletNotFound])`), and raises RemoteError(code, message, data) otherwise.
     """
 
     code: ClassVar[str] = "app.error"
-    fields: ClassVar[tuple[str, ...]] = ()
-
-    def to_data(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.fields}
+    # Fields are added to an AppError over time (TabletNotRunning's reason): an older
+    # server's error without one still decodes.
+    missing_fields_are_empty: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -204,13 +198,6 @@ class AppError(RpcError):
                 f"{cls.__name__}.code must be a non-empty string outside 'rpc.*', "
                 f"got {cls.code!r}"
             )
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        if not cls.fields:
-            return cls(message)
-        # A field the sender left out (or an older server) arrives as its "empty" value.
-        return cls(*(data.get(name, "") for name in cls.fields))
 
 
 # ------------------------------------------------------------------ client-side errors

@@ -304,16 +304,7 @@ def inspect_directory(layout: ServerLayout) -> DirectoryReport:
     disk.listdir(layout.root)  # the root must be a readable directory
     instance, instance_problem = read_instance(layout)
     problems: list[Problem] = [] if instance_problem is None else [instance_problem]
-    ids: set[str] = set()
-    for directory in (layout.tablet_meta_dir, layout.consensus_meta_dir, layout.wals_dir):
-        try:
-            for name in _names(disk, directory):
-                try:
-                    ids.add(validate_name(name))
-                except StorageError as exc:
-                    problems.append(Problem(posixpath.join(directory, name), _error(exc)))
-        except OSError as exc:
-            problems.append(Problem(directory, _error(exc)))
+    ids = _tablet_ids(layout, problems)
     qdirs: list[QuarantineDir] = []
     try:
         qdirs = quarantine_dirs(layout, problems)
@@ -321,55 +312,14 @@ def inspect_directory(layout: ServerLayout) -> DirectoryReport:
         problems.append(Problem(layout.quarantine_root, _error(exc)))
     ids.update(q.tablet_id for q in qdirs)
 
+    # Every block a superblock lists, live or in a quarantined copy: the rest of data/ is
+    # unreferenced.
     referenced: set[str] = set()
     tablets: list[TabletOnDisk] = []
     for tablet_id in sorted(ids):
-        own: list[Problem] = []
-        superblock: Superblock | None = None
-        state = "DOES_NOT_EXIST"
-        path = layout.superblock_path(tablet_id)
-        try:
-            superblock = _read_superblock(disk, path, tablet_id)
-            if superblock is not None:
-                state = superblock.data_state.value
-        except (StorageError, OSError) as exc:
-            state = "UNREADABLE"
-            own.append(Problem(path, _error(exc)))
-        cmeta: ConsensusMeta | None = None
-        cmeta_state = "ABSENT"
-        path = layout.cmeta_path(tablet_id)
-        try:
-            cmeta = _read_cmeta(disk, path, tablet_id)
-            cmeta_state = "ABSENT" if cmeta is None else "PRESENT"
-        except (StorageError, OSError) as exc:
-            cmeta_state = "UNREADABLE"
-            own.append(Problem(path, _error(exc)))
-        wal: WalInfo | None = None
-        try:
-            wal = _wal_info(disk, layout.wal_dir(tablet_id))
-        except OSError as exc:
-            own.append(Problem(layout.wal_dir(tablet_id), _error(exc)))
-        live = missing = 0
-        if superblock is not None:
-            live = len(superblock.live_blocks)
-            referenced.update(superblock.live_blocks, superblock.orphaned_blocks)
-            missing = sum(1 for b in superblock.live_blocks
-                          if not disk.exists(posixpath.join(layout.data_dir, b)))
-        mine = tuple(q for q in qdirs if q.tablet_id == tablet_id)
-        for q in mine:
-            if not q.superblock:
-                continue
-            copy_path = posixpath.join(q.path, QDIR_SUPERBLOCK)
-            try:
-                copy = _read_superblock(disk, copy_path, tablet_id)
-            except (StorageError, OSError) as exc:
-                own.append(Problem(copy_path, _error(exc)))
-                continue
-            if copy is not None:
-                referenced.update(copy.live_blocks, copy.orphaned_blocks)
-        problems.extend(own)
-        tablets.append(TabletOnDisk(tablet_id, state, superblock, cmeta, cmeta_state, wal,
-                                    live, missing, mine, tuple(own)))
+        tablet = _inspect_tablet(layout, tablet_id, qdirs, referenced)
+        problems.extend(tablet.problems)
+        tablets.append(tablet)
     unreferenced: list[str] = []
     try:
         unreferenced = [b for b in _names(disk, layout.data_dir) if b not in referenced]
@@ -381,6 +331,75 @@ def inspect_directory(layout: ServerLayout) -> DirectoryReport:
         and disk.exists(posixpath.join(layout.root, WIPE_TRASH)),
         tablets=tuple(tablets), unreferenced_blocks=tuple(unreferenced),
         problems=tuple(problems))
+
+
+def _tablet_ids(layout: ServerLayout, problems: list[Problem]) -> set[str]:
+    """The tablet ids named in tablet-meta/, consensus-meta/ and wals/; a name that is not
+    a valid id, or a directory that cannot be listed, is a problem."""
+    ids: set[str] = set()
+    for directory in (layout.tablet_meta_dir, layout.consensus_meta_dir, layout.wals_dir):
+        try:
+            for name in _names(layout.disk, directory):
+                try:
+                    ids.add(validate_name(name))
+                except StorageError as exc:
+                    problems.append(Problem(posixpath.join(directory, name), _error(exc)))
+        except OSError as exc:
+            problems.append(Problem(directory, _error(exc)))
+    return ids
+
+
+def _inspect_tablet(layout: ServerLayout, tablet_id: str, qdirs: list[QuarantineDir],
+                    referenced: set[str]) -> TabletOnDisk:
+    """One tablet's files: superblock, cmeta, WAL, blocks and quarantine directories, each
+    one that does not read a problem of the tablet's. Adds the blocks its superblock and
+    its quarantined copies list to `referenced`."""
+    disk = layout.disk
+    own: list[Problem] = []
+    superblock: Superblock | None = None
+    state = "DOES_NOT_EXIST"
+    path = layout.superblock_path(tablet_id)
+    try:
+        superblock = _read_superblock(disk, path, tablet_id)
+        if superblock is not None:
+            state = superblock.data_state.value
+    except (StorageError, OSError) as exc:
+        state = "UNREADABLE"
+        own.append(Problem(path, _error(exc)))
+    cmeta: ConsensusMeta | None = None
+    cmeta_state = "ABSENT"
+    path = layout.cmeta_path(tablet_id)
+    try:
+        cmeta = _read_cmeta(disk, path, tablet_id)
+        cmeta_state = "ABSENT" if cmeta is None else "PRESENT"
+    except (StorageError, OSError) as exc:
+        cmeta_state = "UNREADABLE"
+        own.append(Problem(path, _error(exc)))
+    wal: WalInfo | None = None
+    try:
+        wal = _wal_info(disk, layout.wal_dir(tablet_id))
+    except OSError as exc:
+        own.append(Problem(layout.wal_dir(tablet_id), _error(exc)))
+    live = missing = 0
+    if superblock is not None:
+        live = len(superblock.live_blocks)
+        referenced.update(superblock.live_blocks, superblock.orphaned_blocks)
+        missing = sum(1 for b in superblock.live_blocks
+                      if not disk.exists(posixpath.join(layout.data_dir, b)))
+    mine = tuple(q for q in qdirs if q.tablet_id == tablet_id)
+    for q in mine:
+        if not q.superblock:
+            continue
+        copy_path = posixpath.join(q.path, QDIR_SUPERBLOCK)
+        try:
+            copy = _read_superblock(disk, copy_path, tablet_id)
+        except (StorageError, OSError) as exc:
+            own.append(Problem(copy_path, _error(exc)))
+            continue
+        if copy is not None:
+            referenced.update(copy.live_blocks, copy.orphaned_blocks)
+    return TabletOnDisk(tablet_id, state, superblock, cmeta, cmeta_state, wal, live, missing,
+                        mine, tuple(own))
 
 
 # --------------------------------------------------------------------------- purge
@@ -423,10 +442,26 @@ class PurgePlan:
 def plan_purge(layout: ServerLayout, tablet_id: str | None = None) -> PurgePlan:
     """What a purge of every quarantine directory (of `tablet_id` only, if given) removes.
     Read-only. OSError if a directory cannot be listed."""
-    disk = layout.disk
     if tablet_id is not None:
         validate_name(tablet_id)
+    live_refs, pending_roll_forward, blocking = _live_references(layout)
     problems: list[Problem] = []
+    qdirs = quarantine_dirs(layout, problems)
+    chosen, kept_refs, skipped = _choose_quarantine(layout, qdirs, tablet_id,
+                                                    pending_roll_forward, problems)
+    # A block goes with the first chosen directory that lists it, and only if nothing kept
+    # (a live superblock, a directory not purged) lists it too.
+    keep = live_refs | kept_refs
+    claimed: set[str] = set()
+    items = [_purge_item(layout, q, refs, keep, claimed) for q, refs in chosen]
+    return PurgePlan(layout.root, tuple(items), tuple(skipped), tuple(problems),
+                     tuple(blocking), tuple(purge_trash(layout)))
+
+
+def _live_references(layout: ServerLayout) -> tuple[set[str], set[str], list[Problem]]:
+    """The blocks live superblocks list, the tablets whose deletion startup has yet to
+    finish, and the superblocks that do not read (any one blocks the purge)."""
+    disk = layout.disk
     blocking: list[Problem] = []
     live_refs: set[str] = set()
     pending_roll_forward: set[str] = set()  # tablets whose deletion startup finishes
@@ -446,8 +481,17 @@ def plan_purge(layout: ServerLayout, tablet_id: str | None = None) -> PurgePlan:
             # Startup moves the WAL into the QDIR the superblock names (an absolute path,
             # which may not match this spelling of the root): keep all of the tablet's.
             pending_roll_forward.add(name)
+    return live_refs, pending_roll_forward, blocking
 
-    qdirs = quarantine_dirs(layout, problems)
+
+def _choose_quarantine(layout: ServerLayout, qdirs: list[QuarantineDir],
+                       tablet_id: str | None, pending_roll_forward: set[str],
+                       problems: list[Problem]
+                       ) -> tuple[list[tuple[QuarantineDir, frozenset[str]]], set[str],
+                                  list[Skipped]]:
+    """The directories to purge with the blocks each lists, the blocks of the ones kept,
+    and the ones skipped with why (an unreadable superblock copy; a deletion not yet
+    rolled forward)."""
     chosen: list[tuple[QuarantineDir, frozenset[str]]] = []
     kept_refs: set[str] = set()
     skipped: list[Skipped] = []
@@ -457,7 +501,7 @@ def plan_purge(layout: ServerLayout, tablet_id: str | None = None) -> PurgePlan:
         if q.superblock:
             copy_path = posixpath.join(q.path, QDIR_SUPERBLOCK)
             try:
-                copy = _read_superblock(disk, copy_path, q.tablet_id)
+                copy = _read_superblock(layout.disk, copy_path, q.tablet_id)
             except (StorageError, OSError) as exc:
                 unreadable = _error(exc)
                 problems.append(Problem(copy_path, unreadable))
@@ -477,24 +521,24 @@ def plan_purge(layout: ServerLayout, tablet_id: str | None = None) -> PurgePlan:
                                    "forward"))
         else:
             chosen.append((q, refs))
-    keep = live_refs | kept_refs
-    claimed: set[str] = set()
-    items: list[PurgeItem] = []
-    for q, refs in chosen:
-        mine = sorted(refs - keep - claimed)
-        claimed.update(mine)
-        present: list[str] = []
-        size = absent = 0
-        for block_id in mine:
-            path = posixpath.join(layout.data_dir, block_id)
-            if disk.exists(path):
-                present.append(block_id)
-                size += disk.file_size(path)
-            else:
-                absent += 1
-        items.append(PurgeItem(q, tuple(present), size, len(refs & keep), absent))
-    return PurgePlan(layout.root, tuple(items), tuple(skipped), tuple(problems),
-                     tuple(blocking), tuple(purge_trash(layout)))
+    return chosen, kept_refs, skipped
+
+
+def _purge_item(layout: ServerLayout, q: QuarantineDir, refs: frozenset[str],
+                keep: set[str], claimed: set[str]) -> PurgeItem:
+    """One chosen directory and the block files that go with it (claimed: not again)."""
+    mine = sorted(refs - keep - claimed)
+    claimed.update(mine)
+    present: list[str] = []
+    size = absent = 0
+    for block_id in mine:
+        path = posixpath.join(layout.data_dir, block_id)
+        if layout.disk.exists(path):
+            present.append(block_id)
+            size += layout.disk.file_size(path)
+        else:
+            absent += 1
+    return PurgeItem(q, tuple(present), size, len(refs & keep), absent)
 
 
 def purge_trash(layout: ServerLayout) -> list[str]:

@@ -63,7 +63,7 @@ import collections
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, Literal, TypeAlias
 
@@ -81,20 +81,18 @@ from revivify.impl.client import (
 )
 from revivify.impl.master import api as master_api
 from revivify.impl.master import server as master_server_module
-from revivify.impl.master.catalog import Column
 from revivify.impl.rpc import RpcError
+from revivify.impl.tablet.columns import Column
 from revivify.impl.tserver import api
 
-from .mastercluster import MasterCluster, open_master_cluster
-from .simdisk import SimDisk
+from .mastercluster import SimMasterCluster, open_master_cluster
 from .simulation import (
     ROOT,
+    DurableProcess,
     Heal,
     Simulation,
     SimulationFailed,
     Wait,
-    _after_event,
-    durable_view,
     seed_trio_scheduler,
 )
 
@@ -283,10 +281,7 @@ class MasterSimulation(Simulation):
         self.clients = 0  # clients opened (each its own id and Random)
         # why client operations failed ("alter: DeadlineExceeded(CatalogWriteFailed)"...)
         self.failures: collections.Counter[str] = collections.Counter()
-        self._mc: MasterCluster | None = None
-        # check_durable's cache: process key -> ((disk, fsync count, tablets traced), view)
-        self._process_views: dict[str, tuple[tuple[SimDisk, int, frozenset[str]],
-                                             dict[str, Any]]] = {}
+        self._mc: SimMasterCluster | None = None
 
     # ------------------------------------------------------------------ the thread
 
@@ -315,7 +310,7 @@ class MasterSimulation(Simulation):
             self.clock.autojump_threshold = 0  # clean stops may wait on timers
 
     @property
-    def mc(self) -> MasterCluster:
+    def mc(self) -> SimMasterCluster:
         assert self._mc is not None
         return self._mc
 
@@ -549,7 +544,8 @@ class MasterSimulation(Simulation):
                 await self._create_table(1)
 
         if await self._crash_at(self.master_uuids[i], step.after,
-                                lambda: self.mc.crash_master_now(i), catalog_writes):
+                                lambda: self.mc.crash_master_now(i), catalog_writes,
+                                give_up_after=10.0, who="master simulation"):
             self.mcounters.master_crashes_at_step += 1
             self.masters_crashed_at_step.add(i)
             await self.mc.crash_master(i)  # reap its tasks
@@ -562,41 +558,11 @@ class MasterSimulation(Simulation):
                     await self._write_rows(t, 2)
 
         if await self._crash_at(self.cluster.uuids[i], step.after,
-                                lambda: self.cluster.crash_now(i), rows):
+                                lambda: self.cluster.crash_now(i), rows,
+                                give_up_after=10.0, who="master simulation"):
             self.mcounters.tserver_crashes_at_step += 1
             self.crashed_at_step.add(i)
             await self.cluster.crash(i)  # reap its tasks
-
-    async def _crash_at(self, node: str, after: int, crash_now: Callable[[], bool],
-                        activity: Callable[[], Awaitable[None]]) -> bool:
-        """Crash process ``node`` (``crash_now``) right after its ``after``-th next traced
-        durable step while ``activity`` runs, or give up after 10 virtual seconds; True if
-        it crashed. The hook runs inside the process's own task, between the step's event
-        and whatever the process would do next (simulation.py ``_tracer_hook``)."""
-        remaining = [after]
-        crashed = trio.Event()
-
-        def after_event(tablet_id: str, event: str) -> None:
-            remaining[0] -= 1
-            if remaining[0] <= 0 and crash_now():
-                logger.info("master simulation: %s crashed right after %s of %s", node,
-                            event, tablet_id)
-                _after_event.pop(node, None)
-                crashed.set()
-
-        _after_event[node] = after_event
-        try:
-            with trio.move_on_after(10.0):
-                async with trio.open_nursery() as nursery:
-                    async def until_crashed() -> None:
-                        await crashed.wait()
-                        nursery.cancel_scope.cancel()
-                    nursery.start_soon(until_crashed)
-                    await activity()
-                    await crashed.wait()
-        finally:
-            _after_event.pop(node, None)
-        return crashed.is_set()
 
     # ------------------------------------------------------------------ checks
 
@@ -614,42 +580,21 @@ class MasterSimulation(Simulation):
                     f"two ready leader masters in term {status.term}: {seen} and "
                     f"{status.uuid}; steps: {self.steps}")
 
-    def _durable_problems(self) -> list[str]:
+    def _durable_processes(self) -> list[DurableProcess]:
         """check_durable (inherited) over the tablet servers and the masters alike."""
-        problems: list[str] = []
-        processes: list[tuple[str, SimDisk, str, str | None, bool]] = []
-        for s in self.cluster.servers:
-            processes.append((f"tablet server {s.index}", s.disk, f"{ROOT}/{s.host}",
-                              self.cluster.uuids.get(s.index),
-                              s.index in self.crashed_at_step and s.server is None))
-        for m in self.mc.masters:
-            processes.append((f"master {m.index}", m.disk, f"{ROOT}/{m.host}",
-                              self.master_uuids.get(m.index),
-                              m.index in self.masters_crashed_at_step and m.master is None))
-        for name, disk, root, node, frontier_ok in processes:
-            if node is None:
-                continue
-            traced = self.tail.tablets_of(node)
-            key = (disk, disk.sync_count, frozenset(traced))
-            cached = self._process_views.get(name)
-            if cached is not None and cached[0][0] is disk and cached[0][1:] == key[1:]:
-                view = cached[1]
-            else:
-                view = durable_view(disk, root, traced)
-                self._process_views[name] = (key, view)
-            for tablet_id, found in view.items():
-                claim = self.tail.claims.get((node, tablet_id))
-                self.counters.durable_checks += 1
-                if claim is None and found["superblock"]["data_state"] == "DOES_NOT_EXIST" \
-                        and found["quarantine"] is None and found["wal"]["location"] == "ABSENT":
-                    continue
-                if claim == found:
-                    continue
-                if frontier_ok:
-                    self.counters.frontier += 1  # the crash frontier: the checker judges it
-                    continue
-                problems.append(f"{name} ({node}) tablet {tablet_id}: the disk holds "
-                                f"{found}, the trace last claimed {claim}")
+        processes = [DurableProcess(f"tablet server {s.index}", s.disk, f"{ROOT}/{s.host}",
+                                    self.cluster.uuids.get(s.index),
+                                    s.index in self.crashed_at_step and s.server is None)
+                     for s in self.cluster.servers]
+        processes += [DurableProcess(f"master {m.index}", m.disk, f"{ROOT}/{m.host}",
+                                     self.master_uuids.get(m.index),
+                                     m.index in self.masters_crashed_at_step
+                                     and m.master is None)
+                      for m in self.mc.masters]
+        return processes
+
+    def _durable_problems(self) -> list[str]:
+        problems = super()._durable_problems()
         if problems:
             problems.append(f"master steps: {self.steps}")
         return problems

@@ -16,6 +16,9 @@ directory for the checker.
 
 Masters are hosts ``m-0``, ``m-1``...; tablet servers ``ts-0``...; the test's client is
 ``client``. ``net`` is the shared MemoryNetwork: partition, heal, kill, delays.
+
+`SimMasterCluster` is the in-process twin of impl/processes/masters.py's `MasterProcesses`
+(the same servers as real processes on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ class SimMaster:
         return f"{self.host}:{PORT}"
 
 
-class MasterCluster:
+class SimMasterCluster:
+    """Masters and tablet servers in one trio run on the test doubles (module docstring)."""
+
     def __init__(self, nursery: trio.Nursery, trace_dir: str, masters: int, tservers: int,
                  *, seed: int, master_options: dict[str, object] | None = None,
                  tserver_options: dict[str, object] | None = None) -> None:
@@ -188,9 +193,9 @@ class MasterCluster:
 async def open_master_cluster(trace_dir: str, masters: int = 3, tservers: int = 3, *,
                               seed: int = 0, master_options: dict[str, object] | None = None,
                               tserver_options: dict[str, object] | None = None,
-                              ) -> AsyncIterator[MasterCluster]:
+                              ) -> AsyncIterator[SimMasterCluster]:
     async with trio.open_nursery() as nursery:
-        cluster = MasterCluster(nursery, trace_dir, masters, tservers, seed=seed,
+        cluster = SimMasterCluster(nursery, trace_dir, masters, tservers, seed=seed,
                                 master_options=master_options,
                                 tserver_options=tserver_options)
         try:
@@ -199,4 +204,4 @@ async def open_master_cluster(trace_dir: str, masters: int = 3, tservers: int = 
             await cluster.stop_all()
 
 
-__all__ = ["MasterCluster", "SimMaster", "open_master_cluster"]
+__all__ = ["SimMaster", "SimMasterCluster", "open_master_cluster"]

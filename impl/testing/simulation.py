@@ -399,6 +399,19 @@ class Counters:
     frontier: int = 0  # of those, a crashed server's tablet one untraced step ahead
 
 
+@attrs.frozen
+class DurableProcess:
+    """One process whose disk check_durable reads: ``node`` is its UUID (None: not yet
+    known, nothing to compare); ``frontier_ok``: it crashed right after a traced step and
+    is still down, so its disk may be one untraced step ahead (the checker judges that)."""
+
+    name: str
+    disk: SimDisk
+    root: str
+    node: str | None
+    frontier_ok: bool
+
+
 class SimulationFailed(AssertionError):
     """A check failed (the message says which, with the steps so far)."""
 
@@ -433,8 +446,9 @@ class Simulation:
         self.isolated: set[int] = set()
         self.crashed_at_step: set[int] = set()  # down after a CrashAtStep, until restarted
         self.wiped: set[str] = set()  # UUIDs whose disks were wiped
-        # check_durable's cache: server -> ((disk, its fsync count, tablets traced), view)
-        self._views: dict[int, tuple[tuple[SimDisk, int, frozenset[str]], dict[str, Any]]] = {}
+        # check_durable's cache: process name -> ((disk, its fsync count, tablets traced),
+        # view)
+        self._views: dict[str, tuple[tuple[SimDisk, int, frozenset[str]], dict[str, Any]]] = {}
         self._cluster: Cluster | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._finish: trio.Event | None = None
@@ -694,42 +708,57 @@ class Simulation:
         self.counters.writes_unknown += 1
 
     async def _crash_at_step(self, i: int, step: CrashAtStep) -> None:
-        node = self.cluster.uuids[i]
-        remaining = [step.after]
+        async def writes() -> None:
+            n = step.tablet
+            # Writes (each a few durable steps per replica), at most 20, spaced in virtual
+            # time (a write alone may take none: no loop at one instant).
+            for _ in range(20 if self.tablets else 0):
+                t = self._tablet(n)
+                assert t is not None
+                await self._write(t)
+                await trio.sleep(0.05)
+                n += 1
+
+        if await self._crash_at(self.cluster.uuids[i], step.after,
+                                lambda: self.cluster.crash_now(i), writes,
+                                give_up_after=5.0, who="simulation"):
+            self.counters.crashes_at_step += 1
+            self.crashed_at_step.add(i)
+            await self.cluster.crash(i)  # reap its tasks
+
+    async def _crash_at(self, node: str, after: int, crash_now: Callable[[], bool],
+                        activity: Callable[[], Awaitable[None]], *, give_up_after: float,
+                        who: str) -> bool:
+        """Crash process ``node`` (``crash_now``) right after its ``after``-th next traced
+        durable step while ``activity`` runs, or give up after ``give_up_after`` virtual
+        seconds; True if it crashed. The hook runs inside the process's own task, between
+        the step's event and whatever the process would do next (``_tracer_hook``), so the
+        crash lands exactly one traced step in: the crash frontier the checker allows.
+        ``who`` names the simulation in the log line."""
+        remaining = [after]
         crashed = trio.Event()
 
         def after_event(tablet_id: str, event: str) -> None:
             remaining[0] -= 1
-            if remaining[0] <= 0 and self.cluster.crash_now(i):
-                logger.info("simulation: %s crashed right after %s of %s", node, event,
+            if remaining[0] <= 0 and crash_now():
+                logger.info("%s: %s crashed right after %s of %s", who, node, event,
                             tablet_id)
                 _after_event.pop(node, None)
                 crashed.set()
 
         _after_event[node] = after_event
         try:
-            with trio.move_on_after(5.0):
+            with trio.move_on_after(give_up_after):
                 async with trio.open_nursery() as nursery:
                     async def until_crashed() -> None:
                         await crashed.wait()
                         nursery.cancel_scope.cancel()
                     nursery.start_soon(until_crashed)
-                    n = step.tablet
-                    # Writes (each a few durable steps per replica), at most 20, spaced
-                    # in virtual time (a write alone may take none: no loop at one instant).
-                    for _ in range(20 if self.tablets else 0):
-                        t = self._tablet(n)
-                        assert t is not None
-                        await self._write(t)
-                        await trio.sleep(0.05)
-                        n += 1
+                    await activity()
                     await crashed.wait()
         finally:
             _after_event.pop(node, None)
-        if crashed.is_set():
-            self.counters.crashes_at_step += 1
-            self.crashed_at_step.add(i)
-            await self.cluster.crash(i)  # reap its tasks
+        return crashed.is_set()
 
     def _heal(self) -> None:
         self.isolated.clear()
@@ -918,35 +947,47 @@ class Simulation:
                 raise SimulationFailed(f"the simulation died: {self._error!r}") from self._error
             raise
 
+    def _durable_processes(self) -> list[DurableProcess]:
+        """The processes check_durable compares: every tablet server (MasterSimulation
+        adds its masters)."""
+        return [DurableProcess(f"server {s.index}", s.disk, f"{ROOT}/{s.host}",
+                               self.cluster.uuids.get(s.index),
+                               s.index in self.crashed_at_step and s.server is None)
+                for s in self.cluster.servers]
+
     def _durable_problems(self) -> list[str]:
         problems: list[str] = []
-        for s in self.cluster.servers:
-            node = self.cluster.uuids.get(s.index)
-            if node is None:
+        for process in self._durable_processes():
+            if process.node is None:
                 continue
-            traced = self.tail.tablets_of(node)
-            # A crash image changes only at an fsync: reuse the last view until one.
-            key = (s.disk, s.disk.sync_count, frozenset(traced))  # the disk itself, not id()
-            cached = self._views.get(s.index)
-            if cached is not None and cached[0][0] is s.disk and cached[0][1:] == key[1:]:
-                view = cached[1]
-            else:
-                view = durable_view(s.disk, f"{ROOT}/{s.host}", traced)
-                self._views[s.index] = (key, view)
-            for tablet_id, found in view.items():
-                claim = self.tail.claims.get((node, tablet_id))
+            for tablet_id, found in self._durable_view(process).items():
+                claim = self.tail.claims.get((process.node, tablet_id))
                 self.counters.durable_checks += 1
                 if claim is None and found["superblock"]["data_state"] == "DOES_NOT_EXIST" \
                         and found["quarantine"] is None and found["wal"]["location"] == "ABSENT":
                     continue
                 if claim == found:
                     continue
-                if s.index in self.crashed_at_step and s.server is None:
+                if process.frontier_ok:
                     self.counters.frontier += 1  # the crash frontier: the checker judges it
                     continue
-                problems.append(f"server {s.index} ({node}) tablet {tablet_id}: the disk "
-                                f"holds {found}, the trace last claimed {claim}")
+                problems.append(f"{process.name} ({process.node}) tablet {tablet_id}: the "
+                                f"disk holds {found}, the trace last claimed {claim}")
         return problems
+
+    def _durable_view(self, process: DurableProcess) -> dict[str, Any]:
+        """The process's durable view of the tablets it traced. A crash image changes only
+        at an fsync: the last view is reused until one (keyed by the disk itself, not its
+        id(): a new disk at a freed address is another disk)."""
+        assert process.node is not None
+        traced = self.tail.tablets_of(process.node)
+        key = (process.disk, process.disk.sync_count, frozenset(traced))
+        cached = self._views.get(process.name)
+        if cached is not None and cached[0][0] is process.disk and cached[0][1:] == key[1:]:
+            return cached[1]
+        view = durable_view(process.disk, process.root, traced)
+        self._views[process.name] = (key, view)
+        return view
 
     def verify_writes(self, seconds: float = 60.0) -> None:
         """(c) Heal, restart every server, and read every acknowledged write back from a

@@ -36,8 +36,7 @@ committed; a retry with the same (client_id, seq) is applied at most once).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Self
+from typing import Final
 
 import msgspec
 
@@ -226,6 +225,7 @@ class ScanResult(msgspec.Struct, frozen=True):
 
 class NotLeader(AppError):
     code = "tserver.not_leader"
+    fields = ("leader_uuid", "leader_address", "term")  # ``detail``: in the message only
 
     def __init__(self, leader_uuid: str | None, leader_address: str | None, term: int,
                  detail: str = "") -> None:
@@ -234,14 +234,6 @@ class NotLeader(AppError):
         self.leader_uuid = leader_uuid
         self.leader_address = leader_address
         self.term = term
-
-    def to_data(self) -> dict[str, Any]:
-        return {"leader_uuid": self.leader_uuid, "leader_address": self.leader_address,
-                "term": self.term}
-
-    @classmethod
-    def from_data(cls, message: str, data: Mapping[str, Any]) -> Self:
-        return cls(data.get("leader_uuid"), data.get("leader_address"), int(data.get("term", 0)))
 
 
 class TabletNotFound(AppError):

@@ -29,7 +29,7 @@ or from the durable cmeta of a tablet that does not run. A master's UUID is lear
 address (the RPC layer's WrongServerUuid names it) and learnt again when it changes (a
 wiped master).
 
-The master list is learnt from the masters (issue 19; impl/master/messages.py "The master
+The master list is learnt from the masters (issue 19; master_api.py "The master
 list"). ``--masters`` is only where to start: every heartbeat answer names the catalog's
 committed config (its member addresses and index) as that master knows it. `MasterList`
 keeps the list of the highest index told; when it changes, `HeartbeatPool` starts a
@@ -51,7 +51,14 @@ from typing import Final, Protocol
 import attrs
 import trio
 
-from revivify.impl.master.messages import (
+from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
+from revivify.impl.rpc.address import format_address, parse_address
+from revivify.impl.rpc.backoff import Backoff
+
+from . import api
+from .manager.core import Failed, Running, Slot
+from .manager.shell import TabletManager
+from .master_api import (
     MASTER_HEARTBEAT,
     Heartbeat,
     HeartbeatResponse,
@@ -61,13 +68,6 @@ from revivify.impl.master.messages import (
     ReportedReplica,
     TabletReport,
 )
-from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
-from revivify.impl.rpc.address import format_address, parse_address
-from revivify.impl.rpc.backoff import Backoff
-
-from . import api
-from .manager.core import Failed, Running, Slot
-from .manager.shell import TabletManager
 from .replica import config_from_storage
 from .schema import SchemaVersions
 

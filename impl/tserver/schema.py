@@ -42,15 +42,15 @@ from typing import Final, Protocol
 
 import msgspec
 
-from revivify.impl.master.calls import ADMIN_ALTER_SCHEMA, AlterSchema
-from revivify.impl.master.catalog import Column
 from revivify.impl.rpc import CallContext, Service
 from revivify.impl.storage.codec import decode_whole, encode_value
 from revivify.impl.storage.disk import Disk, atomic_replace, mkdir_durably
 from revivify.impl.storage.errors import CorruptRecord, MetadataCorrupt
 from revivify.impl.storage.layout import TABLET_SCHEMA, ServerLayout, validate_name
+from revivify.impl.tablet.columns import Column
 
 from . import api
+from .master_api import ADMIN_ALTER_SCHEMA, AlterSchema
 
 SCHEMA_DIR: Final = TABLET_SCHEMA
 SCHEMA_MAGIC: Final = b"RVSV"

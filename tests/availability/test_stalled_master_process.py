@@ -26,7 +26,7 @@ from master_integration.test_master_processes import (
     wait_running,
 )
 
-from revivify.impl.cli.mastercluster import MasterCluster
+from revivify.impl.processes.masters import MasterProcesses
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -38,7 +38,7 @@ def cli(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_catalog_and_rows_with_the_first_listed_leader_master_stopped(
         tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3) as cluster:
         cluster.start_all()
         leader = ready_leader(cluster)
         wait_live(cluster, 3)

@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 import pytest
 from integration.helpers import assert_traces_clean, create_tablet, leader
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.processes.tservers import ProcessCluster
 
 pytestmark = pytest.mark.timeout(300)
 

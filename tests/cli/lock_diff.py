@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from packaging.markers import Marker, default_environment
+from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -40,11 +40,10 @@ def read_lock(path: Path) -> dict[str, list[tuple[Version, str | None, int]]]:
 
 def differences(lock: Path) -> list[str]:
     """One line per pin that applies here and is not what is installed."""
-    env = default_environment()
     lines = []
     for name, versions in sorted(read_lock(lock).items()):
         for version, marker, _ in versions:
-            if marker is not None and not Marker(marker).evaluate(env):
+            if marker is not None and not Marker(marker).evaluate():
                 continue
             try:
                 installed = importlib.metadata.version(name)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ HELP_ARGVS = [
 ]
 
 
-def run_child(blocked: tuple[str, ...], argvs: list[list[str]]) -> dict[str, object]:
+def run_child(blocked: tuple[str, ...], argvs: list[list[str]]) -> dict[str, Any]:
     script = CHILD.format(blocked=list(blocked), argvs=argvs, extras=list(EXTRAS))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
@@ -81,7 +82,7 @@ def test_server_client_and_cli_help_load_no_extra() -> None:
     result = run_child((), HELP_ARGVS)
     assert result["loaded"] == []
     assert result["checker"] == []
-    for run in result["runs"]:  # type: ignore[attr-defined]
+    for run in result["runs"]:
         assert run["code"] == 0, run
         assert "usage" in run["stdout"].lower(), run
 
@@ -91,7 +92,7 @@ def test_server_client_and_cli_work_without_the_extras() -> None:
     checker, which runs in the checker but needs no extra)."""
     result = run_child(EXTRAS, [*HELP_ARGVS, ["history", "check", "--help"]])
     assert result["loaded"] == []
-    for run in result["runs"]:  # type: ignore[attr-defined]
+    for run in result["runs"]:
         assert run["code"] == 0, run
         assert "Traceback" not in run["stderr"], run
 
@@ -108,7 +109,7 @@ def test_server_client_and_cli_work_without_the_extras() -> None:
 def test_a_command_whose_extra_is_missing_names_it(argv: list[str], blocked: tuple[str, ...],
                                                      extra: str) -> None:
     result = run_child(blocked, [argv])
-    (run,) = result["runs"]  # type: ignore[misc]
+    (run,) = result["runs"]
     assert run["code"] == 2, run
     assert run["stdout"] == ""
     lines = run["stderr"].splitlines()
@@ -120,12 +121,12 @@ def test_a_command_whose_extra_is_missing_names_it(argv: list[str], blocked: tup
 def test_the_local_trace_engine_needs_no_spark() -> None:
     """``trace check`` with Spark uninstallable runs (exit 2: no such path, in one line)."""
     result = run_child(SPARK, [["trace", "check", "/nonexistent/traces", "--quiet"]])
-    (run,) = result["runs"]  # type: ignore[misc]
+    (run,) = result["runs"]
     assert run["code"] == 2, run
     assert run["stdout"] == "", run
     assert "/nonexistent/traces: no such file or directory" in run["stderr"], run
     assert "extra" not in run["stderr"], run
-    assert not [m for m in result["loaded"]  # type: ignore[attr-defined]
+    assert not [m for m in result["loaded"]
                 if m.split(".")[0] in SPARK]
 
 
@@ -170,8 +171,7 @@ def test_pyproject_keeps_heavy_packages_in_extras() -> None:
     assert names(extras["spark"]) == {"pyspark", "pyarrow", "pandas"}
     assert any(r.replace(" ", "").startswith("pandas>=2.0,<3") for r in extras["spark"])
     assert "pytest" in names(extras["dev"])
-    # make installs every extra: the venv is requirements.lock, resolved with --all-extras
-    # (tests/cli/test_lock.py checks that every extra's requirements are pinned there).
+    # `make` installs every extra: the venv is requirements.lock, compiled with all of them.
     makefile = (ROOT / "Makefile").read_text()
     assert "--require-hashes --no-deps --no-build-isolation -r $(LOCK)" in makefile
     assert "--all-extras" in makefile

@@ -27,9 +27,9 @@ import pytest
 import trio
 
 from revivify.checker.local import check_paths
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.cli.main import main
 from revivify.impl.client import create_tablet, delete_replica, open_tablet_client
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.storage.blocks import encode_block
 from revivify.impl.storage.dirlock import held_here, lock_directory
 from revivify.impl.storage.disk import OsDisk, atomic_replace

@@ -13,7 +13,7 @@ import pytest
 from revivify.impl.cli import render
 
 HEADERS = ["TABLET", "STATE", "TERM"]
-ROWS = [["t-1", "RUNNING", 3], ["t-22", None, 12]]
+ROWS: list[list[object]] = [["t-1", "RUNNING", 3], ["t-22", None, 12]]
 
 
 class _Tty(io.StringIO):

@@ -21,7 +21,7 @@ from typing import Any
 
 from revivify.checker.local import check_paths
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive
+from revivify.impl.processes.control import pid_alive
 
 COMMAND_TIMEOUT = 180  # seconds: a backstop for a command that hangs, not a measurement
 

@@ -22,7 +22,7 @@ import pytest
 from clusterproc import cleaned_up, here, kill_recorded, ok, revivify
 
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive
+from revivify.impl.processes.control import pid_alive
 
 UUID = "0" * 32
 # Each command with its required positional arguments (and --table where it needs one);
@@ -131,6 +131,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_an_unknown_name_on_a_live_cluster(root: str) -> None:
     """A definite "no" (the cluster answered: no such table, no such server) is exit 1;
     a name the command itself cannot place is bad usage (2)."""
+    argv: tuple[str, ...]
     for argv in (("table", "describe", "nope"), ("table", "delete", "nope"),
                  ("table", "alter", "nope", "--add-column", "c")):
         line = one_line(here(*argv, "--root", root), " ".join(argv[:2]), code=1)

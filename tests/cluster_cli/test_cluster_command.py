@@ -14,7 +14,7 @@ from pathlib import Path
 from clusterproc import as_json, assert_traces_clean, cleaned_up, here, ok, ok_here, revivify
 
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive
+from revivify.impl.processes.control import pid_alive
 
 # The commands' --deadline on a machine other tests load too (a bound, not a measurement).
 PATIENT = ("--deadline", "60")

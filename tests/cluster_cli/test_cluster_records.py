@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive, process_start_ticks
+from revivify.impl.processes.control import pid_alive, process_start_ticks
 
 
 def test_a_pid_names_its_process_only_while_it_runs() -> None:

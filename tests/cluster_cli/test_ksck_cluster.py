@@ -84,7 +84,7 @@ def test_ksck_healthy_then_a_killed_tablet_server_then_healthy_again(tmp_path: P
 
 
 def test_ksck_without_a_master_is_exit_2(tmp_path: Path) -> None:
-    from revivify.impl.cli.mastercluster import free_port
+    from revivify.impl.processes.control import free_port
 
     out = revivify("ksck", "--masters", f"127.0.0.1:{free_port()}", "--deadline", "2")
     assert out.returncode == 2

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import cast
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -47,7 +48,7 @@ from hypothesis.stateful import (
 
 from revivify.impl.consensus.core import TRANSITIONS, Options, RaftCore, Role, Transition
 from revivify.impl.consensus.errors import ConsensusError
-from revivify.impl.consensus.messages import NON_VOTER, VOTER, Message
+from revivify.impl.consensus.messages import NON_VOTER, VOTER, ChangeKind, Message
 from revivify.impl.testing.raft import NodeDown, RaftCluster, after_appends_left
 
 OPTIONS = Options(election_ticks=4, heartbeat_ticks=1)
@@ -156,8 +157,9 @@ class RaftMachine(RuleBasedStateMachine):
                 cas = cas - 1 if cas else cas + 2
             t = self.node(member)
             assert kind in ("ADD", "REMOVE", "CHANGE_ROLE")
+            change_kind = cast(ChangeKind, kind)
             self.attempt(lambda: c.change_config(
-                u, kind, t, cas=cas, member_type=NON_VOTER if non_voter else VOTER,
+                u, change_kind, t, cas=cas, member_type=NON_VOTER if non_voter else VOTER,
                 promote=promote), settle, u)
         elif action == "transfer":
             t = self.node(member)

@@ -334,5 +334,5 @@ def test_plan_is_imported_by_both_shells() -> None:
 
     from revivify.impl.tserver import replica
 
-    assert harness.plan is plan_mod.plan
+    assert vars(harness)["plan"] is plan_mod.plan
     assert "plan(rd)" in inspect.getsource(replica.Replica._execute)

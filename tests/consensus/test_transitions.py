@@ -32,8 +32,10 @@ from revivify.impl.consensus.messages import (
     AppendRequest,
     AppendResponse,
     AppendStatus,
+    ChangeKind,
     ConfigChange,
     Entry,
+    MemberType,
     Message,
     TimeoutNow,
     VoteRequest,
@@ -213,9 +215,11 @@ def local_input(core: RaftCore, what: str, data: st.DataObject) -> None:
     elif what == "propose":
         core.propose(b"p")
     elif what == "change":
-        kind = data.draw(st.sampled_from(["ADD", "REMOVE", "CHANGE_ROLE"]))
+        kinds: list[ChangeKind] = ["ADD", "REMOVE", "CHANGE_ROLE"]
+        member_types: list[MemberType] = ["VOTER", "NON_VOTER"]
+        kind = data.draw(st.sampled_from(kinds))
         who = data.draw(st.sampled_from(["1", "2", "3", "4"]))
-        mt = data.draw(st.sampled_from(["VOTER", "NON_VOTER"]))
+        mt = data.draw(st.sampled_from(member_types))
         cas = data.draw(st.sampled_from([core.committed_config.opid_index, 0, 7]))
         core.propose_config_change(ConfigChange(kind, peer(who, mt, data.draw(st.booleans()))),
                                    cas)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from revivify.impl.cli import clusterfile
-from revivify.impl.cli.localcluster import pid_alive
+from revivify.impl.processes.control import pid_alive
 
 DEADLINE = ("--deadline", "2")  # nothing answers: how soon a command says so
 

@@ -1,4 +1,4 @@
-"""Helpers for tests that run real tablet-server processes (impl/cli/localcluster.py).
+"""Helpers for tests that run real tablet-server processes (impl/processes/tservers.py).
 
 A small synchronous facade over the RPC layer: each call runs its own ``trio.run``, so a
 test reads as a script (start, write, kill, check). Every wait is bounded by a deadline.
@@ -16,8 +16,8 @@ import msgspec
 import trio
 
 from revivify.checker.local import check_paths
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import Peer
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import ConnectionClosed, RpcError, WrongServerUuid, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tablet.ops import RowOp

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.tserver import api
 from revivify.impl.tserver.manager.shell import COPY_STEPS
 
@@ -285,8 +285,10 @@ def test_source_deletes_the_tablet_during_the_session_and_the_copy_completes(
         acked = write_big(c, "t1", 6)
         source, dest = (lead + 1) % 3, (lead + 2) % 3
         for i in (source, dest):
-            wait_for(lambda i=i: state(c, i, "t1").last_opid == state(c, lead, "t1").last_opid,
-                     30, "the followers to catch up")
+            def caught_up(i: int = i) -> bool:
+                return state(c, i, "t1").last_opid == state(c, lead, "t1").last_opid
+
+            wait_for(caught_up, 30, "the followers to catch up")
         delete(c, dest, "t1")
         term = state(c, source, "t1").term
         stc(c, dest, "t1", source, caller_term=term, expected="DELETED")
@@ -315,8 +317,10 @@ def test_throttling_two_concurrent_sessions_and_cancel(tmp_path: object) -> None
         dest = 0
         srcs = {t: next(i for i in (1, 2) if i != dest) for t in tablets}
         for t in tablets:
-            wait_for(lambda t=t: state(c, dest, t).last_opid == state(c, srcs[t], t).last_opid,
-                     30, "catch up")
+            def caught_up(t: str = t) -> bool:
+                return state(c, dest, t).last_opid == state(c, srcs[t], t).last_opid
+
+            wait_for(caught_up, 30, "catch up")
             delete(c, dest, t)
         for t in tablets[:2]:
             stc(c, dest, t, srcs[t], caller_term=99, expected="DELETED")
@@ -393,10 +397,10 @@ def test_copy_over_a_tombstone_keeps_its_vote_in_the_same_term(tmp_path: object)
         assert voted.term == term
         stc(c, tomb, "t1", survivor, caller_term=term, expected="DELETED")
         wait_for(lambda: running(c, tomb, "t1"), 60, "the copy")
-        merge = [r for r in traced(c, "copy_merge_cmeta")
+        merge: Any = [r for r in traced(c, "copy_merge_cmeta")
                  if r["node"] == c.servers[tomb].uuid][-1]["args"]
-        assert merge["result"]["term"] == term  # type: ignore[index]
-        assert merge["result"]["voted_for"] == c.servers[survivor].uuid  # type: ignore[index]
+        assert merge["result"]["term"] == term
+        assert merge["result"]["voted_for"] == c.servers[survivor].uuid
         # A higher term at the source: the merged cmeta adopts it without a vote.
         c.start(lead)
         delete(c, tomb, "t1")
@@ -409,7 +413,7 @@ def test_copy_over_a_tombstone_keeps_its_vote_in_the_same_term(tmp_path: object)
         wait_for(lambda: running(c, tomb, "t1"), 60, "the second copy")
         merge = [r for r in traced(c, "copy_merge_cmeta")
                  if r["node"] == c.servers[tomb].uuid][-1]["args"]
-        assert merge["result"]["term"] == higher  # type: ignore[index]
+        assert merge["result"]["term"] == higher
         local: Any = merge["local"]
         result: Any = merge["result"]
         # The tombstone still votes (tombstones do), so the elections after the step-down may

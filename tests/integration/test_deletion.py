@@ -4,10 +4,12 @@ roll-forward at startup, and tombstones that survive restarts. Traces are checke
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.consensus.messages import Peer
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api
 from revivify.impl.tserver.manager.shell import DELETE_STEPS
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.timeout(300)
 NO_AUTO_COPY = ["--no-auto-copy"]
 
 
-def delete(c: ProcessCluster, i: int, tablet: str, **kw: object) -> None:
+def delete(c: ProcessCluster, i: int, tablet: str, **kw: Any) -> None:
     s = c.servers[i]
     call(s.address, s.uuid, api.ADMIN_DELETE_TABLET, api.DeleteTablet(tablet, **kw), api.Ack)
 
@@ -106,7 +108,7 @@ def test_delete_refused_by_cas_and_data_calls_see_the_tombstone(tmp_path: object
         assert refused.value.state == "TOMBSTONED"
         with pytest.raises(api.TabletAlreadyExists):
             call(s.address, s.uuid, api.ADMIN_CREATE_TABLET,
-                 api.CreateTablet("t1", [api.Peer(s.uuid, s.address)]), api.TabletCreated)
+                 api.CreateTablet("t1", [Peer(s.uuid, s.address)]), api.TabletCreated)
         for i in range(3):
             c.stop(i)
         assert_traces_clean(c)

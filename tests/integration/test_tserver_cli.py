@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from revivify.impl.cli.localcluster import ProcessCluster
+from revivify.impl.processes.tservers import ProcessCluster
 
 RUN = [sys.executable, "-m", "revivify.impl.tserver.main"]
 

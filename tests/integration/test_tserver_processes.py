@@ -1,6 +1,6 @@
 """Tablet servers as real processes on 127.0.0.1: replication, crashes, restarts, membership.
 
-Each test starts its own cluster (impl/cli/localcluster.py) in a temporary directory, drives
+Each test starts its own cluster (impl/processes/tservers.py) in a temporary directory, drives
 it through the RPC interface, and ends by checking every trace the servers wrote against the
 spec (``assert_traces_clean``). Election timeouts are the defaults (50 ms ticks, 10-20 ticks).
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from revivify.impl.cli.localcluster import ProcessCluster
 from revivify.impl.consensus.messages import AppendRequest, ConfigChange, Peer
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import MalformedRequest, WrongServerUuid
 from revivify.impl.tablet.ops import RowOp
 from revivify.impl.tserver import api
@@ -75,8 +75,10 @@ def test_three_servers_replicate_1000_writes(cluster: ProcessCluster) -> None:
     leader_state = state(cluster, lead, "t1")
     # Followers learn the commit index from heartbeats: every replica converges.
     for i in range(3):
-        wait_for(lambda i=i: state(cluster, i, "t1").applied_index >= leader_state.commit_index,
-                 20, f"replica {i} to apply up to {leader_state.commit_index}")
+        def applied(i: int = i) -> bool:
+            return state(cluster, i, "t1").applied_index >= leader_state.commit_index
+
+        wait_for(applied, 20, f"replica {i} to apply up to {leader_state.commit_index}")
     for i in range(3):
         assert cluster.stop(i) == 0
     assert_traces_clean(cluster)
@@ -324,7 +326,11 @@ def test_flushes_to_blocks_and_restarts_from_blocks_plus_wal(tmp_path: object) -
         acked = write_rows(c, "t1", 600)
         for i in range(3):
             data = os.path.join(c.servers[i].fs_root, "data")
-            wait_for(lambda data=data: len(os.listdir(data)) > 0, 20, "a flushed block")
+
+            def flushed(data: str = data) -> bool:
+                return len(os.listdir(data)) > 0
+
+            wait_for(flushed, 20, "a flushed block")
         # Deletes must survive a flush and a restart too.
         deletes = Writer(c, "t1", "deleter")
         run(lambda: deletes.write([RowOp("delete", b"k000001"), RowOp("delete", b"k000002")]))
@@ -358,8 +364,10 @@ def test_a_server_with_24_tablets_restarted_under_writes(cluster: ProcessCluster
         for t in busy:  # writes while the victim's replicas start
             acked[t].update(write_rows(cluster, t, 40, clients=4, prefix=f"r{round_}-"))
         for t in tablets:
-            wait_for(lambda t=t: state(cluster, victim, t).state == "RUNNING", 60,
-                     f"{t} to run again on the restarted server")
+            def runs_again(t: str = t) -> bool:
+                return state(cluster, victim, t).state == "RUNNING"
+
+            wait_for(runs_again, 60, f"{t} to run again on the restarted server")
     for t in busy:
         assert_acked_readable(cluster, t, acked[t])
     for i in range(3):

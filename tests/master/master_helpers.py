@@ -8,14 +8,8 @@ from typing import Any, TypeVar
 
 from revivify.impl.consensus.messages import Config, Peer
 from revivify.impl.master.calls import TabletServerCall
-from revivify.impl.master.catalog import Catalog, Column, TableRecord, TabletRecord
+from revivify.impl.master.catalog import Catalog, TableRecord, TabletRecord
 from revivify.impl.master.errors import MasterError
-from revivify.impl.master.messages import (
-    ReplicaState,
-    ReportedConsensus,
-    ReportedReplica,
-    TabletReport,
-)
 from revivify.impl.master.operations import (
     CreateTable,
     Plan,
@@ -24,6 +18,13 @@ from revivify.impl.master.operations import (
 )
 from revivify.impl.master.placement import Candidate
 from revivify.impl.master.reports import ReportProcessed, process_report
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import (
+    ReplicaState,
+    ReportedConsensus,
+    ReportedReplica,
+    TabletReport,
+)
 
 R = TypeVar("R")
 

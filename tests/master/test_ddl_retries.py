@@ -28,7 +28,7 @@ from test_master_sim import run as run_cluster
 from revivify.impl.client.errors import Rejected
 from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
-from revivify.impl.master.catalog import Catalog, Column
+from revivify.impl.master.catalog import Catalog
 from revivify.impl.master.errors import InvalidArgument, NotFound
 from revivify.impl.master.operations import (
     AlterTable,
@@ -37,7 +37,8 @@ from revivify.impl.master.operations import (
     plan_create_table,
     plan_delete_table,
 )
-from revivify.impl.testing.mastercluster import MasterCluster
+from revivify.impl.tablet.columns import Column
+from revivify.impl.testing.mastercluster import SimMasterCluster
 from revivify.impl.testing.memnet import LinkFaults
 
 
@@ -110,7 +111,7 @@ def test_create_retry_still_answers_ok() -> None:
 # ---------------------------------------------------------------------------- in process
 
 
-async def _call_with_lost_reply(c: MasterCluster, leader: int, method: str,
+async def _call_with_lost_reply(c: SimMasterCluster, leader: int, method: str,
                                 body: api.DeleteTableRequest | api.AlterTableRequest,
                                 response: type[api.TableDeletedReply]
                                 | type[api.TableAlteredReply]) -> object:
@@ -141,7 +142,7 @@ async def _call_with_lost_reply(c: MasterCluster, leader: int, method: str,
 
 @pytest.mark.parametrize("with_id", [True, False])
 def test_delete_and_alter_retried_after_a_lost_reply(tmp_path: Path, with_id: bool) -> None:
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         leader = await c.ready_leader()
         made = await create_table(c, leader, "gone", 1, 3)
         await create_table(c, leader, "kept", 1, 3)

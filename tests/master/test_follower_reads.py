@@ -16,7 +16,7 @@ from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
 from revivify.impl.master.queries import ANCHORS_KEPT, Freshness
 from revivify.impl.rpc import RpcError
-from revivify.impl.testing.mastercluster import MasterCluster
+from revivify.impl.testing.mastercluster import SimMasterCluster
 
 
 class TestFreshness:
@@ -46,13 +46,13 @@ class TestFreshness:
         assert f.staleness(100.0, 1000) == 100.0 - (3 * ANCHORS_KEPT - 1)
 
 
-async def tables_at(c: MasterCluster, i: int, freshness: float | None
+async def tables_at(c: SimMasterCluster, i: int, freshness: float | None
                     ) -> api.TableList:
     return await c.call_master(i, api.MASTER_LIST_TABLES, api.ListTablesRequest(freshness),
                                api.TableList)
 
 
-async def _anchored(c: MasterCluster, i: int, bound: float) -> bool:
+async def _anchored(c: SimMasterCluster, i: int, bound: float) -> bool:
     try:
         await tables_at(c, i, bound)
     except (api.StaleCatalog, api.ServiceUnavailable, RpcError, OSError):
@@ -64,7 +64,7 @@ def test_a_follower_serves_within_its_bound_and_refuses_once_cut_off(
         tmp_path: Path) -> None:
     bound = 2.0
 
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         leader = await c.ready_leader()
         follower = next(i for i in c.running() if i != leader)
         made = await create(c, leader, "fr1", 2, 3)
@@ -126,7 +126,7 @@ def test_a_follower_never_shows_a_table_the_leader_has_not_committed(
     follower read ever shows that table, before or after a new leader takes over."""
     bound = 5.0
 
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         old = await c.ready_leader()
         await create(c, old, "kept", 1, 3)
         followers = [i for i in c.running() if i != old]
@@ -172,7 +172,7 @@ def test_the_client_reads_from_any_master_within_the_bound(tmp_path: Path) -> No
     fresh; cut off, it is passed over for another master; a missing table is Rejected."""
     bound = 1.0
 
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         leader = await c.ready_leader()
         await create(c, leader, "fr3", 1, 3)
         follower = next(i for i in c.running() if i != leader)

@@ -1,5 +1,5 @@
 """The master list is learnt from the masters (issue 19: "tablet servers and clients learn
-the new master list from any master"; impl/master/messages.py "The master list").
+the new master list from any master"; impl/tserver/master_api.py "The master list").
 
 The rule on its own (MasterList: the newest committed config wins, by its index), then in
 one process (MemoryNetwork, MockClock): tablet servers started with ONE master address
@@ -17,13 +17,13 @@ from test_master_sim import live_servers, run, until
 
 from revivify.impl.client.master import open_master_client
 from revivify.impl.master import api
-from revivify.impl.master.messages import Heartbeat, HeartbeatResponse
 from revivify.impl.master.server import MasterOptions, MasterServer
 from revivify.impl.rpc import RpcError
 from revivify.impl.testing.cluster import PORT
-from revivify.impl.testing.mastercluster import MasterCluster, SimMaster
+from revivify.impl.testing.mastercluster import SimMaster, SimMasterCluster
 from revivify.impl.testing.simdisk import SimDisk
 from revivify.impl.tserver.heartbeat import Heartbeater, MasterList
+from revivify.impl.tserver.master_api import Heartbeat, HeartbeatResponse
 
 
 class TestMasterList:
@@ -68,7 +68,7 @@ def test_an_old_master_answer_tells_nothing() -> None:
     assert told == [(4, ["m:1"])]
 
 
-async def start_joiner(c: MasterCluster, i: int) -> MasterServer:
+async def start_joiner(c: SimMasterCluster, i: int) -> MasterServer:
     """Start master ``i`` (a new host) with ``--join``: it waits for the catalog copy."""
     m = SimMaster(i, f"m-{i}", SimDisk())
     c.masters.append(m)
@@ -79,7 +79,7 @@ async def start_joiner(c: MasterCluster, i: int) -> MasterServer:
     return await c.serve_master(m, options)
 
 
-async def add_master(c: MasterCluster, leader: int, i: int) -> None:
+async def add_master(c: SimMasterCluster, leader: int, i: int) -> None:
     await c.call_master(leader, api.MASTER_ADD_MASTER, api.MasterChangeRequest(
         address=c.masters[i].address), api.MasterChangeReply)
 
@@ -94,7 +94,7 @@ async def add_master(c: MasterCluster, leader: int, i: int) -> None:
     await until(voter, f"master {i} a VOTER")
 
 
-async def _heard(c: MasterCluster, i: int, n: int) -> bool:
+async def _heard(c: SimMasterCluster, i: int, n: int) -> bool:
     try:
         return await live_servers(c, i) == n
     except (RpcError, OSError):
@@ -102,7 +102,7 @@ async def _heard(c: MasterCluster, i: int, n: int) -> bool:
 
 
 def test_tablet_servers_and_clients_follow_the_master_config(tmp_path: Path) -> None:
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         assert c.tservers.servers[0].server is not None
         first = c.masters[0].address
         assert await c.ready_leader() == 0

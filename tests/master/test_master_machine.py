@@ -34,14 +34,8 @@ from master_helpers import SCHEMA, config, describe, servers
 from test_master_transitions import allowed, changes
 
 from revivify.impl.master.calls import TabletServerCall
-from revivify.impl.master.catalog import Catalog, Column, TabletState, record_key
+from revivify.impl.master.catalog import Catalog, TabletState, record_key
 from revivify.impl.master.errors import MasterError, NotCommitted
-from revivify.impl.master.messages import (
-    REPLICA_STATES,
-    ReportedConsensus,
-    ReportedReplica,
-    TabletReport,
-)
 from revivify.impl.master.operations import (
     AlterTable,
     CreateTable,
@@ -59,6 +53,14 @@ from revivify.impl.master.replication import (
     server_view,
 )
 from revivify.impl.master.reports import process_report
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.api import ChangeConfig
+from revivify.impl.tserver.master_api import (
+    REPLICA_STATES,
+    ReportedConsensus,
+    ReportedReplica,
+    TabletReport,
+)
 
 NAMES = ("a", "b", "c")
 SERVERS = servers(5)
@@ -278,8 +280,8 @@ class MasterMachine(RuleBasedStateMachine):
             ((call,),) = [plan.commit(self.catalog).calls]
             assert call.tablet_id not in changed, "one decision per tablet and round"
             check_call(self.catalog, call)
-            assert call.body.change.peer.uuid not in dead or \
-                call.body.change.kind == "REMOVE"  # type: ignore[union-attr]
+            assert isinstance(call.body, ChangeConfig), call
+            assert call.body.change.peer.uuid not in dead or call.body.change.kind == "REMOVE"
         if healing.write is not None:
             self.propose(healing.write)
 

@@ -15,10 +15,10 @@ import trio.testing
 from revivify.checker.local import check_paths
 from revivify.impl.master import api
 from revivify.impl.rpc import RpcError
-from revivify.impl.testing.mastercluster import MasterCluster, open_master_cluster
+from revivify.impl.testing.mastercluster import SimMasterCluster, open_master_cluster
 
 
-def run(trace_dir: Path, scenario: Callable[[MasterCluster], Awaitable[None]], *,
+def run(trace_dir: Path, scenario: Callable[[SimMasterCluster], Awaitable[None]], *,
         masters: int = 3, tservers: int = 3, seed: int = 1) -> None:
     async def main() -> None:
         async with open_master_cluster(str(trace_dir), masters, tservers, seed=seed) as c:
@@ -34,13 +34,13 @@ def run(trace_dir: Path, scenario: Callable[[MasterCluster], Awaitable[None]], *
     assert report.server_events > 0
 
 
-async def create(c: MasterCluster, i: int, name: str, tablets: int, replicas: int
+async def create(c: SimMasterCluster, i: int, name: str, tablets: int, replicas: int
                  ) -> api.TableCreatedReply:
     request = api.CreateTableRequest(name, [], tablets, replicas, request_id=f"req-{name}")
     return await c.call_master(i, api.MASTER_CREATE_TABLE, request, api.TableCreatedReply)
 
 
-async def live_servers(c: MasterCluster, i: int) -> int:
+async def live_servers(c: SimMasterCluster, i: int) -> int:
     got = await c.call_master(i, api.MASTER_LIST_TSERVERS, api.Empty(), api.TabletServerList)
     return sum(t.live for t in got.tservers)
 
@@ -51,7 +51,7 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, limit: float = 
             await trio.sleep(0.2)
 
 
-async def running(c: MasterCluster, name: str) -> bool:
+async def running(c: SimMasterCluster, name: str) -> bool:
     try:
         leader = await c.ready_leader()
         locs = await c.call_master(leader, api.MASTER_TABLE_LOCATIONS, api.TableName(name),
@@ -66,7 +66,7 @@ def test_kudu_1358_create_table_right_after_a_machine_crash_of_the_leader(
         tmp_path: Path) -> None:
     """The new leader knows every live tablet server the moment it is ready (every master
     hears every heartbeat): a table created at once spreads over all three."""
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         leader = await c.ready_leader()
         await until(lambda: _live(c, leader, 3), "3 live servers")
         await c.crash_master(leader)
@@ -89,7 +89,7 @@ def test_kudu_495_a_catalog_write_without_a_majority_fails_cleanly(tmp_path: Pat
     """The leader master cut off from the other masters: CreateTable fails (no crash, no
     half-made table), and once the cut heals the cluster serves and the name is free or
     the table whole."""
-    async def scenario(c: MasterCluster) -> None:
+    async def scenario(c: SimMasterCluster) -> None:
         leader = await c.ready_leader()
         await until(lambda: _live(c, leader, 3), "3 live servers")
         others = [m.host for m in c.masters if m.index != leader]
@@ -113,14 +113,14 @@ def test_kudu_495_a_catalog_write_without_a_majority_fails_cleanly(tmp_path: Pat
     run(tmp_path, scenario)
 
 
-async def _live(c: MasterCluster, i: int, n: int) -> bool:
+async def _live(c: SimMasterCluster, i: int, n: int) -> bool:
     try:
         return await live_servers(c, i) >= n
     except (RpcError, OSError):
         return False
 
 
-async def _follower_caught_up(c: MasterCluster, i: int) -> bool:
+async def _follower_caught_up(c: SimMasterCluster, i: int) -> bool:
     try:
         status = await c.call_master(i, api.MASTER_STATUS, api.Empty(), api.MasterStatus)
     except (RpcError, OSError):

@@ -43,20 +43,11 @@ from revivify.impl.master.catalog import (
     TABLET_TRANSITIONS,
     Catalog,
     CatalogWrite,
-    Column,
     IllegalTransition,
     TableState,
     TabletState,
     next_table_state,
     next_tablet_state,
-)
-from revivify.impl.master.messages import (
-    REPLICA_STATES,
-    Heartbeat,
-    Registration,
-    ReplicaState,
-    ReportedReplica,
-    TabletReport,
 )
 from revivify.impl.master.operations import (
     AlterTable,
@@ -73,6 +64,15 @@ from revivify.impl.master.tserver_map import (
     RegState,
     Role,
     TabletServerMap,
+)
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import (
+    REPLICA_STATES,
+    Heartbeat,
+    Registration,
+    ReplicaState,
+    ReportedReplica,
+    TabletReport,
 )
 
 # ---------------------------------------------------------------------------- catalog states

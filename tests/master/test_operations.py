@@ -7,18 +7,12 @@ import random
 import pytest
 from master_helpers import SCHEMA, create, describe, ok, run, servers, table, tablets
 
-from revivify.impl.master.catalog import (
-    Catalog,
-    Column,
-    TableState,
-    TabletState,
-    table_key,
-    tablet_key,
-)
+from revivify.impl.master.catalog import Catalog, TableState, TabletState, table_key, tablet_key
 from revivify.impl.master.errors import (
     AlreadyPresent,
     IllegalState,
     InvalidArgument,
+    MasterError,
     NameReserved,
     NotCommitted,
     NotEnoughServers,
@@ -29,6 +23,7 @@ from revivify.impl.master.operations import (
     CreateTable,
     CreationWatch,
     Plan,
+    TableCreated,
     creation_nudges,
     lock_order,
     plan_alter_table,
@@ -36,10 +31,12 @@ from revivify.impl.master.operations import (
     plan_delete_table,
     plan_replace_tablets,
 )
+from revivify.impl.tablet.columns import Column
 
 
 def plan_create(catalog: Catalog, name: str = "t", request_id: str = "req-1",
-                reserved: tuple[str, ...] = (), n_servers: int = 3, **kw: int) -> object:
+                reserved: tuple[str, ...] = (), n_servers: int = 3,
+                **kw: int) -> Plan[TableCreated] | MasterError:
     return plan_create_table(
         catalog, CreateTable(name, SCHEMA, kw.get("tablets", 3), kw.get("replicas", 3),
                              request_id),
@@ -100,7 +97,8 @@ class TestCreateTable:
         ({"replicas": 2}, "odd"), ({"replicas": 9}, "odd"),
     ])
     def test_bad_counts(self, kw: dict[str, int], fragment: str) -> None:
-        refusal = plan_create(Catalog(), **kw)
+        refusal = plan_create(Catalog(), tablets=kw.get("tablets", 3),
+                              replicas=kw.get("replicas", 3))
         assert isinstance(refusal, InvalidArgument) and fragment in refusal.detail
 
     @pytest.mark.parametrize("schema", [

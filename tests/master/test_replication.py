@@ -11,7 +11,6 @@ from master_helpers import config, create, describe, ok, process, replica, run, 
 from revivify.impl.consensus.messages import NON_VOTER, Config, Peer
 from revivify.impl.master.catalog import Catalog, ReplicaMove
 from revivify.impl.master.errors import IllegalState, InvalidArgument, NotFound
-from revivify.impl.master.messages import TabletReport
 from revivify.impl.master.placement import Candidate
 from revivify.impl.master.replication import (
     Healing,
@@ -22,6 +21,7 @@ from revivify.impl.master.replication import (
     plan_remove_replica,
     server_view,
 )
+from revivify.impl.tserver.master_api import TabletReport
 
 
 def running() -> Catalog:

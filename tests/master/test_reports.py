@@ -20,16 +20,8 @@ from master_helpers import (
     tablets,
 )
 
-from revivify.impl.master.catalog import Catalog, Column, TableState, TabletState
+from revivify.impl.master.catalog import Catalog, TableState, TabletState
 from revivify.impl.master.errors import InvalidArgument, NotCommitted
-from revivify.impl.master.messages import (
-    REPLICA_STATES,
-    Heartbeat,
-    Registration,
-    ReplicaState,
-    ReportedReplica,
-    TabletReport,
-)
 from revivify.impl.master.operations import (
     AlterTable,
     CreateTable,
@@ -41,6 +33,15 @@ from revivify.impl.master.operations import (
 from revivify.impl.master.queries import table_locations
 from revivify.impl.master.reports import Rule, Situation, merge_consensus, process_report
 from revivify.impl.master.tserver_map import RegState, TabletServerMap
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import (
+    REPLICA_STATES,
+    Heartbeat,
+    Registration,
+    ReplicaState,
+    ReportedReplica,
+    TabletReport,
+)
 
 
 def fresh() -> Catalog:
@@ -287,9 +288,9 @@ class TestKnownIssues:
         assert rebuilt == catalog
         locations = table_locations(rebuilt, "t", address=lambda _: None, live=lambda _: True)
         assert not isinstance(locations, Exception) and hasattr(locations, "tablets")
-        for tablet in locations.tablets:  # type: ignore[union-attr]
-            assert [r.uuid for r in tablet.replicas if r.leader] == ["ts-2"]
-            assert len(tablet.replicas) == 3
+        for location in locations.tablets:  # type: ignore[union-attr]
+            assert [r.uuid for r in location.replicas if r.leader] == ["ts-2"]
+            assert len(location.replicas) == 3
         _, _, calls = run(rebuilt, ok(plan_alter_table(
             rebuilt, AlterTable("t", add_columns=(Column("c"),)), reserved=())))
         assert describe(calls) == [("ts-2", "AlterSchema", 1)] * 3

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from revivify.impl.master.messages import Heartbeat, Registration, TabletReport
 from revivify.impl.master.placement import Candidate
 from revivify.impl.master.tserver_map import RegState, TabletServerMap
+from revivify.impl.tserver.master_api import Heartbeat, Registration, TabletReport
 
 
 def leader_map(dead_after: float = 10.0) -> TabletServerMap:

@@ -20,7 +20,7 @@ from test_master_sim import create, live_servers, running, until
 
 from revivify.checker.local import check_paths
 from revivify.impl.master import api
-from revivify.impl.testing.mastercluster import MasterCluster, open_master_cluster
+from revivify.impl.testing.mastercluster import SimMasterCluster, open_master_cluster
 
 
 def _events(trace_dir: Path) -> list[dict[str, Any]]:
@@ -32,7 +32,7 @@ def _events(trace_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-async def scenario(c: MasterCluster) -> dict[str, Any]:
+async def scenario(c: SimMasterCluster) -> dict[str, Any]:
     old = await c.ready_leader()
     await until(lambda: _all_live(c, old, 5), "5 live tablet servers")
     made = await create(c, old, "cas", 1, 3)
@@ -88,7 +88,7 @@ async def scenario(c: MasterCluster) -> dict[str, Any]:
             "new": c.masters[new].master.uuid}  # type: ignore[union-attr]
 
 
-async def _all_live(c: MasterCluster, i: int, n: int) -> bool:
+async def _all_live(c: SimMasterCluster, i: int, n: int) -> bool:
     return await live_servers(c, i) >= n
 
 

@@ -28,7 +28,7 @@ from master_integration.test_master_processes import (
     ready_leader,
     wait_live,
 )
-from revivify.impl.cli.mastercluster import MasterCluster
+from revivify.impl.processes.masters import MasterProcesses
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +44,7 @@ def follower_list(address: str, freshness: str, deadline: str = "20"
 
 def test_a_follower_serves_within_its_bound_and_refuses_when_cut_off(
         tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=1) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=1) as cluster:
         cluster.start_all()
         leader = ready_leader(cluster)
         wait_live(cluster, 1)

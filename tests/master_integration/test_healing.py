@@ -1,6 +1,6 @@
 """The cluster heals itself, in real processes (issue 19, first section).
 
-Masters and tablet servers as real processes (MasterCluster), driven through the client
+Masters and tablet servers as real processes (MasterProcesses), driven through the client
 library and the CLI. Each test ends with a clean stop and the trace checker over every
 process's trace (the masters' catalog_commit / master_call facts included: every
 ChangeConfig released for a recorded tablet, every tombstone with its record's CAS).
@@ -38,9 +38,9 @@ from master_integration.test_master_processes import (
     wait_live,
     wait_running,
 )
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client.master import master_call
 from revivify.impl.master import api
+from revivify.impl.processes.masters import MasterProcesses
 
 # Fast failure detection for the kill test: a server silent 2 s is failed (the default is
 # 3 s). The retire and failover tests need no failure detection: a long timeout keeps a
@@ -60,7 +60,7 @@ def retire_cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def healthy(cluster: MasterCluster, name: str, avoid: Sequence[str] = ()
+def healthy(cluster: MasterProcesses, name: str, avoid: Sequence[str] = ()
             ) -> api.TableLocationsReply | None:
     """The table's locations once every tablet has exactly its 3 replicas as live VOTERs,
     none on ``avoid``, no move in progress, and each replica RUNNING on its server."""
@@ -95,7 +95,7 @@ def assert_rows(masters: str, table: str, n: int) -> None:
 
 
 def test_kill_9_of_a_tablet_server_is_healed(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=1, tservers=4,
+    with MasterProcesses(str(tmp_path), masters=1, tservers=4,
                        master_args=MASTER_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_list
@@ -126,7 +126,7 @@ def test_kill_9_of_a_tablet_server_is_healed(tmp_path: pytest.TempPathFactory) -
 
 
 def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=1, tservers=4,
+    with MasterProcesses(str(tmp_path), masters=1, tservers=4,
                        master_args=PATIENT_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_list
@@ -174,7 +174,7 @@ def test_retire_moves_every_replica_off(tmp_path: pytest.TempPathFactory) -> Non
 
 
 def test_master_failover_in_the_middle_of_a_move(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=4,
+    with MasterProcesses(str(tmp_path), masters=3, tservers=4,
                        master_args=PATIENT_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
@@ -218,7 +218,7 @@ def test_a_failed_replica_on_a_live_server_is_replaced(
     """A replica whose WAL is damaged goes FAILED at its server's restart (the server lives
     on, serving its other replicas); the master replaces it: a NON_VOTER added elsewhere,
     promoted, then the FAILED one removed (and tombstoned)."""
-    with MasterCluster(str(tmp_path), masters=1, tservers=4,
+    with MasterProcesses(str(tmp_path), masters=1, tservers=4,
                        master_args=PATIENT_ARGS) as cluster:
         cluster.start_all()
         masters = cluster.master_list

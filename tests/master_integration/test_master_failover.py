@@ -41,12 +41,12 @@ from master_integration.test_master_processes import (
     wait_live,
     wait_running,
 )
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
-from revivify.impl.master.catalog import Column
+from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.rpc import open_rpc_client
 from revivify.impl.rpc.address import parse_address
+from revivify.impl.tablet.columns import Column
 
 T = msgspec.Struct
 
@@ -57,7 +57,7 @@ def tables(masters: Sequence[str]) -> dict[str, api.TableInfo]:
     return {t.name: t for t in reply.tables}
 
 
-def wait_altered(cluster: MasterCluster, name: str, version: int,
+def wait_altered(cluster: MasterProcesses, name: str, version: int,
                  seconds: float = 30.0) -> None:
     """The table RUNNING again at ``version``: every tablet reported it."""
     def done() -> bool:
@@ -72,7 +72,7 @@ def alter(masters: Sequence[str], name: str, column: str) -> api.TableAlteredRep
                                    api.TableAlteredReply, OPTIONS))
 
 
-def assert_whole(cluster: MasterCluster, name: str) -> bool:
+def assert_whole(cluster: MasterProcesses, name: str) -> bool:
     """The table is absent, or present with every tablet (one per bucket) reaching RUNNING
     on its replicas' servers. Whether it is present."""
     info = tables(cluster.master_addresses).get(name)
@@ -84,7 +84,7 @@ def assert_whole(cluster: MasterCluster, name: str) -> bool:
 
 
 def test_kudu_1353_1374_and_an_unknown_tablet(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         m = ",".join(masters)
@@ -159,7 +159,7 @@ async def call_master(address: str, method: str, body: msgspec.Struct, response:
 
 
 def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3,
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3,
                        master_args=["--write-timeout-s", "2"]) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
@@ -181,8 +181,9 @@ def test_kudu_495_and_kills_in_the_middle(tmp_path: pytest.TempPathFactory) -> N
             run(lambda: call_master(masters[leader], api.MASTER_CREATE_TABLE, request,
                                     api.TableCreatedReply))
         print(f"KUDU-495: {type(failed.value).__name__}: {failed.value}")
-        assert cluster.masters[leader].proc is not None
-        assert cluster.masters[leader].proc.poll() is None  # still running
+        proc = cluster.masters[leader].proc
+        assert proc is not None
+        assert proc.poll() is None  # still running
         run(lambda: master_status(masters[leader]))  # and answering
         for i in followers:
             cluster.start_master(i)

@@ -23,16 +23,17 @@ from master_integration.test_master_processes import (
     table_names,
     wait_live,
 )
-from revivify.impl.cli.localcluster import (
+from revivify.impl.client.master import master_status
+from revivify.impl.master import api
+from revivify.impl.processes.control import (
     ServerProcess,
     await_listening,
+    free_port,
     kill_process,
     spawn,
     stop_process,
 )
-from revivify.impl.cli.mastercluster import MASTER_LISTENING, MasterCluster, free_port
-from revivify.impl.client.master import master_status
-from revivify.impl.master import api
+from revivify.impl.processes.masters import MASTER_LISTENING, MasterProcesses
 from revivify.impl.tserver import api as ts_api
 
 
@@ -54,7 +55,7 @@ def catalog_member_type(address: str, uuid: str) -> str | None:
 
 def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
     root = str(tmp_path)
-    with MasterCluster(root, masters=1, tservers=1) as cluster:
+    with MasterProcesses(root, masters=1, tservers=1) as cluster:
         cluster.start_all()
         old = cluster.masters[0]
         masters = cluster.master_list
@@ -103,7 +104,7 @@ def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
         assert_traces_clean(cluster)
 
 
-def spawn_joiner(root: str, cluster: MasterCluster, index: int, others: list[str],
+def spawn_joiner(root: str, cluster: MasterProcesses, index: int, others: list[str],
                  extra: tuple[str, ...] = ()) -> ServerProcess:
     """A master started with ``--join`` (it waits for the catalog to be copied to it)."""
     new = ServerProcess(index, os.path.join(root, f"m-new{index}"), cluster.trace_dir,
@@ -126,7 +127,7 @@ def test_added_masters_hear_every_tablet_server(tmp_path: pytest.TempPathFactory
     later from the masters' answers; once the first master is killed, one of the added
     masters leads and already knows every tablet server live."""
     root = str(tmp_path)
-    with MasterCluster(root, masters=1, tservers=2) as cluster:
+    with MasterProcesses(root, masters=1, tservers=2) as cluster:
         cluster.start_all()
         old = cluster.masters[0]
         ready_leader(cluster)
@@ -202,7 +203,7 @@ def test_master_add_with_the_catalog_wal_gone(tmp_path: pytest.TempPathFactory) 
     master cannot replay the log from the start, it catches up by a copy of the flushed
     catalog, then serves the catalog itself (a follower read from it alone)."""
     root = str(tmp_path)
-    with MasterCluster(root, masters=1, tservers=1,
+    with MasterProcesses(root, masters=1, tservers=1,
                        master_args=SMALL_CATALOG_LOG) as cluster:
         cluster.start_all()
         old = cluster.masters[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from revivify.checker.local import check_paths
-from revivify.impl.cli.mastercluster import MasterCluster
+from revivify.impl.processes.masters import MasterProcesses
 
 from .test_master_processes import create_table, ready_leader, wait_live
 
@@ -32,7 +32,7 @@ def test_a_seeded_master_bug_is_caught(mutant: str, rule: str, tmp_path: Path,
     path = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", f"{MUTANTS}{os.pathsep}{path}" if path else str(MUTANTS))
     monkeypatch.setenv("REVIVIFY_MASTER_MUTANT", mutant)
-    with MasterCluster(str(tmp_path), masters=1, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=1, tservers=3) as cluster:
         cluster.start_all()
         ready_leader(cluster)
         wait_live(cluster, 3)

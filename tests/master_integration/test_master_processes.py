@@ -1,6 +1,6 @@
 """Masters as real processes: 3 masters (or 1) and 3 tablet servers on 127.0.0.1.
 
-Each test runs the processes (impl/cli/mastercluster.py), drives them through the client
+Each test runs the processes (impl/processes/masters.py), drives them through the client
 library (impl/client/master.py, as the CLI does), and ends with a clean stop and the trace
 checker over every process's trace (the catalog tablet's Raft facts included).
 """
@@ -17,10 +17,10 @@ import pytest
 from integration.helpers import assert_traces_clean as _traces_clean
 from integration.helpers import call, run, wait_for
 
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client import ClientOptions
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
+from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.rpc import RpcError
 from revivify.impl.tserver import api as ts_api
 
@@ -32,7 +32,7 @@ def cli(*argv: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def assert_traces_clean(cluster: MasterCluster) -> None:
+def assert_traces_clean(cluster: MasterProcesses) -> None:
     _traces_clean(cluster.tservers)  # same trace directory: masters' traces included
 
 
@@ -54,7 +54,7 @@ def table_names(masters: Sequence[str]) -> list[str]:
     return [t.name for t in reply.tables]
 
 
-def hosted(cluster: MasterCluster) -> dict[str, dict[str, str]]:
+def hosted(cluster: MasterProcesses) -> dict[str, dict[str, str]]:
     """server uuid -> {tablet id: state} as each running tablet server reports itself."""
     out: dict[str, dict[str, str]] = {}
     for s in cluster.tservers.servers:
@@ -65,7 +65,7 @@ def hosted(cluster: MasterCluster) -> dict[str, dict[str, str]]:
     return out
 
 
-def ready_leader(cluster: MasterCluster, seconds: float = 30.0) -> int:
+def ready_leader(cluster: MasterProcesses, seconds: float = 30.0) -> int:
     """The index of the ready leader master."""
     def find() -> int | None:
         for m in cluster.masters:
@@ -81,7 +81,7 @@ def ready_leader(cluster: MasterCluster, seconds: float = 30.0) -> int:
     return int(wait_for(find, seconds, "a ready leader master")) - 1
 
 
-def wait_running(cluster: MasterCluster, name: str, seconds: float = 30.0
+def wait_running(cluster: MasterProcesses, name: str, seconds: float = 30.0
                  ) -> api.TableLocationsReply:
     """Every tablet of ``name`` RUNNING in the catalog (a leader reported) and RUNNING on
     each of its replicas' servers."""
@@ -101,7 +101,7 @@ def wait_running(cluster: MasterCluster, name: str, seconds: float = 30.0
     return locs
 
 
-def wait_live(cluster: MasterCluster, n: int, seconds: float = 20.0) -> None:
+def wait_live(cluster: MasterProcesses, n: int, seconds: float = 20.0) -> None:
     def live() -> bool:
         reply = run(lambda: master_call(cluster.master_addresses, api.MASTER_LIST_TSERVERS,
                                         api.Empty(), api.TabletServerList, OPTIONS))
@@ -110,7 +110,7 @@ def wait_live(cluster: MasterCluster, n: int, seconds: float = 20.0) -> None:
 
 
 def test_three_masters_create_failover_delete(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         ready_leader(cluster)
@@ -168,7 +168,7 @@ def test_three_masters_create_failover_delete(tmp_path: pytest.TempPathFactory) 
 
 
 def test_single_master(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=1, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=1, tservers=3) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         ready_leader(cluster)

@@ -25,14 +25,14 @@ from master_integration.test_master_processes import (
     wait_live,
     wait_running,
 )
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.client import TableNotFoundError, open_table_client, open_tablet_client
 from revivify.impl.client.table import routes_from
 from revivify.impl.master.catalog import hash_bucket
+from revivify.impl.processes.masters import MasterProcesses
 
 
 def test_rows_through_the_masters(tmp_path: pytest.TempPathFactory) -> None:
-    with MasterCluster(str(tmp_path), masters=3, tservers=3) as cluster:
+    with MasterProcesses(str(tmp_path), masters=3, tservers=3) as cluster:
         cluster.start_all()
         masters = cluster.master_addresses
         m = ",".join(masters)

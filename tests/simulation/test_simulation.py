@@ -275,7 +275,8 @@ def test_a_lost_acknowledged_write_is_caught_at_teardown(tmp_path: Path) -> None
     (keeping only what was fsync'd) and the acknowledged writes no longer read back."""
     with Simulation(str(tmp_path / "traces"), seed=3, servers=3,
                     options={"fsync": False}) as sim:
-        for step in [CreateTablet(0), Write(0, 3), Crash(0), Crash(1), Crash(2)]:
+        steps: list[Step] = [CreateTablet(0), Write(0, 3), Crash(0), Crash(1), Crash(2)]
+        for step in steps:
             sim.execute(step)
         assert sim.counters.writes_acked == 3
         with pytest.raises(SimulationFailed, match="acknowledged write"):

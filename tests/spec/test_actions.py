@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
+from typing import Any, Self
 
 import attrs
 import pytest
@@ -80,6 +80,13 @@ def broken(s: ServerState, **p: Any) -> list[str]:
 
 class Run(Recorder):
     """A recorded run that checks every invariant and step property at every step."""
+
+    @classmethod
+    def new(cls, *args: Any, **kw: Any) -> Self:
+        """Recorder.new, typed as the subclass it makes."""
+        run = super().new(*args, **kw)
+        assert isinstance(run, cls)
+        return run
 
     def step(self, i: int, name: str, check: bool = True, **p: Any) -> dict[str, Any]:
         pre = self.sys
@@ -495,7 +502,7 @@ def sampled_systems() -> list[tuple[ServerState, ...]]:
                     ("copy_download_wal", {"remote_last_term": 1, "remote_last_index": 1}),
                     ("copy_blocks_done", {}), ("copy_mark_ready", {}),
                     ("copy_start_replica", {})):
-        r.step(1, name, **p)
+        r.step(1, name, True, **p)
         out.append(r.s)
     r.crash(1)
     out.append(r.s)

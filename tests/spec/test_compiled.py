@@ -102,9 +102,11 @@ def _actions_agree(name: str, data: Any) -> None:
     t = to_scalars(s)
     changed = [a for a in _compiled_actions(spec) if name == "real" or a not in SPEC.actions]
     for a in changed:
-        p = data.draw(st.builds(lambda: None).flatmap(
-            lambda _, a=a: st.fixed_dictionaries(
-                {q: (st.just(FMap((), 0)) if q in MAP_PARAMS else ints) for q in a.params})))
+        def params(_: None, a: Any = a) -> st.SearchStrategy[dict[str, Any]]:
+            return st.fixed_dictionaries(
+                {q: (st.just(FMap((), 0)) if q in MAP_PARAMS else ints) for q in a.params})
+
+        p = data.draw(st.builds(lambda: None).flatmap(params))
         args = [p[q] for q in a.params]
         obj, tup = cached_action(a), cached_action(a, scalars=True)
         assert obj is not None and tup is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 from storage_helpers import ROOT, formatted_disk
 
@@ -16,6 +18,7 @@ from revivify.impl.storage.errors import BlockCorrupt, BlockNotFound, BlockProto
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import DataState, Superblock
+from revivify.impl.testing import SimDisk
 
 
 def _setup() -> tuple[ServerLayout, BlockManager, MetadataStore]:
@@ -27,7 +30,7 @@ def test_flush_read_round_trip_survives_crash() -> None:
     layout, blocks, _ = _setup()
     rows = [(1, "a", b"x", None, 2.5), (2, "b", b"", True, -1.0)]
     block_id = blocks.flush(rows)
-    again = BlockManager(ServerLayout(ROOT, layout.disk.crash()))
+    again = BlockManager(ServerLayout(ROOT, cast(SimDisk, layout.disk).crash()))
     assert again.read(block_id) == rows
     assert again.list_blocks() == [block_id]
 
@@ -74,7 +77,7 @@ def test_startup_retries_recorded_orphans() -> None:
     )
     store.write_superblock(recorded)
     blocks.delete_blocks([ids[1]], superblock=recorded)  # crash happened after one unlink
-    crashed = ServerLayout(ROOT, layout.disk.crash())
+    crashed = ServerLayout(ROOT, cast(SimDisk, layout.disk).crash())
     store2, blocks2 = MetadataStore(crashed), BlockManager(crashed)
     loaded = store2.load_superblock("t")
     assert loaded == recorded

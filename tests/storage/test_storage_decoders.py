@@ -181,10 +181,10 @@ def test_truncation_is_detected(kind: str, data: st.DataObject) -> None:
         # A cut at a frame boundary is a shorter (unclosed) segment; otherwise a problem.
         assert scan.footer is None
         return
-    with pytest.raises(CorruptRecord) as exc:
+    with pytest.raises(CorruptRecord) as raised:
         DECODERS[kind](valid[:cut])
     if cut < HEADER_SIZE or kind != "frame":
-        assert "truncated" in exc.value.reason
+        assert "truncated" in raised.value.reason
 
 
 @FUZZ

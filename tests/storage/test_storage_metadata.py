@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+from typing import cast
 
 import pytest
 from storage_helpers import ROOT, formatted_disk
@@ -143,7 +144,7 @@ class TestMetadataStore:
         assert store.load_cmeta("tablet-a") is None
         store.write_superblock(SB_NEW)
         store.write_cmeta(CMETA)
-        crashed = MetadataStore(ServerLayout(ROOT, layout.disk.crash()))
+        crashed = MetadataStore(ServerLayout(ROOT, cast(SimDisk, layout.disk).crash()))
         assert crashed.load_superblock("tablet-a") == SB_NEW
         assert crashed.load_cmeta("tablet-a") == CMETA
         assert crashed.layout.tablet_ids() == ["tablet-a"]

@@ -23,7 +23,7 @@ try:
         explore_crashes,
     )
 except ImportError:  # before the move
-    from revivify.impl.storage.simdisk import (  # type: ignore[no-redef]
+    from revivify.impl.storage.simdisk import (  # type: ignore[no-redef, import-not-found]
         ExplorationReport,
         SimDisk,
         SimulatedCrash,

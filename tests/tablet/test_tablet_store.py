@@ -337,12 +337,13 @@ def test_block_with_wrong_row_shape_is_corrupt() -> None:
     disk = new_tablet_disk()
     layout = ServerLayout(ROOT, disk)
     blocks = BlockManager(layout)
-    for rows, fragment in [
+    cases: list[tuple[Any, str]] = [
         ([(1, "x")], "key is not"),
         ([(b"b", b"1"), (b"a", b"2")], "out of order"),
         ([(b"a",)], "fields"),
         ([(b"a", 5)], "value is not"),
-    ]:
+    ]
+    for rows, fragment in cases:
         block_id = blocks.flush(rows)
         MetadataStore(layout).write_superblock(
             Superblock(TABLET, DataState.READY, live_blocks=(block_id,))
@@ -403,7 +404,7 @@ def test_open_finishes_an_interrupted_deletion() -> None:
 
 def test_old_superblock_without_tablet_fields_decodes() -> None:
     # A superblock written before flushed_opid / client_results existed.
-    old = {
+    old: dict[str, object] = {
         "tablet_id": TABLET,
         "data_state": "READY",
         "tombstone_last_opid": None,

@@ -35,8 +35,12 @@ try:  # imported as tests.trace.bad_crashed, or run as a script
     from .bad_catalog import WHOLE, History, create_table
     from .bad_v3 import append, new
 except ImportError:
-    from bad_catalog import WHOLE, History, create_table  # type: ignore[no-redef]
-    from bad_v3 import append, new  # type: ignore[no-redef]
+    from bad_catalog import (  # type: ignore[no-redef, import-not-found]
+        WHOLE,
+        History,
+        create_table,
+    )
+    from bad_v3 import append, new  # type: ignore[no-redef, import-not-found]
 
 Line = dict[str, Any]
 # A bad case: the history, the line it must be rejected at, file names to leave out.

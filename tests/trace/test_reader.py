@@ -187,9 +187,9 @@ def test_version_2_is_read_and_other_versions_refused() -> None:
     for v in (2, 3):
         assert isinstance(parse_line(json.dumps(d | {"v": v}).encode(), "f", 1, False),
                           Envelope)
-    for v in (1, 5, "3"):
-        e = parse_line(json.dumps(d | {"v": v}).encode(), "f", 1, False)
-        assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion", v
+    for bad in (1, 5, "3"):
+        e = parse_line(json.dumps(d | {"v": bad}).encode(), "f", 1, False)
+        assert isinstance(e, InputError) and e.kind == "UnsupportedSchemaVersion", bad
 
 
 def test_append_terms_shape() -> None:

@@ -23,11 +23,12 @@ from typing import Any
 from revivify.checker.traces import KNOWN_EVENTS
 from revivify.impl.consensus.core import Options
 from revivify.impl.master.calls import delete_tablet
-from revivify.impl.master.catalog import Catalog, Column
+from revivify.impl.master.catalog import Catalog
 from revivify.impl.master.errors import MasterError
 from revivify.impl.master.operations import CreateTable, plan_create_table
 from revivify.impl.master.placement import Candidate
 from revivify.impl.master.tracing import call_fact, commit_fact, ready_fact
+from revivify.impl.tablet.columns import Column
 from revivify.impl.testing.raft import RaftCluster
 from revivify.impl.trace import TraceWriter, durable_state, startup_args
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal

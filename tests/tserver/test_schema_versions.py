@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from revivify.impl.master.calls import AlterSchema
-from revivify.impl.master.catalog import Column
 from revivify.impl.storage.disk import OsDisk
 from revivify.impl.storage.errors import MetadataCorrupt
 from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.tablet.columns import Column
+from revivify.impl.tserver.master_api import AlterSchema
 from revivify.impl.tserver.schema import SCHEMA_DIR, SchemaVersions
 
 SCHEMA = [Column("key", key=True), Column("v")]

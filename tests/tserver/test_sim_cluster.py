@@ -199,7 +199,7 @@ def test_a_follower_far_behind_on_large_rows_catches_up(tmp_path) -> None:  # ty
 
 
 def test_raft_messages_are_split_into_calls_under_the_byte_limit() -> None:
-    from revivify.impl.consensus.messages import AppendRequest, Entry
+    from revivify.impl.consensus.messages import AppendRequest, Entry, Message
     from revivify.impl.tserver.server import split_for_calls
 
     def app(*sizes: int) -> AppendRequest:
@@ -207,7 +207,7 @@ def test_raft_messages_are_split_into_calls_under_the_byte_limit() -> None:
         return AppendRequest("a", "b", 1, prev_term=1, prev_index=0, entries=entries,
                              commit_index=0)
     heartbeat = app()
-    msgs = [app(3, 3), heartbeat, app(4), app(10), app(1)]
+    msgs: list[Message] = [app(3, 3), heartbeat, app(4), app(10), app(1)]
     parts = split_for_calls(msgs, 7)
     assert [m for p in parts for m in p] == msgs  # nothing lost, order kept
     assert [len(p) for p in parts] == [2, 1, 1, 1]  # 6+0 | 4 | 10 (alone) | 1

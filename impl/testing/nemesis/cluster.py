@@ -1,5 +1,5 @@
-"""The nemesis's view of the cluster: real processes (impl/cli/localcluster.py's
-ProcessCluster, or mastercluster.py's MasterCluster for the masters profile), the fault file
+"""The nemesis's view of the cluster: real processes (impl/processes/tservers.py's
+ProcessCluster, or masters.py's MasterProcesses for the masters profile), the fault file
 they read, and the few admin calls the nemesis makes itself, straight over RPC so that
 nothing it does to heal depends on the client library under test.
 
@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
-from revivify.impl.cli.localcluster import ProcessCluster, ServerProcess
-from revivify.impl.cli.mastercluster import MasterCluster
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.faultfile import ENV
+from revivify.impl.processes.control import ServerProcess
+from revivify.impl.processes.masters import MasterProcesses
+from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tserver import api
@@ -43,9 +44,9 @@ class Cluster:
     def __init__(self, root: str, *, masters: int, tserver_args: Sequence[str]) -> None:
         self.root = root
         self.fault_path = os.path.join(root, "faults.json")
-        self.masters: MasterCluster | None = None
+        self.masters: MasterProcesses | None = None
         if masters:
-            self.masters = MasterCluster(root, masters=masters, tservers=3,
+            self.masters = MasterProcesses(root, masters=masters, tservers=3,
                                          tserver_args=tserver_args)
             self.tservers = self.masters.tservers
         else:

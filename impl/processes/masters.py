@@ -1,8 +1,8 @@
 """A local cluster of real master and tablet-server processes on 127.0.0.1.
 
-The sibling of localcluster.py's ProcessCluster (which it uses for the tablet servers, and
-whose process manager it shares: spawn, await_listening, kill_process, stop_process):
-``MasterCluster(root, masters=3, tservers=3)`` picks a free port for each master up front
+The sibling of tservers.py's ProcessCluster (which it uses for the tablet servers; each
+process is run by control.py: spawn, await_listening, kill_process, stop_process):
+``MasterProcesses(root, masters=3, tservers=3)`` picks a free port for each master up front
 (every master must be given every master's address), starts ALL the processes, masters and
 tablet servers (with ``--masters``), before reading their "listening" lines (a master
 creates the catalog only once every master answers, and a tablet server retries its
@@ -14,38 +14,28 @@ whatever still runs. Every wait has a deadline.
 ``detached=True`` (``revivify cluster start``, impl/cli/cluster.py) runs every process in a
 session of its own with its output in its log file, so the cluster outlives the command;
 ``master_ports`` and ``tserver_ports`` bring a cluster back on the ports it had.
+
+Not to be confused with impl/testing/mastercluster.py's `SimMasterCluster`: the same
+servers in ONE process on the test doubles (SimDisk, MemoryNetwork, MockClock).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 from collections.abc import Sequence
 from types import TracebackType
 
-from .localcluster import (
-    ProcessCluster,
-    ServerProcess,
-    await_listening,
-    kill_process,
-    spawn,
-    stop_process,
-)
+from .control import ServerProcess, await_listening, free_port, kill_process, spawn, stop_process
+from .tservers import ProcessCluster
 
 MASTER_LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
 
 
-def free_port() -> int:
-    """A port free right now (another process may take it before us: rare on a test box)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+class MasterProcesses:
+    """Masters and tablet servers as real processes (module docstring)."""
 
-
-class MasterCluster:
     def __init__(self, root: str, masters: int = 3, tservers: int = 3, *,
                  master_args: Sequence[str] = (), tserver_args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
@@ -70,7 +60,7 @@ class MasterCluster:
             args=["--masters", self.master_list, *tserver_args], detached=detached,
             ports=tserver_ports)
 
-    def __enter__(self) -> MasterCluster:
+    def __enter__(self) -> MasterProcesses:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -142,4 +132,4 @@ class MasterCluster:
             kill_process(m)
 
 
-__all__ = ["MASTER_LISTENING", "MasterCluster", "free_port"]
+__all__ = ["MASTER_LISTENING", "MasterProcesses"]

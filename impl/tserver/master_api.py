@@ -1,13 +1,24 @@
-"""What a tablet server tells a master in a heartbeat, and what the master answers.
+"""The tablet server's wire with its masters: the heartbeat it sends every master, and the
+one call only a master makes to it.
 
 Wire values (msgspec structs, msgpack in an RPC body), written once here for both sides:
-the tablet server's heartbeater builds them, the master's shell hands them to the pure core
-(tserver_map.py decides what to do with a heartbeat, reports.py what a report means).
+the tablet server's heartbeater (heartbeat.py) builds the heartbeats and its schema service
+(schema.py) serves the alters; the master's shell hands heartbeats to the pure core
+(impl/master/tserver_map.py decides what to do with a heartbeat, impl/master/reports.py what
+a report means) and sends alters as calls (impl/master/calls.py).
 
     Master.Heartbeat   Heartbeat(server_uuid, incarnation, registration?, report?)
                        -> HeartbeatResponse(master_uuid, leader, term,
                                             needs_register, needs_full_report,
                                             masters, masters_index)
+    Admin.AlterSchema  AlterSchema(tablet_id, schema_version, schema) -> Ack
+
+Why here, in the tablet server's package, and not in the master's: a master process embeds a
+tablet server (impl/master/server.py opens one for the catalog tablet), so the master
+imports the tablet server and never the reverse (the layers contract in pyproject.toml).
+Both ends of this wire therefore meet at the lower of the two, beside the tablet server's
+own interface (api.py). Moving these structs between modules changes no byte on the wire:
+none has a tag, and a msgspec Struct is encoded as a map of its fields.
 
 Seed 004, "Heartbeat to all masters": a tablet server heartbeats EVERY master, one
 heartbeater each, with its own report sequence per master. Every master refreshes the
@@ -41,8 +52,10 @@ from typing import Final, Literal
 import msgspec
 
 from revivify.impl.consensus.messages import Config
+from revivify.impl.tablet.columns import Column
 
 MASTER_HEARTBEAT: Final = "Master.Heartbeat"
+ADMIN_ALTER_SCHEMA: Final = "Admin.AlterSchema"
 
 # A replica as its server's tablet manager sees it: the states of its slot
 # (impl/tserver/manager/core.py) but ABSENT, which is not reported. TOMBSTONED: deleted,
@@ -103,9 +116,21 @@ class HeartbeatResponse(msgspec.Struct, frozen=True):
     masters_index: int = -1
 
 
+class AlterSchema(msgspec.Struct, frozen=True):
+    """Bring a tablet to ``schema_version`` (sent to its leader as the catalog records it,
+    which records the version durably: schema.py). Ignored by a tablet already at that
+    version or later, so a master may send it on every report that shows an old version."""
+
+    tablet_id: str
+    schema_version: int
+    schema: list[Column]
+
+
 __all__ = [
+    "ADMIN_ALTER_SCHEMA",
     "MASTER_HEARTBEAT",
     "REPLICA_STATES",
+    "AlterSchema",
     "Heartbeat",
     "HeartbeatResponse",
     "Registration",

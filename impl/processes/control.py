@@ -1,18 +1,16 @@
-"""A local cluster of real tablet-server processes on 127.0.0.1 (the demo, integration tests,
-benchmarks, and, through mastercluster.py, ``revivify cluster``), and the one process manager
-every local cluster uses.
+"""One server process on this machine: start it, wait for it to serve, signal it, reap it.
 
-``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.tserver.main``,
-each with its own directory ``root/ts-<i>``, all writing traces into ``root/traces``. The
-first start binds the port it was given (0: any) and reads the port from the process's
-"listening" line; restarts reuse that port (peers know a server by its address). ``kill`` is
-SIGKILL (a crash: the process loses everything it had not fsync'd), ``stop`` is SIGTERM (a
-clean stop: the process traces ``server_stop``). ``close`` kills whatever still runs.
+The process manager every local cluster of real processes uses (tservers.py's
+`ProcessCluster`, masters.py's `MasterProcesses`, and through them ``revivify cluster``, the
+demo, the nemesis, the integration tests and the benchmarks). A `ServerProcess` is one
+server's directory, log file and port, and the process it runs now, if any. ``kill_process``
+is SIGKILL (a crash: the process loses everything it had not fsync'd), ``stop_process`` is
+SIGTERM (a clean stop: the process traces ``server_stop``).
 
 Two ways to run a process (``spawn``):
 
 * attached (tests, the demo, benchmarks): its stdout is a pipe the "listening" line is read
-  from; it dies with the cluster object (``close``);
+  from; it dies with the cluster object that started it (its ``close``);
 * detached (``revivify cluster start``): a new session, stdin from /dev/null, stdout and
   stderr appended to its log file (the "listening" line is looked for there, past the
   offset the log had at the spawn), so it outlives the command that started it. A later
@@ -31,17 +29,12 @@ import os
 import re
 import selectors
 import signal
+import socket
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
-from types import TracebackType
 
 import attrs
-
-from revivify.impl.rpc.address import BadAddress, parse_address
-
-TSERVER_LISTENING = re.compile(r"revivify tserver ([0-9a-f]+) listening on (\S+)")
 
 _POLL_SECONDS = 0.05
 
@@ -50,7 +43,12 @@ class ProcessError(Exception):
     pass
 
 
-# ---------------------------------------------------------------------------- one process
+def free_port() -> int:
+    """A port free right now (another process may take it before us: rare on a test box)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -260,93 +258,11 @@ def stop_process(s: ServerProcess, what: str, timeout: float = 30.0) -> int:
     return code
 
 
-# ---------------------------------------------------------------------------- tservers
-
-
-class ProcessCluster:
-    def __init__(self, root: str, n: int, *, args: Sequence[str] = (),
-                 python: str = sys.executable, start_timeout: float = 30.0,
-                 detached: bool = False, ports: Sequence[int] = ()) -> None:
-        self.root = root
-        self.trace_dir = os.path.join(root, "traces")
-        self.args = list(args)
-        self.python = python
-        self.start_timeout = start_timeout
-        self.detached = detached
-        os.makedirs(self.trace_dir, exist_ok=True)
-        assert not ports or len(ports) == n, (ports, n)
-        self.servers = [
-            ServerProcess(i, os.path.join(root, f"ts-{i}"), self.trace_dir,
-                          os.path.join(root, f"ts-{i}.log"), port=ports[i] if ports else 0)
-            for i in range(n)
-        ]
-
-    def __enter__(self) -> ProcessCluster:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    @property
-    def addresses(self) -> list[str]:
-        return [s.address for s in self.servers]
-
-    def start_all(self) -> None:
-        for i in range(len(self.servers)):
-            self.spawn(i)
-        for i in range(len(self.servers)):
-            self.await_started(i)
-
-    def start(self, i: int, extra: Sequence[str] = ()) -> ServerProcess:
-        self.spawn(i, extra)
-        return self.await_started(i)
-
-    def spawn(self, i: int, extra: Sequence[str] = ()) -> None:
-        """Start server `i`'s process (``await_started`` waits for it to serve)."""
-        s = self.servers[i]
-        if s.running:
-            raise ProcessError(f"server {i} is already running")
-        cmd = [self.python, "-m", "revivify.impl.tserver.main", "--fs-root", s.fs_root,
-               "--rpc-bind", f"127.0.0.1:{s.port}", "--trace-dir", s.trace_dir,
-               *self.args, *extra]
-        spawn(s, cmd, detached=self.detached)
-
-    def await_started(self, i: int) -> ServerProcess:
-        """Server `i`'s "listening" line: its UUID and port."""
-        s = self.servers[i]
-        m = await_listening(s, TSERVER_LISTENING, f"server {i}", self.start_timeout)
-        try:
-            _, port = parse_address(m.group(2))
-        except BadAddress as exc:
-            raise ProcessError(f"server {i}: {exc} in its line {m.group(0)!r}") from None
-        # A wiped directory comes back with a new identity: the line is the truth.
-        s.uuid, s.port = m.group(1), port
-        return s
-
-    def kill(self, i: int) -> None:
-        """SIGKILL: a crash."""
-        kill_process(self.servers[i])
-
-    def stop(self, i: int, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: a clean stop. Returns the exit code."""
-        return stop_process(self.servers[i], f"server {i}", timeout)
-
-    def restart(self, i: int) -> ServerProcess:
-        self.stop(i)
-        return self.start(i)
-
-    def close(self) -> None:
-        for s in self.servers:
-            kill_process(s)
-
-
 __all__ = [
-    "TSERVER_LISTENING",
-    "ProcessCluster",
     "ProcessError",
     "ServerProcess",
     "await_listening",
+    "free_port",
     "kill_process",
     "pid_alive",
     "process_start_ticks",
