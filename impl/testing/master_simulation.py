@@ -471,7 +471,7 @@ class MasterSimulation(Simulation):
         except DeadlineExceeded as exc:
             self._failed("create", exc)
             # Even outcome_unknown=False is not "surely absent": a CatalogWriteFailed leaves
-            # a write that may still commit under a later leader (impl/master/server.py).
+            # a write that may still commit under a later leader (impl/master/runner.py).
             self.mcounters.creates_unknown += 1
         except ClientError as exc:  # refused: never created (a fresh name: not ALREADY_PRESENT)
             self._failed("create", exc)
