@@ -148,7 +148,7 @@ from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.values import ConsensusMeta
 from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.manager.core import Kind
-from revivify.impl.tserver.replica import RUNNING, Replica, config_to_storage
+from revivify.impl.tserver.replica import Replica, config_to_storage
 from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
 
 from . import api
@@ -317,8 +317,7 @@ class MasterServer:
     def catalog_replica(self) -> Replica | None:
         if self.ts is None:
             return None
-        replica = self.ts.tablets.replica(CATALOG)
-        return replica if replica is not None and replica.state == RUNNING else None
+        return self.ts.tablets.running_replica(CATALOG)
 
     def now(self) -> float:
         return trio.current_time()

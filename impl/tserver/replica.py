@@ -56,6 +56,7 @@ from revivify.impl.tablet.store import ApplyResult, TabletStore
 from revivify.impl.trace import TraceWriter
 
 from . import api
+from .api import Kind
 from .durable import Durable, running
 
 logger = logging.getLogger(__name__)
@@ -89,11 +90,9 @@ class Tracer:
     def silence(self) -> None:
         self.silenced = True
 
-RUNNING = "RUNNING"
-FAILED = "FAILED"
+
 # Raft messages waiting in one replica's inbox at most (beyond: dropped, Raft re-sends).
 MAX_QUEUED_MESSAGES = 4096
-STOPPED = "STOPPED"
 
 
 def config_to_storage(config: Config) -> RaftConfig:
@@ -153,6 +152,7 @@ class Replica:
                  blocking: Blocking,
                  send: Callable[[str, str, list[Message]], None],
                  address_of: Callable[[str], str | None],
+                 runs: Callable[[], bool],
                  flush_threshold: int = 8 << 20, retain_entries: int = 50_000) -> None:
         self.tablet_id = tablet_id
         self.me = me
@@ -167,8 +167,12 @@ class Replica:
         self.flush_threshold = flush_threshold
         self.retain_entries = retain_entries
         self.quarantine: tuple[bool, bool] | None = None  # reported in every trace state
-        self.state = RUNNING
-        self.reason = ""
+        # Whether this replica runs is the lifecycle core's answer (its slot is RUNNING:
+        # ``TabletManager.runs``), never a flag of its own. The driver's failure only
+        # reaches the core (``fail``, then the manager's ReplicaFailed) in the same step,
+        # with no checkpoint between, so no caller sees the two disagree.
+        self._runs = runs
+        self.reason = ""  # why the driver stopped (``fail``): the ReplicaFailed reason
         self._inbox: list[Callable[[], None]] = []
         self._wake = trio.Event()
         self._writes: dict[int, tuple[int, _Waiter]] = {}  # index -> (term, waiter)
@@ -229,8 +233,8 @@ class Replica:
             self.core.tick()
 
     def _check_running(self) -> None:
-        if self.state != RUNNING:
-            raise api.TabletNotRunning(self.tablet_id, self.state, self.reason)
+        if not self._runs():
+            raise api.TabletNotRunning(self.tablet_id, Kind.FAILED.value, self.reason)
 
     def _not_leader(self, exc: CoreNotLeader) -> api.NotLeader:
         hint = exc.leader_hint
@@ -334,9 +338,11 @@ class Replica:
     def info(self) -> api.ReplicaInfo:
         st = self.core.status()
         me = st.active_config.peer(self.me)
+        runs = self._runs()
+        state = Kind.RUNNING if runs else Kind.FAILED
         return api.ReplicaInfo(
-            tablet_id=self.tablet_id, state=self.state, reason=self.reason,
-            role=st.role.value if self.state == RUNNING else "", term=st.term,
+            tablet_id=self.tablet_id, state=state.value, reason=self.reason,
+            role=st.role.value if runs else "", term=st.term,
             voted_for=st.voted_for, leader=st.leader, last_opid=(st.last_term, st.last_index),
             commit_index=st.commit_index, applied_index=self.store.applied_index,
             config_index=st.committed_config.opid_index, peers=list(st.active_config.peers),
@@ -365,9 +371,11 @@ class Replica:
             self.fail(f"{type(exc).__name__}: {exc}")
 
     def fail(self, reason: str) -> None:
-        self.state = FAILED
+        """The driver stopped (a storage failure, or a deletion or copy stopping it): every
+        waiter fails. The caller tells the lifecycle core next (ReplicaFailed, or the slot
+        already left RUNNING), which is what makes the replica refuse new calls."""
         self.reason = reason
-        error = api.TabletNotRunning(self.tablet_id, FAILED, reason)
+        error = api.TabletNotRunning(self.tablet_id, Kind.FAILED.value, reason)
         for _, w in [*self._writes.values(), *self._changes.values()]:
             w.fail(error)
         for w in self._reads.values():
@@ -470,7 +478,7 @@ class Replica:
             self._changes.clear()
 
     def wants_flush(self) -> bool:
-        return (not self._flushing and self.state == RUNNING
+        return (not self._flushing and self._runs()
                 and self.store.should_flush(self.flush_threshold))
 
     async def flush(self) -> None:
@@ -560,5 +568,5 @@ def new_core(*, me: str, cmeta: ConsensusMeta, entries: list[Entry], base_term: 
         applied_index=applied_index, rng=random.Random(seed), options=options)
 
 
-__all__ = ["FAILED", "RUNNING", "STOPPED", "Blocking", "Replica", "Tracer", "config_from_storage",
+__all__ = ["Blocking", "Replica", "Tracer", "config_from_storage",
            "config_to_storage", "entry_from_wal", "fact_state", "new_core"]

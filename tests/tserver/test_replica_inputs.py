@@ -28,7 +28,7 @@ def _replica() -> Replica:
     unused: Any = None
     return Replica(tablet_id="t1", me="a", core=core, log=unused, store=_Store(),  # type: ignore[arg-type]
                    metadata=unused, trace=unused, blocking=unused,
-                   send=lambda *_: None, address_of=lambda _: None)
+                   send=lambda *_: None, address_of=lambda _: None, runs=lambda: True)
 
 
 def test_a_failed_replica_fails_the_reads_waiting_for_their_index() -> None:

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from revivify.impl.consensus.core import Role
 from revivify.impl.rpc import CallContext, LamportHooks, RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.rpc.transport import Network
@@ -61,6 +62,7 @@ from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import DataState, OpId
 
 from .. import api
+from ..api import Kind
 from ..durable import Sb
 from ..manager.core import CopyEnded, CopyStep, CopyStepDone, StartCopy
 from ..manager.shell import TabletManager
@@ -309,9 +311,12 @@ class TabletCopies:
     async def on_begin_session(self, req: BeginTabletCopySession,
                                ctx: CallContext) -> CopySessionInfo:
         server = self.server
-        replica = server.tablets.replica(req.tablet_id)
-        if replica is None or replica.state != "RUNNING":
-            state = "not hosted here" if replica is None else replica.state
+        replica = server.tablets.running_replica(req.tablet_id)
+        if replica is None:
+            # A replica still hosted whose slot left RUNNING had its driver stopped (it
+            # failed, or a deletion or a copy stopped it): to a copy client it is FAILED.
+            hosted = server.tablets.replica(req.tablet_id) is not None
+            state = Kind.FAILED.value if hosted else "not hosted here"
             raise CopySourceUnavailable(req.tablet_id, f"the replica is {state}")
         if req.requester_uuid != ctx.src_uuid:
             raise api.InvalidArgument(f"requester {req.requester_uuid} is not the caller "
@@ -375,10 +380,8 @@ class TabletCopies:
         server = self.server
         now = trio.current_time()  # (virtual time under a MockClock)
         for tablet_id, replica in list(server.tablets.running()):
-            if replica.state != "RUNNING":
-                continue
             st = replica.core.status()
-            if st.role.value != "LEADER":
+            if st.role is not Role.LEADER:
                 continue
             for peer in st.peers:
                 key = (tablet_id, peer.uuid)

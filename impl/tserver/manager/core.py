@@ -79,6 +79,7 @@ from revivify.impl.rpc.errors import AppError
 from revivify.impl.storage.values import ConsensusMeta
 
 from .. import api
+from ..api import Kind
 from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal
 
 # ------------------------------------------------------------------------------ values
@@ -156,17 +157,6 @@ class ReplicaHandle(Protocol):
     """What the core asks of a running replica (``impl/tserver/replica.py``)."""
 
     def durable(self) -> Durable: ...
-
-
-class Kind(enum.Enum):
-    ABSENT = "ABSENT"
-    STARTING = "STARTING"
-    CREATING = "CREATING"
-    RUNNING = "RUNNING"
-    FAILED = "FAILED"
-    COPYING = "COPYING"
-    TOMBSTONED = "TOMBSTONED"
-    DELETING = "DELETING"
 
 
 class Mode(enum.Enum):

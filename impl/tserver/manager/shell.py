@@ -54,6 +54,7 @@ from .. import api
 from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal, running
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
+    Absent,
     Batch,
     Case,
     Classified,
@@ -155,10 +156,23 @@ class TabletManager:
 
     # ---------------------------------------------------------------- queries
 
+    # Whether a replica runs has one answer: its slot in the lifecycle core is RUNNING.
+    # ``hosts`` only says which task owns a WAL (a FAILED replica's stays open until it is
+    # deleted), so every "does it run" below asks the core, never the Replica.
+
     def replica(self, tablet_id: str) -> Replica | None:
-        """The tablet's replica if it runs (its driver may have failed since: FAILED)."""
+        """The tablet's hosted replica, running or not (a FAILED one stays hosted until it
+        is deleted): for what it holds (its WAL, its core's config), not whether it runs."""
         hosted = self.hosts.get(tablet_id)
         return hosted.replica if hosted is not None else None
+
+    def runs(self, tablet_id: str) -> bool:
+        """The tablet's slot is RUNNING: its replica serves (``Replica`` asks this)."""
+        return isinstance(self.core.state(tablet_id), Running)
+
+    def running_replica(self, tablet_id: str) -> Replica | None:
+        """The tablet's replica if its slot is RUNNING, else None."""
+        return self.replica(tablet_id) if self.runs(tablet_id) else None
 
     def running(self) -> Iterator[tuple[str, Replica]]:
         for tablet_id, slot in list(self.core.slots.items()):
@@ -175,7 +189,7 @@ class TabletManager:
             replica = self.replica(tablet_id)
             assert replica is not None, f"tablet {tablet_id} RUNNING without a replica"
             return replica
-        if st.kind.value == "ABSENT":
+        if isinstance(st, Absent):
             raise api.TabletNotFound(tablet_id)
         reason = st.reason if isinstance(st, Failed) else ""
         raise api.TabletNotRunning(tablet_id, st.kind.value, reason)
@@ -549,10 +563,8 @@ class TabletManager:
             if isinstance(st, Running):
                 continue
             if isinstance(st, Failed):
-                out.append(_offline_info(tablet_id, "FAILED", st.reason, st.durable))
-            elif isinstance(st, Tombstoned):
-                out.append(_offline_info(tablet_id, "TOMBSTONED", "", st.durable))
-            elif isinstance(st, Copying | Deleting | Starting):
+                out.append(_offline_info(tablet_id, st.kind.value, st.reason, st.durable))
+            elif isinstance(st, Tombstoned | Copying | Deleting | Starting):
                 out.append(_offline_info(tablet_id, st.kind.value, "", st.durable))
         return out
 
