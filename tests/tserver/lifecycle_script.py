@@ -14,7 +14,7 @@ Commands (one per block):
     failed                    ReplicaFailed         create / create-failed
     delete MODE [CAS]         Delete                stopped DURABLE       Stopped
     stc EXPECTED TERM [T.I]   StartCopy from "leader" with source "src"
-    step NAME                 CopyStepDone (begin merge wal block blocks-done ready)
+    step NAME                 a CopyStepDone record (begin merge wal block blocks-done ready)
     ended [REASON]            CopyEnded             vote TERM             VoteRecorded
 
 Output: one line per effect (``persist OP -> event state``, ``trace event args state``,
@@ -36,18 +36,22 @@ from revivify.impl.storage.values import ConsensusMeta, RaftConfig
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal, running
 from revivify.impl.tserver.manager.core import (
     Batch,
+    BlockDownloaded,
+    BlocksDone,
     Case,
     Classified,
+    CmetaMerged,
+    CopyBegun,
     CopyEnded,
     Copying,
-    CopyPhase,
-    CopyStep,
+    CopyStage,
     CopyStepDone,
     Create,
     CreateFailed,
     Delete,
     Failed,
     LifecycleCore,
+    MarkedReady,
     Mode,
     Persist,
     ProtocolError,
@@ -64,6 +68,7 @@ from revivify.impl.tserver.manager.core import (
     Trace,
     Volatile,
     VoteRecorded,
+    WalDownloaded,
 )
 
 CMETA = ConsensusMeta("t1", 3, "a", RaftConfig(2, ()))
@@ -177,15 +182,17 @@ def reset(core: LifecycleCore, kind: str, durable: str | None) -> None:
     elif kind == "tombstoned":
         state = Tombstoned(d or DURABLES["tombstone"])
     elif kind == "copying":
-        state = Copying(CopyPhase.DOWNLOADING, d or DURABLES["tombstone"], "src")
+        state = Copying(CopyStage.DOWNLOADING, d or DURABLES["tombstone"], "src")
     else:
         raise ValueError(f"unknown kind {kind!r}")
     core.slots["t1"] = Slot("t1", state)
 
 
-STEPS = {"begin": CopyStep.BEGIN, "merge": CopyStep.MERGE_CMETA, "wal": CopyStep.DOWNLOAD_WAL,
-         "block": CopyStep.DOWNLOAD_BLOCK, "blocks-done": CopyStep.BLOCKS_DONE,
-         "ready": CopyStep.MARK_READY}
+_MERGED = attrs.evolve(CMETA, current_term=4)
+STEPS: dict[str, CopyStepDone] = {
+    "begin": CopyBegun(), "merge": CmetaMerged(CMETA, _MERGED, _MERGED),
+    "wal": WalDownloaded((4, 12)), "block": BlockDownloaded("b1"), "blocks-done": BlocksDone(),
+    "ready": MarkedReady()}
 
 
 def run_command(core: LifecycleCore, line: str) -> list[str]:
@@ -219,9 +226,7 @@ def run_command(core: LifecycleCore, line: str) -> list[str]:
         event = StartCopy("leader", int(rest[1]), "src", Sb(rest[0]), opid,  # type: ignore[arg-type]
                           DURABLES["nothing-quarantined"])
     elif cmd == "step":
-        step = STEPS[rest[0]]
-        new = attrs.evolve(CMETA, current_term=4)
-        event = CopyStepDone(step, local=CMETA, remote=new, result=new, wal_last=(4, 12))
+        event = STEPS[rest[0]]
     elif cmd == "ended":
         event = CopyEnded(" ".join(rest) or None)
     elif cmd == "vote":

@@ -91,6 +91,16 @@ from revivify.impl.storage.metadata import MetadataStore, decode_cmeta, decode_s
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
 from revivify.impl.storage.wal import SEGMENT_NAME, scan_segment
 
+from ..durable import opid_pair
+from ..manager.core import (
+    BlockDownloaded,
+    BlocksDone,
+    CmetaMerged,
+    CopyBegun,
+    CopyStepDone,
+    MarkedReady,
+    WalDownloaded,
+)
 from .api import MAX_CHUNK, CopySessionInfo, DataChunk, FetchData, FileInfo, FileKind
 from .merge import merge_cmeta
 
@@ -98,12 +108,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Blocking = Callable[..., Awaitable[Any]]  # run a blocking call (a worker thread, or inline)
-# Called after each durable step with its trace event name and facts (the server traces it
-# there, in its own thread); an exception from it fails the copy like any other.
-OnStep = Callable[[str, dict[str, Any]], Awaitable[None]]
+# Called after each durable step with the step's record (the lifecycle core's input: the
+# server traces it there, in its own thread); an exception from it fails the copy like any
+# other.
+OnStep = Callable[[CopyStepDone], Awaitable[None]]
 
 
-async def _no_step(event: str, facts: dict[str, Any]) -> None:
+async def _no_step(done: CopyStepDone) -> None:
     pass
 
 
@@ -280,10 +291,10 @@ async def run_copy(
 ) -> CopyResult:
     """Copy the source's tablet onto `target` (module docstring: steps 1-5, verification,
     all-or-nothing). Returns once the READY superblock is durable; raises CopyFailed (or
-    the cancellation) after cleaning up. ``on_step(event, facts)`` follows every durable
-    step: copy_begin, copy_merge_cmeta (local, remote, result), copy_download_wal
-    (last_opid), copy_download_block (block) for each block, copy_blocks_done,
-    copy_mark_ready."""
+    the cancellation) after cleaning up. ``on_step(record)`` follows every durable step
+    with its record (manager/core.py ``CopyStepDone``): CopyBegun, CmetaMerged (local,
+    remote, result), WalDownloaded (the WAL's last OpId), BlockDownloaded for each block,
+    BlocksDone, MarkedReady."""
     run = _Copy(source, target, progress, blocking or _inline, chunk_size, max_chunk_retries,
                 clock)
     run.on_step = on_step
@@ -401,7 +412,7 @@ class _Copy:
             except CopyTargetError:
                 self.started = False  # a refusal: by contract nothing was changed
                 raise
-            await self.on_step("copy_begin", {"source": session.source_uuid})
+            await self.on_step(CopyBegun())
         await self.durable(begin)
         self.report()
 
@@ -409,8 +420,7 @@ class _Copy:
         async def merge() -> ConsensusMeta:
             local: ConsensusMeta | None = await self._blocking(target.local_cmeta)
             result: ConsensusMeta = await self._blocking(target.merge_cmeta, remote_cmeta)
-            await self.on_step("copy_merge_cmeta", {"local": local, "remote": remote_cmeta,
-                                                    "result": result})
+            await self.on_step(CmetaMerged(local, remote_cmeta, result))
             return result
         merged: ConsensusMeta = await self.durable(merge)
         self.report()
@@ -449,7 +459,7 @@ class _Copy:
                             f"term {merged.current_term}")
         async def wal_done() -> None:
             await self._blocking(target.wal_downloaded, last_opid)
-            await self.on_step("copy_download_wal", {"last_opid": last_opid})
+            await self.on_step(WalDownloaded(opid_pair(last_opid)))
         await self.durable(wal_done)
         self.current = None
         self.report()
@@ -467,13 +477,13 @@ class _Copy:
 
             async def step() -> None:
                 await self._blocking(target.block_downloaded, info.name)
-                await self.on_step("copy_download_block", {"block": info.name})
+                await self.on_step(BlockDownloaded(info.name))
             await self.durable(step)
         await self._transfer("block", session.blocks, new_block, block_done)
 
         async def all_blocks() -> None:
             await self._blocking(target.blocks_done)
-            await self.on_step("copy_blocks_done", {})
+            await self.on_step(BlocksDone())
         await self.durable(all_blocks)
         self.current = None
 
@@ -486,7 +496,7 @@ class _Copy:
         async def commit() -> Superblock:
             done: Superblock = await self._blocking(target.mark_ready, ready)  # step 5
             self.sinks.clear()  # committed: nothing to undo any more
-            await self.on_step("copy_mark_ready", {})
+            await self.on_step(MarkedReady())
             return done
         final: Superblock = await self.durable(commit)
         self.phase = CopyPhase.DONE

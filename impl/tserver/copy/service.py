@@ -64,7 +64,7 @@ from revivify.impl.storage.values import DataState, OpId
 from .. import api
 from ..api import Kind
 from ..durable import Sb
-from ..manager.core import CopyEnded, CopyStep, CopyStepDone, StartCopy
+from ..manager.core import SUPERBLOCK_MARKS, CopyEnded, CopyStep, CopyStepDone, StartCopy
 from ..manager.shell import TabletManager
 from . import (
     COPY_BEGIN_SESSION,
@@ -120,15 +120,17 @@ class TracedCopyTarget(LocalCopyTarget):
         self.metadata.write_superblock(attrs.evolve(sb, **changes))
 
     def wal_downloaded(self, last_opid: OpId | None) -> None:
-        self._record(copy_step="WAL", copy_wal_last=last_opid)
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.DOWNLOAD_WAL],
+                     copy_wal_last=last_opid)
 
     def block_downloaded(self, block_id: str) -> None:
         sb = self.metadata.load_superblock(self.tablet_id)
         assert sb is not None
-        self._record(copy_step="BLOCKS_PARTIAL", live_blocks=(*sb.live_blocks, block_id))
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.DOWNLOAD_BLOCK],
+                     live_blocks=(*sb.live_blocks, block_id))
 
     def blocks_done(self) -> None:
-        self._record(copy_step="BLOCKS_DONE")
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.BLOCKS_DONE])
 
 
 class RpcCopySource:
@@ -269,13 +271,8 @@ class TabletCopies:
         tablet_id = job.tablet_id
         target = TracedCopyTarget(server.layout, server.metadata, tablet_id)
 
-        async def on_step(event: str, facts: dict[str, Any]) -> None:
-            step = CopyStep(event)
-            last: OpId | None = facts.get("last_opid")
-            await manager.apply(tablet_id, CopyStepDone(
-                step, local=facts.get("local"), remote=facts.get("remote"),
-                result=facts.get("result"),
-                wal_last=(last.term, last.index) if last is not None else (0, 0)))
+        async def on_step(done: CopyStepDone) -> None:
+            await manager.apply(tablet_id, done)
 
         async def one_step(step: Any) -> Any:
             """A durable copy step and its trace event, never separated by a cancellation,

@@ -164,9 +164,12 @@ class Mode(enum.Enum):
     DELETED = "DELETED"  # the table was dropped: then the cmeta and the superblock go
 
 
-class CopyPhase(enum.Enum):
+class CopyStage(enum.Enum):
+    """Where a COPYING slot is in its lifecycle (the download's own finer progress, shown to
+    operators, is ``copy.download.CopyPhase``; its durable steps are ``CopyStep``)."""
+
     TOMBSTONING = "TOMBSTONING"  # the READY replica it replaces is being tombstoned
-    DOWNLOADING = "DOWNLOADING"  # run_copy's steps come back as CopyStepDone
+    DOWNLOADING = "DOWNLOADING"  # run_copy's durable steps come back as CopyStepDone
     STARTING = "STARTING"  # past the commit point (READY): the replica is being opened
 
 
@@ -202,7 +205,7 @@ class Failed:
 
 @attrs.frozen
 class Copying:
-    phase: CopyPhase
+    phase: CopyStage
     durable: Durable
     source: str  # the source server's UUID
     kind: ClassVar[Kind] = Kind.COPYING
@@ -316,23 +319,86 @@ class StartCopy:
 
 
 class CopyStep(enum.Enum):
+    """The durable steps of a tablet copy on its destination, in seed order, each named by
+    the trace event that reports it (the one spelling of a copy's steps: the fault points,
+    the step records below and the superblock's marks all come from here). The first six
+    are run_copy's (copy/download.py), each coming back as its record; START_REPLICA is
+    step 6, the replica opened past the commit point."""
+
     BEGIN = "copy_begin"
     MERGE_CMETA = "copy_merge_cmeta"
     DOWNLOAD_WAL = "copy_download_wal"
     DOWNLOAD_BLOCK = "copy_download_block"
     BLOCKS_DONE = "copy_blocks_done"
     MARK_READY = "copy_mark_ready"
+    START_REPLICA = "copy_start_replica"
+
+
+# What a COPYING superblock records of its copy (``Superblock.copy_step``): the copy target
+# writes the mark with the step it stands for (copy/service.py), and startup reads the
+# furthest step back from it (manager/shell.py ``copying_durable``). No mark: before the WAL.
+SUPERBLOCK_MARKS: Final[dict[CopyStep, str]] = {
+    CopyStep.DOWNLOAD_WAL: "WAL",
+    CopyStep.DOWNLOAD_BLOCK: "BLOCKS_PARTIAL",
+    CopyStep.BLOCKS_DONE: "BLOCKS_DONE",
+}
+
+
+# One record per durable step of the download (made durable by run_copy, traced from
+# here), each carrying exactly what its trace event reports.
 
 
 @attrs.frozen
-class CopyStepDone:
-    """A durable step of the download (made durable by run_copy, traced from here)."""
+class CopyBegun:
+    """Step 1: the superblock is COPYING."""
 
-    step: CopyStep
-    local: ConsensusMeta | None = None  # MERGE_CMETA: the three cmetas of the merge
-    remote: ConsensusMeta | None = None
-    result: ConsensusMeta | None = None
-    wal_last: OpIdPair = NO_OPID  # DOWNLOAD_WAL
+    step: ClassVar[CopyStep] = CopyStep.BEGIN
+
+
+@attrs.frozen
+class CmetaMerged:
+    """Step 2: the source's cmeta merged into the local one (None: there was none)."""
+
+    local: ConsensusMeta | None
+    remote: ConsensusMeta
+    result: ConsensusMeta
+    step: ClassVar[CopyStep] = CopyStep.MERGE_CMETA
+
+
+@attrs.frozen
+class WalDownloaded:
+    """Step 3: every WAL segment is durable; ``wal_last`` is the downloaded WAL's last
+    OpId."""
+
+    wal_last: OpIdPair
+    step: ClassVar[CopyStep] = CopyStep.DOWNLOAD_WAL
+
+
+@attrs.frozen
+class BlockDownloaded:
+    """Step 4, one block durable (the blocks are PARTIAL)."""
+
+    block: str
+    step: ClassVar[CopyStep] = CopyStep.DOWNLOAD_BLOCK
+
+
+@attrs.frozen
+class BlocksDone:
+    """Step 4 done: every block is durable."""
+
+    step: ClassVar[CopyStep] = CopyStep.BLOCKS_DONE
+
+
+@attrs.frozen
+class MarkedReady:
+    """Step 5, the commit point: the superblock is READY."""
+
+    step: ClassVar[CopyStep] = CopyStep.MARK_READY
+
+
+CopyStepDone = CopyBegun | CmetaMerged | WalDownloaded | BlockDownloaded | BlocksDone | MarkedReady
+COPY_STEP_TYPES: Final[tuple[type, ...]] = (
+    CopyBegun, CmetaMerged, WalDownloaded, BlockDownloaded, BlocksDone, MarkedReady)
 
 
 @attrs.frozen
@@ -355,7 +421,7 @@ Input = (Register | Classified | ReplicaStarted | ReplicaStartFailed | ReplicaFa
          | VoteRecorded)
 INPUT_TYPES: Final[tuple[type, ...]] = (
     Register, Classified, ReplicaStarted, ReplicaStartFailed, ReplicaFailed, Create,
-    CreateFailed, Delete, Stopped, StartCopy, CopyStepDone, CopyEnded, VoteRecorded)
+    CreateFailed, Delete, Stopped, StartCopy, *COPY_STEP_TYPES, CopyEnded, VoteRecorded)
 
 
 @attrs.define
@@ -552,8 +618,8 @@ class LifecycleCore:
         elif isinstance(prior, Creating):
             fact = _fact("create_tablet", CreateArgs(0, sorted(ev.voters)), d)
         else:
-            assert isinstance(prior, Copying) and prior.phase is CopyPhase.STARTING, prior
-            fact = _fact("copy_start_replica", _NO_ARGS, d)
+            assert isinstance(prior, Copying) and prior.phase is CopyStage.STARTING, prior
+            fact = _fact(CopyStep.START_REPLICA.value, _NO_ARGS, d)
         return Batch((Trace(fact),))
 
     def _start_failed(self, slot: Slot, ev: Input) -> Batch:
@@ -642,8 +708,8 @@ class LifecycleCore:
             return Batch((shutdown, *effects, *more))
         # A copy replacing a READY replica: tombstoned first, no voter (the copy's merged
         # cmeta starts one), then the download.
-        assert isinstance(st, Copying) and st.phase is CopyPhase.TOMBSTONING, st
-        slot.state = Copying(CopyPhase.DOWNLOADING, after, st.source)
+        assert isinstance(st, Copying) and st.phase is CopyStage.TOMBSTONING, st
+        slot.state = Copying(CopyStage.DOWNLOADING, after, st.source)
         return Batch((shutdown, *effects, Volatile.RUN_COPY))
 
     # ---------------------------------------------------------------- tablet copy
@@ -690,9 +756,9 @@ class LifecycleCore:
             ev.caller, ev.caller_term, expected, ev.last_opid is not None, opid[0], opid[1],
             answer="OK"), durable))
         if isinstance(st, Running | Failed):
-            slot.state = Copying(CopyPhase.TOMBSTONING, durable, ev.source)
+            slot.state = Copying(CopyStage.TOMBSTONING, durable, ev.source)
             return Batch((accept, Volatile.STOP_REPLICA))
-        slot.state = Copying(CopyPhase.DOWNLOADING, durable, ev.source)
+        slot.state = Copying(CopyStage.DOWNLOADING, durable, ev.source)
         if isinstance(st, Tombstoned):
             # The tombstone stops voting while its superblock and cmeta change hands.
             return Batch((accept, Volatile.STOP_VOTER, Volatile.RUN_COPY))
@@ -708,37 +774,35 @@ class LifecycleCore:
         return self._start_copy(slot, ev)
 
     def _copy_step(self, slot: Slot, ev: Input) -> Batch:
-        assert isinstance(ev, CopyStepDone) and isinstance(slot.state, Copying)
+        assert isinstance(ev, COPY_STEP_TYPES) and isinstance(slot.state, Copying)
         st = slot.state
-        assert st.phase is CopyPhase.DOWNLOADING, st
+        assert st.phase is CopyStage.DOWNLOADING, st
         d = st.durable
         args: msgspec.Struct = _NO_ARGS
         after: tuple[Effect, ...] = ()
-        step = ev.step
-        if step is CopyStep.BEGIN:
+        if isinstance(ev, CopyBegun):
             d = attrs.evolve(d, data_state=Sb.COPYING, sb_qdir=False)
             args = CopyBeginArgs(st.source)
-        elif step is CopyStep.MERGE_CMETA:
-            assert ev.remote is not None and ev.result is not None
+        elif isinstance(ev, CmetaMerged):
             args = MergeArgs(ev.remote.current_term,
                              ev.remote.committed_config.opid_index or 0,
                              _cmeta_state(ev.local), _cmeta_record(ev.remote),
                              _cmeta_record(ev.result))
             d = attrs.evolve(d, cmeta=ev.result)
             after = (Volatile.START_VOTER,)  # the COPYING replica votes from the merge
-        elif step is CopyStep.DOWNLOAD_WAL:
+        elif isinstance(ev, WalDownloaded):
             d = attrs.evolve(d, wal=Wal.LIVE, wal_last=ev.wal_last)
             args = DownloadWalArgs(*ev.wal_last)
-        elif step is CopyStep.DOWNLOAD_BLOCK:
+        elif isinstance(ev, BlockDownloaded):
             d = attrs.evolve(d, blocks=Blocks.PARTIAL)
-        elif step is CopyStep.BLOCKS_DONE:
+        elif isinstance(ev, BlocksDone):
             d = attrs.evolve(d, blocks=Blocks.PRESENT)
             after = (Volatile.STOP_VOTER,)  # the commit point follows: stop voting
         else:
-            assert step is CopyStep.MARK_READY
+            assert isinstance(ev, MarkedReady), ev
             d = attrs.evolve(d, data_state=Sb.READY, tombstone_last=NO_OPID)
         slot.state = Copying(st.phase, d, st.source)
-        return Batch((Trace(_fact(step.value, args, d)), *after))
+        return Batch((Trace(_fact(ev.step.value, args, d)), *after))
 
     def _copy_ended(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, CopyEnded) and isinstance(slot.state, Copying)
@@ -747,7 +811,7 @@ class LifecycleCore:
         if d.data_state is Sb.READY:
             # Past the commit point (a failure after it changes nothing: startup would run
             # the READY replica): step 6, the replica starts.
-            slot.state = Copying(CopyPhase.STARTING, d, st.source)
+            slot.state = Copying(CopyStage.STARTING, d, st.source)
             return Batch((Volatile.STOP_VOTER, Volatile.START_REPLICA))
         abort = Trace(_fact("copy_abort", CopyAbortArgs(ev.reason or "the copy ended early"),
                             d))
@@ -822,7 +886,8 @@ def _rows() -> dict[tuple[Kind, type], Handler]:
     # StartTabletCopy (a STARTING or CREATING tablet: retryable, untraced).
     row((A, R, F, T, P, D), StartCopy, _C._throttle_or_start_copy)
     row((S, C), StartCopy, _C._not_running)
-    row((P,), CopyStepDone, _C._copy_step)
+    for step_type in COPY_STEP_TYPES:
+        row((P,), step_type, _C._copy_step)
     row((P,), CopyEnded, _C._copy_ended)
     # A voter's durable vote.
     row((T, P), VoteRecorded, _C._vote_recorded)
@@ -841,17 +906,23 @@ PROTOCOL_ERRORS: Final = frozenset(k for k, h in TRANSITIONS.items()
 
 __all__ = [
     "ABSENT",
+    "COPY_STEP_TYPES",
     "DELETED_MEMORY",
     "EMPTY",
     "INPUT_TYPES",
     "PROTOCOL_ERRORS",
+    "SUPERBLOCK_MARKS",
     "TRANSITIONS",
     "Absent",
     "Batch",
+    "BlockDownloaded",
+    "BlocksDone",
     "Case",
     "Classified",
+    "CmetaMerged",
+    "CopyBegun",
     "CopyEnded",
-    "CopyPhase",
+    "CopyStage",
     "CopyStep",
     "CopyStepDone",
     "Copying",
@@ -866,6 +937,7 @@ __all__ = [
     "Input",
     "Kind",
     "LifecycleCore",
+    "MarkedReady",
     "Mode",
     "Op",
     "Persist",
@@ -885,4 +957,5 @@ __all__ = [
     "Trace",
     "Volatile",
     "VoteRecorded",
+    "WalDownloaded",
 ]

@@ -51,14 +51,16 @@ from revivify.impl.tablet.errors import TabletError
 from revivify.impl.tablet.store import TabletStore
 
 from .. import api
-from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal, running
+from ..durable import NO_OPID, Blocks, Durable, Sb, Wal, opid_pair, running
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
+    SUPERBLOCK_MARKS,
     Absent,
     Batch,
     Case,
     Classified,
     Copying,
+    CopyStep,
     Create,
     CreateFailed,
     Delete,
@@ -86,12 +88,13 @@ from .voter import TombstoneVoter
 
 logger = logging.getLogger(__name__)
 
+# The furthest copy step a COPYING superblock's mark stands for (core.SUPERBLOCK_MARKS).
+_STEP_OF_MARK: Final = {mark: step for step, mark in SUPERBLOCK_MARKS.items()}
+
 DELETE_STEPS: Final = ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
                        "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal")
 FULL_DELETE_STEPS: Final = ("delete_remove_cmeta", "delete_remove_superblock")
-COPY_STEPS: Final = ("copy_begin", "copy_merge_cmeta", "copy_download_wal",
-                     "copy_download_block", "copy_blocks_done", "copy_mark_ready",
-                     "copy_start_replica")
+COPY_STEPS: Final = tuple(step.value for step in CopyStep)
 FAULT_POINTS: Final = (*DELETE_STEPS, *FULL_DELETE_STEPS, *COPY_STEPS)
 
 
@@ -127,10 +130,6 @@ class Hosted:
     scope: trio.CancelScope
     done: trio.Event
     replica: Replica | None = None
-
-
-def opid_pair(opid: OpId | None) -> OpIdPair:
-    return (opid.term, opid.index) if opid else NO_OPID
 
 
 class TabletManager:
@@ -361,15 +360,16 @@ class TabletManager:
     def copying_durable(self, tablet_id: str, sb: Superblock) -> Durable:
         """The durable state a COPYING superblock stands for (it records the copy's steps:
         WAL, BLOCKS_PARTIAL, BLOCKS_DONE)."""
-        step = sb.copy_step
-        wal_done = step in ("WAL", "BLOCKS_PARTIAL", "BLOCKS_DONE")
-        blocks = {"BLOCKS_PARTIAL": Blocks.PARTIAL, "BLOCKS_DONE": Blocks.PRESENT}
+        done = _STEP_OF_MARK.get(sb.copy_step)  # None: no mark, the WAL is not down yet
+        wal_done = done is not None
+        blocks = {CopyStep.DOWNLOAD_BLOCK: Blocks.PARTIAL, CopyStep.BLOCKS_DONE: Blocks.PRESENT}
         return Durable(
             Sb.COPYING, tombstone_last=opid_pair(sb.tombstone_last_opid),
             cmeta=self.host.metadata.load_cmeta(tablet_id),
             wal=Wal.LIVE if wal_done else self.wal_at_rest(tablet_id),
             wal_last=opid_pair(sb.copy_wal_last) if wal_done else NO_OPID,
-            blocks=blocks.get(step, Blocks.ABSENT), quarantine=self.quarantine_view(tablet_id))
+            blocks=blocks.get(done, Blocks.ABSENT) if done is not None else Blocks.ABSENT,
+            quarantine=self.quarantine_view(tablet_id))
 
     def _failed_durable(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: Wal,
                         blocks: Blocks) -> Durable:
@@ -599,4 +599,4 @@ def _no_copy(tablet_id: str) -> None:
 
 
 __all__ = ["COPY_STEPS", "DELETE_STEPS", "FAULT_POINTS", "FULL_DELETE_STEPS", "Host",
-           "TabletManager", "opid_pair"]
+           "TabletManager"]
