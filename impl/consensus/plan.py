@@ -3,8 +3,14 @@
 Rules of this file
 ------------------
 * Pure: a Ready in, a flat tuple of effects out; no I/O. Every shell walks the same list
-  in order (the tablet server's replica driver, impl/tserver/replica.py, and the test
-  harness, impl/testing/raft.py), so the order is decided once, here, and tested here.
+  in order (the tablet server's replica driver, impl/tserver/replica.py, a tombstone's
+  voter, impl/tserver/manager/voter.py, and the test harness, impl/testing/raft.py), so the
+  order is decided once, here, and tested here.
+* One executor: a shell says what each kind of effect does to it (``PlanShell``: persist,
+  trace, send, apply, release) and ``dispatch`` (or ``walk``, for a trio shell whose
+  effects are awaited) routes every effect of the plan to it. No shell matches on the
+  effect types itself, so adding an effect means one new method, checked by mypy in every
+  shell.
 * A crash may stop a shell after any prefix of the list, so each rule below is also a
   statement about what a crash can leave behind (the harness crashes at every position).
 
@@ -46,12 +52,15 @@ The order, and why
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from typing import Protocol, TypeVar
 
 import attrs
 
 from .core import ReadState, Ready, Step
 from .messages import AppendRequest, Entry, Message
+
+R_co = TypeVar("R_co", covariant=True)
 
 
 @attrs.frozen
@@ -139,6 +148,49 @@ def plan(rd: Ready) -> tuple[Effect, ...]:
     return tuple(effects)
 
 
+class PlanShell(Protocol[R_co]):
+    """What a shell does with each kind of effect, in the plan's order. ``R_co`` is what one
+    effect returns: None for the harness (in memory, synchronous), an awaitable for a trio
+    shell (the write and the fsync take a worker thread)."""
+
+    def persist_step(self, step: Step) -> R_co:
+        """Make the step's cmeta write or WAL append durable (fsync'd)."""
+        ...
+
+    def trace_step(self, step: Step) -> R_co:
+        """Write the step's fact (its Persist, if any, is durable by now)."""
+        ...
+
+    def send_messages(self, messages: tuple[Message, ...]) -> R_co: ...
+
+    def apply_entries(self, entries: tuple[Entry, ...]) -> R_co: ...
+
+    def release_reads(self, read_states: tuple[ReadState, ...],
+                      read_failures: tuple[int, ...]) -> R_co: ...
+
+
+def dispatch(effect: Effect, shell: PlanShell[R_co]) -> R_co:
+    """Route one effect of a plan to the shell's method for its kind: the one executor every
+    shell uses (a shell walks ``plan(ready)`` calling this on each effect in turn)."""
+    if isinstance(effect, Persist):
+        return shell.persist_step(effect.step)
+    if isinstance(effect, Trace):
+        return shell.trace_step(effect.step)
+    if isinstance(effect, Send):
+        return shell.send_messages(effect.messages)
+    if isinstance(effect, Apply):
+        return shell.apply_entries(effect.entries)
+    assert isinstance(effect, Release), effect
+    return shell.release_reads(effect.read_states, effect.read_failures)
+
+
+async def walk(effects: Sequence[Effect], shell: PlanShell[Awaitable[None]]) -> None:
+    """Execute a plan's effects in order on a shell whose effects are awaited (a trio
+    shell: no trio here, only ``await``)."""
+    for effect in effects:
+        await dispatch(effect, shell)
+
+
 def describe(effects: Sequence[Effect]) -> list[str]:
     """One short line per effect (diagnostics and the scenario scripts)."""
     out: list[str] = []
@@ -158,5 +210,5 @@ def describe(effects: Sequence[Effect]) -> list[str]:
     return out
 
 
-__all__ = ["Apply", "Effect", "Persist", "Release", "Send", "Trace", "describe",
-           "may_overtake", "plan", "send_points"]
+__all__ = ["Apply", "Effect", "Persist", "PlanShell", "Release", "Send", "Trace", "describe",
+           "dispatch", "may_overtake", "plan", "send_points", "walk"]

@@ -149,7 +149,7 @@ from revivify.impl.consensus.messages import (
     VoteResponse,
     decode_config,
 )
-from revivify.impl.consensus.plan import Apply, Effect, Persist, Release, Send, Trace, plan
+from revivify.impl.consensus.plan import Apply, Effect, Persist, Send, Trace, dispatch, plan
 
 
 class HarnessError(Exception):
@@ -677,12 +677,13 @@ class RaftCluster:
         if rd.steps or rd.committed or rd.read_states or rd.read_failures \
                 or stop is not None:
             self._out(f"> {uuid} ready")  # (a Ready of messages only: see them delivered)
+        shell = _NodeShell(self, node)
         for k, effect in enumerate(effects):
             if stop is not None and k >= stop:
                 self._crash(node, f"after {k} of {len(effects)} effects; lost "
                                   f"{_lost(effects[k:])}")
                 return True
-            self._run(node, effect)
+            dispatch(effect, shell)
         if stop is not None:
             self._crash(node, f"after {len(effects)} of {len(effects)} effects")
             return True
@@ -694,28 +695,6 @@ class RaftCluster:
                 from exc
         self._observe(node)
         return True
-
-    def _run(self, node: RaftNode, effect: Effect) -> None:
-        """One effect of a plan, as the tablet server's shell does it, in memory."""
-        if isinstance(effect, Persist):
-            self._persist(node, effect.step)
-        elif isinstance(effect, Trace):
-            step = effect.step
-            node.facts.append(step.fact)
-            if step.cmeta is None and not step.entries:  # (a durable step printed at Persist)
-                self._out("  " + format_step(step))
-        elif isinstance(effect, Send):
-            self.queue.extend(effect.messages)
-        elif isinstance(effect, Apply):
-            for e in effect.entries:
-                if self.checker is not None:
-                    self.checker.on_apply(node, e)
-                node.applied.append(e)
-                node.apply_log.append((node.incarnation, e))
-                self._out(f"  apply {format_entry(e)}")
-        else:
-            assert isinstance(effect, Release)
-            self._answer_reads(node, effect.read_states, effect.read_failures)
 
     def _persist(self, node: RaftNode, step: Step) -> None:
         overwrites: int | None = None
@@ -1015,6 +994,39 @@ def _lost(effects: Sequence[Effect]) -> str:
 def _opid(wal: Sequence[Entry]) -> str:
     return f"{wal[-1].term}.{wal[-1].index}" if wal else "0.0"
 
+
+
+@attrs.frozen
+class _NodeShell:
+    """One node's effects, as the tablet server's shell does them, in memory (the harness's
+    side of consensus/plan.py's PlanShell; ``dispatch`` routes each effect here)."""
+
+    cluster: RaftCluster
+    node: RaftNode
+
+    def persist_step(self, step: Step) -> None:
+        self.cluster._persist(self.node, step)
+
+    def trace_step(self, step: Step) -> None:
+        self.node.facts.append(step.fact)
+        if step.cmeta is None and not step.entries:  # (a durable step printed at Persist)
+            self.cluster._out("  " + format_step(step))
+
+    def send_messages(self, messages: tuple[Message, ...]) -> None:
+        self.cluster.queue.extend(messages)
+
+    def apply_entries(self, entries: tuple[Entry, ...]) -> None:
+        checker = self.cluster.checker
+        for e in entries:
+            if checker is not None:
+                checker.on_apply(self.node, e)
+            self.node.applied.append(e)
+            self.node.apply_log.append((self.node.incarnation, e))
+            self.cluster._out(f"  apply {format_entry(e)}")
+
+    def release_reads(self, read_states: tuple[ReadState, ...],
+                      read_failures: tuple[int, ...]) -> None:
+        self.cluster._answer_reads(self.node, read_states, read_failures)
 
 __all__ = [
     "CrashPoint",

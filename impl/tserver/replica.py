@@ -47,7 +47,7 @@ from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefu
 from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
 from revivify.impl.consensus.errors import TransferRefused
 from revivify.impl.consensus.messages import Config, ConfigChange, Entry, Message, Peer
-from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
+from revivify.impl.consensus.plan import plan, walk
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, RaftPeer
 from revivify.impl.storage.wal import Log, LogEntry
@@ -58,6 +58,7 @@ from revivify.impl.trace import TraceWriter
 from . import api
 from .api import Kind
 from .durable import Durable, running
+from .durable_step import durable_step
 
 logger = logging.getLogger(__name__)
 
@@ -401,47 +402,54 @@ class Replica:
         says why: persist then trace each step; a message leaves once the steps it depends
         on are durable and traced, a leader's appends overtaking only its own WAL append
         of their entries; then apply, then answer reads)."""
-        for effect in plan(rd):
-            if isinstance(effect, Persist):
-                step = effect.step
-                # A step made durable is traced, even when the replica is being stopped: a
-                # clean stop (server_stop) promises the trace lost nothing. The shield covers
-                # the write; its Trace is the next effect and runs with no checkpoint in
-                # between, so a cancellation cannot separate them either.
-                with trio.CancelScope(shield=True):
-                    if step.cmeta is not None:
-                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
-                                              step.cmeta.voted_for,
-                                              config_to_storage(step.cmeta.committed_config))
-                        await self._blocking(self.metadata.write_cmeta, cmeta)
-                        self._persisted_cmeta = cmeta
-                    if step.entries:
-                        await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
-                                               for e in step.entries])
-            elif isinstance(effect, Trace):
-                fact = effect.step.fact
-                self.trace.event(fact.event, fact.args, fact_state(fact, self.quarantine),
-                                 tablet=self.tablet_id)
-                if self._persisted_cmeta is not None:
-                    self._traced_cmeta, self._persisted_cmeta = self._persisted_cmeta, None
-                self._traced_last = (fact.last_term, fact.last_index)
-            elif isinstance(effect, Send):
-                # Handed to the per-peer senders, which stamp each call with the Lamport
-                # clock when it leaves: every fact this message depends on is traced by now.
-                self._send_all(effect.messages)
-            elif isinstance(effect, Apply):
-                for e in effect.entries:
-                    self._apply(e)
-            else:
-                assert isinstance(effect, Release)
-                for rs in effect.read_states:
-                    w = self._reads.pop(rs.request_id, None)
-                    if w is not None:
-                        w.set(rs.index)
-                for rid in effect.read_failures:
-                    w = self._reads.pop(rid, None)
-                    if w is not None:
-                        w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
+        await walk(plan(rd), self)
+
+    # ------------------------------------------------------------------ the plan's effects
+    # (consensus/plan.py PlanShell: ``walk`` calls these in the plan's order)
+
+    async def persist_step(self, step: raft.Step) -> None:
+        # A step made durable is traced, even when the replica is being stopped: a clean
+        # stop (server_stop) promises the trace lost nothing. The shield covers the write;
+        # its Trace is the next effect and runs with no checkpoint in between, so a
+        # cancellation cannot separate them either. No step lock: the driver is the
+        # tablet's only durable writer while it runs (durable_step.py).
+        async with durable_step(None):
+            if step.cmeta is not None:
+                cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
+                                      config_to_storage(step.cmeta.committed_config))
+                await self._blocking(self.metadata.write_cmeta, cmeta)
+                self._persisted_cmeta = cmeta
+            if step.entries:
+                await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
+                                       for e in step.entries])
+
+    async def trace_step(self, step: raft.Step) -> None:
+        fact = step.fact
+        self.trace.event(fact.event, fact.args, fact_state(fact, self.quarantine),
+                         tablet=self.tablet_id)
+        if self._persisted_cmeta is not None:
+            self._traced_cmeta, self._persisted_cmeta = self._persisted_cmeta, None
+        self._traced_last = (fact.last_term, fact.last_index)
+
+    async def send_messages(self, messages: tuple[Message, ...]) -> None:
+        # Handed to the per-peer senders, which stamp each call with the Lamport clock when
+        # it leaves: every fact this message depends on is traced by now.
+        self._send_all(messages)
+
+    async def apply_entries(self, entries: tuple[Entry, ...]) -> None:
+        for e in entries:
+            self._apply(e)
+
+    async def release_reads(self, read_states: tuple[raft.ReadState, ...],
+                            read_failures: tuple[int, ...]) -> None:
+        for rs in read_states:
+            w = self._reads.pop(rs.request_id, None)
+            if w is not None:
+                w.set(rs.index)
+        for rid in read_failures:
+            w = self._reads.pop(rid, None)
+            if w is not None:
+                w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
 
     def _apply(self, e: Entry) -> None:
         result = self.store.apply_entry(e.index, e.term, e.kind, e.data)

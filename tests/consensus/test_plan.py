@@ -328,11 +328,16 @@ def test_the_crash_point_exists_only_where_appends_overtake() -> None:
     assert after_appends_left(plan(take(c, "2"))) is None
 
 
-def test_plan_is_imported_by_both_shells() -> None:
-    """The harness and the tablet server walk the same plan (not a copy of it)."""
+def test_plan_is_imported_by_every_shell() -> None:
+    """The harness, the tablet server's replica and a tombstone's voter walk the same plan
+    (not a copy of it) with the same executor."""
     import inspect
 
     from revivify.impl.tserver import replica
+    from revivify.impl.tserver.manager import voter
 
     assert harness.plan is plan_mod.plan
+    assert harness.dispatch is plan_mod.dispatch
+    assert replica.walk is plan_mod.walk and voter.walk is plan_mod.walk
     assert "plan(rd)" in inspect.getsource(replica.Replica._execute)
+    assert "walk(plan(rd), self)" in inspect.getsource(voter.TombstoneVoter._run)

@@ -275,11 +275,9 @@ class TabletCopies:
             await manager.apply(tablet_id, done)
 
         async def one_step(step: Any) -> Any:
-            """A durable copy step and its trace event, never separated by a cancellation,
-            and the tablet's only durable step in flight (the manager's step lock)."""
-            async with manager.step_lock(tablet_id):
-                with trio.CancelScope(shield=True):
-                    return await step()
+            """A durable copy step and its trace event (TabletManager.durable_step)."""
+            async with manager.durable_step(tablet_id):
+                return await step()
 
         host, port = parse_address(job.source_address)
         async with open_rpc_client(host, port, job.source_uuid, server.uuid,

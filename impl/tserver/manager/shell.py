@@ -23,6 +23,7 @@ Rules of this file
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -52,6 +53,7 @@ from revivify.impl.tablet.store import TabletStore
 
 from .. import api
 from ..durable import NO_OPID, Blocks, Durable, Sb, Wal, opid_pair, running
+from ..durable_step import durable_step
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
     SUPERBLOCK_MARKS,
@@ -199,6 +201,12 @@ class TabletManager:
             lock = self._locks[tablet_id] = trio.Lock()
         return lock
 
+    def durable_step(self, tablet_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """One durable step of the tablet and its trace event: under its step lock,
+        shielded (durable_step.py says why). The shell's deletion steps, the voter's votes
+        and a copy's download steps all go through here."""
+        return durable_step(self.step_lock(tablet_id))
+
     def quarantine_view(self, tablet_id: str) -> tuple[bool, bool] | None:
         """Whether the newest quarantine dir holds the superblock and the cmeta copies."""
         layout = self.host.layout
@@ -243,10 +251,9 @@ class TabletManager:
         """Run a batch's effects in order (the module header's rules)."""
         for effect in batch.effects:
             if isinstance(effect, Persist):
-                async with self.step_lock(tablet_id):
-                    with trio.CancelScope(shield=True):  # durable, then traced: together
-                        await self.host.blocking(self._persist, tablet_id, effect)
-                        self.trace(tablet_id, effect.fact)
+                async with self.durable_step(tablet_id):  # durable, then traced: together
+                    await self.host.blocking(self._persist, tablet_id, effect)
+                    self.trace(tablet_id, effect.fact)
             elif isinstance(effect, Trace):
                 self.trace(tablet_id, effect.fact)
             elif effect is Volatile.STOP_REPLICA:
