@@ -1,4 +1,4 @@
-"""The one order in which a shell executes a Ready: ``plan(ready) -> (Effect, ...)``.
+"""The one order in which a shell executes a Ready: ``plan(ready) -> (PlanEffect, ...)``.
 
 Rules of this file
 ------------------
@@ -16,19 +16,22 @@ Rules of this file
 
 The effects
 -----------
-    Persist(step)   make the step's one durable change: a cmeta write (atomic replace) or
-                    a WAL append, fsync'd. Only steps that change something durable.
-    Trace(step)     write the step's fact, right after its Persist (or alone, for a fact
-                    with no durable change: become_leader, commit, step_down, ...).
-    Send(messages)  hand messages to the network.
-    Apply(entries)  apply committed entries to the state machine, in index order.
-    Release(...)    answer ReadIndex requests (confirmed, or failed: leadership lost).
+    PersistStep(step)  make the step's one durable change: a cmeta write (atomic replace)
+                       or a WAL append, fsync'd. Only steps that change something durable.
+    TraceStep(step)    write the step's fact, right after its PersistStep (or alone, for a
+                       fact with no durable change: become_leader, commit, step_down, ...).
+    Send(messages)     hand messages to the network.
+    Apply(entries)     apply committed entries to the state machine, in index order.
+    Release(...)       answer ReadIndex requests (confirmed, or failed: leadership lost).
+
+    (The lifecycle core has its own effects, LifecyclePersist and LifecycleTrace: the names
+    say which core's.)
 
 The order, and why
 ------------------
-1. Steps keep the core's order, each Persist immediately followed by its Trace. Durable
+1. Steps keep the core's order, each PersistStep immediately followed by its TraceStep. Durable
    order is trace order, and a crash loses at most the fact of the step in flight (a
-   Persist without its Trace), which the trace checker's crash frontier allows.
+   PersistStep without its TraceStep), which the trace checker's crash frontier allows.
 2. A message leaves only once every step the core had emitted before sending it
    (``Ready.after_steps``) is durable AND traced. Durable: no vote is granted and no entry
    acknowledged before it survives a crash. Traced: the receiver's trace must never show
@@ -64,7 +67,7 @@ R_co = TypeVar("R_co", covariant=True)
 
 
 @attrs.frozen
-class Persist:
+class PersistStep:
     """Make ``step``'s durable change (cmeta write or WAL append), fsync'd."""
 
     step: Step
@@ -74,8 +77,8 @@ class Persist:
 
 
 @attrs.frozen
-class Trace:
-    """Write ``step``'s fact (after its Persist, if it has one)."""
+class TraceStep:
+    """Write ``step``'s fact (after its PersistStep, if it has one)."""
 
     step: Step
 
@@ -96,7 +99,7 @@ class Release:
     read_failures: tuple[int, ...]
 
 
-Effect = Persist | Trace | Send | Apply | Release
+PlanEffect = PersistStep | TraceStep | Send | Apply | Release
 
 
 def may_overtake(message: Message, step: Step) -> bool:
@@ -125,18 +128,18 @@ def send_points(rd: Ready) -> tuple[int, ...]:
     return tuple(points)
 
 
-def plan(rd: Ready) -> tuple[Effect, ...]:
+def plan(rd: Ready) -> tuple[PlanEffect, ...]:
     """The effects of ``rd`` in the one order a shell executes them (module docstring)."""
     sends: list[list[Message]] = [[] for _ in range(len(rd.steps) + 1)]
     for m, q in zip(rd.messages, send_points(rd), strict=True):
         sends[q].append(m)
-    effects: list[Effect] = []
+    effects: list[PlanEffect] = []
     for k, step in enumerate(rd.steps):
         if sends[k]:
             effects.append(Send(tuple(sends[k])))
         if step.cmeta is not None or step.entries:
-            effects.append(Persist(step))
-        effects.append(Trace(step))
+            effects.append(PersistStep(step))
+        effects.append(TraceStep(step))
     if sends[-1]:
         effects.append(Send(tuple(sends[-1])))
     if rd.committed:
@@ -144,7 +147,7 @@ def plan(rd: Ready) -> tuple[Effect, ...]:
     if rd.read_states or rd.read_failures:
         effects.append(Release(rd.read_states, rd.read_failures))
     assert sum(len(e.messages) for e in effects if isinstance(e, Send)) == len(rd.messages)
-    assert sum(isinstance(e, Trace) for e in effects) == len(rd.steps)
+    assert sum(isinstance(e, TraceStep) for e in effects) == len(rd.steps)
     return tuple(effects)
 
 
@@ -158,7 +161,7 @@ class PlanShell(Protocol[R_co]):
         ...
 
     def trace_step(self, step: Step) -> R_co:
-        """Write the step's fact (its Persist, if any, is durable by now)."""
+        """Write the step's fact (its PersistStep, if any, is durable by now)."""
         ...
 
     def send_messages(self, messages: tuple[Message, ...]) -> R_co: ...
@@ -169,12 +172,12 @@ class PlanShell(Protocol[R_co]):
                       read_failures: tuple[int, ...]) -> R_co: ...
 
 
-def dispatch(effect: Effect, shell: PlanShell[R_co]) -> R_co:
+def dispatch(effect: PlanEffect, shell: PlanShell[R_co]) -> R_co:
     """Route one effect of a plan to the shell's method for its kind: the one executor every
     shell uses (a shell walks ``plan(ready)`` calling this on each effect in turn)."""
-    if isinstance(effect, Persist):
+    if isinstance(effect, PersistStep):
         return shell.persist_step(effect.step)
-    if isinstance(effect, Trace):
+    if isinstance(effect, TraceStep):
         return shell.trace_step(effect.step)
     if isinstance(effect, Send):
         return shell.send_messages(effect.messages)
@@ -184,22 +187,22 @@ def dispatch(effect: Effect, shell: PlanShell[R_co]) -> R_co:
     return shell.release_reads(effect.read_states, effect.read_failures)
 
 
-async def walk(effects: Sequence[Effect], shell: PlanShell[Awaitable[None]]) -> None:
+async def walk(effects: Sequence[PlanEffect], shell: PlanShell[Awaitable[None]]) -> None:
     """Execute a plan's effects in order on a shell whose effects are awaited (a trio
     shell: no trio here, only ``await``)."""
     for effect in effects:
         await dispatch(effect, shell)
 
 
-def describe(effects: Sequence[Effect]) -> list[str]:
+def describe(effects: Sequence[PlanEffect]) -> list[str]:
     """One short line per effect (diagnostics and the scenario scripts)."""
     out: list[str] = []
     for e in effects:
-        if isinstance(e, Persist):
+        if isinstance(e, PersistStep):
             what = "cmeta" if e.step.cmeta is not None else \
                 f"wal {e.step.entries[0].index}..{e.step.entries[-1].index}"
             out.append(f"persist {e.step.fact.event} ({what})")
-        elif isinstance(e, Trace):
+        elif isinstance(e, TraceStep):
             out.append(f"trace {e.step.fact.event}")
         elif isinstance(e, Send):
             out.append("send " + " ".join(f"{type(m).__name__}->{m.dest}" for m in e.messages))
@@ -210,5 +213,18 @@ def describe(effects: Sequence[Effect]) -> list[str]:
     return out
 
 
-__all__ = ["Apply", "Effect", "Persist", "PlanShell", "Release", "Send", "Trace", "describe",
-           "dispatch", "may_overtake", "plan", "send_points", "walk"]
+__all__ = [
+    "Apply",
+    "PersistStep",
+    "PlanEffect",
+    "PlanShell",
+    "Release",
+    "Send",
+    "TraceStep",
+    "describe",
+    "dispatch",
+    "may_overtake",
+    "plan",
+    "send_points",
+    "walk",
+]

@@ -109,7 +109,7 @@ def config_from_storage(config: RaftConfig) -> Config:
         for p in config.peers))
 
 
-def fact_state(fact: raft.Fact,
+def fact_state(fact: raft.RaftFact,
                quarantine: tuple[bool, bool] | None = None) -> DurableState:
     """The contract's durable state record for a running READY replica after ``fact``
     (``quarantine``: a quarantine directory an interrupted deletion left, if any)."""
@@ -410,7 +410,7 @@ class Replica:
     async def persist_step(self, step: raft.Step) -> None:
         # A step made durable is traced, even when the replica is being stopped: a clean
         # stop (server_stop) promises the trace lost nothing. The shield covers the write;
-        # its Trace is the next effect and runs with no checkpoint in between, so a
+        # its TraceStep is the next effect and runs with no checkpoint in between, so a
         # cancellation cannot separate them either. No step lock: the driver is the
         # tablet's only durable writer while it runs (durable_step.py).
         async with durable_step(None):

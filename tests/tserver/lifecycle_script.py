@@ -51,10 +51,11 @@ from revivify.impl.tserver.manager.core import (
     Delete,
     Failed,
     LifecycleCore,
+    LifecyclePersist,
+    LifecycleProtocolError,
+    LifecycleTrace,
     MarkedReady,
     Mode,
-    Persist,
-    ProtocolError,
     Register,
     ReplicaFailed,
     ReplicaStarted,
@@ -65,7 +66,6 @@ from revivify.impl.tserver.manager.core import (
     Starting,
     Stopped,
     Tombstoned,
-    Trace,
     Volatile,
     VoteRecorded,
     WalDownloaded,
@@ -151,11 +151,11 @@ def fmt_state(core: LifecycleCore) -> str:
 def fmt_batch(batch: Batch) -> list[str]:
     out = []
     for e in batch.effects:
-        if isinstance(e, Persist):
+        if isinstance(e, LifecyclePersist):
             args = fmt_args(e.fact.args)
             out.append(f"persist {e.op.value} -> {e.fact.event}{' ' + args if args else ''}: "
                        f"{fmt_record(e.fact.state)}")
-        elif isinstance(e, Trace):
+        elif isinstance(e, LifecycleTrace):
             args = fmt_args(e.fact.args)
             out.append(f"trace {e.fact.event}{' ' + args if args else ''}: "
                        f"{fmt_record(e.fact.state)}")
@@ -235,7 +235,7 @@ def run_command(core: LifecycleCore, line: str) -> list[str]:
         raise ValueError(f"unknown command {cmd!r}")
     try:
         batch = core.handle("t1", event)
-    except ProtocolError as exc:
+    except LifecycleProtocolError as exc:
         return [f"protocol error: {exc}", fmt_state(core)]
     return [*fmt_batch(batch), fmt_state(core)]
 

@@ -5,20 +5,21 @@ Rules of this file
 * No trio, no files, no sockets (an import-linter contract). Inputs are method calls on
   ``LifecycleCore``: ``handle(tablet_id, input)``. Output is one ordered ``Batch`` of
   effects, which the shell (``impl/tserver/manager/shell.py``) executes in order: a
-  ``Persist`` is made durable (written and fsync'd) and only then its fact traced; a
-  ``Trace`` is a fact with no durable change; the other effects start or stop a volatile
+  ``LifecyclePersist`` is made durable (written and fsync'd) and only then its fact traced; a
+  ``LifecycleTrace`` is a fact with no durable change; the other effects start or stop a volatile
   part (a replica's driver, a tombstone's voter, a copy's download). Results the core needs
   from a volatile effect (the WAL's last OpId once the replica stopped, a copy step made
   durable) come back as inputs of their own. So a crash between two effects leaves exactly
-  the durable state of the last ``Persist`` executed, and its fact is the last one traced
+  the durable state of the last ``LifecyclePersist`` executed, and its fact is the last one traced
   (or the only one lost): the checker's crash frontier of one step per tablet.
 * A tablet is in exactly ONE state (``Slot.state``, a tagged union): ABSENT (no slot: never
   hosted, or fully deleted), STARTING (found on disk, not yet opened), CREATING (a
   CreateTablet making its files), RUNNING (its replica runs), FAILED (offline, with the
   reason), COPYING (a tablet copy in flight, with its phase), TOMBSTONED (a tombstone: its
-  voter runs), DELETING (a DeleteTablet in flight). ``TRANSITIONS`` lists every (state,
-  input) pair; a missing pair is a ``ProtocolError`` and tests/tserver/test_manager_table.py
-  tries every pair.
+  voter runs), DELETING (a DeleteTablet in flight). ``LIFECYCLE_TRANSITIONS`` lists every
+  (state, input type) pair, keyed by the input's class as the Raft core's table is; a missing
+  pair is a ``LifecycleProtocolError`` and tests/tserver/test_manager_table.py tries every
+  pair.
 * Refusals are typed (the api's errors), decided before anything is touched, and a refusal
   that the spec knows (StartTabletCopy's checks) is traced: ``Batch.refusal`` with its
   ``stc_reject`` fact.
@@ -67,6 +68,7 @@ from revivify.contract.events import (
     CreateArgs,
     DownloadWalArgs,
     DurableState,
+    EventName,
     MergeArgs,
     NoArgs,
     SbName,
@@ -86,11 +88,11 @@ from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal
 
 
 @attrs.frozen
-class Fact:
-    """One trace line of a tablet: the event, its typed args (the contract's record) and
-    the durable state after the step."""
+class LifecycleFact:
+    """One trace line of a tablet: the event (one of the contract's names), its typed args
+    (the contract's record) and the durable state after the step."""
 
-    event: str
+    event: EventName
     args: msgspec.Struct
     state: DurableState
 
@@ -110,15 +112,15 @@ class Op(enum.Enum):
 
 
 @attrs.frozen
-class Persist:
+class LifecyclePersist:
     op: Op
-    fact: Fact
+    fact: LifecycleFact
     tombstone_last: OpIdPair = NO_OPID  # MARK_DELETED: the last OpId the tombstone keeps
 
 
 @attrs.frozen
-class Trace:
-    fact: Fact
+class LifecycleTrace:
+    fact: LifecycleFact
 
 
 class Volatile(enum.Enum):
@@ -131,22 +133,23 @@ class Volatile(enum.Enum):
     RUN_COPY = "run_copy"  # start the download; answers CopyStepDone..., CopyEnded
 
 
-Effect = Persist | Trace | Volatile
+LifecycleEffect = LifecyclePersist | LifecycleTrace | Volatile
 
 
 @attrs.frozen
 class Batch:
-    effects: tuple[Effect, ...] = ()
+    effects: tuple[LifecycleEffect, ...] = ()
     refusal: AppError | None = None  # the request is refused (after the effects, if any)
 
-    def facts(self) -> tuple[Fact, ...]:
-        return tuple(e.fact for e in self.effects if isinstance(e, Persist | Trace))
+    def facts(self) -> tuple[LifecycleFact, ...]:
+        return tuple(e.fact for e in self.effects
+                     if isinstance(e, LifecyclePersist | LifecycleTrace))
 
 
 EMPTY: Final = Batch()
 
 
-class ProtocolError(Exception):
+class LifecycleProtocolError(Exception):
     """An input the table has no row for in the tablet's state (a bug in the shell)."""
 
 
@@ -333,6 +336,12 @@ class CopyStep(enum.Enum):
     MARK_READY = "copy_mark_ready"
     START_REPLICA = "copy_start_replica"
 
+    @property
+    def event(self) -> EventName:
+        """The trace event that reports the step: its value (mypy checks that every value
+        is one of the contract's event names)."""
+        return self.value
+
 
 # What a COPYING superblock records of its copy (``Superblock.copy_step``): the copy target
 # writes the mark with the step it stands for (copy/service.py), and startup reads the
@@ -435,14 +444,15 @@ class Slot:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _fact(event: str, args: msgspec.Struct, durable: Durable) -> Fact:
-    return Fact(event, args, durable.record())
+def _fact(event: EventName, args: msgspec.Struct, durable: Durable) -> LifecycleFact:
+    return LifecycleFact(event, args, durable.record())
 
 
 _NO_ARGS: Final = NoArgs()
 
 
-def _tombstone_steps(durable: Durable, qdir_fresh: bool = True) -> tuple[list[Effect], Durable]:
+def _tombstone_steps(durable: Durable,
+                     qdir_fresh: bool = True) -> tuple[list[LifecycleEffect], Durable]:
     """Deletion steps 2-6 from ``durable`` (a READY or FAILED replica after step 1, or a
     COPYING one whose copy failed or was interrupted): the tablet becomes a tombstone.
 
@@ -452,44 +462,46 @@ def _tombstone_steps(durable: Durable, qdir_fresh: bool = True) -> tuple[list[Ef
     log)."""
     assert durable.data_state in (Sb.READY, Sb.COPYING), durable
     assert qdir_fresh
-    effects: list[Effect] = []
+    effects: list[LifecycleEffect] = []
     d = attrs.evolve(durable, quarantine=(False, False))
-    effects.append(Persist(Op.NEW_QDIR, _fact("delete_create_qdir", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.NEW_QDIR, _fact("delete_create_qdir", _NO_ARGS, d)))
     d = attrs.evolve(d, quarantine=(True, False))
-    effects.append(Persist(Op.COPY_SUPERBLOCK, _fact("delete_copy_superblock", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.COPY_SUPERBLOCK,
+                                    _fact("delete_copy_superblock", _NO_ARGS, d)))
     last = d.wal_last if d.data_state is not Sb.COPYING else d.tombstone_last
     d = attrs.evolve(d, data_state=Sb.DELETED, tombstone_last=last, sb_qdir=True,
                      blocks=Blocks.ABSENT)
-    effects.append(Persist(Op.MARK_DELETED, _fact("delete_mark_deleted", _NO_ARGS, d),
+    effects.append(LifecyclePersist(Op.MARK_DELETED, _fact("delete_mark_deleted", _NO_ARGS, d),
                            tombstone_last=last))
     more, d = _finish_steps(d)
     return effects + more, d
 
 
-def _finish_steps(durable: Durable) -> tuple[list[Effect], Durable]:
+def _finish_steps(durable: Durable) -> tuple[list[LifecycleEffect], Durable]:
     """Deletion steps 5 and 6 (also the roll-forward of an interrupted deletion): the
     cmeta's copy into the qdir (the cmeta itself stays: the tombstone votes from it), then
     the WAL directory into the qdir in one rename (a damaged one too: the move reads
     nothing)."""
     assert durable.data_state is Sb.DELETED and durable.sb_qdir, durable
     d = attrs.evolve(durable, quarantine=(True, durable.cmeta is not None))
-    effects: list[Effect] = [Persist(Op.COPY_CMETA, _fact("delete_copy_cmeta", _NO_ARGS, d))]
+    effects: list[LifecycleEffect] = [
+        LifecyclePersist(Op.COPY_CMETA, _fact("delete_copy_cmeta", _NO_ARGS, d))]
     wal = Wal.QUARANTINED if d.wal in (Wal.LIVE, Wal.DAMAGED) else d.wal
     d = attrs.evolve(d, wal=wal, wal_last=NO_OPID)
-    effects.append(Persist(Op.MOVE_WAL, _fact("delete_move_wal", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.MOVE_WAL, _fact("delete_move_wal", _NO_ARGS, d)))
     return effects, d
 
 
-def _full_delete_steps(durable: Durable) -> tuple[list[Effect], Durable]:
+def _full_delete_steps(durable: Durable) -> tuple[list[LifecycleEffect], Durable]:
     """Mode DELETED after the tombstone: the cmeta goes (never vote again), then the
     superblock (the tablet no longer exists here; the quarantine stays until purged).
     Kudu's order: a crash between leaves a tombstone without a cmeta."""
     assert durable.data_state is Sb.DELETED, durable
     d = attrs.evolve(durable, cmeta=None)
-    effects: list[Effect] = [
-        Persist(Op.REMOVE_CMETA, _fact("delete_remove_cmeta", _NO_ARGS, d))]
+    effects: list[LifecycleEffect] = [
+        LifecyclePersist(Op.REMOVE_CMETA, _fact("delete_remove_cmeta", _NO_ARGS, d))]
     d = attrs.evolve(d, data_state=Sb.DOES_NOT_EXIST, tombstone_last=NO_OPID, sb_qdir=False)
-    effects.append(Persist(Op.REMOVE_SUPERBLOCK,
+    effects.append(LifecyclePersist(Op.REMOVE_SUPERBLOCK,
                            _fact("delete_remove_superblock", _NO_ARGS, d)))
     return effects, d
 
@@ -559,9 +571,9 @@ class LifecycleCore:
     def handle(self, tablet_id: str, event: Input) -> Batch:
         """Step ``event`` into the tablet's slot; the batch the shell must execute."""
         slot = self.slots.get(tablet_id) or Slot(tablet_id)
-        handler = TRANSITIONS.get((slot.state.kind, type(event)))
+        handler = LIFECYCLE_TRANSITIONS.get((slot.state.kind, type(event)))
         if handler is None:
-            raise ProtocolError(f"tablet {tablet_id}: no transition for "
+            raise LifecycleProtocolError(f"tablet {tablet_id}: no transition for "
                                 f"{type(event).__name__} in state {slot.state.kind.value}")
         batch = handler(self, slot, event)
         # Exactly one state per tablet: ABSENT means no slot at all.
@@ -591,22 +603,23 @@ class LifecycleCore:
         if case is Case.FAILED:
             assert ev.reason, "a FAILED startup names what failed"
             slot.state = Failed(ev.reason, d, hosted=False)
-            return Batch((Trace(_fact("startup", args, d)),))
+            return Batch((LifecycleTrace(_fact("startup", args, d)),))
         if case is Case.ROLL_FORWARD:
             assert d.data_state is Sb.DELETED and d.wal is Wal.LIVE, d
             effects, after = _finish_steps(d)
             slot.state = Tombstoned(after)
-            return Batch((Trace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+            return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
+                          Volatile.START_VOTER))
         if case is Case.TOMBSTONE:
             assert d.data_state is Sb.DELETED, d
             slot.state = Tombstoned(d)
-            return Batch((Trace(_fact("startup", args, d)), Volatile.START_VOTER))
+            return Batch((LifecycleTrace(_fact("startup", args, d)), Volatile.START_VOTER))
         assert case is Case.COPYING_TO_DELETED and d.data_state is Sb.COPYING, d
         # An interrupted copy is never finished into READY (the source's session is gone):
         # the replica deletes itself back to a tombstone keeping its previous last OpId.
         effects, after = _tombstone_steps(d)
         slot.state = Tombstoned(after)
-        return Batch((Trace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
 
     def _started(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, ReplicaStarted)
@@ -619,15 +632,16 @@ class LifecycleCore:
             fact = _fact("create_tablet", CreateArgs(0, sorted(ev.voters)), d)
         else:
             assert isinstance(prior, Copying) and prior.phase is CopyStage.STARTING, prior
-            fact = _fact(CopyStep.START_REPLICA.value, _NO_ARGS, d)
-        return Batch((Trace(fact),))
+            fact = _fact(CopyStep.START_REPLICA.event, _NO_ARGS, d)
+        return Batch((LifecycleTrace(fact),))
 
     def _start_failed(self, slot: Slot, ev: Input) -> Batch:
         """The replica could not be opened (a damaged WAL or block): startup case FAILED.
         A replica made READY by a copy that fails to open fails the same way."""
         assert isinstance(ev, ReplicaStartFailed) and ev.reason
         slot.state = Failed(ev.reason, ev.durable, hosted=False)
-        return Batch((Trace(_fact("startup", StartupArgs("FAILED", ev.reason), ev.durable)),))
+        fact = _fact("startup", StartupArgs("FAILED", ev.reason), ev.durable)
+        return Batch((LifecycleTrace(fact),))
 
     def _replica_failed(self, slot: Slot, ev: Input) -> Batch:
         """The driver failed: offline, still hosted (its WAL is closed when it is deleted).
@@ -697,7 +711,7 @@ class LifecycleCore:
     def _stopped(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, Stopped)
         st, d = slot.state, ev.durable
-        shutdown = Trace(_fact("delete_shutdown", _NO_ARGS, d))
+        shutdown = LifecycleTrace(_fact("delete_shutdown", _NO_ARGS, d))
         effects, after = _tombstone_steps(d)
         if isinstance(st, Deleting):
             if st.mode is Mode.TOMBSTONE:
@@ -751,8 +765,8 @@ class LifecycleCore:
             fact = _fact("stc_reject", StcRejectArgs(
                 ev.caller, ev.caller_term, expected, ev.last_opid is not None, opid[0],
                 opid[1], answer=reason, reason=reason), durable)
-            return Batch((Trace(fact),), refusal=api.CopyRefused(reason, failed[1]))
-        accept = Trace(_fact("stc_accept", StcArgs(
+            return Batch((LifecycleTrace(fact),), refusal=api.CopyRefused(reason, failed[1]))
+        accept = LifecycleTrace(_fact("stc_accept", StcArgs(
             ev.caller, ev.caller_term, expected, ev.last_opid is not None, opid[0], opid[1],
             answer="OK"), durable))
         if isinstance(st, Running | Failed):
@@ -779,7 +793,7 @@ class LifecycleCore:
         assert st.phase is CopyStage.DOWNLOADING, st
         d = st.durable
         args: msgspec.Struct = _NO_ARGS
-        after: tuple[Effect, ...] = ()
+        after: tuple[LifecycleEffect, ...] = ()
         if isinstance(ev, CopyBegun):
             d = attrs.evolve(d, data_state=Sb.COPYING, sb_qdir=False)
             args = CopyBeginArgs(st.source)
@@ -802,7 +816,7 @@ class LifecycleCore:
             assert isinstance(ev, MarkedReady), ev
             d = attrs.evolve(d, data_state=Sb.READY, tombstone_last=NO_OPID)
         slot.state = Copying(st.phase, d, st.source)
-        return Batch((Trace(_fact(ev.step.value, args, d)), *after))
+        return Batch((LifecycleTrace(_fact(ev.step.event, args, d)), *after))
 
     def _copy_ended(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, CopyEnded) and isinstance(slot.state, Copying)
@@ -813,7 +827,8 @@ class LifecycleCore:
             # the READY replica): step 6, the replica starts.
             slot.state = Copying(CopyStage.STARTING, d, st.source)
             return Batch((Volatile.STOP_VOTER, Volatile.START_REPLICA))
-        abort = Trace(_fact("copy_abort", CopyAbortArgs(ev.reason or "the copy ended early"),
+        abort = LifecycleTrace(_fact("copy_abort",
+                                     CopyAbortArgs(ev.reason or "the copy ended early"),
                             d))
         if d.data_state is Sb.COPYING:
             effects, after = _tombstone_steps(d)
@@ -837,8 +852,8 @@ class LifecycleCore:
         return EMPTY
 
     def _protocol_error(self, slot: Slot, ev: Input) -> Batch:
-        raise ProtocolError(f"tablet {slot.tablet_id}: {type(ev).__name__} cannot happen in "
-                            f"state {slot.state.kind.value}")
+        raise LifecycleProtocolError(f"tablet {slot.tablet_id}: {type(ev).__name__} cannot "
+                                     f"happen in state {slot.state.kind.value}")
 
 
 def _cmeta_record(cm: ConsensusMeta) -> CmetaState:
@@ -898,10 +913,10 @@ def _rows() -> dict[tuple[Kind, type], Handler]:
     return rows
 
 
-TRANSITIONS: Final[dict[tuple[Kind, type], Handler]] = _rows()
+LIFECYCLE_TRANSITIONS: Final[dict[tuple[Kind, type], Handler]] = _rows()
 # The pairs that are protocol errors (the shell never produces them): listed so that the
 # totality test can tell a deliberate refusal from a forgotten row.
-PROTOCOL_ERRORS: Final = frozenset(k for k, h in TRANSITIONS.items()
+PROTOCOL_ERRORS: Final = frozenset(k for k, h in LIFECYCLE_TRANSITIONS.items()
                                    if h is _C._protocol_error)
 
 __all__ = [
@@ -910,9 +925,9 @@ __all__ = [
     "DELETED_MEMORY",
     "EMPTY",
     "INPUT_TYPES",
+    "LIFECYCLE_TRANSITIONS",
     "PROTOCOL_ERRORS",
     "SUPERBLOCK_MARKS",
-    "TRANSITIONS",
     "Absent",
     "Batch",
     "BlockDownloaded",
@@ -931,17 +946,18 @@ __all__ = [
     "Creating",
     "Delete",
     "Deleting",
-    "Effect",
-    "Fact",
     "Failed",
     "Input",
     "Kind",
     "LifecycleCore",
+    "LifecycleEffect",
+    "LifecycleFact",
+    "LifecyclePersist",
+    "LifecycleProtocolError",
+    "LifecycleTrace",
     "MarkedReady",
     "Mode",
     "Op",
-    "Persist",
-    "ProtocolError",
     "Register",
     "ReplicaFailed",
     "ReplicaHandle",
@@ -954,7 +970,6 @@ __all__ = [
     "State",
     "Stopped",
     "Tombstoned",
-    "Trace",
     "Volatile",
     "VoteRecorded",
     "WalDownloaded",

@@ -3,14 +3,14 @@
 Rules of this file
 ------------------
 * The core (``core.py``) decides; this shell only does what a batch says, in its order
-  (``execute``): a ``Persist`` is made durable (written, fsync'd) and then its fact traced,
-  the pair shielded from cancellation and holding the tablet's step lock (at most one
-  durable step of a tablet between its write and its event: a vote of its voter and a
-  copy step may otherwise run at once, and a crash between their fsyncs and their events
-  would lose two events where the checker's crash frontier allows one); a ``Trace`` is
-  traced; a ``Volatile`` starts or stops a replica, a voter or a copy, and what it learns
-  (the WAL's last OpId once a replica stopped, a replica that opened) goes back into the
-  core as an input of its own, whose batch runs next.
+  (``execute``): a ``LifecyclePersist`` is made durable (written, fsync'd) and then its
+  fact traced, the pair shielded from cancellation and holding the tablet's step lock (at
+  most one durable step of a tablet between its write and its event: a vote of its voter
+  and a copy step may otherwise run at once, and a crash between their fsyncs and their
+  events would lose two events where the checker's crash frontier allows one); a
+  ``LifecycleTrace`` is traced; a ``Volatile`` starts or stops a replica, a voter or a
+  copy, and what it learns (the WAL's last OpId once a replica stopped, a replica that
+  opened) goes back into the core as an input of its own, whose batch runs next.
 * Startup before serving: ``register_all`` records every superblock on disk in the core
   (state STARTING) and runs before the RPC server accepts a call; ``start_all`` then
   classifies and opens each. A tablet call for a STARTING tablet is refused with the
@@ -67,14 +67,15 @@ from .core import (
     CreateFailed,
     Delete,
     Deleting,
-    Fact,
     Failed,
     Input,
     Kind,
     LifecycleCore,
+    LifecycleFact,
+    LifecyclePersist,
+    LifecycleTrace,
     Mode,
     Op,
-    Persist,
     ReplicaFailed,
     ReplicaStarted,
     ReplicaStartFailed,
@@ -82,7 +83,6 @@ from .core import (
     Starting,
     Stopped,
     Tombstoned,
-    Trace,
     Volatile,
     VoteRecorded,
 )
@@ -239,7 +239,7 @@ class TabletManager:
         if batch.refusal is not None:
             raise batch.refusal
 
-    def trace(self, tablet_id: str, fact: Fact) -> None:
+    def trace(self, tablet_id: str, fact: LifecycleFact) -> None:
         """Trace a fact (after its step was made durable); the fault point follows."""
         self.host.tracer.event(fact.event, fact.args, fact.state, tablet=tablet_id)
         if fact.event == self.fault_crash_after:
@@ -250,11 +250,11 @@ class TabletManager:
     async def execute(self, tablet_id: str, batch: Batch) -> None:
         """Run a batch's effects in order (the module header's rules)."""
         for effect in batch.effects:
-            if isinstance(effect, Persist):
+            if isinstance(effect, LifecyclePersist):
                 async with self.durable_step(tablet_id):  # durable, then traced: together
                     await self.host.blocking(self._persist, tablet_id, effect)
                     self.trace(tablet_id, effect.fact)
-            elif isinstance(effect, Trace):
+            elif isinstance(effect, LifecycleTrace):
                 self.trace(tablet_id, effect.fact)
             elif effect is Volatile.STOP_REPLICA:
                 durable = await self._stop_replica(tablet_id)
@@ -269,7 +269,7 @@ class TabletManager:
                 assert effect is Volatile.RUN_COPY, effect
                 self.run_copy(tablet_id)
 
-    def _persist(self, tablet_id: str, effect: Persist) -> None:
+    def _persist(self, tablet_id: str, effect: LifecyclePersist) -> None:
         """One durable step of a deletion (blocking: a worker thread runs it)."""
         layout, metadata, disk = self.host.layout, self.host.metadata, self.host.disk
         op = effect.op

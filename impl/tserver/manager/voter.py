@@ -62,7 +62,7 @@ class TombstoneVoter:
                              applied_index=last_index, rng=random.Random(0),
                              options=host.raft_options, tombstone=True)
         self._inbox: list[Message | None] = []  # None: a tick
-        # Steps of the batch being walked whose fact went out with their Persist. The steps
+        # Steps of the batch being walked whose fact went out with their PersistStep. The steps
         # themselves, not their id(): a set of ids kept across batches matched a later step
         # that reused a freed step's address, and its fact was never traced (found by
         # tests/simulation: traces differed between two runs). Cleared after each batch.
@@ -135,7 +135,7 @@ class TombstoneVoter:
 
     async def trace_step(self, step: Step) -> None:
         if any(step is s for s in self._traced):
-            return  # traced with its Persist, under the step lock
+            return  # traced with its PersistStep, under the step lock
         durable_now = self.manager.durable_of(self.tablet_id)
         assert durable_now is not None
         self.manager.host.tracer.event(step.fact.event, step.fact.args, durable_now.record(),
