@@ -376,7 +376,7 @@ class TabletServer:
                        retain_entries=self.options.log_retain_entries)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
-        holder: Any = self.tablets.replica(tablet_id) or self.tablets.voters.get(tablet_id)
+        holder: Any = self.tablets.replica(tablet_id) or self.tablets.voter(tablet_id)
         if holder is None:
             return None
         peer = holder.core.active_config.peer(uuid)
@@ -456,7 +456,7 @@ class TabletServer:
                 raise api.InvalidArgument(f"bad src_address {req.src_address!r}: "
                                           f"{exc}") from None
             self._heard_from(ctx.src_uuid, req.src_address)
-        voter = self.tablets.voters.get(req.tablet_id)
+        voter = self.tablets.voter(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))
             return api.Ack()
@@ -586,7 +586,7 @@ class TabletServer:
     async def ticker(self) -> None:
         while True:
             await trio.sleep(self.options.tick_seconds)
-            for voter in list(self.tablets.voters.values()):
+            for voter in self.tablets.voting():
                 voter.tick()
             for _, replica in self.tablets.running():
                 replica.tick()

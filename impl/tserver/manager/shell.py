@@ -134,6 +134,23 @@ class Hosted:
     replica: Replica | None = None
 
 
+@attrs.define
+class TabletTasks:
+    """What this process runs for one tablet beside its slot in the lifecycle core (which
+    alone says what state the tablet is in): the one record of a tablet's volatile parts.
+
+    ``step_lock`` orders its durable steps (``TabletManager.durable_step``); ``hosted`` is
+    the task owning its replica's WAL and driver (set from the replica's start until that
+    task ends: a FAILED replica's stays until it is deleted); ``voter`` is its tombstone's
+    (or COPYING replica's) voter while one runs. A record outlives its parts, as the step
+    lock must (a step waiting on it holds it), so records are kept for every tablet this
+    process has seen, about a hundred bytes each."""
+
+    step_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    hosted: Hosted | None = None
+    voter: TombstoneVoter | None = None
+
+
 class TabletManager:
     """Every tablet of one server: the lifecycle core and what executes its batches."""
 
@@ -142,9 +159,7 @@ class TabletManager:
         self.host = host
         self.core = LifecycleCore(max_concurrent_copies=max_concurrent_copies)
         self.fault_crash_after = fault_crash_after
-        self.hosts: dict[str, Hosted] = {}
-        self.voters: dict[str, TombstoneVoter] = {}
-        self._locks: dict[str, trio.Lock] = {}
+        self._tasks: dict[str, TabletTasks] = {}  # tablet id -> its volatile parts
         self._nursery: trio.Nursery | None = None
         # RUN_COPY: the server's copy service starts the download (impl/tserver/copy).
         self.run_copy: Callable[[str], None] = _no_copy
@@ -158,13 +173,14 @@ class TabletManager:
     # ---------------------------------------------------------------- queries
 
     # Whether a replica runs has one answer: its slot in the lifecycle core is RUNNING.
-    # ``hosts`` only says which task owns a WAL (a FAILED replica's stays open until it is
-    # deleted), so every "does it run" below asks the core, never the Replica.
+    # ``TabletTasks.hosted`` only says which task owns a WAL (a FAILED replica's stays open
+    # until it is deleted), so every "does it run" below asks the core, never the Replica.
 
     def replica(self, tablet_id: str) -> Replica | None:
         """The tablet's hosted replica, running or not (a FAILED one stays hosted until it
         is deleted): for what it holds (its WAL, its core's config), not whether it runs."""
-        hosted = self.hosts.get(tablet_id)
+        tasks = self._tasks.get(tablet_id)
+        hosted = tasks.hosted if tasks is not None else None
         return hosted.replica if hosted is not None else None
 
     def runs(self, tablet_id: str) -> bool:
@@ -195,11 +211,26 @@ class TabletManager:
         reason = st.reason if isinstance(st, Failed) else ""
         raise api.TabletNotRunning(tablet_id, st.kind.value, reason)
 
+    def tasks(self, tablet_id: str) -> TabletTasks:
+        """The tablet's record of volatile parts, made on first use: only by what starts a
+        part or a step (a query never makes one, so calls naming unknown tablets cost
+        nothing)."""
+        tasks = self._tasks.get(tablet_id)
+        if tasks is None:
+            tasks = self._tasks[tablet_id] = TabletTasks()
+        return tasks
+
+    def voter(self, tablet_id: str) -> TombstoneVoter | None:
+        """The tablet's voter, if its tombstone (or COPYING replica) votes now."""
+        tasks = self._tasks.get(tablet_id)
+        return tasks.voter if tasks is not None else None
+
+    def voting(self) -> list[TombstoneVoter]:
+        """Every voter running now (the server ticks them)."""
+        return [t.voter for t in self._tasks.values() if t.voter is not None]
+
     def step_lock(self, tablet_id: str) -> trio.Lock:
-        lock = self._locks.get(tablet_id)
-        if lock is None:
-            lock = self._locks[tablet_id] = trio.Lock()
-        return lock
+        return self.tasks(tablet_id).step_lock
 
     def durable_step(self, tablet_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """One durable step of the tablet and its trace event: under its step lock,
@@ -423,7 +454,8 @@ class TabletManager:
         host = self.host
         create = how == "create"
         hosted = Hosted(trio.CancelScope(), trio.Event())
-        self.hosts[tablet_id] = hosted
+        tasks = self.tasks(tablet_id)
+        tasks.hosted = hosted
         started = False
         what = "data blocks"  # what a failure to open names (the store opens first)
         try:
@@ -469,8 +501,8 @@ class TabletManager:
             await self.apply(tablet_id, ReplicaStartFailed(f"{what}: {exc}",
                                                            self._damaged(tablet_id, what)))
         finally:
-            if self.hosts.get(tablet_id) is hosted:
-                del self.hosts[tablet_id]
+            if tasks.hosted is hosted:
+                tasks.hosted = None
             hosted.done.set()
             if not started:
                 task_status.started()
@@ -503,7 +535,8 @@ class TabletManager:
         the stop left it (a running one's WAL's last durable OpId)."""
         st = self.core.state(tablet_id)
         assert isinstance(st, Deleting | Copying), st
-        hosted = self.hosts.get(tablet_id)
+        tasks = self._tasks.get(tablet_id)
+        hosted = tasks.hosted if tasks is not None else None
         if hosted is None:
             return st.durable  # a FAILED replica that never opened
         replica = hosted.replica
@@ -540,12 +573,13 @@ class TabletManager:
         durable = self.core.durable(tablet_id)
         assert durable is not None
         voter = TombstoneVoter(self, tablet_id, durable)
-        self.voters[tablet_id] = voter
+        self.tasks(tablet_id).voter = voter
         assert self._nursery is not None
         self._nursery.start_soon(voter.run)
 
     async def _stop_voter(self, tablet_id: str) -> None:
-        voter = self.voters.pop(tablet_id, None)
+        tasks = self.tasks(tablet_id)
+        voter, tasks.voter = tasks.voter, None
         if voter is not None:
             await voter.stop()
 
