@@ -92,6 +92,9 @@ logger = logging.getLogger(__name__)
 
 # The furthest copy step a COPYING superblock's mark stands for (core.SUPERBLOCK_MARKS).
 _STEP_OF_MARK: Final = {mark: step for step, mark in SUPERBLOCK_MARKS.items()}
+# The blocks a COPYING superblock holds after its furthest step (none before the first).
+_BLOCKS_AFTER: Final[dict[CopyStep | None, Blocks]] = {
+    CopyStep.DOWNLOAD_BLOCK: Blocks.PARTIAL, CopyStep.BLOCKS_DONE: Blocks.PRESENT}
 
 DELETE_STEPS: Final = ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
                        "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal")
@@ -396,17 +399,16 @@ class TabletManager:
         return Classified(Case.READY, running(cmeta, NO_OPID, quarantine))
 
     def copying_durable(self, tablet_id: str, sb: Superblock) -> Durable:
-        """The durable state a COPYING superblock stands for (it records the copy's steps:
-        WAL, BLOCKS_PARTIAL, BLOCKS_DONE)."""
+        """The durable state a COPYING superblock stands for: its mark names the furthest
+        copy step made durable (core.SUPERBLOCK_MARKS)."""
         done = _STEP_OF_MARK.get(sb.copy_step)  # None: no mark, the WAL is not down yet
         wal_done = done is not None
-        blocks = {CopyStep.DOWNLOAD_BLOCK: Blocks.PARTIAL, CopyStep.BLOCKS_DONE: Blocks.PRESENT}
         return Durable(
             Sb.COPYING, tombstone_last=opid_pair(sb.tombstone_last_opid),
             cmeta=self.host.metadata.load_cmeta(tablet_id),
             wal=Wal.LIVE if wal_done else self.wal_at_rest(tablet_id),
             wal_last=opid_pair(sb.copy_wal_last) if wal_done else NO_OPID,
-            blocks=blocks.get(done, Blocks.ABSENT) if done is not None else Blocks.ABSENT,
+            blocks=_BLOCKS_AFTER.get(done, Blocks.ABSENT),
             quarantine=self.quarantine_view(tablet_id))
 
     def _failed_durable(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: Wal,
