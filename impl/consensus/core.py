@@ -27,9 +27,9 @@ Rules of this file
     3. ``committed``: entries to apply, in order (durable on this node and committed).
     4. ``read_states``: ReadIndex requests confirmed: (request_id, index); answer once the
        state machine has applied ``index``.
-* Every (role, input) pair is a row of ``TRANSITIONS``; a missing pair is a ProtocolError
-  (a test tries every pair). Rows whose handler may change durable state name the trace
-  facts they can emit.
+* Every (role, input) pair is a row of ``RAFT_TRANSITIONS``, keyed by the input's type (a
+  message class, or ``Tick``); a missing pair is a RaftProtocolError (a test tries every
+  pair). Rows whose handler may change durable state name the trace facts they can emit.
 
 Raft as Kudu runs it (seed 003 "Configs and roles", and the Raft thesis)
 -----------------------------------------------------------------------
@@ -140,7 +140,7 @@ class Role(enum.Enum):
     TOMBSTONE = "TOMBSTONE"
 
 
-class ProtocolError(Exception):
+class RaftProtocolError(Exception):
     """An input the transition table has no row for (a bug in the caller or the table)."""
 
 
@@ -176,7 +176,7 @@ RaftArgs = (AppendArgs | CommitArgs | ConfigChangeArgs | ConfigCommitArgs | Elec
 
 
 @attrs.frozen
-class Fact:
+class RaftFact:
     """A trace fact: the event name, its arguments, and the core's part of the durable
     state after the step (the shell adds the superblock and data blocks)."""
 
@@ -202,7 +202,7 @@ class Cmeta:
 class Step:
     """One durable change (or none) and the one fact that reports it."""
 
-    fact: Fact
+    fact: RaftFact
     cmeta: Cmeta | None = None  # write the cmeta file with this content
     entries: tuple[Entry, ...] = ()  # append these (the first may overwrite a suffix)
 
@@ -375,7 +375,7 @@ class RaftCore:
     # ------------------------------------------------------------------ inputs
 
     def tick(self) -> None:
-        self._dispatch("tick", None)
+        self._dispatch(Tick, None)
 
     def step(self, message: Message) -> None:
         if message.dest != self.me:
@@ -386,7 +386,7 @@ class RaftCore:
             return
         if not self._term_gate(message):
             return
-        self._dispatch(type(message).__name__, message)
+        self._dispatch(type(message), message)
 
     def campaign(self) -> None:
         """Start an election now (tests, and an operator's 'elect this replica')."""
@@ -533,10 +533,11 @@ class RaftCore:
 
     # ------------------------------------------------------------------ the table
 
-    def _dispatch(self, input_name: str, message: Message | None) -> None:
-        row = TRANSITIONS.get((self.role, input_name))
+    def _dispatch(self, input_type: type, message: Message | None) -> None:
+        row = RAFT_TRANSITIONS.get((self.role, input_type))
         if row is None:
-            raise ProtocolError(f"no transition for ({self.role.name}, {input_name})")
+            raise RaftProtocolError(f"no transition for ({self.role.name}, "
+                                    f"{input_type.__name__})")
         row.handler(self, message)
 
     # ---- term handling, common to every role (Raft's "if RPC term > currentTerm")
@@ -1162,11 +1163,11 @@ class RaftCore:
     def _cmeta(self) -> Cmeta:
         return Cmeta(self.term, self.voted_for, self.committed_config)
 
-    def _fact(self, event: EventName, args: RaftArgs) -> Fact:
+    def _fact(self, event: EventName, args: RaftArgs) -> RaftFact:
         # The event's args are the trace contract's record for it, built here where the
         # fact is made (the writer validates the pair again before writing the line).
         assert type(args) is ARGS_TYPES[event], (event, type(args))
-        return Fact(event, args, self.term, self.voted_for, self.committed_config.opid_index,
+        return RaftFact(event, args, self.term, self.voted_for, self.committed_config.opid_index,
                     self.log.last_term, self.log.last_index)
 
     def _vote_fact(self, m: VoteRequest, *, granted: bool) -> None:
@@ -1233,55 +1234,62 @@ def _apply_change(config: Config, change: ConfigChange, me: str,
 
 
 # ---------------------------------------------------------------------------------------
-# The transition table: (role, input) -> handler. Inputs are "tick" and message type names.
-# ``facts`` lists the trace facts a row may emit (durable ones first).
+# The transition table: (role, input type) -> handler. An input is a message, keyed by its
+# class, or a tick (``Tick``); the lifecycle core's table (impl/tserver/manager/core.py) is
+# keyed the same way, by the input's class. ``facts`` lists the trace facts a row may emit
+# (durable ones first).
+
+
+@attrs.frozen
+class Tick:
+    """The input a tick is in the table (``tick()`` takes no value: its handler gets None)."""
 
 
 @attrs.frozen
 class Transition:
     handler: Callable[[RaftCore, Message | None], None]
-    facts: tuple[str, ...] = ()
+    facts: tuple[EventName, ...] = ()
 
 
 _FOLLOWERS: Final = (Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE)
-INPUTS: Final = ("tick", "VoteRequest", "VoteResponse", "AppendRequest", "AppendResponse",
-                 "TimeoutNow")
+INPUTS: Final[tuple[type, ...]] = (Tick, VoteRequest, VoteResponse, AppendRequest,
+                                   AppendResponse, TimeoutNow)
 
-TRANSITIONS: dict[tuple[Role, str], Transition] = {}
+RAFT_TRANSITIONS: dict[tuple[Role, type], Transition] = {}
 for _role in _FOLLOWERS:
-    TRANSITIONS[(_role, "tick")] = Transition(RaftCore._on_tick_follower, ("start_election",))
-    TRANSITIONS[(_role, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+    RAFT_TRANSITIONS[(_role, Tick)] = Transition(RaftCore._on_tick_follower, ("start_election",))
+    RAFT_TRANSITIONS[(_role, VoteRequest)] = Transition(RaftCore._on_vote_request,
                                                      ("vote_granted", "vote_denied"))
-    TRANSITIONS[(_role, "VoteResponse")] = Transition(
+    RAFT_TRANSITIONS[(_role, VoteResponse)] = Transition(
         RaftCore._on_vote_response, ("start_election", "become_leader", "log_append"))
-    TRANSITIONS[(_role, "AppendRequest")] = Transition(
+    RAFT_TRANSITIONS[(_role, AppendRequest)] = Transition(
         RaftCore._on_append_request, ("log_append", "commit", "config_commit"))
-    TRANSITIONS[(_role, "AppendResponse")] = Transition(RaftCore._on_drop)
-    TRANSITIONS[(_role, "TimeoutNow")] = Transition(RaftCore._on_timeout_now,
+    RAFT_TRANSITIONS[(_role, AppendResponse)] = Transition(RaftCore._on_drop)
+    RAFT_TRANSITIONS[(_role, TimeoutNow)] = Transition(RaftCore._on_timeout_now,
                                                     ("start_election",))
-TRANSITIONS[(Role.LEADER, "tick")] = Transition(RaftCore._on_tick_leader, ("step_down",))
+RAFT_TRANSITIONS[(Role.LEADER, Tick)] = Transition(RaftCore._on_tick_leader, ("step_down",))
 # A leader receives a vote request of its own term only from a stale candidate: refuse.
 # One of a higher term passes the term gate only from a leadership transfer (ignore_lease):
 # the leader then steps down and may grant it.
-TRANSITIONS[(Role.LEADER, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+RAFT_TRANSITIONS[(Role.LEADER, VoteRequest)] = Transition(RaftCore._on_vote_request,
                                                        ("vote_granted", "vote_denied"))
-TRANSITIONS[(Role.LEADER, "VoteResponse")] = Transition(RaftCore._on_vote_response)
+RAFT_TRANSITIONS[(Role.LEADER, VoteResponse)] = Transition(RaftCore._on_vote_response)
 # A caught-up NON_VOTER's promotion is a config change the leader proposes itself.
-TRANSITIONS[(Role.LEADER, "AppendResponse")] = Transition(
+RAFT_TRANSITIONS[(Role.LEADER, AppendResponse)] = Transition(
     RaftCore._on_append_response, ("commit", "config_commit", "config_change", "log_append"))
-TRANSITIONS[(Role.LEADER, "TimeoutNow")] = Transition(RaftCore._on_drop)
-TRANSITIONS[(Role.LEADER, "AppendRequest")] = Transition(RaftCore._on_second_leader)
+RAFT_TRANSITIONS[(Role.LEADER, TimeoutNow)] = Transition(RaftCore._on_drop)
+RAFT_TRANSITIONS[(Role.LEADER, AppendRequest)] = Transition(RaftCore._on_second_leader)
 # A tombstone votes (from its retained cmeta and last OpId) and does nothing else.
-TRANSITIONS[(Role.TOMBSTONE, "tick")] = Transition(RaftCore._on_tick_idle)
-TRANSITIONS[(Role.TOMBSTONE, "VoteRequest")] = Transition(RaftCore._on_vote_request,
+RAFT_TRANSITIONS[(Role.TOMBSTONE, Tick)] = Transition(RaftCore._on_tick_idle)
+RAFT_TRANSITIONS[(Role.TOMBSTONE, VoteRequest)] = Transition(RaftCore._on_vote_request,
                                                           ("vote_granted", "vote_denied"))
-TRANSITIONS[(Role.TOMBSTONE, "VoteResponse")] = Transition(RaftCore._on_drop)
-TRANSITIONS[(Role.TOMBSTONE, "AppendRequest")] = Transition(RaftCore._on_append_tombstoned)
-TRANSITIONS[(Role.TOMBSTONE, "AppendResponse")] = Transition(RaftCore._on_drop)
-TRANSITIONS[(Role.TOMBSTONE, "TimeoutNow")] = Transition(RaftCore._on_drop)
+RAFT_TRANSITIONS[(Role.TOMBSTONE, VoteResponse)] = Transition(RaftCore._on_drop)
+RAFT_TRANSITIONS[(Role.TOMBSTONE, AppendRequest)] = Transition(RaftCore._on_append_tombstoned)
+RAFT_TRANSITIONS[(Role.TOMBSTONE, AppendResponse)] = Transition(RaftCore._on_drop)
+RAFT_TRANSITIONS[(Role.TOMBSTONE, TimeoutNow)] = Transition(RaftCore._on_drop)
 del _role
 
 __all__ = [
-    "INPUTS", "TRANSITIONS", "Cmeta", "Fact", "Options", "PeerStatus", "ProtocolError",
-    "RaftCore", "ReadState", "Ready", "Role", "Status", "Step", "Transition",
+    "INPUTS", "RAFT_TRANSITIONS", "Cmeta", "Options", "PeerStatus", "RaftCore", "RaftFact",
+    "RaftProtocolError", "ReadState", "Ready", "Role", "Status", "Step", "Tick", "Transition",
 ]

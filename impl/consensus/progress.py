@@ -4,7 +4,7 @@ Rules of this file
 ------------------
 * No I/O and no knowledge of the log: the core (core.py) computes where a peer should go
   (fast backtracking, compaction) and calls one of the transitions below; each transition
-  asserts that it is a row of ``TRANSITIONS`` and keeps the invariants listed there.
+  asserts that it is a row of ``PROGRESS_TRANSITIONS`` and keeps the invariants listed there.
 * Flow control is counted here: ``Inflights`` is a bounded window of the appends sent to
   the peer and not yet acknowledged (at most ``max_count`` of them, and a soft cap on their
   bytes), so a slow or dead peer costs the leader a bounded amount of sending.
@@ -23,7 +23,7 @@ The three states (etcd-io/raft tracker/state.go, with a tablet copy for a snapsh
                 does not host the tablet (DOES_NOT_EXIST). No entries are sent; heartbeats
                 probe at the end of the log, and the answer after a copy moves it on.
 
-Transitions (``TRANSITIONS``; the core calls them on the inputs named)
+Transitions (``PROGRESS_TRANSITIONS``; the core calls them on the inputs named)
 ---------------------------------------------------------------------
     PROBE       -> REPLICATE    an OK response (``next`` = match + 1)
     PROBE       -> PROBE        a current refusal (for ``next - 1``): ``next`` moves back
@@ -69,7 +69,7 @@ class ProgressState(enum.Enum):
 CopyExpected = Literal["READY", "DELETED", "DOES_NOT_EXIST"]
 
 _P, _R, _C = ProgressState.PROBE, ProgressState.REPLICATE, ProgressState.NEEDS_COPY
-TRANSITIONS: Final[frozenset[tuple[ProgressState, ProgressState]]] = frozenset({
+PROGRESS_TRANSITIONS: Final[frozenset[tuple[ProgressState, ProgressState]]] = frozenset({
     (_P, _R), (_P, _P), (_R, _R), (_R, _P), (_P, _C), (_R, _C), (_C, _C), (_C, _R), (_C, _P),
 })
 
@@ -144,7 +144,7 @@ class Progress:
         assert (self.copy_expected is not None) == (self.state is _C)
 
     def _become(self, state: ProgressState) -> None:
-        assert (self.state, state) in TRANSITIONS, \
+        assert (self.state, state) in PROGRESS_TRANSITIONS, \
             f"no progress transition {self.state.name} -> {state.name}"
         self.state = state
         self.probe_sent = False
@@ -220,4 +220,4 @@ class Progress:
         return self.refusal_is_stale(rejected_index)
 
 
-__all__ = ["TRANSITIONS", "CopyExpected", "Inflights", "Progress", "ProgressState"]
+__all__ = ["PROGRESS_TRANSITIONS", "CopyExpected", "Inflights", "Progress", "ProgressState"]

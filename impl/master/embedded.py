@@ -23,7 +23,7 @@ from typing import Final, NamedTuple
 import trio
 
 from revivify.impl.rpc.transport import Network
-from revivify.impl.tserver.replica import RUNNING, Replica, Tracer
+from revivify.impl.tserver.replica import Replica, Tracer
 from revivify.impl.tserver.server import TabletServer
 
 from . import api
@@ -96,11 +96,11 @@ class EmbeddedServer:
 
     def catalog_replica(self) -> Replica | None:
         """The catalog tablet's replica here, if it is running (none before the catalog
-        exists, while a joining master waits for its copy, or while it is being copied)."""
+        exists, while a joining master waits for its copy, or while it is being copied):
+        the lifecycle slot says, as for every tablet."""
         if self.ts is None:
             return None
-        replica = self.ts.tablets.replica(CATALOG)
-        return replica if replica is not None and replica.state == RUNNING else None
+        return self.ts.tablets.running_replica(CATALOG)
 
     def role_of(self, replica: Replica | None) -> CatalogRole:
         """(role, term, leader uuid, leader address) of the catalog replica."""

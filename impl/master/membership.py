@@ -20,9 +20,9 @@ config changes of the catalog tablet, traced by its Raft events, not catalog wri
 
 The master list (issue 19): every heartbeat answer and every Master.Status names the
 catalog's committed config (``master_config``: member addresses and the config's index,
-impl/tserver/master_api.py, "The master list"), so tablet servers start heartbeating a master added later
-and stop calling a removed one (impl/tserver/heartbeat.py), and clients ask the masters of
-the newest config they were told (impl/client/master.py).
+impl/tserver/master_api.py, "The master list"), so tablet servers start heartbeating a
+master added later and stop calling a removed one (impl/tserver/heartbeat.py), and clients
+ask the masters of the newest config they were told (impl/client/master.py).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class Membership:
 
     def master_config(self) -> tuple[int, list[str]]:
         """(index, member addresses) of the catalog's committed Raft config as this master
-        knows it, or (-1, []) without a catalog here (impl/tserver/master_api.py, "The master list")."""
+        knows it, or (-1, []) without a catalog here (impl/tserver/master_api.py, "The
+        master list")."""
         if self._embedded.ts is None:
             return (-1, [])
         replica = self._embedded.ts.tablets.replica(CATALOG)

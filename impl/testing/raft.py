@@ -21,7 +21,7 @@ Model
   the tail from there), plus the index up to which the state machine's effects were flushed.
 * The shell loop of one node is ``process_ready(uuid)``: take ``core.ready()`` and walk
   ``plan(ready)`` (impl/consensus/plan.py: the same list of effects the tablet server
-  walks) in order: Persist (write the cmeta, or append the batch to the WAL), Trace (record
+  walks) in order: PersistStep (write the cmeta, or append the batch to the WAL), TraceStep (record
   the step's fact), Send (queue the messages on the network), Apply (the committed entries,
   to the node's state machine: a list of entries), Release (the read states); then check
   that the durable state equals the core's view (a term, vote, config or entry the core
@@ -129,7 +129,7 @@ from typing import Literal
 import attrs
 import msgspec
 
-from revivify.impl.consensus.core import Cmeta, Fact, Options, RaftCore, ReadState, Role, Step
+from revivify.impl.consensus.core import Cmeta, Options, RaftCore, RaftFact, ReadState, Role, Step
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import (
     ENTRY_CONFIG,
@@ -149,7 +149,15 @@ from revivify.impl.consensus.messages import (
     VoteResponse,
     decode_config,
 )
-from revivify.impl.consensus.plan import Apply, Effect, Persist, Release, Send, Trace, plan
+from revivify.impl.consensus.plan import (
+    Apply,
+    PersistStep,
+    PlanEffect,
+    Send,
+    TraceStep,
+    dispatch,
+    plan,
+)
 
 
 class HarnessError(Exception):
@@ -235,7 +243,7 @@ def format_message(m: Message) -> str:
     return f"{head} TimeoutNow t={m.term}"
 
 
-def format_fact(f: Fact) -> str:
+def format_fact(f: RaftFact) -> str:
     fields = msgspec.structs.asdict(f.args)
     args = " ".join(f"{k}={_fmt_arg(v)}" for k, v in sorted(fields.items()))
     return f"{f.event} {args}".rstrip()
@@ -307,7 +315,7 @@ class RaftNode:
     incarnation: int = 0
     applied: list[Entry] = attrs.Factory(list)  # this incarnation's state machine, in order
     applied_base: int = 0  # the index the state machine started from (the flushed point)
-    facts: list[Fact] = attrs.Factory(list)  # every fact executed, every incarnation
+    facts: list[RaftFact] = attrs.Factory(list)  # every fact executed, every incarnation
     apply_log: list[tuple[int, Entry]] = attrs.Factory(list)  # (incarnation, entry), all
 
     @property
@@ -677,12 +685,13 @@ class RaftCluster:
         if rd.steps or rd.committed or rd.read_states or rd.read_failures \
                 or stop is not None:
             self._out(f"> {uuid} ready")  # (a Ready of messages only: see them delivered)
+        shell = _NodeShell(self, node)
         for k, effect in enumerate(effects):
             if stop is not None and k >= stop:
                 self._crash(node, f"after {k} of {len(effects)} effects; lost "
                                   f"{_lost(effects[k:])}")
                 return True
-            self._run(node, effect)
+            dispatch(effect, shell)
         if stop is not None:
             self._crash(node, f"after {len(effects)} of {len(effects)} effects")
             return True
@@ -694,28 +703,6 @@ class RaftCluster:
                 from exc
         self._observe(node)
         return True
-
-    def _run(self, node: RaftNode, effect: Effect) -> None:
-        """One effect of a plan, as the tablet server's shell does it, in memory."""
-        if isinstance(effect, Persist):
-            self._persist(node, effect.step)
-        elif isinstance(effect, Trace):
-            step = effect.step
-            node.facts.append(step.fact)
-            if step.cmeta is None and not step.entries:  # (a durable step printed at Persist)
-                self._out("  " + format_step(step))
-        elif isinstance(effect, Send):
-            self.queue.extend(effect.messages)
-        elif isinstance(effect, Apply):
-            for e in effect.entries:
-                if self.checker is not None:
-                    self.checker.on_apply(node, e)
-                node.applied.append(e)
-                node.apply_log.append((node.incarnation, e))
-                self._out(f"  apply {format_entry(e)}")
-        else:
-            assert isinstance(effect, Release)
-            self._answer_reads(node, effect.read_states, effect.read_failures)
 
     def _persist(self, node: RaftNode, step: Step) -> None:
         overwrites: int | None = None
@@ -988,25 +975,25 @@ def peer(uuid: str, member_type: MemberType = VOTER, promote: bool = False) -> P
     return Peer(uuid, f"ts-{uuid}", member_type, promote)
 
 
-CrashPoint = Callable[[Sequence[Effect]], "int | None"]
+CrashPoint = Callable[[Sequence[PlanEffect]], "int | None"]
 
 
-def after_appends_left(effects: Sequence[Effect]) -> int | None:
+def after_appends_left(effects: Sequence[PlanEffect]) -> int | None:
     """The crash point "the leader's AppendRequests left, its own WAL append of their
     entries is not durable yet" (plan.py rule 3): just after the first Send of entries that
-    a Persist of a WAL append follows. None if the plan has no such point."""
+    a PersistStep of a WAL append follows. None if the plan has no such point."""
     for k, e in enumerate(effects):
         if isinstance(e, Send) \
                 and any(isinstance(m, AppendRequest) and m.entries for m in e.messages) \
-                and any(isinstance(later, Persist) and later.step.entries
+                and any(isinstance(later, PersistStep) and later.step.entries
                         for later in effects[k + 1:]):
             return k + 1
     return None
 
 
-def _lost(effects: Sequence[Effect]) -> str:
-    writes = sum(isinstance(e, Persist) for e in effects)
-    facts = sum(isinstance(e, Trace) for e in effects)
+def _lost(effects: Sequence[PlanEffect]) -> str:
+    writes = sum(isinstance(e, PersistStep) for e in effects)
+    facts = sum(isinstance(e, TraceStep) for e in effects)
     messages = sum(len(e.messages) for e in effects if isinstance(e, Send))
     applies = sum(len(e.entries) for e in effects if isinstance(e, Apply))
     return f"{writes} writes, {facts} facts, {messages} messages, {applies} applies"
@@ -1015,6 +1002,39 @@ def _lost(effects: Sequence[Effect]) -> str:
 def _opid(wal: Sequence[Entry]) -> str:
     return f"{wal[-1].term}.{wal[-1].index}" if wal else "0.0"
 
+
+
+@attrs.frozen
+class _NodeShell:
+    """One node's effects, as the tablet server's shell does them, in memory (the harness's
+    side of consensus/plan.py's PlanShell; ``dispatch`` routes each effect here)."""
+
+    cluster: RaftCluster
+    node: RaftNode
+
+    def persist_step(self, step: Step) -> None:
+        self.cluster._persist(self.node, step)
+
+    def trace_step(self, step: Step) -> None:
+        self.node.facts.append(step.fact)
+        if step.cmeta is None and not step.entries:  # (a durable step printed at PersistStep)
+            self.cluster._out("  " + format_step(step))
+
+    def send_messages(self, messages: tuple[Message, ...]) -> None:
+        self.cluster.queue.extend(messages)
+
+    def apply_entries(self, entries: tuple[Entry, ...]) -> None:
+        checker = self.cluster.checker
+        for e in entries:
+            if checker is not None:
+                checker.on_apply(self.node, e)
+            self.node.applied.append(e)
+            self.node.apply_log.append((self.node.incarnation, e))
+            self.cluster._out(f"  apply {format_entry(e)}")
+
+    def release_reads(self, read_states: tuple[ReadState, ...],
+                      read_failures: tuple[int, ...]) -> None:
+        self.cluster._answer_reads(self.node, read_states, read_failures)
 
 __all__ = [
     "CrashPoint",

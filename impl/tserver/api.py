@@ -36,6 +36,7 @@ committed; a retry with the same (client_id, seq) is applied at most once).
 
 from __future__ import annotations
 
+import enum
 from typing import Final
 
 import msgspec
@@ -43,6 +44,23 @@ import msgspec
 from revivify.impl.consensus.messages import ConfigChange, Message, Peer
 from revivify.impl.rpc.errors import AppError
 from revivify.impl.tablet.ops import RowOp
+
+
+class Kind(enum.Enum):
+    """A tablet's lifecycle state on one server: the kind of its slot in the lifecycle core
+    (manager/core.py, which moves it), and the names ``ReplicaInfo.state`` and
+    ``TabletNotRunning.state`` carry on the wire. Defined here, below the core and the
+    replica shell, so that both name the states the wire shows from this one enum."""
+
+    ABSENT = "ABSENT"
+    STARTING = "STARTING"
+    CREATING = "CREATING"
+    RUNNING = "RUNNING"
+    FAILED = "FAILED"
+    COPYING = "COPYING"
+    TOMBSTONED = "TOMBSTONED"
+    DELETING = "DELETING"
+
 
 RAFT_MESSAGE: Final = "Raft.Message"
 ADMIN_STATUS: Final = "Admin.Status"
@@ -101,8 +119,8 @@ class ReplicaInfo(msgspec.Struct, frozen=True):
     """One replica as its server sees it (``tablet status``, ``tserver status``)."""
 
     tablet_id: str
-    state: str  # RUNNING | FAILED | STOPPED
-    reason: str  # why FAILED (empty otherwise)
+    state: str  # a Kind's name but ABSENT (RUNNING, FAILED, TOMBSTONED, COPYING, ...)
+    reason: str  # why FAILED, or a copy's progress (empty otherwise)
     role: str  # LEADER | FOLLOWER | PRE_CANDIDATE | CANDIDATE | "" when not running
     term: int
     voted_for: str | None
@@ -352,6 +370,7 @@ __all__ = [
     "DeleteTablet",
     "Empty",
     "InvalidArgument",
+    "Kind",
     "NotLeader",
     "OperationAborted",
     "RaftMessages",

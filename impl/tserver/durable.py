@@ -38,10 +38,15 @@ from revivify.contract.events import (
     SuperblockState,
     WalState,
 )
-from revivify.impl.storage.values import ConsensusMeta
+from revivify.impl.storage.values import ConsensusMeta, OpId
 
 OpIdPair = tuple[int, int]
 NO_OPID: OpIdPair = (0, 0)
+
+
+def opid_pair(opid: OpId | None) -> OpIdPair:
+    """A stored OpId as the pair the durable state carries (none: ``NO_OPID``)."""
+    return (opid.term, opid.index) if opid else NO_OPID
 
 
 class Sb(enum.Enum):
@@ -124,4 +129,5 @@ def running(cmeta: ConsensusMeta | None, wal_last: OpIdPair,
                    blocks=Blocks.PRESENT, quarantine=quarantine)
 
 
-__all__ = ["NO_OPID", "Blocks", "Durable", "OpIdPair", "Sb", "Wal", "never_hosted", "running"]
+__all__ = ["NO_OPID", "Blocks", "Durable", "OpIdPair", "Sb", "Wal", "never_hosted", "opid_pair",
+           "running"]

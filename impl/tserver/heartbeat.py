@@ -56,7 +56,7 @@ from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
 
 from . import api
-from .manager.core import Failed, Running, Slot
+from .manager.core import Absent, Failed, Running, Slot
 from .manager.shell import TabletManager
 from .master_api import (
     MASTER_HEARTBEAT,
@@ -101,19 +101,18 @@ def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager,
     A running replica reports its schema version (schema.py; 0 if never altered here), so
     that a leader master re-sends an alter it decided and never delivered."""
     st = slot.state
-    kind = st.kind.value
-    if kind == "ABSENT":
+    if isinstance(st, Absent):
         return None
+    state: ReplicaState = st.kind.value  # type: ignore[assignment]  # the slot kinds but ABSENT
     if isinstance(st, Running):
+        # The slot is the one answer to "does it run": a driver that failed is FAILED there.
         replica = tablets.replica(tablet_id)
         if replica is None:
             return None
         status = replica.core.status()
         consensus = ReportedConsensus(status.term, status.leader, status.committed_config)
-        if replica.state != "RUNNING":  # its driver failed since it started
-            return ReportedReplica(tablet_id, "FAILED", consensus, error=replica.reason)
         version = schemas.cached_version(tablet_id) if schemas is not None else None
-        return ReportedReplica(tablet_id, "RUNNING", consensus,
+        return ReportedReplica(tablet_id, state, consensus,
                                schema_version=None if schemas is None else version or 0)
     durable = tablets.durable_of(tablet_id)
     cmeta = durable.cmeta if durable is not None else None
@@ -121,7 +120,6 @@ def replica_report(tablet_id: str, slot: Slot, tablets: TabletManager,
     if cmeta is not None:
         reported = ReportedConsensus(cmeta.current_term, None,
                                      config_from_storage(cmeta.committed_config))
-    state: ReplicaState = kind  # type: ignore[assignment]  # the slot kinds but ABSENT
     return ReportedReplica(tablet_id, state, reported,
                            error=st.reason if isinstance(st, Failed) else "")
 

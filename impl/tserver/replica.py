@@ -47,7 +47,7 @@ from revivify.impl.consensus.errors import ConfigChangeRefused as CoreConfigRefu
 from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
 from revivify.impl.consensus.errors import TransferRefused
 from revivify.impl.consensus.messages import Config, ConfigChange, Entry, Message, Peer
-from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
+from revivify.impl.consensus.plan import plan, walk
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, RaftPeer
 from revivify.impl.storage.wal import Log, LogEntry
@@ -56,7 +56,9 @@ from revivify.impl.tablet.store import ApplyResult, TabletStore
 from revivify.impl.trace import TraceWriter
 
 from . import api
+from .api import Kind
 from .durable import Durable, running
+from .durable_step import durable_step
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +91,9 @@ class Tracer:
     def silence(self) -> None:
         self.silenced = True
 
-RUNNING = "RUNNING"
-FAILED = "FAILED"
+
 # Raft messages waiting in one replica's inbox at most (beyond: dropped, Raft re-sends).
 MAX_QUEUED_MESSAGES = 4096
-STOPPED = "STOPPED"
 
 
 def config_to_storage(config: Config) -> RaftConfig:
@@ -109,7 +109,7 @@ def config_from_storage(config: RaftConfig) -> Config:
         for p in config.peers))
 
 
-def fact_state(fact: raft.Fact,
+def fact_state(fact: raft.RaftFact,
                quarantine: tuple[bool, bool] | None = None) -> DurableState:
     """The contract's durable state record for a running READY replica after ``fact``
     (``quarantine``: a quarantine directory an interrupted deletion left, if any)."""
@@ -153,6 +153,7 @@ class Replica:
                  blocking: Blocking,
                  send: Callable[[str, str, list[Message]], None],
                  address_of: Callable[[str], str | None],
+                 runs: Callable[[], bool],
                  flush_threshold: int = 8 << 20, retain_entries: int = 50_000) -> None:
         self.tablet_id = tablet_id
         self.me = me
@@ -167,8 +168,12 @@ class Replica:
         self.flush_threshold = flush_threshold
         self.retain_entries = retain_entries
         self.quarantine: tuple[bool, bool] | None = None  # reported in every trace state
-        self.state = RUNNING
-        self.reason = ""
+        # Whether this replica runs is the lifecycle core's answer (its slot is RUNNING:
+        # ``TabletManager.runs``), never a flag of its own. The driver's failure only
+        # reaches the core (``fail``, then the manager's ReplicaFailed) in the same step,
+        # with no checkpoint between, so no caller sees the two disagree.
+        self._runs = runs
+        self.reason = ""  # why the driver stopped (``fail``): the ReplicaFailed reason
         self._inbox: list[Callable[[], None]] = []
         self._wake = trio.Event()
         self._writes: dict[int, tuple[int, _Waiter]] = {}  # index -> (term, waiter)
@@ -229,8 +234,8 @@ class Replica:
             self.core.tick()
 
     def _check_running(self) -> None:
-        if self.state != RUNNING:
-            raise api.TabletNotRunning(self.tablet_id, self.state, self.reason)
+        if not self._runs():
+            raise api.TabletNotRunning(self.tablet_id, Kind.FAILED.value, self.reason)
 
     def _not_leader(self, exc: CoreNotLeader) -> api.NotLeader:
         hint = exc.leader_hint
@@ -334,9 +339,11 @@ class Replica:
     def info(self) -> api.ReplicaInfo:
         st = self.core.status()
         me = st.active_config.peer(self.me)
+        runs = self._runs()
+        state = Kind.RUNNING if runs else Kind.FAILED
         return api.ReplicaInfo(
-            tablet_id=self.tablet_id, state=self.state, reason=self.reason,
-            role=st.role.value if self.state == RUNNING else "", term=st.term,
+            tablet_id=self.tablet_id, state=state.value, reason=self.reason,
+            role=st.role.value if runs else "", term=st.term,
             voted_for=st.voted_for, leader=st.leader, last_opid=(st.last_term, st.last_index),
             commit_index=st.commit_index, applied_index=self.store.applied_index,
             config_index=st.committed_config.opid_index, peers=list(st.active_config.peers),
@@ -365,9 +372,11 @@ class Replica:
             self.fail(f"{type(exc).__name__}: {exc}")
 
     def fail(self, reason: str) -> None:
-        self.state = FAILED
+        """The driver stopped (a storage failure, or a deletion or copy stopping it): every
+        waiter fails. The caller tells the lifecycle core next (ReplicaFailed, or the slot
+        already left RUNNING), which is what makes the replica refuse new calls."""
         self.reason = reason
-        error = api.TabletNotRunning(self.tablet_id, FAILED, reason)
+        error = api.TabletNotRunning(self.tablet_id, Kind.FAILED.value, reason)
         for _, w in [*self._writes.values(), *self._changes.values()]:
             w.fail(error)
         for w in self._reads.values():
@@ -393,47 +402,54 @@ class Replica:
         says why: persist then trace each step; a message leaves once the steps it depends
         on are durable and traced, a leader's appends overtaking only its own WAL append
         of their entries; then apply, then answer reads)."""
-        for effect in plan(rd):
-            if isinstance(effect, Persist):
-                step = effect.step
-                # A step made durable is traced, even when the replica is being stopped: a
-                # clean stop (server_stop) promises the trace lost nothing. The shield covers
-                # the write; its Trace is the next effect and runs with no checkpoint in
-                # between, so a cancellation cannot separate them either.
-                with trio.CancelScope(shield=True):
-                    if step.cmeta is not None:
-                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
-                                              step.cmeta.voted_for,
-                                              config_to_storage(step.cmeta.committed_config))
-                        await self._blocking(self.metadata.write_cmeta, cmeta)
-                        self._persisted_cmeta = cmeta
-                    if step.entries:
-                        await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
-                                               for e in step.entries])
-            elif isinstance(effect, Trace):
-                fact = effect.step.fact
-                self.trace.event(fact.event, fact.args, fact_state(fact, self.quarantine),
-                                 tablet=self.tablet_id)
-                if self._persisted_cmeta is not None:
-                    self._traced_cmeta, self._persisted_cmeta = self._persisted_cmeta, None
-                self._traced_last = (fact.last_term, fact.last_index)
-            elif isinstance(effect, Send):
-                # Handed to the per-peer senders, which stamp each call with the Lamport
-                # clock when it leaves: every fact this message depends on is traced by now.
-                self._send_all(effect.messages)
-            elif isinstance(effect, Apply):
-                for e in effect.entries:
-                    self._apply(e)
-            else:
-                assert isinstance(effect, Release)
-                for rs in effect.read_states:
-                    w = self._reads.pop(rs.request_id, None)
-                    if w is not None:
-                        w.set(rs.index)
-                for rid in effect.read_failures:
-                    w = self._reads.pop(rid, None)
-                    if w is not None:
-                        w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
+        await walk(plan(rd), self)
+
+    # ------------------------------------------------------------------ the plan's effects
+    # (consensus/plan.py PlanShell: ``walk`` calls these in the plan's order)
+
+    async def persist_step(self, step: raft.Step) -> None:
+        # A step made durable is traced, even when the replica is being stopped: a clean
+        # stop (server_stop) promises the trace lost nothing. The shield covers the write;
+        # its TraceStep is the next effect and runs with no checkpoint in between, so a
+        # cancellation cannot separate them either. No step lock: the driver is the
+        # tablet's only durable writer while it runs (durable_step.py).
+        async with durable_step(None):
+            if step.cmeta is not None:
+                cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
+                                      config_to_storage(step.cmeta.committed_config))
+                await self._blocking(self.metadata.write_cmeta, cmeta)
+                self._persisted_cmeta = cmeta
+            if step.entries:
+                await self.log.append([LogEntry(e.term, e.index, _entry_payload(e))
+                                       for e in step.entries])
+
+    async def trace_step(self, step: raft.Step) -> None:
+        fact = step.fact
+        self.trace.event(fact.event, fact.args, fact_state(fact, self.quarantine),
+                         tablet=self.tablet_id)
+        if self._persisted_cmeta is not None:
+            self._traced_cmeta, self._persisted_cmeta = self._persisted_cmeta, None
+        self._traced_last = (fact.last_term, fact.last_index)
+
+    async def send_messages(self, messages: tuple[Message, ...]) -> None:
+        # Handed to the per-peer senders, which stamp each call with the Lamport clock when
+        # it leaves: every fact this message depends on is traced by now.
+        self._send_all(messages)
+
+    async def apply_entries(self, entries: tuple[Entry, ...]) -> None:
+        for e in entries:
+            self._apply(e)
+
+    async def release_reads(self, read_states: tuple[raft.ReadState, ...],
+                            read_failures: tuple[int, ...]) -> None:
+        for rs in read_states:
+            w = self._reads.pop(rs.request_id, None)
+            if w is not None:
+                w.set(rs.index)
+        for rid in read_failures:
+            w = self._reads.pop(rid, None)
+            if w is not None:
+                w.fail(api.NotLeader(None, None, self.core.term, "leadership lost"))
 
     def _apply(self, e: Entry) -> None:
         result = self.store.apply_entry(e.index, e.term, e.kind, e.data)
@@ -470,7 +486,7 @@ class Replica:
             self._changes.clear()
 
     def wants_flush(self) -> bool:
-        return (not self._flushing and self.state == RUNNING
+        return (not self._flushing and self._runs()
                 and self.store.should_flush(self.flush_threshold))
 
     async def flush(self) -> None:
@@ -560,5 +576,5 @@ def new_core(*, me: str, cmeta: ConsensusMeta, entries: list[Entry], base_term: 
         applied_index=applied_index, rng=random.Random(seed), options=options)
 
 
-__all__ = ["FAILED", "RUNNING", "STOPPED", "Blocking", "Replica", "Tracer", "config_from_storage",
+__all__ = ["Blocking", "Replica", "Tracer", "config_from_storage",
            "config_to_storage", "entry_from_wal", "fact_state", "new_core"]

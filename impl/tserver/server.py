@@ -75,6 +75,7 @@ from revivify.impl.tablet.store import TabletStore
 from revivify.impl.trace import TraceWriter
 
 from . import api
+from .api import Kind
 from .copy.service import TabletCopies
 from .heartbeat import HeartbeatPool, run_heartbeaters
 from .manager.shell import TabletManager
@@ -370,19 +371,20 @@ class TabletServer:
                        metadata=self.metadata, trace=self.tracer, blocking=self.blocking,
                        send=self.send,
                        address_of=functools.partial(self.address_of, tablet_id),
+                       runs=functools.partial(self.tablets.runs, tablet_id),
                        flush_threshold=self.options.flush_threshold,
                        retain_entries=self.options.log_retain_entries)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
-        holder: Any = self.tablets.replica(tablet_id) or self.tablets.voters.get(tablet_id)
+        holder: Any = self.tablets.replica(tablet_id) or self.tablets.voter(tablet_id)
         if holder is None:
             return None
         peer = holder.core.active_config.peer(uuid)
         return peer.address if peer else None
 
     def peer_missing(self, tablet_id: str, peer: str) -> None:
-        replica = self.tablets.replica(tablet_id)
-        if replica is not None and replica.state == "RUNNING":
+        replica = self.tablets.running_replica(tablet_id)
+        if replica is not None:
             replica.peer_missing(peer)
 
     def start_background(self, fn: Any) -> None:
@@ -454,13 +456,11 @@ class TabletServer:
                 raise api.InvalidArgument(f"bad src_address {req.src_address!r}: "
                                           f"{exc}") from None
             self._heard_from(ctx.src_uuid, req.src_address)
-        voter = self.tablets.voters.get(req.tablet_id)
+        voter = self.tablets.voter(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))
             return api.Ack()
-        replica = self._replica(req.tablet_id)
-        if replica.state == "RUNNING":
-            replica.deliver(list(req.messages))
+        self._replica(req.tablet_id).deliver(list(req.messages))
         return api.Ack()
 
     async def on_status(self, req: api.Empty, ctx: CallContext) -> api.ServerStatus:
@@ -470,7 +470,7 @@ class TabletServer:
         out = [r.info() for _, r in self.tablets.running()]
         for info in self.tablets.offline_infos():
             job = self.copies.jobs.get(info.tablet_id)
-            if info.state == "COPYING" and job is not None:
+            if info.state == Kind.COPYING.value and job is not None:
                 progress = job.info()
                 info = msgspec.structs.replace(
                     info, reason=f"from {job.source_uuid}: {progress.phase}, "
@@ -586,14 +586,13 @@ class TabletServer:
     async def ticker(self) -> None:
         while True:
             await trio.sleep(self.options.tick_seconds)
-            for voter in list(self.tablets.voters.values()):
+            for voter in self.tablets.voting():
                 voter.tick()
             for _, replica in self.tablets.running():
-                if replica.state == "RUNNING":
-                    replica.tick()
-                    if replica.wants_flush():
-                        assert self._nursery is not None
-                        self._nursery.start_soon(replica.flush)
+                replica.tick()
+                if replica.wants_flush():
+                    assert self._nursery is not None
+                    self._nursery.start_soon(replica.flush)
 
 
 @contextlib.asynccontextmanager

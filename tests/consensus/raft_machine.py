@@ -46,7 +46,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from revivify.impl.consensus.core import TRANSITIONS, Options, RaftCore, Role, Transition
+from revivify.impl.consensus.core import RAFT_TRANSITIONS, Options, RaftCore, Role, Transition
 from revivify.impl.consensus.errors import ConsensusError
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ChangeKind, Message
 from revivify.impl.testing.raft import NodeDown, RaftCluster, after_appends_left
@@ -280,25 +280,25 @@ def rows_checked() -> Iterator[list[str]]:
     """Wrap every row so that the facts its handler emits are checked against the row's
     declared ``facts``; yields the list of mismatches found."""
     problems: list[str] = []
-    saved = dict(TRANSITIONS)
+    saved = dict(RAFT_TRANSITIONS)
 
-    def wrap(key: tuple[Role, str], row: Transition) -> Callable[[RaftCore, Message | None],
+    def wrap(key: tuple[Role, type], row: Transition) -> Callable[[RaftCore, Message | None],
                                                                   None]:
         def handler(c: RaftCore, m: Message | None) -> None:
             before = {id(s) for s in c._steps}
             row.handler(c, m)
             emitted = {s.fact.event for s in c._steps if id(s) not in before}
             if not emitted <= set(row.facts):
-                problems.append(f"{key[0].name}/{key[1]} emitted {sorted(emitted)}, "
+                problems.append(f"{key[0].name}/{key[1].__name__} emitted {sorted(emitted)}, "
                                 f"declares {list(row.facts)}")
         return handler
 
     for key, row in saved.items():
-        TRANSITIONS[key] = Transition(wrap(key, row), row.facts)
+        RAFT_TRANSITIONS[key] = Transition(wrap(key, row), row.facts)
     try:
         yield problems
     finally:
-        TRANSITIONS.update(saved)
+        RAFT_TRANSITIONS.update(saved)
 
 
 __all__ = ["OPTIONS", "RaftMachine", "rows_checked"]

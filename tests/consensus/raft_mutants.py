@@ -24,7 +24,7 @@ import pytest
 from revivify.contract.events import VoteArgs
 from revivify.impl.consensus import core as core_mod
 from revivify.impl.consensus import quorum
-from revivify.impl.consensus.core import TRANSITIONS, RaftCore, ReadState, Role, Transition
+from revivify.impl.consensus.core import RAFT_TRANSITIONS, RaftCore, ReadState, Role, Transition
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import AppendRequest, Message, VoteRequest
 
@@ -43,16 +43,16 @@ class Mutant:
     machine: tuple[int, int] | None = None
 
 
-def _wrap_rows(mp: pytest.MonkeyPatch, name: str,
+def _wrap_rows(mp: pytest.MonkeyPatch, kind: type,
                wrapper: Callable[[Callable[[RaftCore, Message | None], None], RaftCore,
                                   Message | None], None]) -> None:
-    for key, row in list(TRANSITIONS.items()):
-        if key[1] == name:
+    for key, row in list(RAFT_TRANSITIONS.items()):
+        if key[1] is kind:
             def handler(c: RaftCore, m: Message | None,
                         _orig: Callable[[RaftCore, Message | None], None] = row.handler
                         ) -> None:
                 wrapper(_orig, c, m)
-            mp.setitem(TRANSITIONS, key, Transition(handler, row.facts))
+            mp.setitem(RAFT_TRANSITIONS, key, Transition(handler, row.facts))
 
 
 def double_vote(mp: pytest.MonkeyPatch) -> None:
@@ -62,7 +62,7 @@ def double_vote(mp: pytest.MonkeyPatch) -> None:
                 and c.role is Role.FOLLOWER:
             c.voted_for = None  # BUG: the vote of this term is forgotten
         orig(c, m)
-    _wrap_rows(mp, "VoteRequest", wrapper)
+    _wrap_rows(mp, VoteRequest, wrapper)
 
 
 def no_log_check(mp: pytest.MonkeyPatch) -> None:
@@ -109,7 +109,7 @@ def follower_commit_unbounded(mp: pytest.MonkeyPatch) -> None:
         if isinstance(m, AppendRequest) and c.role is Role.FOLLOWER and m.term == c.term:
             # BUG: the leader's commit index, bounded by our log, not by what matched
             c._advance_commit(min(m.commit_index, c.log.last_index))
-    _wrap_rows(mp, "AppendRequest", wrapper)
+    _wrap_rows(mp, AppendRequest, wrapper)
 
 
 def stale_leader_accepted(mp: pytest.MonkeyPatch) -> None:

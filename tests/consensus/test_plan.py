@@ -28,11 +28,11 @@ from revivify.impl.consensus.messages import (
 )
 from revivify.impl.consensus.plan import (
     Apply,
-    Effect,
-    Persist,
+    PersistStep,
+    PlanEffect,
     Release,
     Send,
-    Trace,
+    TraceStep,
     describe,
     may_overtake,
     plan,
@@ -41,7 +41,7 @@ from revivify.impl.testing import raft as harness
 from revivify.impl.testing.raft import RaftCluster, after_appends_left
 
 
-def violations(rd: Ready, effects: Sequence[Effect]) -> list[str]:
+def violations(rd: Ready, effects: Sequence[PlanEffect]) -> list[str]:
     """Every way ``effects`` breaks the rules of executing ``rd`` (empty: a legal order)."""
     out: list[str] = []
     traced: set[int] = set()  # indexes of the steps traced so far
@@ -49,12 +49,12 @@ def violations(rd: Ready, effects: Sequence[Effect]) -> list[str]:
     index = {id(s): k for k, s in enumerate(rd.steps)}
     sent: list[Message] = []
     for pos, e in enumerate(effects):
-        if isinstance(e, Persist):
+        if isinstance(e, PersistStep):
             k = index[id(e.step)]
             if any(j not in traced for j in range(k)):
                 out.append(f"{pos}: persist of step {k} before earlier steps were traced")
             persisted.add(k)
-        elif isinstance(e, Trace):
+        elif isinstance(e, TraceStep):
             k = index[id(e.step)]
             durable = e.step.cmeta is not None or bool(e.step.entries)
             if durable and k not in persisted:
@@ -86,17 +86,17 @@ def violations(rd: Ready, effects: Sequence[Effect]) -> list[str]:
     return out
 
 
-def legacy_order(rd: Ready) -> list[Effect]:
+def legacy_order(rd: Ready) -> list[PlanEffect]:
     """What impl/tserver/replica.py did before plan(): every AppendRequest first, then each
     step (write, trace), then the other messages, then apply and reads."""
-    effects: list[Effect] = []
+    effects: list[PlanEffect] = []
     early = tuple(m for m in rd.messages if isinstance(m, AppendRequest))
     if early:
         effects.append(Send(early))
     for s in rd.steps:
         if s.cmeta is not None or s.entries:
-            effects.append(Persist(s))
-        effects.append(Trace(s))
+            effects.append(PersistStep(s))
+        effects.append(TraceStep(s))
     late = tuple(m for m in rd.messages if not isinstance(m, AppendRequest))
     if late:
         effects.append(Send(late))
@@ -127,7 +127,7 @@ def elected(c: RaftCluster) -> Ready:
     return take(c, "1")
 
 
-def index_of(effects: Sequence[Effect], pred: object) -> int:
+def index_of(effects: Sequence[PlanEffect], pred: object) -> int:
     return next(k for k, e in enumerate(effects) if pred(e))  # type: ignore[operator]
 
 
@@ -143,7 +143,7 @@ class TestElection:
             "persist log_append (wal 1..1)",
             "trace log_append",
         ]
-        leader = index_of(effects, lambda e: isinstance(e, Trace)
+        leader = index_of(effects, lambda e: isinstance(e, TraceStep)
                           and e.step.fact.event == "become_leader")
         first_send = index_of(effects, lambda e: isinstance(e, Send))
         assert leader < first_send
@@ -180,7 +180,7 @@ class TestOrder:
         effects = plan(rd)
         ack = index_of(effects, lambda e: isinstance(e, Send)
                        and isinstance(e.messages[0], AppendResponse))
-        append = index_of(effects, lambda e: isinstance(e, Trace)
+        append = index_of(effects, lambda e: isinstance(e, TraceStep)
                           and e.step.fact.event == "log_append")
         assert append < ack
         assert violations(rd, effects) == []
@@ -259,7 +259,7 @@ def checked_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Make the harness check every plan it executes; yields [batches checked]."""
     count = [0]
 
-    def checked(rd: Ready) -> tuple[Effect, ...]:
+    def checked(rd: Ready) -> tuple[PlanEffect, ...]:
         effects = plan(rd)
         problems = violations(rd, effects)
         assert not problems, (problems, describe(effects))
@@ -321,18 +321,24 @@ def test_the_crash_point_exists_only_where_appends_overtake() -> None:
     assert k is not None
     effects = plan(take(c, "1"))
     assert isinstance(effects[k - 1], Send)
-    assert any(isinstance(e, Persist) and e.step.entries for e in effects[k:])
+    assert any(isinstance(e, PersistStep) and e.step.entries for e in effects[k:])
     # A follower's batch has none (its acknowledgements wait for its append).
     c.process_ready("1")
     c.deliver(dest="2")
     assert after_appends_left(plan(take(c, "2"))) is None
 
 
-def test_plan_is_imported_by_both_shells() -> None:
-    """The harness and the tablet server walk the same plan (not a copy of it)."""
+def test_plan_is_imported_by_every_shell() -> None:
+    """The harness, the tablet server's replica and a tombstone's voter walk the same plan
+    (not a copy of it) with the same executor."""
     import inspect
 
     from revivify.impl.tserver import replica
+    from revivify.impl.tserver.manager import voter
 
+    # (the modules' namespaces: the names are imported there, not re-exported)
     assert vars(harness)["plan"] is plan_mod.plan
+    assert vars(harness)["dispatch"] is plan_mod.dispatch
+    assert vars(replica)["walk"] is plan_mod.walk and vars(voter)["walk"] is plan_mod.walk
     assert "plan(rd)" in inspect.getsource(replica.Replica._execute)
+    assert "walk(plan(rd), self)" in inspect.getsource(voter.TombstoneVoter._run)

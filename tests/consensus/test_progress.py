@@ -23,7 +23,7 @@ from revivify.impl.consensus.core import Options, RaftCore, Role
 from revivify.impl.consensus.errors import ConsensusError
 from revivify.impl.consensus.messages import AppendRequest, AppendResponse, AppendStatus
 from revivify.impl.consensus.progress import (
-    TRANSITIONS,
+    PROGRESS_TRANSITIONS,
     Inflights,
     Progress,
     ProgressState,
@@ -51,7 +51,7 @@ class TestTable:
         pr = fresh(start)
         go = {P: lambda: pr.become_probe(9), R: pr.become_replicate,
               C: lambda: pr.become_needs_copy("DELETED")}[end]
-        if (start, end) in TRANSITIONS:
+        if (start, end) in PROGRESS_TRANSITIONS:
             go()
             assert pr.state is end
             pr.check()
@@ -61,7 +61,7 @@ class TestTable:
 
     def test_the_table_lets_no_state_be_a_dead_end(self) -> None:
         for s in ProgressState:
-            assert any(a is s and b is not s for a, b in TRANSITIONS)
+            assert any(a is s and b is not s for a, b in PROGRESS_TRANSITIONS)
 
     def test_probe_never_moves_below_match(self) -> None:
         pr = fresh(R)

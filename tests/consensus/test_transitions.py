@@ -1,7 +1,8 @@
 """The transition table: every (role, input) pair has a row, is reached, and never crashes.
 
-core.TRANSITIONS maps (Role, input) to a handler, where an input is a tick or a message type
-(core.INPUTS). A pair without a row would be a ProtocolError at run time, so the table must
+core.RAFT_TRANSITIONS maps (Role, input type) to a handler, where an input is a tick
+(core.Tick) or a message class (core.INPUTS). A pair without a row would be a
+RaftProtocolError at run time, so the table must
 be total: checked here statically, then dynamically by putting a core in each role and
 giving it each input (the row's handler must be the one that runs).
 
@@ -23,7 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from raft_machine import rows_checked
 
-from revivify.impl.consensus.core import INPUTS, TRANSITIONS, RaftCore, Role, Transition
+from revivify.impl.consensus.core import (
+    INPUTS,
+    RAFT_TRANSITIONS,
+    RaftCore,
+    Role,
+    Tick,
+    Transition,
+)
 from revivify.impl.consensus.errors import ConfigChangeRefused, NotLeader, TransferRefused
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import (
@@ -47,9 +55,9 @@ REFUSALS = (NotLeader, ConfigChangeRefused, TransferRefused)
 
 
 def test_the_table_is_total() -> None:
-    pairs = {(role, name) for role in Role for name in INPUTS}
-    assert set(TRANSITIONS) == pairs
-    for row in TRANSITIONS.values():
+    pairs = {(role, kind) for role in Role for kind in INPUTS}
+    assert set(RAFT_TRANSITIONS) == pairs
+    for row in RAFT_TRANSITIONS.values():
         assert isinstance(row, Transition)
 
 
@@ -110,23 +118,24 @@ def plausible(name: str, core: RaftCore) -> Message:
 
 
 @pytest.mark.parametrize("role", list(Role), ids=lambda r: r.name)
-@pytest.mark.parametrize("name", INPUTS)
-def test_every_pair_runs_its_row(role: Role, name: str,
+@pytest.mark.parametrize("kind", INPUTS, ids=lambda t: t.__name__)
+def test_every_pair_runs_its_row(role: Role, kind: type,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _, core = core_in(role)
-    ran: list[tuple[Role, str]] = []
-    row = TRANSITIONS[(role, name)]
+    name = kind.__name__
+    ran: list[tuple[Role, type]] = []
+    row = RAFT_TRANSITIONS[(role, kind)]
 
     def spy(c: RaftCore, m: Message | None) -> None:
-        ran.append((c.role, name))
+        ran.append((c.role, kind))
         row.handler(c, m)
 
-    monkeypatch.setitem(TRANSITIONS, (role, name), Transition(spy, row.facts))
-    if name == "tick":
+    monkeypatch.setitem(RAFT_TRANSITIONS, (role, kind), Transition(spy, row.facts))
+    if kind is Tick:
         core.tick()
     else:
         core.step(plausible(name, core))
-    assert ran == [(role, name)]
+    assert ran == [(role, kind)]
     rd = core.ready()
     core.advance(rd)
     if (role, name) == (Role.LEADER, "AppendRequest"):
@@ -175,7 +184,7 @@ def message(draw: st.DrawFn, core: RaftCore) -> Message:
     term = draw(st.sampled_from([core.term] * 3 + [max(0, core.term - 1), core.term + 1,
                                                    core.term + 2]))
     last = core.log.last_index
-    kind = draw(st.sampled_from(INPUTS[1:]))
+    kind = draw(st.sampled_from(INPUTS[1:])).__name__
     if kind == "VoteRequest":
         if draw(st.booleans()):  # a candidate at least as up to date as this core
             lt, li = max(core.log.last_term, min(term, core.log.last_term + 1)), last
@@ -256,10 +265,10 @@ def test_random_inputs_in_every_role(role: Role, seed: int, data: st.DataObject)
 
 
 def test_the_table_is_restored_after_checking() -> None:
-    before = dict(TRANSITIONS)
+    before = dict(RAFT_TRANSITIONS)
     with rows_checked():
-        assert before != TRANSITIONS
-    assert before == TRANSITIONS
+        assert before != RAFT_TRANSITIONS
+    assert before == RAFT_TRANSITIONS
 
 
 def test_a_leader_granting_a_transfer_vote_declares_it() -> None:

@@ -203,7 +203,7 @@ def stc_ignores_caller_term(p: Patcher) -> None:
         effects = tuple(
             attrs.evolve(e, fact=attrs.evolve(e.fact, args=msgspec.structs.replace(
                 e.fact.args, caller_term=ev.caller_term)))
-            if isinstance(e, core.Trace) and e.fact.event in ("stc_accept", "stc_reject")
+            if isinstance(e, core.LifecycleTrace) and e.fact.event in ("stc_accept", "stc_reject")
             else e for e in batch.effects)
         return attrs.evolve(batch, effects=effects)
     p.setattr(core.LifecycleCore, "_start_copy", _start_copy)

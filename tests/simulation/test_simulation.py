@@ -69,7 +69,7 @@ from revivify.impl.testing.simulation import (
     Wipe,
     Write,
 )
-from revivify.impl.tserver.manager.core import Op, Persist
+from revivify.impl.tserver.manager.core import LifecyclePersist, Op
 from revivify.impl.tserver.manager.shell import TabletManager
 
 SERVERS = 4
@@ -289,7 +289,7 @@ def test_a_tombstone_that_forgets_its_last_opid_is_caught(
     ``delete_mark_deleted`` event claims the real one (the trace alone looks right)."""
     persist = TabletManager._persist
 
-    def forgetful(self: TabletManager, tablet_id: str, effect: Persist) -> None:
+    def forgetful(self: TabletManager, tablet_id: str, effect: LifecyclePersist) -> None:
         if effect.op is Op.MARK_DELETED:
             effect = attrs.evolve(effect, tombstone_last=(0, 0))
         persist(self, tablet_id, effect)

@@ -14,7 +14,7 @@ Commands (one per block):
     failed                    ReplicaFailed         create / create-failed
     delete MODE [CAS]         Delete                stopped DURABLE       Stopped
     stc EXPECTED TERM [T.I]   StartCopy from "leader" with source "src"
-    step NAME                 CopyStepDone (begin merge wal block blocks-done ready)
+    step NAME                 a CopyStepDone record (begin merge wal block blocks-done ready)
     ended [REASON]            CopyEnded             vote TERM             VoteRecorded
 
 Output: one line per effect (``persist OP -> event state``, ``trace event args state``,
@@ -36,21 +36,26 @@ from revivify.impl.storage.values import ConsensusMeta, RaftConfig
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal, running
 from revivify.impl.tserver.manager.core import (
     Batch,
+    BlockDownloaded,
+    BlocksDone,
     Case,
     Classified,
+    CmetaMerged,
+    CopyBegun,
     CopyEnded,
     Copying,
-    CopyPhase,
-    CopyStep,
+    CopyStage,
     CopyStepDone,
     Create,
     CreateFailed,
     Delete,
     Failed,
     LifecycleCore,
+    LifecyclePersist,
+    LifecycleProtocolError,
+    LifecycleTrace,
+    MarkedReady,
     Mode,
-    Persist,
-    ProtocolError,
     Register,
     ReplicaFailed,
     ReplicaStarted,
@@ -61,9 +66,9 @@ from revivify.impl.tserver.manager.core import (
     Starting,
     Stopped,
     Tombstoned,
-    Trace,
     Volatile,
     VoteRecorded,
+    WalDownloaded,
 )
 
 CMETA = ConsensusMeta("t1", 3, "a", RaftConfig(2, ()))
@@ -146,11 +151,11 @@ def fmt_state(core: LifecycleCore) -> str:
 def fmt_batch(batch: Batch) -> list[str]:
     out = []
     for e in batch.effects:
-        if isinstance(e, Persist):
+        if isinstance(e, LifecyclePersist):
             args = fmt_args(e.fact.args)
             out.append(f"persist {e.op.value} -> {e.fact.event}{' ' + args if args else ''}: "
                        f"{fmt_record(e.fact.state)}")
-        elif isinstance(e, Trace):
+        elif isinstance(e, LifecycleTrace):
             args = fmt_args(e.fact.args)
             out.append(f"trace {e.fact.event}{' ' + args if args else ''}: "
                        f"{fmt_record(e.fact.state)}")
@@ -177,15 +182,17 @@ def reset(core: LifecycleCore, kind: str, durable: str | None) -> None:
     elif kind == "tombstoned":
         state = Tombstoned(d or DURABLES["tombstone"])
     elif kind == "copying":
-        state = Copying(CopyPhase.DOWNLOADING, d or DURABLES["tombstone"], "src")
+        state = Copying(CopyStage.DOWNLOADING, d or DURABLES["tombstone"], "src")
     else:
         raise ValueError(f"unknown kind {kind!r}")
     core.slots["t1"] = Slot("t1", state)
 
 
-STEPS = {"begin": CopyStep.BEGIN, "merge": CopyStep.MERGE_CMETA, "wal": CopyStep.DOWNLOAD_WAL,
-         "block": CopyStep.DOWNLOAD_BLOCK, "blocks-done": CopyStep.BLOCKS_DONE,
-         "ready": CopyStep.MARK_READY}
+_MERGED = attrs.evolve(CMETA, current_term=4)
+STEPS: dict[str, CopyStepDone] = {
+    "begin": CopyBegun(), "merge": CmetaMerged(CMETA, _MERGED, _MERGED),
+    "wal": WalDownloaded((4, 12)), "block": BlockDownloaded("b1"), "blocks-done": BlocksDone(),
+    "ready": MarkedReady()}
 
 
 def run_command(core: LifecycleCore, line: str) -> list[str]:
@@ -219,9 +226,7 @@ def run_command(core: LifecycleCore, line: str) -> list[str]:
         event = StartCopy("leader", int(rest[1]), "src", Sb(rest[0]), opid,  # type: ignore[arg-type]
                           DURABLES["nothing-quarantined"])
     elif cmd == "step":
-        step = STEPS[rest[0]]
-        new = attrs.evolve(CMETA, current_term=4)
-        event = CopyStepDone(step, local=CMETA, remote=new, result=new, wal_last=(4, 12))
+        event = STEPS[rest[0]]
     elif cmd == "ended":
         event = CopyEnded(" ".join(rest) or None)
     elif cmd == "vote":
@@ -230,7 +235,7 @@ def run_command(core: LifecycleCore, line: str) -> list[str]:
         raise ValueError(f"unknown command {cmd!r}")
     try:
         batch = core.handle("t1", event)
-    except ProtocolError as exc:
+    except LifecycleProtocolError as exc:
         return [f"protocol error: {exc}", fmt_state(core)]
     return [*fmt_batch(batch), fmt_state(core)]
 

@@ -34,8 +34,8 @@ from revivify.impl.tserver.manager.core import (
     Case,
     Classified,
     Delete,
+    LifecyclePersist,
     Mode,
-    Persist,
     Running,
     Slot,
     Stopped,
@@ -113,11 +113,11 @@ def _running_durable(disk: SimDisk) -> Durable:
     return running(cmeta, (last.term, last.index), manager.quarantine_view("t1"))
 
 
-def _persists(batch: Batch) -> list[Persist]:
-    return [e for e in batch.effects if isinstance(e, Persist)]
+def _persists(batch: Batch) -> list[LifecyclePersist]:
+    return [e for e in batch.effects if isinstance(e, LifecyclePersist)]
 
 
-def _check_every_crash(disk: SimDisk, before: Durable, steps: list[Persist]) -> int:
+def _check_every_crash(disk: SimDisk, before: Durable, steps: list[LifecyclePersist]) -> int:
     """Execute the steps one by one on a copy of ``disk``; after each prefix, every crash
     outcome must show the last fact's state or the next one's. Returns outcomes checked."""
     checked = 0

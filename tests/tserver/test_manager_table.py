@@ -19,15 +19,17 @@ from revivify.impl.tserver import api
 from revivify.impl.tserver.durable import Blocks, Durable, Sb, Wal, running
 from revivify.impl.tserver.manager.core import (
     INPUT_TYPES,
+    LIFECYCLE_TRANSITIONS,
     PROTOCOL_ERRORS,
-    TRANSITIONS,
+    BlockDownloaded,
+    BlocksDone,
     Case,
     Classified,
+    CmetaMerged,
+    CopyBegun,
     CopyEnded,
     Copying,
-    CopyPhase,
-    CopyStep,
-    CopyStepDone,
+    CopyStage,
     Create,
     CreateFailed,
     Creating,
@@ -36,9 +38,11 @@ from revivify.impl.tserver.manager.core import (
     Failed,
     Kind,
     LifecycleCore,
+    LifecyclePersist,
+    LifecycleProtocolError,
+    LifecycleTrace,
+    MarkedReady,
     Mode,
-    Persist,
-    ProtocolError,
     Register,
     ReplicaFailed,
     ReplicaStarted,
@@ -50,9 +54,9 @@ from revivify.impl.tserver.manager.core import (
     State,
     Stopped,
     Tombstoned,
-    Trace,
     Volatile,
     VoteRecorded,
+    WalDownloaded,
 )
 
 # The sample values the scenario scripts use (lifecycle_script.py).
@@ -71,13 +75,13 @@ def states() -> dict[Kind, list[State]]:
         Kind.RUNNING: [Running(FakeReplica(READY))],
         Kind.FAILED: [Failed("WAL: bad checksum", attrs.evolve(READY, wal=Wal.DAMAGED),
                              hosted=False)],
-        Kind.COPYING: [Copying(CopyPhase.TOMBSTONING, READY, "src"),
-                       Copying(CopyPhase.DOWNLOADING, TOMBSTONE, "src"),
-                       Copying(CopyPhase.DOWNLOADING, COPYING, "src"),
-                       Copying(CopyPhase.DOWNLOADING, attrs.evolve(COPYING, data_state=Sb.READY,
+        Kind.COPYING: [Copying(CopyStage.TOMBSTONING, READY, "src"),
+                       Copying(CopyStage.DOWNLOADING, TOMBSTONE, "src"),
+                       Copying(CopyStage.DOWNLOADING, COPYING, "src"),
+                       Copying(CopyStage.DOWNLOADING, attrs.evolve(COPYING, data_state=Sb.READY,
                                                                    tombstone_last=(0, 0),
                                                                    blocks=Blocks.PRESENT), "src"),
-                       Copying(CopyPhase.STARTING, attrs.evolve(
+                       Copying(CopyStage.STARTING, attrs.evolve(
                            COPYING, data_state=Sb.READY, tombstone_last=(0, 0),
                            blocks=Blocks.PRESENT), "src")],
         Kind.TOMBSTONED: [Tombstoned(TOMBSTONE)],
@@ -97,11 +101,8 @@ def inputs(state: State) -> list[Any]:
                                                                 wal_last=(3, 9)))]
     else:
         cases = [Classified(Case.COPYING_TO_DELETED, COPYING)]
-    step_inputs = [CopyStepDone(CopyStep.BEGIN),
-                   CopyStepDone(CopyStep.MERGE_CMETA, None, CMETA, CMETA),
-                   CopyStepDone(CopyStep.DOWNLOAD_WAL, wal_last=(4, 12)),
-                   CopyStepDone(CopyStep.DOWNLOAD_BLOCK), CopyStepDone(CopyStep.BLOCKS_DONE),
-                   CopyStepDone(CopyStep.MARK_READY)]
+    step_inputs = [CopyBegun(), CmetaMerged(None, CMETA, CMETA), WalDownloaded((4, 12)),
+                   BlockDownloaded("b1"), BlocksDone(), MarkedReady()]
     return [
         Register(Durable(Sb.READY)), *cases,
         ReplicaStarted(FakeReplica(READY), READY, ("a", "b")),
@@ -137,16 +138,17 @@ def all_cases() -> list[tuple[State, Any]]:
 
 
 def test_every_pair_has_a_row() -> None:
-    missing = [(k, t.__name__) for k in Kind for t in INPUT_TYPES if (k, t) not in TRANSITIONS]
+    missing = [(k, t.__name__) for k in Kind for t in INPUT_TYPES
+               if (k, t) not in LIFECYCLE_TRANSITIONS]
     assert not missing
-    assert len(TRANSITIONS) == len(Kind) * len(INPUT_TYPES)
+    assert len(LIFECYCLE_TRANSITIONS) == len(Kind) * len(INPUT_TYPES)
 
 
 def test_the_deliberate_rows() -> None:
     """A table of protocol errors would be total and useless: the rows that act (or refuse
     on purpose) are counted here, so that a row added or dropped shows in review."""
-    acting = len(TRANSITIONS) - len(PROTOCOL_ERRORS)
-    assert acting == 39
+    acting = len(LIFECYCLE_TRANSITIONS) - len(PROTOCOL_ERRORS)
+    assert acting == 44  # a COPYING slot's copy steps: one row per step record (six)
     assert (Kind.STARTING, StartCopy) not in PROTOCOL_ERRORS
     assert (Kind.STARTING, Delete) not in PROTOCOL_ERRORS
     assert (Kind.RUNNING, Stopped) in PROTOCOL_ERRORS
@@ -160,7 +162,7 @@ def test_every_pair(case: tuple[State, Any]) -> None:
     before = core.state("t1")
     pair = (state.kind, type(event))
     if pair in PROTOCOL_ERRORS:
-        with pytest.raises(ProtocolError):
+        with pytest.raises(LifecycleProtocolError):
             core.handle("t1", event)
         return
     try:
@@ -173,8 +175,8 @@ def test_every_pair(case: tuple[State, Any]) -> None:
     if batch.refusal is not None:
         # A refusal changes nothing: same state, and no durable step.
         assert after == before
-        assert not any(isinstance(e, Persist) for e in batch.effects)
-        assert all(isinstance(e, Trace) and e.fact.event == "stc_reject"
+        assert not any(isinstance(e, LifecyclePersist) for e in batch.effects)
+        assert all(isinstance(e, LifecycleTrace) and e.fact.event == "stc_reject"
                    for e in batch.effects)
     # Exactly one state: ABSENT is no slot at all.
     assert ("t1" in core.slots) == (after.kind is not Kind.ABSENT)
@@ -187,9 +189,9 @@ DELETE_ORDER = ["delete_create_qdir", "delete_copy_superblock", "delete_mark_del
 
 def _check_facts(effects: tuple[Any, ...]) -> None:
     """Every durable step names its fact; the deletion steps come whole and in order."""
-    names = [e.fact.event for e in effects if isinstance(e, Persist | Trace)]
+    names = [e.fact.event for e in effects if isinstance(e, LifecyclePersist | LifecycleTrace)]
     for e in effects:
-        if isinstance(e, Persist):
+        if isinstance(e, LifecyclePersist):
             assert e.fact.event.startswith("delete_"), e
     if "delete_create_qdir" in names:
         i = names.index("delete_create_qdir")
@@ -200,7 +202,7 @@ def _check_facts(effects: tuple[Any, ...]) -> None:
     if Volatile.START_VOTER in effects and "delete_move_wal" in names:
         assert effects.index(Volatile.START_VOTER) > max(
             i for i, e in enumerate(effects)
-            if isinstance(e, Persist) and e.fact.event == "delete_move_wal")
+            if isinstance(e, LifecyclePersist) and e.fact.event == "delete_move_wal")
 
 
 def test_a_starting_tablet_is_refused_retryably_never_as_unknown() -> None:
@@ -219,7 +221,7 @@ def test_a_starting_tablet_is_refused_retryably_never_as_unknown() -> None:
 
 def test_the_copy_limit_throttles_new_copies_only() -> None:
     core = LifecycleCore(max_concurrent_copies=1)
-    core.slots["t1"] = Slot("t1", Copying(CopyPhase.DOWNLOADING, TOMBSTONE, "s"))
+    core.slots["t1"] = Slot("t1", Copying(CopyStage.DOWNLOADING, TOMBSTONE, "s"))
     core.slots["t2"] = Slot("t2", Tombstoned(TOMBSTONE))
     throttled = core.handle("t2", StartCopy("l", 9, "s", Sb.DELETED, None, NOTHING))
     assert isinstance(throttled.refusal, api.CopyRefused)
@@ -227,4 +229,4 @@ def test_the_copy_limit_throttles_new_copies_only() -> None:
     again = core.handle("t1", StartCopy("l", 9, "s", Sb.DELETED, None, NOTHING))
     assert isinstance(again.refusal, api.CopyRefused)
     assert again.refusal.reason == "ALREADY_IN_PROGRESS"
-    assert [e.fact.event for e in again.effects if isinstance(e, Trace)] == ["stc_reject"]
+    assert [e.fact.event for e in again.effects if isinstance(e, LifecycleTrace)] == ["stc_reject"]

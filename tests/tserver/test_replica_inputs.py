@@ -20,7 +20,7 @@ class _Store:
     applied_index = 0
 
 
-def _replica() -> Replica:
+def _replica(runs: bool = True) -> Replica:
     core = raft.RaftCore(me="a", term=1, voted_for=None,
                          committed_config=Config(0, (Peer("a", "h:1"), Peer("b", "h:2"))),
                          log=RaftLog(), applied_index=0, rng=random.Random(0),
@@ -28,7 +28,7 @@ def _replica() -> Replica:
     unused: Any = None
     return Replica(tablet_id="t1", me="a", core=core, log=unused, store=_Store(),  # type: ignore[arg-type]
                    metadata=unused, trace=unused, blocking=unused,
-                   send=lambda *_: None, address_of=lambda _: None)
+                   send=lambda *_: None, address_of=lambda _: None, runs=lambda: runs)
 
 
 def test_a_failed_replica_fails_the_reads_waiting_for_their_index() -> None:
@@ -43,6 +43,22 @@ def test_a_failed_replica_fails_the_reads_waiting_for_their_index() -> None:
         assert replica._index_waiters == []
 
     trio.run(main)
+
+
+def test_whether_a_replica_serves_is_its_slots_answer() -> None:
+    """A replica asks the lifecycle core whether it runs (``runs``: its slot is RUNNING);
+    it keeps no state of its own. Its slot left RUNNING: a call is refused FAILED, with the
+    reason its driver stopped, and it neither flushes nor reports a role."""
+    async def main() -> None:
+        replica = _replica(runs=False)
+        replica.reason = "the replica is being deleted"
+        with pytest.raises(api.TabletNotRunning) as caught:
+            await replica.read_barrier()
+        assert caught.value.state == "FAILED" and caught.value.reason == replica.reason
+        assert not replica.wants_flush()
+
+    trio.run(main)
+    assert _replica(runs=True).info().state == "RUNNING"
 
 
 def test_the_message_inbox_is_bounded() -> None:

@@ -46,3 +46,34 @@ async def _independent() -> None:
         with trio.fail_after(5):
             async with manager.step_lock("b"):
                 pass
+
+
+def test_a_durable_step_is_not_separated_from_its_event_by_a_cancellation() -> None:
+    """``durable_step``: a step begun finishes (write and event) though its task is
+    cancelled meanwhile; waiting for the lock is cancellable, the step is not."""
+    trio.run(_shielded)
+
+
+async def _shielded() -> None:
+    manager = _manager()
+    order: list[str] = []
+
+    async def step() -> None:
+        async with manager.durable_step("t1"):
+            order.append("written")
+            await trio.sleep(0.05)  # the fsync
+            order.append("traced")
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(step)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert order == ["written", "traced"]
+
+    # A step in flight (the lock held): one waiting for it is cancellable.
+    async with manager.step_lock("t1"), trio.open_nursery() as nursery:
+        nursery.start_soon(step)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert order == ["written", "traced"]  # the waiting step never began

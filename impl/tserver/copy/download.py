@@ -91,6 +91,16 @@ from revivify.impl.storage.metadata import MetadataStore, decode_cmeta, decode_s
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, Superblock
 from revivify.impl.storage.wal import SEGMENT_NAME, scan_segment
 
+from ..durable import opid_pair
+from ..manager.core import (
+    BlockDownloaded,
+    BlocksDone,
+    CmetaMerged,
+    CopyBegun,
+    CopyStepDone,
+    MarkedReady,
+    WalDownloaded,
+)
 from .api import MAX_CHUNK, CopySessionInfo, DataChunk, FetchData, FileInfo, FileKind
 from .merge import merge_cmeta
 
@@ -98,12 +108,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Blocking = Callable[..., Awaitable[Any]]  # run a blocking call (a worker thread, or inline)
-# Called after each durable step with its trace event name and facts (the server traces it
-# there, in its own thread); an exception from it fails the copy like any other.
-OnStep = Callable[[str, dict[str, Any]], Awaitable[None]]
+# Called after each durable step with the step's record (the lifecycle core's input: the
+# server traces it there, in its own thread); an exception from it fails the copy like any
+# other.
+OnStep = Callable[[CopyStepDone], Awaitable[None]]
 
 
-async def _no_step(event: str, facts: dict[str, Any]) -> None:
+async def _no_step(done: CopyStepDone) -> None:
     pass
 
 
@@ -280,10 +291,10 @@ async def run_copy(
 ) -> CopyResult:
     """Copy the source's tablet onto `target` (module docstring: steps 1-5, verification,
     all-or-nothing). Returns once the READY superblock is durable; raises CopyFailed (or
-    the cancellation) after cleaning up. ``on_step(event, facts)`` follows every durable
-    step: copy_begin, copy_merge_cmeta (local, remote, result), copy_download_wal
-    (last_opid), copy_download_block (block) for each block, copy_blocks_done,
-    copy_mark_ready."""
+    the cancellation) after cleaning up. ``on_step(record)`` follows every durable step
+    with its record (manager/core.py ``CopyStepDone``): CopyBegun, CmetaMerged (local,
+    remote, result), WalDownloaded (the WAL's last OpId), BlockDownloaded for each block,
+    BlocksDone, MarkedReady."""
     run = _Copy(source, target, progress, blocking or _inline, chunk_size, max_chunk_retries,
                 clock)
     run.on_step = on_step
@@ -386,36 +397,58 @@ class _Copy:
                 raise  # a cancellation arriving now wins; the cleanup is already done
 
     async def _steps(self) -> CopyResult:
-        target = self.target
+        """The seed's destination steps 1-5 in order, each durable (and reported through
+        ``on_step``) before the next begins."""
         self.report()
         session = await self.source.begin()
         self.session = session
         remote_sb, remote_cmeta = self._check_session(session)
         self.total_bytes = sum(f.size for f in [*session.wal_segments, *session.blocks])
         self.files_total = len(session.wal_segments) + len(session.blocks)
+        await self._begin_copying()
+        merged = await self._merge_cmeta(remote_cmeta)
+        last_opid = await self._download_wal(session, merged)
+        await self._download_blocks(session)
+        final = await self._mark_ready(remote_sb)
+        return CopyResult(final, merged, last_opid, self.bytes_done, session.session_id,
+                          session.source_uuid)
+
+    async def _begin_copying(self) -> None:
+        """Step 1: the superblock COPYING. From here a failure owes ``abort``, unless the
+        target refused (CopyTargetError: by contract nothing was changed)."""
         self.started = True
 
         async def begin() -> None:
             try:
-                await self._blocking(target.begin_copying)  # step 1
+                await self._blocking(self.target.begin_copying)
             except CopyTargetError:
                 self.started = False  # a refusal: by contract nothing was changed
                 raise
-            await self.on_step("copy_begin", {"source": session.source_uuid})
+            await self.on_step(CopyBegun())
         await self.durable(begin)
         self.report()
 
-        self.phase = CopyPhase.CMETA  # step 2
+    async def _merge_cmeta(self, remote_cmeta: ConsensusMeta) -> ConsensusMeta:
+        """Step 2: the source's cmeta merged into the local one, durably."""
+        self.phase = CopyPhase.CMETA
+        target = self.target
+
         async def merge() -> ConsensusMeta:
             local: ConsensusMeta | None = await self._blocking(target.local_cmeta)
             result: ConsensusMeta = await self._blocking(target.merge_cmeta, remote_cmeta)
-            await self.on_step("copy_merge_cmeta", {"local": local, "remote": remote_cmeta,
-                                                    "result": result})
+            await self.on_step(CmetaMerged(local, remote_cmeta, result))
             return result
         merged: ConsensusMeta = await self.durable(merge)
         self.report()
+        return merged
 
-        self.phase = CopyPhase.WAL  # step 3
+    async def _download_wal(self, session: CopySessionInfo,
+                            merged: ConsensusMeta) -> OpId | None:
+        """Step 3: every WAL segment downloaded, scanned and durable under its name; the
+        WAL must end at the session's last OpId, in a term the merged cmeta has reached.
+        Returns that last OpId."""
+        self.phase = CopyPhase.WAL
+        target = self.target
         segments = session.wal_segments
         wal_last: list[OpId | None] = [None]
 
@@ -447,14 +480,20 @@ class _Copy:
         if last_opid is not None and last_opid.term > merged.current_term:
             raise self.fail(f"the WAL's last term {last_opid.term} is above the merged cmeta "
                             f"term {merged.current_term}")
+
         async def wal_done() -> None:
             await self._blocking(target.wal_downloaded, last_opid)
-            await self.on_step("copy_download_wal", {"last_opid": last_opid})
+            await self.on_step(WalDownloaded(opid_pair(last_opid)))
         await self.durable(wal_done)
         self.current = None
         self.report()
+        return last_opid
 
-        self.phase = CopyPhase.BLOCKS  # step 4
+    async def _download_blocks(self, session: CopySessionInfo) -> None:
+        """Step 4: every data block durable (one step each: PARTIAL), then all of them (a
+        block already here with the identical contents is reused)."""
+        self.phase = CopyPhase.BLOCKS
+        target = self.target
 
         async def new_block(info: FileInfo) -> FileSink | None:
             sink: FileSink | None = await self._blocking(target.create_block, info)
@@ -467,32 +506,34 @@ class _Copy:
 
             async def step() -> None:
                 await self._blocking(target.block_downloaded, info.name)
-                await self.on_step("copy_download_block", {"block": info.name})
+                await self.on_step(BlockDownloaded(info.name))
             await self.durable(step)
         await self._transfer("block", session.blocks, new_block, block_done)
 
         async def all_blocks() -> None:
             await self._blocking(target.blocks_done)
-            await self.on_step("copy_blocks_done", {})
+            await self.on_step(BlocksDone())
         await self.durable(all_blocks)
         self.current = None
 
-        # Everything is local and durable: end the session before the commit point, so
-        # nothing that can fail or be cancelled follows it.
+    async def _mark_ready(self, remote_sb: Superblock) -> Superblock:
+        """Step 5, the commit point: the superblock READY with the source's live blocks.
+        Everything is local and durable: the session ends before it, so nothing that can
+        fail or be cancelled follows it."""
         self.phase = CopyPhase.READY
         await self._end_session(cancelling=False)
         ready = attrs.evolve(remote_sb, data_state=DataState.READY, tombstone_last_opid=None,
                              quarantine_dir=None, orphaned_blocks=())
+
         async def commit() -> Superblock:
-            done: Superblock = await self._blocking(target.mark_ready, ready)  # step 5
+            done: Superblock = await self._blocking(self.target.mark_ready, ready)
             self.sinks.clear()  # committed: nothing to undo any more
-            await self.on_step("copy_mark_ready", {})
+            await self.on_step(MarkedReady())
             return done
         final: Superblock = await self.durable(commit)
         self.phase = CopyPhase.DONE
         self.report()
-        return CopyResult(final, merged, last_opid, self.bytes_done, session.session_id,
-                          session.source_uuid)
+        return final
 
     def _check_session(self, session: CopySessionInfo) -> tuple[Superblock, ConsensusMeta]:
         """Decode and sanity-check what the source announced, before anything is written."""

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from revivify.impl.consensus.core import Role
 from revivify.impl.rpc import CallContext, LamportHooks, RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.rpc.transport import Network
@@ -61,8 +62,9 @@ from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import DataState, OpId
 
 from .. import api
+from ..api import Kind
 from ..durable import Sb
-from ..manager.core import CopyEnded, CopyStep, CopyStepDone, StartCopy
+from ..manager.core import SUPERBLOCK_MARKS, CopyEnded, CopyStep, CopyStepDone, StartCopy
 from ..manager.shell import TabletManager
 from . import (
     COPY_BEGIN_SESSION,
@@ -118,15 +120,17 @@ class TracedCopyTarget(LocalCopyTarget):
         self.metadata.write_superblock(attrs.evolve(sb, **changes))
 
     def wal_downloaded(self, last_opid: OpId | None) -> None:
-        self._record(copy_step="WAL", copy_wal_last=last_opid)
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.DOWNLOAD_WAL],
+                     copy_wal_last=last_opid)
 
     def block_downloaded(self, block_id: str) -> None:
         sb = self.metadata.load_superblock(self.tablet_id)
         assert sb is not None
-        self._record(copy_step="BLOCKS_PARTIAL", live_blocks=(*sb.live_blocks, block_id))
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.DOWNLOAD_BLOCK],
+                     live_blocks=(*sb.live_blocks, block_id))
 
     def blocks_done(self) -> None:
-        self._record(copy_step="BLOCKS_DONE")
+        self._record(copy_step=SUPERBLOCK_MARKS[CopyStep.BLOCKS_DONE])
 
 
 class RpcCopySource:
@@ -267,20 +271,13 @@ class TabletCopies:
         tablet_id = job.tablet_id
         target = TracedCopyTarget(server.layout, server.metadata, tablet_id)
 
-        async def on_step(event: str, facts: dict[str, Any]) -> None:
-            step = CopyStep(event)
-            last: OpId | None = facts.get("last_opid")
-            await manager.apply(tablet_id, CopyStepDone(
-                step, local=facts.get("local"), remote=facts.get("remote"),
-                result=facts.get("result"),
-                wal_last=(last.term, last.index) if last is not None else (0, 0)))
+        async def on_step(done: CopyStepDone) -> None:
+            await manager.apply(tablet_id, done)
 
         async def one_step(step: Any) -> Any:
-            """A durable copy step and its trace event, never separated by a cancellation,
-            and the tablet's only durable step in flight (the manager's step lock)."""
-            async with manager.step_lock(tablet_id):
-                with trio.CancelScope(shield=True):
-                    return await step()
+            """A durable copy step and its trace event (TabletManager.durable_step)."""
+            async with manager.durable_step(tablet_id):
+                return await step()
 
         host, port = parse_address(job.source_address)
         async with open_rpc_client(host, port, job.source_uuid, server.uuid,
@@ -309,9 +306,12 @@ class TabletCopies:
     async def on_begin_session(self, req: BeginTabletCopySession,
                                ctx: CallContext) -> CopySessionInfo:
         server = self.server
-        replica = server.tablets.replica(req.tablet_id)
-        if replica is None or replica.state != "RUNNING":
-            state = "not hosted here" if replica is None else replica.state
+        replica = server.tablets.running_replica(req.tablet_id)
+        if replica is None:
+            # A replica still hosted whose slot left RUNNING had its driver stopped (it
+            # failed, or a deletion or a copy stopped it): to a copy client it is FAILED.
+            hosted = server.tablets.replica(req.tablet_id) is not None
+            state = Kind.FAILED.value if hosted else "not hosted here"
             raise CopySourceUnavailable(req.tablet_id, f"the replica is {state}")
         if req.requester_uuid != ctx.src_uuid:
             raise api.InvalidArgument(f"requester {req.requester_uuid} is not the caller "
@@ -375,10 +375,8 @@ class TabletCopies:
         server = self.server
         now = trio.current_time()  # (virtual time under a MockClock)
         for tablet_id, replica in list(server.tablets.running()):
-            if replica.state != "RUNNING":
-                continue
             st = replica.core.status()
-            if st.role.value != "LEADER":
+            if st.role is not Role.LEADER:
                 continue
             for peer in st.peers:
                 key = (tablet_id, peer.uuid)

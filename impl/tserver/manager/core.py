@@ -5,20 +5,21 @@ Rules of this file
 * No trio, no files, no sockets (an import-linter contract). Inputs are method calls on
   ``LifecycleCore``: ``handle(tablet_id, input)``. Output is one ordered ``Batch`` of
   effects, which the shell (``impl/tserver/manager/shell.py``) executes in order: a
-  ``Persist`` is made durable (written and fsync'd) and only then its fact traced; a
-  ``Trace`` is a fact with no durable change; the other effects start or stop a volatile
+  ``LifecyclePersist`` is made durable (written and fsync'd) and only then its fact traced; a
+  ``LifecycleTrace`` is a fact with no durable change; the other effects start or stop a volatile
   part (a replica's driver, a tombstone's voter, a copy's download). Results the core needs
   from a volatile effect (the WAL's last OpId once the replica stopped, a copy step made
   durable) come back as inputs of their own. So a crash between two effects leaves exactly
-  the durable state of the last ``Persist`` executed, and its fact is the last one traced
+  the durable state of the last ``LifecyclePersist`` executed, and its fact is the last one traced
   (or the only one lost): the checker's crash frontier of one step per tablet.
 * A tablet is in exactly ONE state (``Slot.state``, a tagged union): ABSENT (no slot: never
   hosted, or fully deleted), STARTING (found on disk, not yet opened), CREATING (a
   CreateTablet making its files), RUNNING (its replica runs), FAILED (offline, with the
   reason), COPYING (a tablet copy in flight, with its phase), TOMBSTONED (a tombstone: its
-  voter runs), DELETING (a DeleteTablet in flight). ``TRANSITIONS`` lists every (state,
-  input) pair; a missing pair is a ``ProtocolError`` and tests/tserver/test_manager_table.py
-  tries every pair.
+  voter runs), DELETING (a DeleteTablet in flight). ``LIFECYCLE_TRANSITIONS`` lists every
+  (state, input type) pair, keyed by the input's class as the Raft core's table is; a missing
+  pair is a ``LifecycleProtocolError`` and tests/tserver/test_manager_table.py tries every
+  pair.
 * Refusals are typed (the api's errors), decided before anything is touched, and a refusal
   that the spec knows (StartTabletCopy's checks) is traced: ``Batch.refusal`` with its
   ``stc_reject`` fact.
@@ -67,6 +68,7 @@ from revivify.contract.events import (
     CreateArgs,
     DownloadWalArgs,
     DurableState,
+    EventName,
     MergeArgs,
     NoArgs,
     SbName,
@@ -79,17 +81,18 @@ from revivify.impl.rpc.errors import AppError
 from revivify.impl.storage.values import ConsensusMeta
 
 from .. import api
+from ..api import Kind
 from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal
 
 # ------------------------------------------------------------------------------ values
 
 
 @attrs.frozen
-class Fact:
-    """One trace line of a tablet: the event, its typed args (the contract's record) and
-    the durable state after the step."""
+class LifecycleFact:
+    """One trace line of a tablet: the event (one of the contract's names), its typed args
+    (the contract's record) and the durable state after the step."""
 
-    event: str
+    event: EventName
     args: msgspec.Struct
     state: DurableState
 
@@ -109,15 +112,15 @@ class Op(enum.Enum):
 
 
 @attrs.frozen
-class Persist:
+class LifecyclePersist:
     op: Op
-    fact: Fact
+    fact: LifecycleFact
     tombstone_last: OpIdPair = NO_OPID  # MARK_DELETED: the last OpId the tombstone keeps
 
 
 @attrs.frozen
-class Trace:
-    fact: Fact
+class LifecycleTrace:
+    fact: LifecycleFact
 
 
 class Volatile(enum.Enum):
@@ -130,22 +133,23 @@ class Volatile(enum.Enum):
     RUN_COPY = "run_copy"  # start the download; answers CopyStepDone..., CopyEnded
 
 
-Effect = Persist | Trace | Volatile
+LifecycleEffect = LifecyclePersist | LifecycleTrace | Volatile
 
 
 @attrs.frozen
 class Batch:
-    effects: tuple[Effect, ...] = ()
+    effects: tuple[LifecycleEffect, ...] = ()
     refusal: AppError | None = None  # the request is refused (after the effects, if any)
 
-    def facts(self) -> tuple[Fact, ...]:
-        return tuple(e.fact for e in self.effects if isinstance(e, Persist | Trace))
+    def facts(self) -> tuple[LifecycleFact, ...]:
+        return tuple(e.fact for e in self.effects
+                     if isinstance(e, LifecyclePersist | LifecycleTrace))
 
 
 EMPTY: Final = Batch()
 
 
-class ProtocolError(Exception):
+class LifecycleProtocolError(Exception):
     """An input the table has no row for in the tablet's state (a bug in the shell)."""
 
 
@@ -158,25 +162,17 @@ class ReplicaHandle(Protocol):
     def durable(self) -> Durable: ...
 
 
-class Kind(enum.Enum):
-    ABSENT = "ABSENT"
-    STARTING = "STARTING"
-    CREATING = "CREATING"
-    RUNNING = "RUNNING"
-    FAILED = "FAILED"
-    COPYING = "COPYING"
-    TOMBSTONED = "TOMBSTONED"
-    DELETING = "DELETING"
-
-
 class Mode(enum.Enum):
     TOMBSTONE = "TOMBSTONE"  # keep cmeta and last OpId, vote on
     DELETED = "DELETED"  # the table was dropped: then the cmeta and the superblock go
 
 
-class CopyPhase(enum.Enum):
+class CopyStage(enum.Enum):
+    """Where a COPYING slot is in its lifecycle (the download's own finer progress, shown to
+    operators, is ``copy.download.CopyPhase``; its durable steps are ``CopyStep``)."""
+
     TOMBSTONING = "TOMBSTONING"  # the READY replica it replaces is being tombstoned
-    DOWNLOADING = "DOWNLOADING"  # run_copy's steps come back as CopyStepDone
+    DOWNLOADING = "DOWNLOADING"  # run_copy's durable steps come back as CopyStepDone
     STARTING = "STARTING"  # past the commit point (READY): the replica is being opened
 
 
@@ -212,7 +208,7 @@ class Failed:
 
 @attrs.frozen
 class Copying:
-    phase: CopyPhase
+    phase: CopyStage
     durable: Durable
     source: str  # the source server's UUID
     kind: ClassVar[Kind] = Kind.COPYING
@@ -326,23 +322,92 @@ class StartCopy:
 
 
 class CopyStep(enum.Enum):
+    """The durable steps of a tablet copy on its destination, in seed order, each named by
+    the trace event that reports it (the one spelling of a copy's steps: the fault points,
+    the step records below and the superblock's marks all come from here). The first six
+    are run_copy's (copy/download.py), each coming back as its record; START_REPLICA is
+    step 6, the replica opened past the commit point."""
+
     BEGIN = "copy_begin"
     MERGE_CMETA = "copy_merge_cmeta"
     DOWNLOAD_WAL = "copy_download_wal"
     DOWNLOAD_BLOCK = "copy_download_block"
     BLOCKS_DONE = "copy_blocks_done"
     MARK_READY = "copy_mark_ready"
+    START_REPLICA = "copy_start_replica"
+
+    @property
+    def event(self) -> EventName:
+        """The trace event that reports the step: its value (mypy checks that every value
+        is one of the contract's event names)."""
+        return self.value
+
+
+# What a COPYING superblock records of its copy (``Superblock.copy_step``): the copy target
+# writes the mark with the step it stands for (copy/service.py), and startup reads the
+# furthest step back from it (manager/shell.py ``copying_durable``). No mark: before the WAL.
+SUPERBLOCK_MARKS: Final[dict[CopyStep, str]] = {
+    CopyStep.DOWNLOAD_WAL: "WAL",
+    CopyStep.DOWNLOAD_BLOCK: "BLOCKS_PARTIAL",
+    CopyStep.BLOCKS_DONE: "BLOCKS_DONE",
+}
+
+
+# One record per durable step of the download (made durable by run_copy, traced from
+# here), each carrying exactly what its trace event reports.
 
 
 @attrs.frozen
-class CopyStepDone:
-    """A durable step of the download (made durable by run_copy, traced from here)."""
+class CopyBegun:
+    """Step 1: the superblock is COPYING."""
 
-    step: CopyStep
-    local: ConsensusMeta | None = None  # MERGE_CMETA: the three cmetas of the merge
-    remote: ConsensusMeta | None = None
-    result: ConsensusMeta | None = None
-    wal_last: OpIdPair = NO_OPID  # DOWNLOAD_WAL
+    step: ClassVar[CopyStep] = CopyStep.BEGIN
+
+
+@attrs.frozen
+class CmetaMerged:
+    """Step 2: the source's cmeta merged into the local one (None: there was none)."""
+
+    local: ConsensusMeta | None
+    remote: ConsensusMeta
+    result: ConsensusMeta
+    step: ClassVar[CopyStep] = CopyStep.MERGE_CMETA
+
+
+@attrs.frozen
+class WalDownloaded:
+    """Step 3: every WAL segment is durable; ``wal_last`` is the downloaded WAL's last
+    OpId."""
+
+    wal_last: OpIdPair
+    step: ClassVar[CopyStep] = CopyStep.DOWNLOAD_WAL
+
+
+@attrs.frozen
+class BlockDownloaded:
+    """Step 4, one block durable (the blocks are PARTIAL)."""
+
+    block: str
+    step: ClassVar[CopyStep] = CopyStep.DOWNLOAD_BLOCK
+
+
+@attrs.frozen
+class BlocksDone:
+    """Step 4 done: every block is durable."""
+
+    step: ClassVar[CopyStep] = CopyStep.BLOCKS_DONE
+
+
+@attrs.frozen
+class MarkedReady:
+    """Step 5, the commit point: the superblock is READY."""
+
+    step: ClassVar[CopyStep] = CopyStep.MARK_READY
+
+
+CopyStepDone = CopyBegun | CmetaMerged | WalDownloaded | BlockDownloaded | BlocksDone | MarkedReady
+COPY_STEP_TYPES: Final[tuple[type, ...]] = (
+    CopyBegun, CmetaMerged, WalDownloaded, BlockDownloaded, BlocksDone, MarkedReady)
 
 
 @attrs.frozen
@@ -365,7 +430,7 @@ Input = (Register | Classified | ReplicaStarted | ReplicaStartFailed | ReplicaFa
          | VoteRecorded)
 INPUT_TYPES: Final[tuple[type, ...]] = (
     Register, Classified, ReplicaStarted, ReplicaStartFailed, ReplicaFailed, Create,
-    CreateFailed, Delete, Stopped, StartCopy, CopyStepDone, CopyEnded, VoteRecorded)
+    CreateFailed, Delete, Stopped, StartCopy, *COPY_STEP_TYPES, CopyEnded, VoteRecorded)
 
 
 @attrs.define
@@ -379,14 +444,15 @@ class Slot:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _fact(event: str, args: msgspec.Struct, durable: Durable) -> Fact:
-    return Fact(event, args, durable.record())
+def _fact(event: EventName, args: msgspec.Struct, durable: Durable) -> LifecycleFact:
+    return LifecycleFact(event, args, durable.record())
 
 
 _NO_ARGS: Final = NoArgs()
 
 
-def _tombstone_steps(durable: Durable, qdir_fresh: bool = True) -> tuple[list[Effect], Durable]:
+def _tombstone_steps(durable: Durable,
+                     qdir_fresh: bool = True) -> tuple[list[LifecycleEffect], Durable]:
     """Deletion steps 2-6 from ``durable`` (a READY or FAILED replica after step 1, or a
     COPYING one whose copy failed or was interrupted): the tablet becomes a tombstone.
 
@@ -396,44 +462,46 @@ def _tombstone_steps(durable: Durable, qdir_fresh: bool = True) -> tuple[list[Ef
     log)."""
     assert durable.data_state in (Sb.READY, Sb.COPYING), durable
     assert qdir_fresh
-    effects: list[Effect] = []
+    effects: list[LifecycleEffect] = []
     d = attrs.evolve(durable, quarantine=(False, False))
-    effects.append(Persist(Op.NEW_QDIR, _fact("delete_create_qdir", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.NEW_QDIR, _fact("delete_create_qdir", _NO_ARGS, d)))
     d = attrs.evolve(d, quarantine=(True, False))
-    effects.append(Persist(Op.COPY_SUPERBLOCK, _fact("delete_copy_superblock", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.COPY_SUPERBLOCK,
+                                    _fact("delete_copy_superblock", _NO_ARGS, d)))
     last = d.wal_last if d.data_state is not Sb.COPYING else d.tombstone_last
     d = attrs.evolve(d, data_state=Sb.DELETED, tombstone_last=last, sb_qdir=True,
                      blocks=Blocks.ABSENT)
-    effects.append(Persist(Op.MARK_DELETED, _fact("delete_mark_deleted", _NO_ARGS, d),
+    effects.append(LifecyclePersist(Op.MARK_DELETED, _fact("delete_mark_deleted", _NO_ARGS, d),
                            tombstone_last=last))
     more, d = _finish_steps(d)
     return effects + more, d
 
 
-def _finish_steps(durable: Durable) -> tuple[list[Effect], Durable]:
+def _finish_steps(durable: Durable) -> tuple[list[LifecycleEffect], Durable]:
     """Deletion steps 5 and 6 (also the roll-forward of an interrupted deletion): the
     cmeta's copy into the qdir (the cmeta itself stays: the tombstone votes from it), then
     the WAL directory into the qdir in one rename (a damaged one too: the move reads
     nothing)."""
     assert durable.data_state is Sb.DELETED and durable.sb_qdir, durable
     d = attrs.evolve(durable, quarantine=(True, durable.cmeta is not None))
-    effects: list[Effect] = [Persist(Op.COPY_CMETA, _fact("delete_copy_cmeta", _NO_ARGS, d))]
+    effects: list[LifecycleEffect] = [
+        LifecyclePersist(Op.COPY_CMETA, _fact("delete_copy_cmeta", _NO_ARGS, d))]
     wal = Wal.QUARANTINED if d.wal in (Wal.LIVE, Wal.DAMAGED) else d.wal
     d = attrs.evolve(d, wal=wal, wal_last=NO_OPID)
-    effects.append(Persist(Op.MOVE_WAL, _fact("delete_move_wal", _NO_ARGS, d)))
+    effects.append(LifecyclePersist(Op.MOVE_WAL, _fact("delete_move_wal", _NO_ARGS, d)))
     return effects, d
 
 
-def _full_delete_steps(durable: Durable) -> tuple[list[Effect], Durable]:
+def _full_delete_steps(durable: Durable) -> tuple[list[LifecycleEffect], Durable]:
     """Mode DELETED after the tombstone: the cmeta goes (never vote again), then the
     superblock (the tablet no longer exists here; the quarantine stays until purged).
     Kudu's order: a crash between leaves a tombstone without a cmeta."""
     assert durable.data_state is Sb.DELETED, durable
     d = attrs.evolve(durable, cmeta=None)
-    effects: list[Effect] = [
-        Persist(Op.REMOVE_CMETA, _fact("delete_remove_cmeta", _NO_ARGS, d))]
+    effects: list[LifecycleEffect] = [
+        LifecyclePersist(Op.REMOVE_CMETA, _fact("delete_remove_cmeta", _NO_ARGS, d))]
     d = attrs.evolve(d, data_state=Sb.DOES_NOT_EXIST, tombstone_last=NO_OPID, sb_qdir=False)
-    effects.append(Persist(Op.REMOVE_SUPERBLOCK,
+    effects.append(LifecyclePersist(Op.REMOVE_SUPERBLOCK,
                            _fact("delete_remove_superblock", _NO_ARGS, d)))
     return effects, d
 
@@ -503,9 +571,9 @@ class LifecycleCore:
     def handle(self, tablet_id: str, event: Input) -> Batch:
         """Step ``event`` into the tablet's slot; the batch the shell must execute."""
         slot = self.slots.get(tablet_id) or Slot(tablet_id)
-        handler = TRANSITIONS.get((slot.state.kind, type(event)))
+        handler = LIFECYCLE_TRANSITIONS.get((slot.state.kind, type(event)))
         if handler is None:
-            raise ProtocolError(f"tablet {tablet_id}: no transition for "
+            raise LifecycleProtocolError(f"tablet {tablet_id}: no transition for "
                                 f"{type(event).__name__} in state {slot.state.kind.value}")
         batch = handler(self, slot, event)
         # Exactly one state per tablet: ABSENT means no slot at all.
@@ -535,22 +603,23 @@ class LifecycleCore:
         if case is Case.FAILED:
             assert ev.reason, "a FAILED startup names what failed"
             slot.state = Failed(ev.reason, d, hosted=False)
-            return Batch((Trace(_fact("startup", args, d)),))
+            return Batch((LifecycleTrace(_fact("startup", args, d)),))
         if case is Case.ROLL_FORWARD:
             assert d.data_state is Sb.DELETED and d.wal is Wal.LIVE, d
             effects, after = _finish_steps(d)
             slot.state = Tombstoned(after)
-            return Batch((Trace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+            return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
+                          Volatile.START_VOTER))
         if case is Case.TOMBSTONE:
             assert d.data_state is Sb.DELETED, d
             slot.state = Tombstoned(d)
-            return Batch((Trace(_fact("startup", args, d)), Volatile.START_VOTER))
+            return Batch((LifecycleTrace(_fact("startup", args, d)), Volatile.START_VOTER))
         assert case is Case.COPYING_TO_DELETED and d.data_state is Sb.COPYING, d
         # An interrupted copy is never finished into READY (the source's session is gone):
         # the replica deletes itself back to a tombstone keeping its previous last OpId.
         effects, after = _tombstone_steps(d)
         slot.state = Tombstoned(after)
-        return Batch((Trace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
 
     def _started(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, ReplicaStarted)
@@ -562,16 +631,17 @@ class LifecycleCore:
         elif isinstance(prior, Creating):
             fact = _fact("create_tablet", CreateArgs(0, sorted(ev.voters)), d)
         else:
-            assert isinstance(prior, Copying) and prior.phase is CopyPhase.STARTING, prior
-            fact = _fact("copy_start_replica", _NO_ARGS, d)
-        return Batch((Trace(fact),))
+            assert isinstance(prior, Copying) and prior.phase is CopyStage.STARTING, prior
+            fact = _fact(CopyStep.START_REPLICA.event, _NO_ARGS, d)
+        return Batch((LifecycleTrace(fact),))
 
     def _start_failed(self, slot: Slot, ev: Input) -> Batch:
         """The replica could not be opened (a damaged WAL or block): startup case FAILED.
         A replica made READY by a copy that fails to open fails the same way."""
         assert isinstance(ev, ReplicaStartFailed) and ev.reason
         slot.state = Failed(ev.reason, ev.durable, hosted=False)
-        return Batch((Trace(_fact("startup", StartupArgs("FAILED", ev.reason), ev.durable)),))
+        fact = _fact("startup", StartupArgs("FAILED", ev.reason), ev.durable)
+        return Batch((LifecycleTrace(fact),))
 
     def _replica_failed(self, slot: Slot, ev: Input) -> Batch:
         """The driver failed: offline, still hosted (its WAL is closed when it is deleted).
@@ -641,7 +711,7 @@ class LifecycleCore:
     def _stopped(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, Stopped)
         st, d = slot.state, ev.durable
-        shutdown = Trace(_fact("delete_shutdown", _NO_ARGS, d))
+        shutdown = LifecycleTrace(_fact("delete_shutdown", _NO_ARGS, d))
         effects, after = _tombstone_steps(d)
         if isinstance(st, Deleting):
             if st.mode is Mode.TOMBSTONE:
@@ -652,8 +722,8 @@ class LifecycleCore:
             return Batch((shutdown, *effects, *more))
         # A copy replacing a READY replica: tombstoned first, no voter (the copy's merged
         # cmeta starts one), then the download.
-        assert isinstance(st, Copying) and st.phase is CopyPhase.TOMBSTONING, st
-        slot.state = Copying(CopyPhase.DOWNLOADING, after, st.source)
+        assert isinstance(st, Copying) and st.phase is CopyStage.TOMBSTONING, st
+        slot.state = Copying(CopyStage.DOWNLOADING, after, st.source)
         return Batch((shutdown, *effects, Volatile.RUN_COPY))
 
     # ---------------------------------------------------------------- tablet copy
@@ -695,14 +765,14 @@ class LifecycleCore:
             fact = _fact("stc_reject", StcRejectArgs(
                 ev.caller, ev.caller_term, expected, ev.last_opid is not None, opid[0],
                 opid[1], answer=reason, reason=reason), durable)
-            return Batch((Trace(fact),), refusal=api.CopyRefused(reason, failed[1]))
-        accept = Trace(_fact("stc_accept", StcArgs(
+            return Batch((LifecycleTrace(fact),), refusal=api.CopyRefused(reason, failed[1]))
+        accept = LifecycleTrace(_fact("stc_accept", StcArgs(
             ev.caller, ev.caller_term, expected, ev.last_opid is not None, opid[0], opid[1],
             answer="OK"), durable))
         if isinstance(st, Running | Failed):
-            slot.state = Copying(CopyPhase.TOMBSTONING, durable, ev.source)
+            slot.state = Copying(CopyStage.TOMBSTONING, durable, ev.source)
             return Batch((accept, Volatile.STOP_REPLICA))
-        slot.state = Copying(CopyPhase.DOWNLOADING, durable, ev.source)
+        slot.state = Copying(CopyStage.DOWNLOADING, durable, ev.source)
         if isinstance(st, Tombstoned):
             # The tombstone stops voting while its superblock and cmeta change hands.
             return Batch((accept, Volatile.STOP_VOTER, Volatile.RUN_COPY))
@@ -718,37 +788,35 @@ class LifecycleCore:
         return self._start_copy(slot, ev)
 
     def _copy_step(self, slot: Slot, ev: Input) -> Batch:
-        assert isinstance(ev, CopyStepDone) and isinstance(slot.state, Copying)
+        assert isinstance(ev, COPY_STEP_TYPES) and isinstance(slot.state, Copying)
         st = slot.state
-        assert st.phase is CopyPhase.DOWNLOADING, st
+        assert st.phase is CopyStage.DOWNLOADING, st
         d = st.durable
         args: msgspec.Struct = _NO_ARGS
-        after: tuple[Effect, ...] = ()
-        step = ev.step
-        if step is CopyStep.BEGIN:
+        after: tuple[LifecycleEffect, ...] = ()
+        if isinstance(ev, CopyBegun):
             d = attrs.evolve(d, data_state=Sb.COPYING, sb_qdir=False)
             args = CopyBeginArgs(st.source)
-        elif step is CopyStep.MERGE_CMETA:
-            assert ev.remote is not None and ev.result is not None
+        elif isinstance(ev, CmetaMerged):
             args = MergeArgs(ev.remote.current_term,
                              ev.remote.committed_config.opid_index or 0,
                              _cmeta_state(ev.local), _cmeta_record(ev.remote),
                              _cmeta_record(ev.result))
             d = attrs.evolve(d, cmeta=ev.result)
             after = (Volatile.START_VOTER,)  # the COPYING replica votes from the merge
-        elif step is CopyStep.DOWNLOAD_WAL:
+        elif isinstance(ev, WalDownloaded):
             d = attrs.evolve(d, wal=Wal.LIVE, wal_last=ev.wal_last)
             args = DownloadWalArgs(*ev.wal_last)
-        elif step is CopyStep.DOWNLOAD_BLOCK:
+        elif isinstance(ev, BlockDownloaded):
             d = attrs.evolve(d, blocks=Blocks.PARTIAL)
-        elif step is CopyStep.BLOCKS_DONE:
+        elif isinstance(ev, BlocksDone):
             d = attrs.evolve(d, blocks=Blocks.PRESENT)
             after = (Volatile.STOP_VOTER,)  # the commit point follows: stop voting
         else:
-            assert step is CopyStep.MARK_READY
+            assert isinstance(ev, MarkedReady), ev
             d = attrs.evolve(d, data_state=Sb.READY, tombstone_last=NO_OPID)
         slot.state = Copying(st.phase, d, st.source)
-        return Batch((Trace(_fact(step.value, args, d)), *after))
+        return Batch((LifecycleTrace(_fact(ev.step.event, args, d)), *after))
 
     def _copy_ended(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, CopyEnded) and isinstance(slot.state, Copying)
@@ -757,9 +825,10 @@ class LifecycleCore:
         if d.data_state is Sb.READY:
             # Past the commit point (a failure after it changes nothing: startup would run
             # the READY replica): step 6, the replica starts.
-            slot.state = Copying(CopyPhase.STARTING, d, st.source)
+            slot.state = Copying(CopyStage.STARTING, d, st.source)
             return Batch((Volatile.STOP_VOTER, Volatile.START_REPLICA))
-        abort = Trace(_fact("copy_abort", CopyAbortArgs(ev.reason or "the copy ended early"),
+        abort = LifecycleTrace(_fact("copy_abort",
+                                     CopyAbortArgs(ev.reason or "the copy ended early"),
                             d))
         if d.data_state is Sb.COPYING:
             effects, after = _tombstone_steps(d)
@@ -783,8 +852,8 @@ class LifecycleCore:
         return EMPTY
 
     def _protocol_error(self, slot: Slot, ev: Input) -> Batch:
-        raise ProtocolError(f"tablet {slot.tablet_id}: {type(ev).__name__} cannot happen in "
-                            f"state {slot.state.kind.value}")
+        raise LifecycleProtocolError(f"tablet {slot.tablet_id}: {type(ev).__name__} cannot "
+                                     f"happen in state {slot.state.kind.value}")
 
 
 def _cmeta_record(cm: ConsensusMeta) -> CmetaState:
@@ -832,7 +901,8 @@ def _rows() -> dict[tuple[Kind, type], Handler]:
     # StartTabletCopy (a STARTING or CREATING tablet: retryable, untraced).
     row((A, R, F, T, P, D), StartCopy, _C._throttle_or_start_copy)
     row((S, C), StartCopy, _C._not_running)
-    row((P,), CopyStepDone, _C._copy_step)
+    for step_type in COPY_STEP_TYPES:
+        row((P,), step_type, _C._copy_step)
     row((P,), CopyEnded, _C._copy_ended)
     # A voter's durable vote.
     row((T, P), VoteRecorded, _C._vote_recorded)
@@ -843,25 +913,31 @@ def _rows() -> dict[tuple[Kind, type], Handler]:
     return rows
 
 
-TRANSITIONS: Final[dict[tuple[Kind, type], Handler]] = _rows()
+LIFECYCLE_TRANSITIONS: Final[dict[tuple[Kind, type], Handler]] = _rows()
 # The pairs that are protocol errors (the shell never produces them): listed so that the
 # totality test can tell a deliberate refusal from a forgotten row.
-PROTOCOL_ERRORS: Final = frozenset(k for k, h in TRANSITIONS.items()
+PROTOCOL_ERRORS: Final = frozenset(k for k, h in LIFECYCLE_TRANSITIONS.items()
                                    if h is _C._protocol_error)
 
 __all__ = [
     "ABSENT",
+    "COPY_STEP_TYPES",
     "DELETED_MEMORY",
     "EMPTY",
     "INPUT_TYPES",
+    "LIFECYCLE_TRANSITIONS",
     "PROTOCOL_ERRORS",
-    "TRANSITIONS",
+    "SUPERBLOCK_MARKS",
     "Absent",
     "Batch",
+    "BlockDownloaded",
+    "BlocksDone",
     "Case",
     "Classified",
+    "CmetaMerged",
+    "CopyBegun",
     "CopyEnded",
-    "CopyPhase",
+    "CopyStage",
     "CopyStep",
     "CopyStepDone",
     "Copying",
@@ -870,16 +946,18 @@ __all__ = [
     "Creating",
     "Delete",
     "Deleting",
-    "Effect",
-    "Fact",
     "Failed",
     "Input",
     "Kind",
     "LifecycleCore",
+    "LifecycleEffect",
+    "LifecycleFact",
+    "LifecyclePersist",
+    "LifecycleProtocolError",
+    "LifecycleTrace",
+    "MarkedReady",
     "Mode",
     "Op",
-    "Persist",
-    "ProtocolError",
     "Register",
     "ReplicaFailed",
     "ReplicaHandle",
@@ -892,7 +970,7 @@ __all__ = [
     "State",
     "Stopped",
     "Tombstoned",
-    "Trace",
     "Volatile",
     "VoteRecorded",
+    "WalDownloaded",
 ]

@@ -3,14 +3,14 @@
 Rules of this file
 ------------------
 * The core (``core.py``) decides; this shell only does what a batch says, in its order
-  (``execute``): a ``Persist`` is made durable (written, fsync'd) and then its fact traced,
-  the pair shielded from cancellation and holding the tablet's step lock (at most one
-  durable step of a tablet between its write and its event: a vote of its voter and a
-  copy step may otherwise run at once, and a crash between their fsyncs and their events
-  would lose two events where the checker's crash frontier allows one); a ``Trace`` is
-  traced; a ``Volatile`` starts or stops a replica, a voter or a copy, and what it learns
-  (the WAL's last OpId once a replica stopped, a replica that opened) goes back into the
-  core as an input of its own, whose batch runs next.
+  (``execute``): a ``LifecyclePersist`` is made durable (written, fsync'd) and then its
+  fact traced, the pair shielded from cancellation and holding the tablet's step lock (at
+  most one durable step of a tablet between its write and its event: a vote of its voter
+  and a copy step may otherwise run at once, and a crash between their fsyncs and their
+  events would lose two events where the checker's crash frontier allows one); a
+  ``LifecycleTrace`` is traced; a ``Volatile`` starts or stops a replica, a voter or a
+  copy, and what it learns (the WAL's last OpId once a replica stopped, a replica that
+  opened) goes back into the core as an input of its own, whose batch runs next.
 * Startup before serving: ``register_all`` records every superblock on disk in the core
   (state STARTING) and runs before the RPC server accepts a call; ``start_all`` then
   classifies and opens each. A tablet call for a STARTING tablet is refused with the
@@ -23,6 +23,7 @@ Rules of this file
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -51,25 +52,30 @@ from revivify.impl.tablet.errors import TabletError
 from revivify.impl.tablet.store import TabletStore
 
 from .. import api
-from ..durable import NO_OPID, Blocks, Durable, OpIdPair, Sb, Wal, running
+from ..durable import NO_OPID, Blocks, Durable, Sb, Wal, opid_pair, running
+from ..durable_step import durable_step
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
+    SUPERBLOCK_MARKS,
+    Absent,
     Batch,
     Case,
     Classified,
     Copying,
+    CopyStep,
     Create,
     CreateFailed,
     Delete,
     Deleting,
-    Fact,
     Failed,
     Input,
     Kind,
     LifecycleCore,
+    LifecycleFact,
+    LifecyclePersist,
+    LifecycleTrace,
     Mode,
     Op,
-    Persist,
     ReplicaFailed,
     ReplicaStarted,
     ReplicaStartFailed,
@@ -77,7 +83,6 @@ from .core import (
     Starting,
     Stopped,
     Tombstoned,
-    Trace,
     Volatile,
     VoteRecorded,
 )
@@ -85,12 +90,16 @@ from .voter import TombstoneVoter
 
 logger = logging.getLogger(__name__)
 
+# The furthest copy step a COPYING superblock's mark stands for (core.SUPERBLOCK_MARKS).
+_STEP_OF_MARK: Final = {mark: step for step, mark in SUPERBLOCK_MARKS.items()}
+# The blocks a COPYING superblock holds after its furthest step (none before the first).
+_BLOCKS_AFTER: Final[dict[CopyStep | None, Blocks]] = {
+    CopyStep.DOWNLOAD_BLOCK: Blocks.PARTIAL, CopyStep.BLOCKS_DONE: Blocks.PRESENT}
+
 DELETE_STEPS: Final = ("delete_shutdown", "delete_create_qdir", "delete_copy_superblock",
                        "delete_mark_deleted", "delete_copy_cmeta", "delete_move_wal")
 FULL_DELETE_STEPS: Final = ("delete_remove_cmeta", "delete_remove_superblock")
-COPY_STEPS: Final = ("copy_begin", "copy_merge_cmeta", "copy_download_wal",
-                     "copy_download_block", "copy_blocks_done", "copy_mark_ready",
-                     "copy_start_replica")
+COPY_STEPS: Final = tuple(step.value for step in CopyStep)
 FAULT_POINTS: Final = (*DELETE_STEPS, *FULL_DELETE_STEPS, *COPY_STEPS)
 
 
@@ -128,8 +137,21 @@ class Hosted:
     replica: Replica | None = None
 
 
-def opid_pair(opid: OpId | None) -> OpIdPair:
-    return (opid.term, opid.index) if opid else NO_OPID
+@attrs.define
+class TabletTasks:
+    """What this process runs for one tablet beside its slot in the lifecycle core (which
+    alone says what state the tablet is in): the one record of a tablet's volatile parts.
+
+    ``step_lock`` orders its durable steps (``TabletManager.durable_step``); ``hosted`` is
+    the task owning its replica's WAL and driver (set from the replica's start until that
+    task ends: a FAILED replica's stays until it is deleted); ``voter`` is its tombstone's
+    (or COPYING replica's) voter while one runs. A record outlives its parts, as the step
+    lock must (a step waiting on it holds it), so records are kept for every tablet this
+    process has seen, about a hundred bytes each."""
+
+    step_lock: trio.Lock = attrs.field(factory=trio.Lock)
+    hosted: Hosted | None = None
+    voter: TombstoneVoter | None = None
 
 
 class TabletManager:
@@ -140,9 +162,7 @@ class TabletManager:
         self.host = host
         self.core = LifecycleCore(max_concurrent_copies=max_concurrent_copies)
         self.fault_crash_after = fault_crash_after
-        self.hosts: dict[str, Hosted] = {}
-        self.voters: dict[str, TombstoneVoter] = {}
-        self._locks: dict[str, trio.Lock] = {}
+        self._tasks: dict[str, TabletTasks] = {}  # tablet id -> its volatile parts
         self._nursery: trio.Nursery | None = None
         # RUN_COPY: the server's copy service starts the download (impl/tserver/copy).
         self.run_copy: Callable[[str], None] = _no_copy
@@ -155,10 +175,24 @@ class TabletManager:
 
     # ---------------------------------------------------------------- queries
 
+    # Whether a replica runs has one answer: its slot in the lifecycle core is RUNNING.
+    # ``TabletTasks.hosted`` only says which task owns a WAL (a FAILED replica's stays open
+    # until it is deleted), so every "does it run" below asks the core, never the Replica.
+
     def replica(self, tablet_id: str) -> Replica | None:
-        """The tablet's replica if it runs (its driver may have failed since: FAILED)."""
-        hosted = self.hosts.get(tablet_id)
+        """The tablet's hosted replica, running or not (a FAILED one stays hosted until it
+        is deleted): for what it holds (its WAL, its core's config), not whether it runs."""
+        tasks = self._tasks.get(tablet_id)
+        hosted = tasks.hosted if tasks is not None else None
         return hosted.replica if hosted is not None else None
+
+    def runs(self, tablet_id: str) -> bool:
+        """The tablet's slot is RUNNING: its replica serves (``Replica`` asks this)."""
+        return isinstance(self.core.state(tablet_id), Running)
+
+    def running_replica(self, tablet_id: str) -> Replica | None:
+        """The tablet's replica if its slot is RUNNING, else None."""
+        return self.replica(tablet_id) if self.runs(tablet_id) else None
 
     def running(self) -> Iterator[tuple[str, Replica]]:
         for tablet_id, slot in list(self.core.slots.items()):
@@ -175,16 +209,37 @@ class TabletManager:
             replica = self.replica(tablet_id)
             assert replica is not None, f"tablet {tablet_id} RUNNING without a replica"
             return replica
-        if st.kind.value == "ABSENT":
+        if isinstance(st, Absent):
             raise api.TabletNotFound(tablet_id)
         reason = st.reason if isinstance(st, Failed) else ""
         raise api.TabletNotRunning(tablet_id, st.kind.value, reason)
 
+    def tasks(self, tablet_id: str) -> TabletTasks:
+        """The tablet's record of volatile parts, made on first use: only by what starts a
+        part or a step (a query never makes one, so calls naming unknown tablets cost
+        nothing)."""
+        tasks = self._tasks.get(tablet_id)
+        if tasks is None:
+            tasks = self._tasks[tablet_id] = TabletTasks()
+        return tasks
+
+    def voter(self, tablet_id: str) -> TombstoneVoter | None:
+        """The tablet's voter, if its tombstone (or COPYING replica) votes now."""
+        tasks = self._tasks.get(tablet_id)
+        return tasks.voter if tasks is not None else None
+
+    def voting(self) -> list[TombstoneVoter]:
+        """Every voter running now (the server ticks them)."""
+        return [t.voter for t in self._tasks.values() if t.voter is not None]
+
     def step_lock(self, tablet_id: str) -> trio.Lock:
-        lock = self._locks.get(tablet_id)
-        if lock is None:
-            lock = self._locks[tablet_id] = trio.Lock()
-        return lock
+        return self.tasks(tablet_id).step_lock
+
+    def durable_step(self, tablet_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """One durable step of the tablet and its trace event: under its step lock,
+        shielded (durable_step.py says why). The shell's deletion steps, the voter's votes
+        and a copy's download steps all go through here."""
+        return durable_step(self.step_lock(tablet_id))
 
     def quarantine_view(self, tablet_id: str) -> tuple[bool, bool] | None:
         """Whether the newest quarantine dir holds the superblock and the cmeta copies."""
@@ -218,7 +273,7 @@ class TabletManager:
         if batch.refusal is not None:
             raise batch.refusal
 
-    def trace(self, tablet_id: str, fact: Fact) -> None:
+    def trace(self, tablet_id: str, fact: LifecycleFact) -> None:
         """Trace a fact (after its step was made durable); the fault point follows."""
         self.host.tracer.event(fact.event, fact.args, fact.state, tablet=tablet_id)
         if fact.event == self.fault_crash_after:
@@ -229,12 +284,11 @@ class TabletManager:
     async def execute(self, tablet_id: str, batch: Batch) -> None:
         """Run a batch's effects in order (the module header's rules)."""
         for effect in batch.effects:
-            if isinstance(effect, Persist):
-                async with self.step_lock(tablet_id):
-                    with trio.CancelScope(shield=True):  # durable, then traced: together
-                        await self.host.blocking(self._persist, tablet_id, effect)
-                        self.trace(tablet_id, effect.fact)
-            elif isinstance(effect, Trace):
+            if isinstance(effect, LifecyclePersist):
+                async with self.durable_step(tablet_id):  # durable, then traced: together
+                    await self.host.blocking(self._persist, tablet_id, effect)
+                    self.trace(tablet_id, effect.fact)
+            elif isinstance(effect, LifecycleTrace):
                 self.trace(tablet_id, effect.fact)
             elif effect is Volatile.STOP_REPLICA:
                 durable = await self._stop_replica(tablet_id)
@@ -249,7 +303,7 @@ class TabletManager:
                 assert effect is Volatile.RUN_COPY, effect
                 self.run_copy(tablet_id)
 
-    def _persist(self, tablet_id: str, effect: Persist) -> None:
+    def _persist(self, tablet_id: str, effect: LifecyclePersist) -> None:
         """One durable step of a deletion (blocking: a worker thread runs it)."""
         layout, metadata, disk = self.host.layout, self.host.metadata, self.host.disk
         op = effect.op
@@ -345,17 +399,17 @@ class TabletManager:
         return Classified(Case.READY, running(cmeta, NO_OPID, quarantine))
 
     def copying_durable(self, tablet_id: str, sb: Superblock) -> Durable:
-        """The durable state a COPYING superblock stands for (it records the copy's steps:
-        WAL, BLOCKS_PARTIAL, BLOCKS_DONE)."""
-        step = sb.copy_step
-        wal_done = step in ("WAL", "BLOCKS_PARTIAL", "BLOCKS_DONE")
-        blocks = {"BLOCKS_PARTIAL": Blocks.PARTIAL, "BLOCKS_DONE": Blocks.PRESENT}
+        """The durable state a COPYING superblock stands for: its mark names the furthest
+        copy step made durable (core.SUPERBLOCK_MARKS)."""
+        done = _STEP_OF_MARK.get(sb.copy_step)  # None: no mark, the WAL is not down yet
+        wal_done = done is not None
         return Durable(
             Sb.COPYING, tombstone_last=opid_pair(sb.tombstone_last_opid),
             cmeta=self.host.metadata.load_cmeta(tablet_id),
             wal=Wal.LIVE if wal_done else self.wal_at_rest(tablet_id),
             wal_last=opid_pair(sb.copy_wal_last) if wal_done else NO_OPID,
-            blocks=blocks.get(step, Blocks.ABSENT), quarantine=self.quarantine_view(tablet_id))
+            blocks=_BLOCKS_AFTER.get(done, Blocks.ABSENT),
+            quarantine=self.quarantine_view(tablet_id))
 
     def _failed_durable(self, tablet_id: str, cmeta: ConsensusMeta | None, wal: Wal,
                         blocks: Blocks) -> Durable:
@@ -402,7 +456,8 @@ class TabletManager:
         host = self.host
         create = how == "create"
         hosted = Hosted(trio.CancelScope(), trio.Event())
-        self.hosts[tablet_id] = hosted
+        tasks = self.tasks(tablet_id)
+        tasks.hosted = hosted
         started = False
         what = "data blocks"  # what a failure to open names (the store opens first)
         try:
@@ -448,8 +503,8 @@ class TabletManager:
             await self.apply(tablet_id, ReplicaStartFailed(f"{what}: {exc}",
                                                            self._damaged(tablet_id, what)))
         finally:
-            if self.hosts.get(tablet_id) is hosted:
-                del self.hosts[tablet_id]
+            if tasks.hosted is hosted:
+                tasks.hosted = None
             hosted.done.set()
             if not started:
                 task_status.started()
@@ -482,7 +537,8 @@ class TabletManager:
         the stop left it (a running one's WAL's last durable OpId)."""
         st = self.core.state(tablet_id)
         assert isinstance(st, Deleting | Copying), st
-        hosted = self.hosts.get(tablet_id)
+        tasks = self._tasks.get(tablet_id)
+        hosted = tasks.hosted if tasks is not None else None
         if hosted is None:
             return st.durable  # a FAILED replica that never opened
         replica = hosted.replica
@@ -519,12 +575,13 @@ class TabletManager:
         durable = self.core.durable(tablet_id)
         assert durable is not None
         voter = TombstoneVoter(self, tablet_id, durable)
-        self.voters[tablet_id] = voter
+        self.tasks(tablet_id).voter = voter
         assert self._nursery is not None
         self._nursery.start_soon(voter.run)
 
     async def _stop_voter(self, tablet_id: str) -> None:
-        voter = self.voters.pop(tablet_id, None)
+        tasks = self.tasks(tablet_id)
+        voter, tasks.voter = tasks.voter, None
         if voter is not None:
             await voter.stop()
 
@@ -549,10 +606,8 @@ class TabletManager:
             if isinstance(st, Running):
                 continue
             if isinstance(st, Failed):
-                out.append(_offline_info(tablet_id, "FAILED", st.reason, st.durable))
-            elif isinstance(st, Tombstoned):
-                out.append(_offline_info(tablet_id, "TOMBSTONED", "", st.durable))
-            elif isinstance(st, Copying | Deleting | Starting):
+                out.append(_offline_info(tablet_id, st.kind.value, st.reason, st.durable))
+            elif isinstance(st, Tombstoned | Copying | Deleting | Starting):
                 out.append(_offline_info(tablet_id, st.kind.value, "", st.durable))
         return out
 
@@ -587,4 +642,4 @@ def _no_copy(tablet_id: str) -> None:
 
 
 __all__ = ["COPY_STEPS", "DELETE_STEPS", "FAULT_POINTS", "FULL_DELETE_STEPS", "Host",
-           "TabletManager", "opid_pair"]
+           "TabletManager"]

@@ -8,22 +8,23 @@ votes from an empty cmeta, written with its first vote.
 
 Order of a vote (the same rule as every durable step): the cmeta is written and fsync'd,
 the lifecycle core records it (``TabletManager.vote_recorded``), the fact is traced with the
-tablet's durable state, and only then is the answer sent. The write and the trace hold the
-tablet's step lock, shielded: a copy step of the same tablet waits, so a crash loses at most
-one event of the tablet.
+tablet's durable state, and only then is the answer sent. The write and the trace are one
+durable step (``TabletManager.durable_step``: the tablet's step lock, shielded): a copy step
+of the same tablet waits, so a crash loses at most one event of the tablet.
 """
 
 from __future__ import annotations
 
 import random
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
 import trio
 
-from revivify.impl.consensus.core import RaftCore
+from revivify.impl.consensus.core import RaftCore, ReadState, Step
 from revivify.impl.consensus.log import RaftLog
-from revivify.impl.consensus.messages import Config, Message
-from revivify.impl.consensus.plan import Apply, Persist, Release, Send, Trace, plan
+from revivify.impl.consensus.messages import Config, Entry, Message
+from revivify.impl.consensus.plan import plan, walk
 from revivify.impl.storage.values import ConsensusMeta
 
 from ..durable import Durable
@@ -36,7 +37,7 @@ class VoterHost(Protocol):
 
     host: Any  # the server: uuid, raft_options, blocking, metadata, tracer, send
 
-    def step_lock(self, tablet_id: str) -> trio.Lock: ...
+    def durable_step(self, tablet_id: str) -> AbstractAsyncContextManager[None]: ...
 
     def vote_recorded(self, tablet_id: str, cmeta: ConsensusMeta) -> Durable: ...
 
@@ -61,6 +62,11 @@ class TombstoneVoter:
                              applied_index=last_index, rng=random.Random(0),
                              options=host.raft_options, tombstone=True)
         self._inbox: list[Message | None] = []  # None: a tick
+        # Steps of the batch being walked whose fact went out with their PersistStep. The steps
+        # themselves, not their id(): a set of ids kept across batches matched a later step
+        # that reused a freed step's address, and its fact was never traced (found by
+        # tests/simulation: traces differed between two runs). Cleared after each batch.
+        self._traced: list[Step] = []
         self._wake = trio.Event()
         self.scope = trio.CancelScope()
         self.done = trio.Event()
@@ -90,8 +96,7 @@ class TombstoneVoter:
             self.done.set()
 
     async def _run(self) -> None:
-        manager, core = self.manager, self.core
-        host = manager.host
+        core = self.core
         while True:
             if not self._inbox:
                 await self._wake.wait()
@@ -104,43 +109,50 @@ class TombstoneVoter:
                     core.step(m)
             while core.has_ready():
                 rd = core.ready()
-                # Steps of this batch whose fact went out with their Persist. The steps
-                # themselves, not their id(): a set of ids kept across batches matched a
-                # later step that reused a freed step's address, and its fact was never
-                # traced (found by tests/simulation: traces differed between two runs).
-                traced: list[Any] = []
                 # The one order every Raft shell follows (impl/consensus/plan.py): a vote is
                 # durable and traced before its answer leaves.
-                for effect in plan(rd):
-                    if isinstance(effect, Persist):
-                        step = effect.step
-                        assert step.cmeta is not None and not step.entries, \
-                            "a tombstone appends nothing"
-                        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term,
-                                              step.cmeta.voted_for,
-                                              config_to_storage(step.cmeta.committed_config))
-                        async with manager.step_lock(self.tablet_id):
-                            with trio.CancelScope(shield=True):  # durable, then traced
-                                await host.blocking(host.metadata.write_cmeta, cmeta)
-                                durable = manager.vote_recorded(self.tablet_id, cmeta)
-                                host.tracer.event(step.fact.event, step.fact.args,
-                                                  durable.record(), tablet=self.tablet_id)
-                                traced.append(step)
-                    elif isinstance(effect, Trace):
-                        if any(effect.step is s for s in traced):
-                            continue  # traced with its Persist, under the step lock
-                        durable_now = manager.durable_of(self.tablet_id)
-                        assert durable_now is not None
-                        host.tracer.event(effect.step.fact.event, effect.step.fact.args,
-                                          durable_now.record(), tablet=self.tablet_id)
-                    elif isinstance(effect, Send):
-                        for m in effect.messages:
-                            host.send(m.dest, self.tablet_id, [m])
-                    else:
-                        # A tombstone commits and applies nothing, and serves no reads.
-                        assert isinstance(effect, Apply | Release), effect
+                await walk(plan(rd), self)
                 core.advance(rd)
-                traced.clear()
+                self._traced.clear()
+
+    # ------------------------------------------------------------------ the plan's effects
+    # (consensus/plan.py PlanShell: ``walk`` calls these in the plan's order)
+
+    async def persist_step(self, step: Step) -> None:
+        """A vote: the cmeta written and fsync'd, the lifecycle core told, the fact traced
+        with the tablet's durable state, all under the tablet's step lock (so the fact goes
+        out here, with its write, and ``trace_step`` skips it)."""
+        assert step.cmeta is not None and not step.entries, "a tombstone appends nothing"
+        manager, host = self.manager, self.manager.host
+        cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
+                              config_to_storage(step.cmeta.committed_config))
+        async with manager.durable_step(self.tablet_id):
+            await host.blocking(host.metadata.write_cmeta, cmeta)
+            durable = manager.vote_recorded(self.tablet_id, cmeta)
+            host.tracer.event(step.fact.event, step.fact.args, durable.record(),
+                              tablet=self.tablet_id)
+            self._traced.append(step)
+
+    async def trace_step(self, step: Step) -> None:
+        if any(step is s for s in self._traced):
+            return  # traced with its PersistStep, under the step lock
+        durable_now = self.manager.durable_of(self.tablet_id)
+        assert durable_now is not None
+        self.manager.host.tracer.event(step.fact.event, step.fact.args, durable_now.record(),
+                                       tablet=self.tablet_id)
+
+    async def send_messages(self, messages: tuple[Message, ...]) -> None:
+        for m in messages:
+            self.manager.host.send(m.dest, self.tablet_id, [m])
+
+    # A tombstone commits and applies nothing, and serves no reads: nothing to do.
+
+    async def apply_entries(self, entries: tuple[Entry, ...]) -> None:
+        pass
+
+    async def release_reads(self, read_states: tuple[ReadState, ...],
+                            read_failures: tuple[int, ...]) -> None:
+        pass
 
 
 __all__ = ["MAX_INBOX", "TombstoneVoter"]
