@@ -233,8 +233,8 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     since_reset = 0
     fast_plain = FAST_PLAIN
     fast_log = FAST_LOG
-    log_step = r.log_append_step
-    commit_step = r.commit_step
+    log_append = r.log_tracker.append
+    commit_step = r.log_tracker.commit_step
     shape_step = r.shape_step
     events = 0
     before = r.events
@@ -313,51 +313,22 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                                     k.max_term_at = f"{f}:{i}"
                                 k.state = out.post
                                 fast = out.fast
-                                if fast == fast_log:  # = Replayer.fast_log
-                                    runs = k.log_runs
-                                    if out.ext == k.log_hi + 1 and out.a == k.tap_term \
-                                            and runs and runs[-1][1] == out.a and (
-                                                not out.lead or out.a == k.app_term):
-                                        # It extends the log's last run: nothing else.
-                                        k.log_hi = out.b
-                                    else:
-                                        if out.lead and out.a != k.app_term:
-                                            r.first_append(k, out.a, f, i, ev.lamport)
-                                        assert out.log is not None
-                                        first, prev, terms = out.log
-                                        found = log_step(
-                                            k, first, prev, terms, out.a, out.b,
-                                            r.states.tuples[out.post].term, f, i,
-                                            ev.lamport, args_b)
-                                        if found:
-                                            for v in found:
-                                                add(v)
-                                elif fast != fast_plain:  # = Replayer.fast_commit
-                                    ca, cb, tx = out.a, out.b, out.obs_term
-                                    runs = k.log_runs
-                                    if runs and runs[-1][0] <= ca <= k.log_hi and \
-                                            runs[-1][1] == cb and tx == k.ctx and \
-                                            k.commit_hi > k.c_done:
-                                        # The log's last run holds the entry: the
-                                        # committed range grows (= commit_step).
-                                        if ca > k.commit_hi:
-                                            k.commit_hi = ca
-                                        if out.lead:
-                                            lp = k.lc_pending
-                                            if lp is not None and lp[1] != cb:
-                                                r.flush_leader_commit(k)
-                                            k.lc_pending = (ca, cb, ev.lamport, f, i)
-                                        else:
-                                            fc = k.fcommits
-                                            got = fc.get(tx)
-                                            if got is None or ca > got[0]:
-                                                fc[tx] = (ca, ev.lamport, f, i)
-                                    else:
-                                        found = commit_step(k, ca, cb, out.lead, tx, f, i,
-                                                            ev.lamport, args_b)
-                                        if found:
-                                            for v in found:
-                                                add(v)
+                                if fast == fast_log:
+                                    assert out.log is not None
+                                    first, prev, terms = out.log
+                                    found = log_append(
+                                        k, first, out.ext != 0, prev, terms, out.a, out.b,
+                                        out.lead, r.states.tuples[out.post].term, f, i,
+                                        ev.lamport, args_b)
+                                elif fast != fast_plain:
+                                    found = commit_step(k, out.a, out.b, out.lead,
+                                                        out.obs_term, f, i, ev.lamport,
+                                                        args_b)
+                                else:
+                                    found = None
+                                if found:
+                                    for v in found:
+                                        add(v)
                                 k.window.append((f, i, event, args_b))
                                 continue
                     k.lam = ev.lamport
