@@ -11,14 +11,12 @@ frontier, ``explain`` the words of a finding).
 * ``StateTable``: the interned spec states (``Scalars`` tuples, ServerStates on demand).
 * ``canon`` / ``resync``: the canonical state (no ghost maps) and the state adopted after a
   violation (one fault, one finding).
-* ``FactSink`` / ``Fact``: where the global checks' facts go (a stable interface: the local
-  ``GlobalChecks`` and the Spark facts DataFrame implement it).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -283,30 +281,3 @@ def _forced(action: Action, s: ServerState, params: dict[str, Any]) -> ServerSta
         return action.effect(s, **params)
     except (KeyError, IndexError, TypeError, ValueError):
         return s
-
-class FactSink(Protocol):
-    """Where the facts for the global checks go (``global_checks.GlobalChecks`` locally,
-    rows of the facts DataFrame in Spark)."""
-
-    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None: ...
-
-    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
-                   line: int) -> None: ...
-
-    def server_format(self, node: str, file: str, line: int) -> None: ...
-
-    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
-              line: int, lamport: int, payload: str) -> None:
-        """A fact of the majority and causality checks (``global_checks.GFACT_KINDS``)."""
-
-    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
-        """A trace file read: its node, incarnation, first and last Lamport clocks, and
-        whether it ended with ``server_stop``."""
-
-
-# A fact: (kind, tablet, a, b, c, node, file, line, lamport, payload):
-# ("leader", tablet, term, 0, 0, node, file, line, ...) or
-# ("commit", tablet, lo, hi, term, node, file, line, ...): the key committed each index
-# lo..hi with that term, the first of them at file:line; or one of
-# ``global_checks.GFACT_KINDS`` (see there).
-Fact = tuple[str, str, int, int, int, str, str, int, int, str]

@@ -46,13 +46,13 @@ import attrs
 import msgspec
 
 from revivify.checker.catalog import CatalogReplay
+from revivify.checker.facts import Blind, Deny, FactSink, Incarnation, KeyLast, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
     FAST_LOG,
     FAST_PLAIN,
     RESET_EVERY,
-    FactSink,
     KeyState,
     NodeState,
     Replayer,
@@ -269,7 +269,7 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
                             clean.add((ev.node, ev.inc))
                             stop_line = i
                         elif event == "server_format":
-                            sink.server_format(ev.node, f, i)
+                            sink.fact(ServerFormat(ev.node, f, i))
                             if ev.inc == 1:  # the node's trace starts at its format
                                 ns.born = True
                         elif event != "server_start":
@@ -352,17 +352,17 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
         if finc is not None:
             last_states(r, keys.values(), finc, sink)
             if blind and (fnode or ns.node):
-                sink.gfact("blind", "", finc, 0, 0, fnode or ns.node, f, 0, 0, "")
+                sink.fact(Blind(finc, fnode or ns.node, f))
         if fnode is not None and finc is not None and order.first_lamport is not None and \
                 order.lamport is not None:
-            sink.incarnation(fnode, finc, order.first_lamport, order.lamport,
-                             (fnode, finc) in clean)
+            sink.fact(Incarnation(fnode, finc, order.first_lamport, order.lamport,
+                                  (fnode, finc) in clean))
         elif ns.node:  # a file with no line to read: its incarnation is not lost
             named = name_incarnation(f)
             if named is not None and named[0] == ns.node:
                 # It died before its first event (server_start), so before any step.
                 ns.inc = max(ns.inc, named[1])
-                sink.incarnation(ns.node, named[1], 0, 0, True)
+                sink.fact(Incarnation(ns.node, named[1], 0, 0, True))
         if order.empty:
             add(from_input_error(InputError(
                 "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
@@ -384,8 +384,8 @@ def last_states(r: Replayer, keys: Iterable[KeyState], inc: int, sink: FactSink)
         if k.inc != inc or k.state < 0:
             continue
         s = states[k.state]
-        sink.gfact("klast", k.tablet, inc, s.term if s.cmeta else -1, s.wal_last_index,
-                   k.node, "", 0, 0, r.interner.name(s.voted_for) or "")
+        sink.fact(KeyLast(k.tablet, inc, s.term if s.cmeta else -1, s.wal_last_index,
+                          k.node, r.interner.name(s.voted_for) or ""))
 
 
 def deny_fact(sink: FactSink, node: str, tablet: str, file: str, line: int, lamport: int,
@@ -398,17 +398,14 @@ def deny_fact(sink: FactSink, node: str, tablet: str, file: str, line: int, lamp
     except (ValueError, TypeError, KeyError):
         return  # refused as BadArgs by the replay
     if isinstance(cand, str) and isinstance(term, int):
-        sink.gfact("deny", tablet, term, 0, 0, node, file, line, lamport, cand)
+        sink.fact(Deny(tablet, term, node, file, line, lamport, cand))
 
 
 def drain_facts(r: Replayer, sink: FactSink) -> None:
-    for kind, tablet, a, b, c, node, file, line, lam, payload in r.facts:
-        if kind == "commit":
-            sink.commit_run(tablet, a, b, c, node, file, line)
-        elif kind == "leader":
-            sink.leader(tablet, a, node, file, line)
-        else:
-            sink.gfact(kind, tablet, a, b, c, node, file, line, lam, payload)
+    """The replay's facts so far, to ``sink``, in the order they were made."""
+    fact = sink.fact
+    for f in r.facts:
+        fact(f)
     r.facts.clear()
 
 

@@ -32,7 +32,20 @@ from __future__ import annotations
 from typing import Any
 
 from revivify.checker.explain import add_finding, key_finding
-from revivify.checker.keys import Fact, KeyState, Violation, _Problem
+from revivify.checker.facts import (
+    CommitRun,
+    CommittedRun,
+    EntryTermAppend,
+    FollowerCommit,
+    GlobalFact,
+    Hold,
+    LeaderCommit,
+    Named,
+    OwnTermAppend,
+    RunStart,
+    Truncation,
+)
+from revivify.checker.keys import KeyState, Violation, _Problem
 from revivify.spec.model import WAL_IN_PLACE
 
 
@@ -42,13 +55,13 @@ class LogTracker:
 
     __slots__ = ("facts",)
 
-    def __init__(self, facts: list[Fact]) -> None:
+    def __init__(self, facts: list[GlobalFact]) -> None:
         self.facts = facts
 
     def _flush_run(self, k: KeyState) -> None:
         if k.c_term is not None:
-            self.facts.append(("commit", k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
-                               k.c_file, k.c_line, 0, ""))
+            self.facts.append(CommitRun(k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
+                                        k.c_file, k.c_line))
         k.c_hi = k.c_lo - 1
         k.c_term = None
 
@@ -209,8 +222,8 @@ class LogTracker:
         for term, count in terms if terms is not None else ((op_term, 1),):
             if pred != term and pred is not None and (term, pos, pred) not in k.starts:
                 k.starts.add((term, pos, pred))
-                self.facts.append(("start", k.tablet, term, pos, pred, k.node, file, line,
-                                   lamport, ""))
+                self.facts.append(RunStart(k.tablet, term, pos, pred, k.node, file, line,
+                                           lamport))
             if not (runs and runs[-1][1] == term):
                 runs.append([pos, term])
             got = tappends.get(term)
@@ -249,8 +262,8 @@ class LogTracker:
                 if a <= b and nterm != term:
                     gone.append((a, b))
             for a, b in gone:
-                self.facts.append(("trunc", k.tablet, a, b, term, k.node, file, line,
-                                   node_term, ""))
+                self.facts.append(Truncation(k.tablet, a, b, term, k.node, file, line,
+                                             node_term))
         top_unknown = min(k.commit_hi, hi, k.log_lo - 1)
         if op_index + 1 <= top_unknown:
             found = add_finding(found, key_finding(k, file, line, "log_append", args_b,
@@ -335,10 +348,10 @@ class LogTracker:
         facts with the term the key committed them in (the log checks)."""
         if k.commit_hi > k.c_done:
             for a, b, t in self._segments(k, k.c_done + 1, k.commit_hi):
-                self.facts.append(("commit", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, 0, ""))
-                self.facts.append(("crun", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, k.ctx, ""))
+                self.facts.append(CommitRun(k.tablet, a, b, t, k.node, k.cr_file,
+                                            k.cr_line))
+                self.facts.append(CommittedRun(k.tablet, a, b, t, k.node, k.cr_file,
+                                               k.cr_line, k.ctx))
         k.c_done = k.commit_hi
 
     def append(self, k: KeyState, first: int, one: bool, prev: int | None,
@@ -371,19 +384,18 @@ class LogTracker:
         tablet, node = k.tablet, k.node
         facts = self.facts
         if k.h_term or k.h_index:
-            facts.append(("hold", tablet, k.h_term, k.h_index, 0, node, "", 0, 0, ""))
+            facts.append(Hold(tablet, k.h_term, k.h_index, node))
         for t, (index, lam, f, ln, cfg, voters) in k.lcommits.items():
-            facts.append(("lcommit", tablet, t, index, cfg, node, f, ln, lam, voters))
+            facts.append(LeaderCommit(tablet, t, index, cfg, node, f, ln, lam, voters))
         for t, (lam, f, ln) in k.appends.items():
-            facts.append(("append", tablet, t, 0, 0, node, f, ln, lam, ""))
+            facts.append(OwnTermAppend(tablet, t, node, f, ln, lam))
         self._flush_committed(k)
         for t, (lam, f, ln) in k.tappends.items():
-            facts.append(("tappend", tablet, t, 0, 0, node, f, ln, lam, ""))
+            facts.append(EntryTermAppend(tablet, t, node, f, ln, lam))
         for t, (index, lam, f, ln) in k.fcommits.items():
-            facts.append(("fcommit", tablet, t, index, 0, node, f, ln, lam, ""))
+            facts.append(FollowerCommit(tablet, t, index, node, f, ln, lam))
         if last is not None:
-            facts.append(("named", tablet, int(k.copied), 0, 0, node, "", 0, 0,
-                          "\n".join(sorted(k.named | {node}))))
+            facts.append(Named(tablet, k.copied, node, "\n".join(sorted(k.named | {node}))))
         k.h_term = k.h_index = 0
         k.lcommits = {}
         k.appends = {}

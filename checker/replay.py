@@ -10,7 +10,8 @@ cross-node log checks; its state is in the keys, it holds only the facts list);
 steps a crash may hide, damage and purges while down; it reads back from the replay only
 what ``frontier.FrontierHost`` names); and ``words``, an ``explain.Explainer`` (the words
 of a finding). The values they share (``KeyState``, ``Outcome``, ``Violation``, the state
-table, ``FactSink``) are in ``keys``; shape mode's abstraction and its proof in
+table) are in ``keys``, the facts it emits (``GlobalFact``) and where they go
+(``FactSink``) in ``facts``; shape mode's abstraction and its proof in
 ``logshape``. Every public name is importable from here.
 
 Rules of this file
@@ -121,6 +122,16 @@ from revivify.checker.compiled import (
     to_scalars,
 )
 from revivify.checker.explain import Explainer, add_finding, key_finding
+from revivify.checker.facts import (
+    ConfigCommit,
+    Elect,
+    FactSink,
+    GlobalFact,
+    Lead,
+    Leader,
+    LeaderLog,
+    Vote,
+)
 from revivify.checker.frontier import CrashFrontier, Decoded
 from revivify.checker.keys import (
     _ID_PARAMS,
@@ -130,8 +141,6 @@ from revivify.checker.keys import (
     FAST_PLAIN,
     SLOW,
     WINDOW,
-    Fact,
-    FactSink,
     KeyState,
     NodeState,
     Outcome,
@@ -251,7 +260,7 @@ class Replayer:
         self._named_events = frozenset({"stc_accept", "stc_reject", "copy_begin"})
         self._coverage: Counter[tuple[str, str]] = Counter()
         self.frontiers: Counter[int] = Counter()
-        self.facts: list[Fact] = []
+        self.facts: list[GlobalFact] = []
         self.words = Explainer(self.interner)
         self.log_tracker = LogTracker(self.facts)
         self.crash_frontier = CrashFrontier(self.spec, max_frontier, self.words, self)
@@ -608,35 +617,16 @@ class Replayer:
 
     def _after(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
                out: Outcome, found: list[Violation] | None) -> list[Violation] | None:
-        """Per-event checks that are not memoisable (they depend on the key's history)."""
+        """Per-event checks that are not memoisable (they depend on the key's history),
+        in order: the term, the WAL and config the key has seen, the batch a log_append
+        adds to the rebuilt log, then what the event's own kind asks (a config, the nodes
+        a copy names, votes, identities and leadership, a commit)."""
         out.hits += 1
         if out.obs_term >= 0:
-            if out.obs_term < k.max_term:
-                found = add_finding(found, key_finding(k, file, line, event, args_b,
-                                                         _Problem(
-                    "TermRegression", "violation", "TermMonotonic",
-                    f"term {out.obs_term} after term {k.max_term} (seen at {k.max_term_at})",
-                    (), ""), -1))
-                # One fault, one finding: the replay goes on from the term the node
-                # reports (as it resynchronises a state), so the events of the lower term
-                # that follow are not each reported again.
-                k.max_term = out.obs_term
-                k.max_term_at = f"{file}:{line}"
-            elif out.obs_term > k.max_term:
-                k.max_term = out.obs_term
-                k.max_term_at = f"{file}:{line}"
+            found = self._term_seen(k, file, line, event, args_b, out.obs_term, found)
         p = out.params
         post = self.states.tuples[k.state]
-        if post.wal_last_index or post.wal_last_term:
-            self.log_tracker.wal_seen(k, post.wal_last_term, post.wal_last_index,
-                                      out.obs_term, file, line, k.lam,
-                                      event == "log_append" and bool(p))
-        if k.cfg_index >= 0 and post.config_index != k.cfg_index and \
-                event not in self._config_events:
-            # The committed config moved without a config_commit here (one lost at a
-            # crash, a resynchronised state): its voters are not known.
-            self.log_tracker.flush_leader_commit(k)
-            k.cfg_index, k.cfg_voters = -1, ""
+        self._wal_and_config_seen(k, file, line, event, out, post)
         if event == "log_append" and out.log is not None and out.problem is None:
             # The batch as the step's parameters say (``out.a``/``out.b`` are set only
             # for a fast outcome; a truncation that lowers the WAL's last OpId is SLOW).
@@ -654,66 +644,116 @@ class Replayer:
             if wrong is not None:
                 found = add_finding(found, wrong)
         elif p and event in self._param_events:
-            if event in ("vote_granted", "vote_denied", "start_election"):
-                named = self.interner.name(p["me" if event == "start_election"
-                                             else "candidate"])
-                if named:
-                    k.named.add(named)
-            if event == "vote_granted":
-                self.facts.append(("vote", k.tablet, p["t"], 0, 0, k.node, file, line, k.lam,
-                                   self.interner.name(p["candidate"]) or ""))
-            elif event == "start_election":
-                self.facts.append(("elect", k.tablet, out.obs_term, k.inc, 0, k.node, file,
-                                   line, k.lam, ""))
-            if event == "vote_granted" or event == "start_election":
-                t = p["t"] if event == "vote_granted" else out.obs_term
-                who = p["candidate"] if event == "vote_granted" else p["me"]
-                prior = k.votes.get(t)
-                if prior is None:
-                    k.votes[t] = (who, f"{file}:{line}")
-                elif prior[0] != who:
-                    found = add_finding(found, key_finding(k, file, line, event, args_b,
-                                                             _Problem(
-                        "DoubleVote", "violation", "VoteOnce",
-                        f"vote for {self.interner.name(who)} in term {t}, but this node "
-                        f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
-                        (), ""), -1))
-            guard = self.actions[event].identity_guard
-            ok = True
-            if guard is not None:
-                # Identities are interned ints: the "system" has as many servers as
-                # UUIDs seen (only len() is read by these two guards).
-                ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))
-            elif event == "become_leader":
-                ok = p["me"] == k.node_id
-            if not ok:
-                found = add_finding(found, key_finding(k, file, line, event, args_b,
-                                                         _Problem(
-                    "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
-                    f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
-                    f" but was logged by {k.node}", (), ""), -1))
-            if event == "become_leader":
-                self.facts.append(("leader", k.tablet, p["t"], 0, 0, k.node, file, line,
-                                   0, ""))
-                # The config this node knew when it won, if the trace says it (a lost
-                # config_commit shows as a state whose config index differs).
-                known = k.cfg_index >= 0 and post.config_index == k.cfg_index
-                self.facts.append(("lead", k.tablet, p["t"], k.cfg_index if known else -1,
-                                   k.inc, k.node, file, line, k.lam,
-                                   k.cfg_voters if known else ""))
-                # The leader's log as it won (Leader Completeness): its known runs.
-                lo = k.log_lo if k.log_on else post.wal_last_index + 1
-                self.facts.append(("llog", k.tablet, p["t"], lo, post.wal_last_index,
-                                   k.node, file, line, k.lam,
-                                   json.dumps(k.log_runs if k.log_on else [],
-                                              separators=(",", ":"))))
+            found = self._param_event(k, file, line, event, args_b, out, post, found)
         elif p and event == "commit":
-            got = self.log_tracker.commit_step(k, p["index"], p["op_term"], out.lead, out.obs_term,
-                                   file, line, k.lam, args_b)
+            got = self.log_tracker.commit_step(k, p["index"], p["op_term"], out.lead,
+                                               out.obs_term, file, line, k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
         k.window.append((file, line, event, args_b))
         return found
+
+    @staticmethod
+    def _term_seen(k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                   obs_term: int, found: list[Violation] | None) -> list[Violation] | None:
+        """The term a step reports never goes down on a key (``TermRegression``)."""
+        if obs_term < k.max_term:
+            found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
+                "TermRegression", "violation", "TermMonotonic",
+                f"term {obs_term} after term {k.max_term} (seen at {k.max_term_at})",
+                (), ""), -1))
+            # One fault, one finding: the replay goes on from the term the node reports
+            # (as it resynchronises a state), so the events of the lower term that follow
+            # are not each reported again.
+            k.max_term = obs_term
+            k.max_term_at = f"{file}:{line}"
+        elif obs_term > k.max_term:
+            k.max_term = obs_term
+            k.max_term_at = f"{file}:{line}"
+        return found
+
+    def _wal_and_config_seen(self, k: KeyState, file: str, line: int, event: str,
+                             out: Outcome, post: Any) -> None:
+        """The WAL's last OpId the step reports (the key's highest, its first append of
+        a term) and a committed config that moved without a config_commit."""
+        if post.wal_last_index or post.wal_last_term:
+            self.log_tracker.wal_seen(k, post.wal_last_term, post.wal_last_index,
+                                      out.obs_term, file, line, k.lam,
+                                      event == "log_append" and bool(out.params))
+        if k.cfg_index >= 0 and post.config_index != k.cfg_index and \
+                event not in self._config_events:
+            # The committed config moved without a config_commit here (one lost at a
+            # crash, a resynchronised state): its voters are not known.
+            self.log_tracker.flush_leader_commit(k)
+            k.cfg_index, k.cfg_voters = -1, ""
+
+    def _param_event(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                     out: Outcome, post: Any,
+                     found: list[Violation] | None) -> list[Violation] | None:
+        """An event whose checks read its parameters: the nodes a vote names, one vote
+        per term (``DoubleVote``), the identities the spec's system guards compare
+        (``IdentityMismatch``), and the facts of votes, elections and leaders."""
+        p = out.params
+        if event in ("vote_granted", "vote_denied", "start_election"):
+            named = self.interner.name(p["me" if event == "start_election" else "candidate"])
+            if named:
+                k.named.add(named)
+        if event == "vote_granted":
+            self.facts.append(Vote(k.tablet, p["t"], k.node, file, line, k.lam,
+                                   self.interner.name(p["candidate"]) or ""))
+        elif event == "start_election":
+            self.facts.append(Elect(k.tablet, out.obs_term, k.inc, k.node, file, line, k.lam))
+        if event == "vote_granted" or event == "start_election":
+            t = p["t"] if event == "vote_granted" else out.obs_term
+            who = p["candidate"] if event == "vote_granted" else p["me"]
+            prior = k.votes.get(t)
+            if prior is None:
+                k.votes[t] = (who, f"{file}:{line}")
+            elif prior[0] != who:
+                found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
+                    "DoubleVote", "violation", "VoteOnce",
+                    f"vote for {self.interner.name(who)} in term {t}, but this node "
+                    f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
+                    (), ""), -1))
+        wrong = self._identity(k, file, line, event, args_b, p)
+        if wrong is not None:
+            found = add_finding(found, wrong)
+        if event == "become_leader":
+            self._became_leader(k, file, line, p["t"], post)
+        return found
+
+    def _identity(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                  p: dict[str, Any]) -> Violation | None:
+        """The spec's identity guard (``is_self``, ``not_self``; become_leader names its
+        node) with the key's node as the server that took the step."""
+        guard = self.actions[event].identity_guard
+        ok = True
+        if guard is not None:
+            # Identities are interned ints: the "system" has as many servers as UUIDs
+            # seen (only len() is read by these two guards).
+            ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))
+        elif event == "become_leader":
+            ok = p["me"] == k.node_id
+        if ok:
+            return None
+        return key_finding(k, file, line, event, args_b, _Problem(
+            "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
+            f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
+            f" but was logged by {k.node}", (), ""), -1)
+
+    def _became_leader(self, k: KeyState, file: str, line: int, term: int,
+                       post: Any) -> None:
+        """The facts of a become_leader: who won the term, in which config (if the trace
+        says it: a lost config_commit shows as a state whose config index differs), and
+        its log as it won (Leader Completeness: its known runs)."""
+        self.facts.append(Leader(k.tablet, term, k.node, file, line))
+        known = k.cfg_index >= 0 and post.config_index == k.cfg_index
+        self.facts.append(Lead(k.tablet, term, k.cfg_index if known else -1, k.inc, k.node,
+                               file, line, k.lam, k.cfg_voters if known else ""))
+        lo = k.log_lo if k.log_on else post.wal_last_index + 1
+        self.facts.append(LeaderLog(k.tablet, term, lo, post.wal_last_index, k.node, file,
+                                    line, k.lam, json.dumps(k.log_runs if k.log_on else [],
+                                                            separators=(",", ":"))))
 
     def _named_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
                      op_src: int) -> Violation | None:
@@ -776,8 +816,8 @@ class Replayer:
         if k.cfg_index != config_index:  # refused or resynchronised: not known
             k.cfg_index, k.cfg_voters = -1, ""
         if event == "config_commit":
-            self.facts.append(("config", k.tablet, int(getattr(a, "config_index", -1)), 0, 0,
-                               k.node, file, line, k.lam, k.cfg_voters))
+            self.facts.append(ConfigCommit(k.tablet, int(getattr(a, "config_index", -1)),
+                                           k.node, file, line, k.lam, k.cfg_voters))
 
 
     # -----------------------------------------------------------------------------------
@@ -1014,6 +1054,6 @@ def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
 __all__ = [
     "DEFAULT_MAX_FRONTIER", "FAST_COMMIT", "FAST_LEADER_COMMIT", "FAST_LOG", "FAST_PLAIN",
     "LOCAL_INVARIANTS", "LOCAL_STEP_PROPERTIES", "RESET_EVERY", "SLOW", "WINDOW",
-    "CrashFrontier", "Explainer", "Fact", "FactSink", "KeyState", "LogTracker", "NodeState",
+    "CrashFrontier", "Explainer", "FactSink", "GlobalFact", "KeyState", "LogTracker", "NodeState",
     "Outcome", "Replayer", "StateTable", "Violation", "canon", "check", "resync",
 ]
