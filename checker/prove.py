@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 import z3
 
+from revivify.checker.symbolic import FIELDS, symbolic_server
 from revivify.spec.actions import MAP_PARAMS, Action
 from revivify.spec.invariants import Invariant, check_state
 from revivify.spec.logic import FMap, unrolled_ranges
@@ -50,26 +51,8 @@ from revivify.spec.model import (
 )
 from revivify.spec.system import Spec, default_spec
 
-FIELDS: tuple[str, ...] = tuple(f.name for f in attrs.fields(ServerState))
-
-
 # ---------------------------------------------------------------------------------------
 # Symbolic states.
-
-
-def symbolic_server(prefix: str) -> ServerState:
-    """A server state whose every field is a fresh z3 constant."""
-    values: dict[str, Any] = {}
-    for name in FIELDS:
-        full = f"{prefix}.{name}"
-        if name in MAP_FIELDS:
-            rng = z3.BoolSort() if isinstance(MAP_FIELDS[name], bool) else z3.IntSort()
-            values[name] = z3.Array(full, z3.IntSort(), rng)
-        elif name in BOOL_FIELDS:
-            values[name] = z3.Bool(full)
-        else:
-            values[name] = z3.Int(full)
-    return ServerState(**values)
 
 
 def symbolic_system(prefix: str, n: int) -> SystemState:
