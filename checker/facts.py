@@ -140,10 +140,9 @@ class Elect(_Record, frozen=True, gc=False):
     lamport: int
 
 
-class Vote(_Record, frozen=True, gc=False):
-    """``voter`` granted its vote in ``term`` to ``candidate``."""
+class _VoteAnswer(_Record, frozen=True, gc=False):
+    """A voter's answer to a candidate in a term, logged (``Vote``, ``Deny``)."""
 
-    KIND = "vote"
     COLUMNS = ("tablet", "voter", "file", "line", "candidate", "term", 0, 0, "lamport")
     tablet: str
     term: int
@@ -152,6 +151,12 @@ class Vote(_Record, frozen=True, gc=False):
     line: int
     lamport: int
     candidate: str
+
+
+class Vote(_VoteAnswer, frozen=True, gc=False):
+    """``voter`` granted its vote in ``term`` to ``candidate``."""
+
+    KIND = "vote"
 
 
 class LeaderCommit(_Record, frozen=True, gc=False):
@@ -183,11 +188,10 @@ class Hold(_Record, frozen=True, gc=False):
     node: str
 
 
-class OwnTermAppend(_Record, frozen=True, gc=False):
-    """The key's first log_append of an entry of its own current term ``term`` (lowest
-    clock over its incarnations)."""
+class _FirstAppend(_Record, frozen=True, gc=False):
+    """The key's lowest-clocked log_append of an entry of ``term`` (``OwnTermAppend``,
+    ``EntryTermAppend``)."""
 
-    KIND = "append"
     COLUMNS = ("tablet", "node", "file", "line", "", "term", 0, 0, "lamport")
     tablet: str
     term: int
@@ -195,6 +199,13 @@ class OwnTermAppend(_Record, frozen=True, gc=False):
     file: str
     line: int
     lamport: int
+
+
+class OwnTermAppend(_FirstAppend, frozen=True, gc=False):
+    """The key's first log_append of an entry of its own current term ``term`` (lowest
+    clock over its incarnations; ``CausalityViolation``)."""
+
+    KIND = "append"
 
 
 class ConfigCommit(_Record, frozen=True, gc=False):
@@ -281,17 +292,11 @@ class Truncation(_Record, frozen=True, gc=False):
     node_term: int
 
 
-class EntryTermAppend(_Record, frozen=True, gc=False):
-    """The key's lowest-clocked append of an entry of ``term`` (``AppendOfUnelectedTerm``)."""
+class EntryTermAppend(_FirstAppend, frozen=True, gc=False):
+    """The key's lowest-clocked append of an entry of ``term``, whatever the key's own
+    term (``AppendOfUnelectedTerm``)."""
 
     KIND = "tappend"
-    COLUMNS = ("tablet", "node", "file", "line", "", "term", 0, 0, "lamport")
-    tablet: str
-    term: int
-    node: str
-    file: str
-    line: int
-    lamport: int
 
 
 class FollowerCommit(_Record, frozen=True, gc=False):
@@ -339,18 +344,10 @@ class KeyLast(_Record, frozen=True, gc=False):
     voted_for: str
 
 
-class Deny(_Record, frozen=True, gc=False):
+class Deny(_VoteAnswer, frozen=True, gc=False):
     """A logged vote_denied: ``voter`` refused ``candidate`` in ``term``."""
 
     KIND = "deny"
-    COLUMNS = ("tablet", "voter", "file", "line", "candidate", "term", 0, 0, "lamport")
-    tablet: str
-    term: int
-    voter: str
-    file: str
-    line: int
-    lamport: int
-    candidate: str
 
 
 class Blind(_Record, frozen=True, gc=False):
@@ -367,31 +364,31 @@ class Blind(_Record, frozen=True, gc=False):
 # --- The masters (checker/catalog.py) ----------------------------------------------------
 
 
-class MasterReady(_Record, frozen=True, gc=False):
+class _CatalogStep(_Record, frozen=True, gc=False):
+    """A master's step at catalog ``index`` in ``term`` (``MasterReady``,
+    ``CatalogWrite``)."""
+
+    term: int
+    index: int
+    node: str
+    file: str
+    line: int
+    lamport: int
+
+
+class MasterReady(_CatalogStep, frozen=True, gc=False):
     """A master became ready in ``term`` at catalog ``index`` (``OneReadyLeaderPerTerm``,
     ``ReadyHoldsCommitted``)."""
 
     KIND = "mready"
     COLUMNS = (CATALOG_TABLET, "node", "file", "line", "", "term", "index", 0, "lamport")
-    term: int
-    index: int
-    node: str
-    file: str
-    line: int
-    lamport: int
 
 
-class CatalogWrite(_Record, frozen=True, gc=False):
+class CatalogWrite(_CatalogStep, frozen=True, gc=False):
     """A master committed the catalog write ``op`` at ``index`` in ``term``."""
 
     KIND = "ccommit"
     COLUMNS = (CATALOG_TABLET, "node", "file", "line", "op", "term", "index", 0, "lamport")
-    term: int
-    index: int
-    node: str
-    file: str
-    line: int
-    lamport: int
     op: str
 
 
@@ -428,6 +425,9 @@ class FactSink(Protocol):
 
 def _plan(record: type[GlobalFact]) -> tuple[tuple[tuple[bool, Any], ...],
                                             tuple[tuple[int, bool], ...]]:
+    """``record``'s projection: per column, (holds a field?, the field's name or the
+    constant); per field, (its column, is it a bool?). Checks that ``COLUMNS`` places
+    every field exactly once."""
     fields = record.__struct_fields__
     spec = record.COLUMNS
     placed = sorted(c for c in spec if isinstance(c, str) and c in fields)

@@ -124,7 +124,7 @@ FAST_COMMIT: Final = 2
 # highest such commit per term (``KeyState.lcommits``; CommitWithoutMajority).
 FAST_LEADER_COMMIT: Final = 3
 # A log_append (``a`` = op_term, ``b`` = op_index, ``log`` its batch): the rebuilt log
-# (``Replayer.log_append_step``) and, for an entry of the key's current term (``lead``),
+# (``LogTracker.log_append_step``) and, for an entry of the key's current term (``lead``),
 # the key's first append of the term (``KeyState.appends``; CausalityViolation). The
 # highest WAL OpId (``KeyState.h_term``/``h_index``) needs nothing on a memo hit: a fast
 # step never lowers it (one that does is SLOW), so the general path records it from the
@@ -178,7 +178,7 @@ class KeyState:
     # The node's trace starts at its format (server_format in incarnation 1): every
     # tablet it holds must have been created or copied in the trace (``PhantomTablet``).
     born: bool = False
-    # The rebuilt log (``Replayer.log_*``; traces/README.md "Version 3"): ``log_on`` while
+    # The rebuilt log (``LogTracker.log_*``; traces/README.md "Version 3"): ``log_on`` while
     # a WAL is in place; indices ``log_lo..log_hi`` are known, as runs ``[start, term]``
     # (starts ascending, the first at ``log_lo``); indices below ``log_lo`` are unknown (a
     # copied WAL, a batch without terms, steps lost at a crash). ``commit_hi``: the highest

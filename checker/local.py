@@ -19,12 +19,13 @@ The local engine (``LocalChecker``) runs every group in one process; the Spark e
 The hot loop
 ------------
 Per line, ``stream_node`` (its hot loop, ``_NodeReplay._events``) does only what a memo hit
-needs: the per-file order check on
-integers (in ``_in_seq_order``, a generator: ``FileOrder`` runs only when the fast
-comparison fails; the generator costs about 2% of the per-event time), the key lookup, the memo
-lookup on ``(state id, event, raw args, raw state)``, the term check, the rebuilt log (an
-append that extends the log's last run, a commit inside it, inline; any other append or
-commit through ``Replayer.log_append_step`` / ``commit_step``) and the context window.
+needs: the per-file order check on integers (in ``_in_seq_order``, a generator:
+``FileOrder`` runs only when the fast comparison fails; the generator costs about 2% of
+the per-event time), the key lookup, the memo lookup on ``(state id, event, raw args, raw
+state)`` (or, for a key in shape mode, the shape memo's: ``Replayer.shape_step``), the term
+check, the rebuilt log (``LogTracker.append`` / ``commit_step``, whose first branch is the
+fast path: an append that extends the log's last run, a commit inside it) and the context
+window.
 Everything else (a memo miss, a finding, an incarnation boundary, an event whose checks
 read its parameters) goes through ``Replayer.feed_raw``, which consults the spec. The
 shortcut does exactly what ``feed_raw`` does for such an outcome
@@ -462,7 +463,7 @@ def drain_facts(r: Replayer, sink: FactSink) -> None:
 
 
 @attrs.frozen
-class Progress:
+class CheckProgress:
     """How far a long check has come: files opened and their bytes, out of the whole."""
 
     files_done: int
@@ -483,7 +484,7 @@ class Progress:
 class _Ticker:
     """An opener that reports progress (at most every ``every`` seconds) as files open."""
 
-    def __init__(self, files: list[str], report: Callable[[Progress], None],
+    def __init__(self, files: list[str], report: Callable[[CheckProgress], None],
                  every: float) -> None:
         self.sizes = {f: _size(f) for f in files}
         self.total = sum(self.sizes.values())
@@ -498,7 +499,7 @@ class _Ticker:
         now = time.monotonic()
         if now >= self.next:
             self.next = now + self.every
-            self.report(Progress(self.files_done, len(self.sizes), self.bytes_done,
+            self.report(CheckProgress(self.files_done, len(self.sizes), self.bytes_done,
                                  self.total, now - self.t0))
         self.files_done += 1
         self.bytes_done += self.sizes.get(path, 0)
@@ -518,7 +519,7 @@ class LocalChecker:
     about every ``progress_seconds``; nothing is reported for a run shorter than that."""
 
     max_frontier: int = DEFAULT_MAX_FRONTIER
-    progress: Callable[[Progress], None] | None = None
+    progress: Callable[[CheckProgress], None] | None = None
     progress_seconds: float = 5.0
     catalog: CatalogSpec = CATALOG_SPEC  # the masters' rules (another for a mutant's test)
     replayer: Replayer = attrs.field(init=False)
@@ -561,7 +562,7 @@ class LocalChecker:
 
 
 def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER,
-                progress: Callable[[Progress], None] | None = None,
+                progress: Callable[[CheckProgress], None] | None = None,
                 progress_seconds: float = 5.0, catalog: CatalogSpec = CATALOG_SPEC
                 ) -> Report:
     return LocalChecker(max_frontier=max_frontier, progress=progress,

@@ -334,6 +334,13 @@ def consecution(
                 seconds[name] += spent
                 if spent > 2 and progress:
                     progress(f"{action.name} on server {i}: {name} took {spent:.1f}s")
+    return _consecution_obligations(spec, failed, unknown, seconds), ctis
+
+
+def _consecution_obligations(spec: Spec, failed: dict[str, str], unknown: dict[str, str],
+                             seconds: dict[str, float]) -> list[Obligation]:
+    """One obligation per claim: FAILED where some step broke it (``failed``: which),
+    unknown where z3 could not decide (``unknown``: why), else proved."""
     out = []
     for name in _claims(spec):
         if name in failed:
@@ -344,7 +351,7 @@ def consecution(
                                   unknown[name]))
         else:
             out.append(Obligation(f"inductive: {name}", "proved", seconds[name]))
-    return out, ctis
+    return out
 
 
 def _ground_cti(spec: Spec, action: Action, i: int, pre: SystemState, params: dict[str, Any],

@@ -120,7 +120,7 @@ class _Rows:
         return out
 
 
-def pack(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
+def pack_bins(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
     """Groups into ``bins`` lists of about equal bytes: largest first, each into the
     lightest bin so far (a gzip'd byte counts as 5)."""
     def size(files: list[str]) -> int:
@@ -582,7 +582,7 @@ def _job(spark: Any, groups: list[tuple[str, list[str]]], n: int, plan: str,
     """The job of the plan, not yet run: an RDD of the tasks' rows (packed when the
     driver merges them), or a DataFrame of them when the global checks run in Spark."""
     if plan == "files":
-        bins = pack(groups, n)
+        bins = pack_bins(groups, n)
         task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
             make_task(bins, max_frontier, packed=not global_in_spark))
         if global_in_spark:
@@ -593,7 +593,7 @@ def _job(spark: Any, groups: list[tuple[str, list[str]]], n: int, plan: str,
     r = Replayer(max_frontier=max_frontier)
     for _, fs in (g for g in groups if not g[0]):
         report.server_events += stream_node(r, fs, GlobalChecks(), report.add).server_events
-    bins = pack([g for g in groups if g[0]], n)
+    bins = pack_bins([g for g in groups if g[0]], n)
     return (_read_lines(spark, bins) if bins else spark.createDataFrame(
         [], "frank long, raw binary")).mapInArrow(
         make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))

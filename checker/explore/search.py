@@ -15,7 +15,7 @@ from revivify.spec.system import Spec
 from .counterexample import replay
 from .engine import Explorer
 from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
-from .results import ExploreResult, Progress, Violation
+from .results import ExploreProgress, ExploreResult, ExploreViolation
 from .symmetry import SID_BITS, SID_MASK
 
 
@@ -24,7 +24,7 @@ def explore(
     bounds: Bounds,
     *,
     max_states: int | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExploreProgress], None] | None = None,
     progress_seconds: float = 5.0,
     symmetry: bool = True,
     verify: bool = False,
@@ -51,10 +51,10 @@ def explore(
     else:
         (search.run_plain if ex.plain else search.run_generic)(init_key)
 
-    violation: Violation | None = None
+    violation: ExploreViolation | None = None
     if search.violation_at is not None:
         chain, final = search.violation_at
-        violation = Violation(final[1], final[0], replay(ex, chain, final),
+        violation = ExploreViolation(final[1], final[0], replay(ex, chain, final),
                               docs.get(final[1], ""))
     seconds = time.perf_counter() - t0
     cov = {a.name: coverage[k] for k, a in enumerate(actions)}
@@ -76,7 +76,7 @@ class Search:
     """The breadth-first loop (two versions: over the caches, and over Spec.successors)."""
 
     def __init__(self, ex: Explorer, parents: dict[int, int], coverage: list[int],
-                 max_states: int | None, progress: Callable[[Progress], None] | None,
+                 max_states: int | None, progress: Callable[[ExploreProgress], None] | None,
                  progress_seconds: float, t0: float) -> None:
         self.ex = ex
         self.parents = parents
@@ -106,7 +106,7 @@ class Search:
         now = time.perf_counter()
         if now >= self.next_report:
             self.next_report = now + self.progress_seconds
-            self.progress(Progress(len(self.parents), self.transitions, self.depth + 1,
+            self.progress(ExploreProgress(len(self.parents), self.transitions, self.depth + 1,
                                    frontier, now - self.t0))
 
     def run_plain(self, init_key: int) -> None:
