@@ -118,7 +118,10 @@ class CrashFrontier:
     # Incarnation boundaries.
 
     def boundary(self, sid: int, clean: bool, event: str, args_b: bytes,
-                  st_b: bytes) -> Outcome:
+                 st_b: bytes) -> Outcome:
+        """The first event of a key's incarnation after its state ``sid`` (-1: the key's
+        first event): what crossing the boundary (``clean``: the last incarnation ended
+        with server_stop) to this event may have done, the fewest unlogged steps first."""
         decoded = self.host.decode(event, args_b, st_b)
         if isinstance(decoded, _Problem):
             return Outcome(sid if sid >= 0 else self.host.fresh, decoded, {}, "bad-input", -1, 0)
@@ -154,8 +157,8 @@ class CrashFrontier:
                 "PhantomTablet", "violation", "created or copied in the trace",
                 "the node's trace is whole from its server_format on, but it never created "
                 "or copied this tablet, and no step lost at a crash explains the data "
-                "this startup reports", (self.words.describe(self.host.states[self.host.fresh]),),
-                pr.observed)
+                "this startup reports",
+                (self.words.describe(self.host.states[self.host.fresh]),), pr.observed)
         return out
 
     def _missing_startup(self, s: ServerState,
