@@ -9,8 +9,8 @@ reports each broken rule of the spec as a finding at its line: the kind is the r
 incarnation is a restart (readiness is volatile).
 
 The checks across masters need every node's facts, so the replay emits them as global
-facts (``GFACT_KINDS`` of global_checks: ``mready`` per (term, node) and ``ccommit`` per
-write, each with its catalog index) and ``CatalogGlobal`` decides them, in both engines
+facts (``facts.MasterReady`` per (term, node) and ``facts.CatalogWrite`` per write, each
+with its catalog index) and ``CatalogGlobal`` decides them, in both engines
 (the Spark driver merges the same facts into the same tables):
 
 * ``OneReadyLeaderPerTerm``: at most one node is ready in a term;
@@ -32,7 +32,8 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from revivify.checker.replay import FactSink, Violation
+from revivify.checker.facts import CatalogWrite, FactSink, MasterReady
+from revivify.checker.replay import Violation
 from revivify.contract.events import (
     CATALOG_TABLET,
     CatalogCommitArgs,
@@ -97,13 +98,12 @@ class CatalogReplay:
             return
         broken: tuple[str, str] | None
         if isinstance(a, MasterReadyArgs):
-            self.sink.gfact("mready", CATALOG_TABLET, a.term, a.index, 0, self.node, file,
-                            line, lamport, "")
+            self.sink.fact(MasterReady(a.term, a.index, self.node, file, line, lamport))
             self.state, broken = self.spec.ready(self.state, Ready(
                 a.term, a.index, tuple(map(_table, a.tables)), tuple(map(_tablet, a.tablets))))
         elif isinstance(a, CatalogCommitArgs):
-            self.sink.gfact("ccommit", CATALOG_TABLET, a.term, a.index, 0, self.node, file,
-                            line, lamport, a.op)
+            self.sink.fact(CatalogWrite(a.term, a.index, self.node, file, line, lamport,
+                                        a.op))
             self.state, broken = self.spec.commit(self.state, Commit(
                 a.term, a.index, a.op, tuple(map(_table, a.tables)),
                 tuple(map(_tablet, a.tablets))))
@@ -132,16 +132,17 @@ class CatalogGlobal:
     # each write: (term, index, node, file, line)
     commits: set[tuple[int, int, str, str, int]] = attrs.Factory(set)
 
-    def fact(self, kind: str, term: int, index: int, node: str, file: str, line: int,
-             lamport: int) -> None:
-        if kind == "mready":
-            by_node = self.readies.setdefault(term, {})
-            seen = (index, lamport, file, line)
-            old = by_node.get(node)
-            if old is None or seen < old:
-                by_node[node] = seen
-        else:
-            self.commits.add((term, index, node, file, line))
+    def ready(self, f: MasterReady) -> None:
+        """A master became ready: keep each node's first ready per term."""
+        by_node = self.readies.setdefault(f.term, {})
+        seen = (f.index, f.lamport, f.file, f.line)
+        old = by_node.get(f.node)
+        if old is None or seen < old:
+            by_node[f.node] = seen
+
+    def write(self, f: CatalogWrite) -> None:
+        """A master committed a catalog write."""
+        self.commits.add((f.term, f.index, f.node, f.file, f.line))
 
     def violations(self) -> list[Violation]:
         out: list[Violation] = []
@@ -181,6 +182,4 @@ class CatalogGlobal:
         return out
 
 
-CATALOG_FACTS: Final = ("mready", "ccommit")
-
-__all__ = ["CATALOG_FACTS", "CatalogGlobal", "CatalogReplay"]
+__all__ = ["CatalogGlobal", "CatalogReplay"]

@@ -48,32 +48,17 @@ from typing import Any, Final
 import attrs
 import z3
 
+from revivify.checker.symbolic import FIELDS, symbolic_server
 from revivify.spec.actions import MAP_PARAMS, Action
 from revivify.spec.invariants import Invariant, StepProperty
 from revivify.spec.logic import FMap
-from revivify.spec.model import BOOL_FIELDS, MAP_FIELDS, ServerState
+from revivify.spec.model import MAP_FIELDS, ServerState
 
-FIELDS: Final = tuple(f.name for f in attrs.fields(ServerState))
 SCALAR_FIELDS: Final = tuple(f for f in FIELDS if f not in MAP_FIELDS)
 
 
 class NotCompilable(Exception):
     """The spec function cannot be compiled (keep the interpreted one)."""
-
-
-def _sym_state(prefix: str) -> ServerState:
-    """A server state whose every field is a fresh z3 constant ``prefix.field``."""
-    values: dict[str, Any] = {}
-    for name in FIELDS:
-        full = f"{prefix}.{name}"
-        if name in MAP_FIELDS:
-            rng = z3.BoolSort() if isinstance(MAP_FIELDS[name], bool) else z3.IntSort()
-            values[name] = z3.Array(full, z3.IntSort(), rng)
-        elif name in BOOL_FIELDS:
-            values[name] = z3.Bool(full)
-        else:
-            values[name] = z3.Int(full)
-    return ServerState(**values)
 
 
 def _sym_params(names: Iterable[str]) -> dict[str, Any]:
@@ -276,7 +261,7 @@ def compile_invariant(inv: Invariant, scalars: bool = False) -> CompiledPredicat
     ``Scalars`` tuple."""
     if not inv.per_server or inv.uses_term:
         raise NotCompilable(f"{inv.name}: not a per-server invariant of one evaluation")
-    s = _sym_state("s")
+    s = symbolic_server("s")
     e = _as_expr(_run_sym(inv.pred, (s,), z3.Int("t")))
     em = _Emitter(_state_names("s", "s", scalars))
     em.count(e)
@@ -291,7 +276,7 @@ def compile_step_property(prop: StepProperty, scalars: bool = False) -> Compiled
     """A step property that does not read its term, as ``fn(pre, post)``."""
     if prop.uses_term:
         raise NotCompilable(f"{prop.name} reads its term")
-    pre, post = _sym_state("a"), _sym_state("b")
+    pre, post = symbolic_server("a"), symbolic_server("b")
     e = _as_expr(_run_sym(prop.pred, pre, post, z3.Int("t")))
     em = _Emitter(_state_names("a", "a", scalars) | _state_names("b", "b", scalars))
     em.count(e)
@@ -316,7 +301,7 @@ class CompiledAction:
 def compile_action(action: Action, scalars: bool = False) -> CompiledAction:
     """The action's guard and its effect on the scalar fields (maps emptied); ``scalars``:
     over ``Scalars`` tuples (the effect returns one), else ``ServerState`` objects."""
-    s = _sym_state("s")
+    s = symbolic_server("s")
     params = _sym_params(action.params)
     names = _state_names("s", "s", scalars) | {f"p.{p}": f"p_{p}" for p in action.params}
     signature = ", ".join(["s", *(f"p_{p}" for p in action.params)])
@@ -351,7 +336,7 @@ def compile_guard(action: Action) -> CompiledPredicate:
     ``ServerState`` objects, maps included (a ``Select`` is an ``FMap`` lookup), and the
     fields of ``s`` it reads: the explorer's guard (its effects stay interpreted, maps and
     all), whose verdicts it caches on that footprint."""
-    s = _sym_state("s")
+    s = symbolic_server("s")
     params = _sym_params(action.params)
     names = _state_names("s", "s") | {f"p.{p}": f"p_{p}" for p in action.params}
     signature = ", ".join(["s", *(f"p_{p}" for p in action.params)])
@@ -439,7 +424,7 @@ def invariants_hold(invs: tuple[Invariant, ...],
         if any(cached_invariant(i) is None for i in invs):
             _ALL[key] = None
         else:
-            s = _sym_state("s")
+            s = symbolic_server("s")
             t = z3.Int("t")
             _ALL[key] = compile_all([(i.pred, ((s,), t)) for i in invs], "s",
                                     _state_names("s", "s", scalars), "invariants")
@@ -454,7 +439,7 @@ def steps_hold(props: tuple[StepProperty, ...],
         if any(cached_step_property(p) is None for p in props):
             _ALL[key] = None
         else:
-            a, b = _sym_state("a"), _sym_state("b")
+            a, b = symbolic_server("a"), symbolic_server("b")
             t = z3.Int("t")
             _ALL[key] = compile_all([(p.pred, (a, b, t)) for p in props], "a, b",
                                     _state_names("a", "a", scalars)
@@ -462,7 +447,7 @@ def steps_hold(props: tuple[StepProperty, ...],
     return _ALL[key]
 
 
-__all__ = ["FIELDS", "SCALAR_FIELDS", "CompiledAction", "CompiledPredicate", "NotCompilable",
+__all__ = ["SCALAR_FIELDS", "CompiledAction", "CompiledPredicate", "NotCompilable",
            "Scalars", "cached_action", "cached_guard", "cached_invariant",
            "cached_step_property", "compile_action", "compile_all", "compile_guard",
            "compile_invariant", "compile_step_property", "from_scalars", "invariants_hold",

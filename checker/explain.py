@@ -4,8 +4,9 @@ refused step breaks, and the branch of the spec a step exercised (coverage).
 Nothing here decides anything: the spec decided (``Action.conditions`` names each condition
 of a guard in a user's words, ``startup_case`` and ``stc_failures`` classify what a startup
 or a StartTabletCopy found); these functions only print what it decided, with servers by
-UUID and enumerations by name. ``Explainer`` is a part of ``replay.Replayer`` (a mixin: it
-reads the replay's UUID interner).
+UUID and enumerations by name. ``finding`` places a step's problem at a file and line (it
+needs only the key); ``Explainer`` holds the replay's UUID interner and speaks of states and
+parameters (the replay and its crash frontier each hold the one ``Explainer``).
 """
 
 from __future__ import annotations
@@ -26,33 +27,40 @@ from revivify.spec.model import (
 )
 
 
+def add_finding(found: list[Violation] | None, v: Violation) -> list[Violation]:
+    """``found`` with ``v`` appended (None: no findings yet, the common case)."""
+    if found is None:
+        return [v]
+    found.append(v)
+    return found
+
+
+def key_finding(k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                pr: _Problem, frontier: int) -> Violation:
+    """The problem ``pr`` of key ``k``'s event at ``file:line``, as a finding with the key's
+    last events as its context."""
+    last = k.window[-1] if k.window else None
+    return Violation(
+        kind=pr.kind, severity=pr.severity, file=file, line=line,
+        subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
+        event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
+        last_matched=f"{last[0]}:{last[1]} {last[2]}" if last else "",
+        frontier=frontier,
+        context=(*(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
+                   for f, n, e, a in k.window),
+                 f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <=="),
+    )
+
+
 class Explainer:
-    """Findings and their words (a part of ``replay.Replayer``)."""
+    """The words of states and parameters, servers by the UUIDs of ``interner``."""
 
-    interner: Interner
+    __slots__ = ("interner",)
 
-    @staticmethod
-    def _add(found: list[Violation] | None, v: Violation) -> list[Violation]:
-        if found is None:
-            return [v]
-        found.append(v)
-        return found
+    def __init__(self, interner: Interner) -> None:
+        self.interner = interner
 
-    def _violation(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
-                   pr: _Problem, frontier: int) -> Violation:
-        last = k.window[-1] if k.window else None
-        return Violation(
-            kind=pr.kind, severity=pr.severity, file=file, line=line,
-            subject=f"{file}:{line}", message=pr.message, node=k.node, tablet=k.tablet,
-            event=event, failed=pr.failed, expected=pr.expected, observed=pr.observed,
-            last_matched=f"{last[0]}:{last[1]} {last[2]}" if last else "",
-            frontier=frontier,
-            context=(*(f"{f}:{n} {e} {a.decode('utf-8', 'replace')}"
-                       for f, n, e, a in k.window),
-                     f"{file}:{line} {event} {args_b.decode('utf-8', 'replace')}  <=="),
-        )
-
-    def _val(self, field: str, v: Any) -> str:
+    def val(self, field: str, v: Any) -> str:
         if field == "voted_for":
             return self.interner.name(v) or "none"
         if field == "sb":
@@ -63,22 +71,22 @@ class Explainer:
             return BLOCKS_NAMES.get(v, str(v))
         return str(v)
 
-    def _arg_problem(self, field: str, got: tuple[Any, ...],
-                     want: tuple[Any, ...]) -> _Problem:
-        def fmt(c: tuple[Any, ...]) -> str:
+    def arg_problem(self, field: str, got: tuple[Any, ...],
+                    want: tuple[Any, ...]) -> _Problem:
+        def cmeta_words(c: tuple[Any, ...]) -> str:
             if not c[0]:
                 return "none"
             return f"(term={c[1]}, vote={self.interner.name(c[2]) or '-'}, cfg={c[3]})"
 
         return _Problem("ArgMismatch", "violation", field,
-                        f"{field} is {fmt(got)}, the spec has {fmt(want)}", (fmt(want),),
-                        fmt(got))
+                        f"{field} is {cmeta_words(got)}, the spec has {cmeta_words(want)}",
+                        (cmeta_words(want),), cmeta_words(got))
 
-    def _describe(self, s: ServerState) -> str:
-        return describe_tuple(spec_tuple(s), self.interner) + self._volatile(s)
+    def describe(self, s: ServerState) -> str:
+        return describe_tuple(spec_tuple(s), self.interner) + self.volatile(s)
 
     @staticmethod
-    def _volatile(s: ServerState) -> str:
+    def volatile(s: ServerState) -> str:
         vol = ["up" if s.up else "down"]
         if s.running:
             vol.append("running")
@@ -90,7 +98,7 @@ class Explainer:
             vol.append(f"{OP_NAMES[s.op]}@{s.step}")
         return f" [{','.join(vol)}]"
 
-    def _fmt(self, params: dict[str, Any]) -> str:
+    def fmt(self, params: dict[str, Any]) -> str:
         """The parameters as the trace says them: enumerations and servers by name; the
         spec's own parameters no trace carries (filled in for the guard) left out."""
         names: dict[str, dict[int, str]] = {"expected_state": SB_NAMES, "reason": STC_NAMES,
@@ -111,15 +119,15 @@ class Explainer:
         return "(" + ", ".join(shown) + ")"
 
     @staticmethod
-    def _failed(action: Action, s: ServerState, params: dict[str, Any]) -> str:
+    def failed(action: Action, s: ServerState, params: dict[str, Any]) -> str:
         """A GuardFailed finding's ``failed``: the names of the conditions the step breaks,
         or the guard's name when none does by name (an action without conditions, or a
         replaced guard that refuses what they allow)."""
         conds = action.conditions(s, **params) if action.conditions is not None else []
         return "; ".join(name for name, holds in conds if not holds) or action.guard.__name__
 
-    def _explain(self, action: Action, s: ServerState, params: dict[str, Any]) -> str:
-        where = f"in {self._describe(s)}"
+    def explain(self, action: Action, s: ServerState, params: dict[str, Any]) -> str:
+        where = f"in {self.describe(s)}"
         if action.name == "startup":
             want = startup_case(s)
             return (f"the spec classifies this on-disk state as "
@@ -139,7 +147,7 @@ class Explainer:
         return f"the spec's guard {action.guard.__name__} is false {where}"
 
     @staticmethod
-    def _branch(event: str, pre: ServerState, post: ServerState, p: dict[str, Any]) -> str:
+    def branch(event: str, pre: ServerState, post: ServerState, p: dict[str, Any]) -> str:
         """The guard branch a step exercised (for coverage)."""
         if event == "startup":
             return STARTUP_NAMES[p["case"]]

@@ -8,14 +8,20 @@ spec's ``crash``; while the server is down, the spec's ``damage`` and ``purge`` 
 logs them); then the new incarnation's ``startup``. The fewest unlogged steps that explain
 the reported state is the boundary's frontier size. Every candidate is a spec step: the
 guards and effects are the spec's own (``Action.guard`` / ``Action.effect``), the frontier
-only enumerates parameters. ``CrashFrontier`` is a part of ``replay.Replayer``.
+only enumerates parameters.
+
+``replay.Replayer`` holds one ``CrashFrontier`` and asks it about each boundary it meets
+(``boundary``, ``born_startup``, ``nostart``); the frontier reads back only what
+``FrontierHost`` names (the replay's current state table, its interned states, its
+compiled spec and its decoder of events), and memoises nothing itself: the replay memoises
+each boundary's ``Outcome``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from revivify.checker.compiled import CompiledAction, from_scalars, to_scalars
 from revivify.checker.explain import Explainer
@@ -52,29 +58,57 @@ _INDEX_PARAMS: Final = frozenset({"config_index", "remote_config_index", "remote
                                   "first_index"})
 
 
-class CrashFrontier(Explainer):
-    """Incarnation boundaries (a part of ``replay.Replayer``)."""
+# A tablet event decoded: its args record, the spec parameters they give, and the durable
+# state it reports as a ``traces.spec_tuple``.
+Decoded = tuple[Any, dict[str, Any], tuple[Any, ...]]
 
-    spec: Spec
-    actions: dict[str, Action]
-    max_frontier: int
-    memo_misses: int
-    fresh: int
-    states: StateTable
+
+class FrontierHost(Protocol):
+    """What the crash frontier reads of the replay that holds it (``replay.Replayer``).
+    The state table and the fresh state are replaced when the replay drops its memo
+    tables, so they are read at each use, never kept."""
+
+    @property
+    def states(self) -> StateTable:
+        """The interned states of the replay."""
+        ...
+
+    @property
+    def fresh(self) -> int:
+        """The id of a server hosting nothing (up, every field at its initial value)."""
+        ...
 
     def intern(self, s: ServerState) -> int:
-        raise NotImplementedError  # the replay's (``Replayer.intern``)
+        """The id of a canonical state."""
+        ...
 
-    def _compiled(self, event: str) -> CompiledAction | None:
-        raise NotImplementedError  # the replay's (``Replayer._compiled``)
+    def compiled(self, event: str) -> CompiledAction | None:
+        """The action ``event`` compiled (checker/compiled.py), None where it does not
+        compile."""
+        ...
 
-    def _decode(self, event: str, args_b: bytes, st_b: bytes) -> (
-            tuple[Any, dict[str, Any], tuple[Any, ...]] | _Problem):
-        raise NotImplementedError  # the replay's (``Replayer._decode``)
+    def decode(self, event: str, args_b: bytes, st_b: bytes) -> Decoded | _Problem:
+        """An event's args, its spec parameters and the state it reports, or what is
+        wrong with it."""
+        ...
 
-    def _nostart(self, sid: int, clean: bool) -> Outcome:
+
+class CrashFrontier:
+    """Incarnation boundaries, as the spec and ``max_frontier`` unlogged steps allow."""
+
+    __slots__ = ("actions", "host", "max_frontier", "spec", "words")
+
+    def __init__(self, spec: Spec, max_frontier: int, words: Explainer,
+                 host: FrontierHost) -> None:
+        self.spec = spec
+        self.actions: dict[str, Action] = {a.name: a for a in spec.actions}
+        self.max_frontier = max_frontier
+        self.words = words
+        self.host = host
+
+    def nostart(self, sid: int, clean: bool) -> Outcome:
         """An incarnation boundary the key crossed without logging a startup."""
-        s = self.states[sid]
+        s = self.host.states[sid]
         cands = [(s, 0)] if clean else self._frontier(s, spec_tuple(s))
         crash = self.actions["crash"]
         crashed = self._while_down((crash.effect(c), d) for c, d in cands if crash.guard(c))
@@ -83,12 +117,14 @@ class CrashFrontier(Explainer):
     # -----------------------------------------------------------------------------------
     # Incarnation boundaries.
 
-    def _boundary(self, sid: int, clean: bool, event: str, args_b: bytes,
-                  st_b: bytes) -> Outcome:
-        self.memo_misses += 1
-        decoded = self._decode(event, args_b, st_b)
+    def boundary(self, sid: int, clean: bool, event: str, args_b: bytes,
+                 st_b: bytes) -> Outcome:
+        """The first event of a key's incarnation after its state ``sid`` (-1: the key's
+        first event): what crossing the boundary (``clean``: the last incarnation ended
+        with server_stop) to this event may have done, the fewest unlogged steps first."""
+        decoded = self.host.decode(event, args_b, st_b)
         if isinstance(decoded, _Problem):
-            return Outcome(sid if sid >= 0 else self.fresh, decoded, {}, "bad-input", -1, 0)
+            return Outcome(sid if sid >= 0 else self.host.fresh, decoded, {}, "bad-input", -1, 0)
         _, params, obs = decoded
         startup = self.actions["startup"]
         crash = self.actions["crash"]
@@ -97,10 +133,10 @@ class CrashFrontier(Explainer):
             # traces began: take its durable state as reported. Otherwise it starts from a
             # server hosting nothing.
             if event != "startup":
-                return Outcome(self.fresh, None, {}, "", -1, 0)
+                return Outcome(self.host.fresh, None, {}, "", -1, 0)
             base = as_reported(state_from_tuple(obs, ServerState(up=False)))
             return self._startup_from([(base, 0)], obs, params, base, startup)
-        s = self.states[sid]
+        s = self.host.states[sid]
         # Lazily, in order: the first candidate that explains the startup ends the search
         # (most boundaries: the crash lost nothing, the first candidate), and only a
         # boundary nothing explains enumerates every candidate.
@@ -110,19 +146,19 @@ class CrashFrontier(Explainer):
             return self._startup_from(crashed, obs, params, crash.effect(s), startup)
         return self._missing_startup(s, crashed)
 
-    def _born_startup(self, clean: bool, event: str, args_b: bytes, st_b: bytes) -> Outcome:
+    def born_startup(self, clean: bool, event: str, args_b: bytes, st_b: bytes) -> Outcome:
         """The first event of a key on a node whose trace starts at its format, a startup:
         the boundary from a server hosting nothing. What no unlogged step explains came
         from nowhere (``PhantomTablet``)."""
-        out = self._boundary(self.fresh, clean, event, args_b, st_b)
+        out = self.boundary(self.host.fresh, clean, event, args_b, st_b)
         pr = out.problem
         if pr is not None and pr.kind == "StateMismatch":
             out.problem = _Problem(
                 "PhantomTablet", "violation", "created or copied in the trace",
                 "the node's trace is whole from its server_format on, but it never created "
                 "or copied this tablet, and no step lost at a crash explains the data "
-                "this startup reports", (self._describe(self.states[self.fresh]),),
-                pr.observed)
+                "this startup reports",
+                (self.words.describe(self.host.states[self.host.fresh]),), pr.observed)
         return out
 
     def _missing_startup(self, s: ServerState,
@@ -134,15 +170,15 @@ class CrashFrontier(Explainer):
         for c, depth in crashed:
             if startup.guard(c, case=STARTUP_NOTHING):
                 post = canon(startup.effect(c, case=STARTUP_NOTHING))
-                return Outcome(self.intern(post), None, {}, "", -1, depth)
+                return Outcome(self.host.intern(post), None, {}, "", -1, depth)
         cr = self.actions["crash"].effect(s)
         case = startup_case(cr)
         post = canon(startup.effect(cr, case=case))
-        return Outcome(self.intern(post), _Problem(
+        return Outcome(self.host.intern(post), _Problem(
             "MissingStartup", "violation", "startup_guard",
             f"a new incarnation began but logged no startup for this tablet, which exists "
             f"on disk (the spec expects startup case {STARTUP_NAMES[case]})",
-            (self._describe(cr),), ""), {}, "", -1, 0)
+            (self.words.describe(cr),), ""), {}, "", -1, 0)
 
     def _while_down(self, crashed: Iterable[tuple[ServerState, int]]) -> Iterator[
             tuple[ServerState, int]]:
@@ -177,28 +213,28 @@ class CrashFrontier(Explainer):
             if startup.guard(c, case=case):
                 post = canon(startup.effect(c, case=case))
                 if spec_tuple(post) == obs:
-                    return Outcome(self.intern(post), None, params, STARTUP_NAMES[case],
+                    return Outcome(self.host.intern(post), None, params, STARTUP_NAMES[case],
                                    obs_term, depth)
         # Nothing explains it. Prefer "right state, wrong case" (a guard) over a mismatch.
         for c, _ in crashed:
             if spec_tuple(c) == obs:
                 want = startup_case(c)
                 post = canon(startup.effect(c, case=want))
-                return Outcome(self.intern(post), _Problem(
-                    "GuardFailed", "violation", self._failed(startup, c, params),
+                return Outcome(self.host.intern(post), _Problem(
+                    "GuardFailed", "violation", self.words.failed(startup, c, params),
                     f"startup(case={STARTUP_NAMES[case]}) is not allowed: the spec classifies "
                     f"this on-disk state as {STARTUP_NAMES[want]}",
-                    (self._describe(c),), describe_tuple(obs, self.interner)),
+                    (self.words.describe(c),), describe_tuple(obs, self.words.interner)),
                     params, "guard-failed", obs_term, 0)
-        expected = tuple(sorted({self._describe(c) for c, _ in crashed}))[:8]
+        expected = tuple(sorted({self.words.describe(c) for c, _ in crashed}))[:8]
         base = resync(obs, fallback)
         post = canon(startup.effect(base, case=startup_case(base)))
-        return Outcome(self.intern(post), _Problem(
+        return Outcome(self.host.intern(post), _Problem(
             "StateMismatch", "violation", "crash frontier",
             f"no sequence of up to {self.max_frontier} unlogged steps, a crash and "
             f"startup(case={STARTUP_NAMES[case]}) leads to the reported state "
             f"({len(crashed)} candidate states tried)" + self._closest(crashed, obs),
-            expected, describe_tuple(obs, self.interner)), params, "mismatch", obs_term,
+            expected, describe_tuple(obs, self.words.interner)), params, "mismatch", obs_term,
             len(crashed))
 
     def _closest(self, crashed: list[tuple[ServerState, int]], obs: tuple[Any, ...]) -> str:
@@ -206,7 +242,7 @@ class CrashFrontier(Explainer):
         fields a writer most likely got wrong)."""
         best: list[str] | None = None
         for c, _ in crashed:
-            diffs = [f"{f}: spec {self._val(f, e)} vs trace {self._val(f, o)}"
+            diffs = [f"{f}: spec {self.words.val(f, e)} vs trace {self.words.val(f, o)}"
                      for f, e, o in zip(TRACED_FIELDS, spec_tuple(c), obs, strict=True)
                      if e != o]
             if best is None or len(diffs) < len(best):
@@ -229,7 +265,7 @@ class CrashFrontier(Explainer):
                  if a.name not in _NOT_STEPS and a.name not in _NO_EFFECT]
         # The compiled spec where it compiles (the same guards and effects, as plain
         # Python over Scalars tuples; checker/compiled.py), else the interpreted one.
-        compiled = {a.name: self._compiled(a.name) for a in steps}
+        compiled = {a.name: self.host.compiled(a.name) for a in steps}
         seen = {s}
         level = [s]
         yield s, 0

@@ -34,7 +34,7 @@ per key (1 by default), from the state the key's last event in the crashed incar
 reports, and none that the key's own log rules out (``_lost_*``; traces/README.md,
 "Unlogged steps at a crash"). traces/README.md
 ("Majorities and causality") states each rule and why a correct run never breaks it. Their
-facts (``GFACT_KINDS``) are one per key and term, per (tablet, term, voter) or per
+facts (``checker.facts``) are one per key and term, per (tablet, term, voter) or per
 incarnation, each merged as a min or a max, and both engines decide them here
 (``GlobalChecks.violations``).
 
@@ -69,11 +69,39 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 import attrs
 
-from revivify.checker.catalog import CATALOG_FACTS, CatalogGlobal
+from revivify.checker.catalog import CatalogGlobal
+from revivify.checker.facts import (
+    RECORDS,
+    Blind,
+    CatalogWrite,
+    CommitRun,
+    CommittedRun,
+    ConfigCommit,
+    Deny,
+    Elect,
+    EntryTermAppend,
+    FollowerCommit,
+    GlobalFact,
+    Hold,
+    Incarnation,
+    KeyLast,
+    Lead,
+    Leader,
+    LeaderCommit,
+    LeaderLog,
+    MasterReady,
+    Named,
+    OwnTermAppend,
+    RunStart,
+    ServerFormat,
+    Truncation,
+    Vote,
+)
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Violation
 
 K = TypeVar("K")
@@ -127,7 +155,7 @@ class _Run:
 
 @attrs.define
 class GlobalChecks:
-    """The local engine's incremental form of the checks (a ``replay.FactSink``)."""
+    """The local engine's incremental form of the checks (a ``facts.FactSink``)."""
 
     leaders: dict[tuple[str, int], list[tuple[str, str, int]]] = attrs.Factory(dict)
     # The checks across masters (checker/catalog.py), from the facts of every master.
@@ -145,8 +173,8 @@ class GlobalChecks:
     appends: dict[tuple[str, int, str], tuple[int, str, int]] = attrs.Factory(dict)
     configs: dict[str, set[int]] = attrs.Factory(dict)
     incs: dict[str, dict[int, tuple[int, int, bool]]] = attrs.Factory(dict)
-    # The log checks' tables (``GFACT_KINDS``): per (tablet, term) the (start, previous
-    # term) pairs of its runs, each with its lowest-clocked witness; per tablet the
+    # The log checks' tables (their facts: ``checker.facts``): per (tablet, term) the
+    # (start, previous term) pairs of its runs, each with its lowest-clocked witness; per tablet the
     # committed runs, the leaders' logs and the removed entries; the lowest-clocked append
     # per (tablet, entry term, node); the highest non-leader commit per (tablet, term,
     # node); per tablet the nodes its events name.
@@ -171,24 +199,28 @@ class GlobalChecks:
     # what they did is not all in the input, so their crash bounds nothing.
     blind: set[tuple[str, int]] = attrs.Factory(set)
 
-    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
-        self.leaders.setdefault((tablet, term), []).append((node, file, line))
+    def fact(self, f: GlobalFact) -> None:
+        """Merge one fact (``checker.facts``): its kind's merge below (``_MERGES``). Every
+        merge is a min, a max or a union over a total order, so the tables do not depend
+        on the order the facts come in."""
+        _MERGES[type(f)](self, f)
 
-    def server_format(self, node: str, file: str, line: int) -> None:
-        self.formats.setdefault(node, []).append((file, line))
+    # -- the first checks: leaders, formats, commit runs, incarnations ----------------
 
-    def commit(self, tablet: str, index: int, term: int, node: str, file: str,
-               line: int) -> None:
-        self.commit_run(tablet, index, index, term, node, file, line)
+    def _leader(self, f: Leader) -> None:
+        self.leaders.setdefault((f.tablet, f.term), []).append((f.node, f.file, f.line))
 
-    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
-                   line: int) -> None:
+    def _server_format(self, f: ServerFormat) -> None:
+        self.formats.setdefault(f.node, []).append((f.file, f.line))
+
+    def _commit_run(self, f: CommitRun) -> None:
         """``node`` committed every index ``lo..hi`` with ``term``, the first at
         ``file:line``. The tablet's runs stay disjoint and sorted: the parts of ``lo..hi``
         no run covers are added with ``term``; a covered index whose run has another term
         is a ``CommitTermMismatch`` (its witnesses: where each conflicting run began)."""
+        tablet, lo, hi, term = f.tablet, f.lo, f.hi, f.term
         los, runs = self.runs.setdefault(tablet, ([], []))
-        w = (node, file, line)
+        w = (f.node, f.file, f.line)
         # Runs that overlap lo..hi or touch it (a neighbour of the same term merges).
         j = bisect.bisect_right(los, hi + 1)
         i = j
@@ -220,73 +252,95 @@ class GlobalChecks:
         runs[i:j] = merged
         los[i:j] = [run.lo for run in merged]
 
+    def _incarnation(self, f: Incarnation) -> None:
+        self.incs.setdefault(f.node, {})[f.inc] = (f.first, f.last, f.clean)
+
     # -- the majority and causality checks ---------------------------------------------
 
-    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
-              line: int, lamport: int, payload: str) -> None:
-        """Merge one fact (``GFACT_KINDS``). Every merge is a min or a max over a total
-        order, so the tables do not depend on the order the facts come in."""
-        if kind in CATALOG_FACTS:
-            self.catalog.fact(kind, a, b, node, file, line, lamport)
-        elif kind == "lead":
-            self.leads.setdefault((tablet, a), set()).add(
-                (lamport, node, file, line, b, payload, c))
-        elif kind == "elect":
-            _keep_min(self.elects, (tablet, a, node), (lamport, b, file, line))
-        elif kind == "vote":
-            _keep_min(self.votes, (tablet, a, payload, node), (lamport, file, line))
-        elif kind == "lcommit":
-            key = (tablet, a, node)
-            new = (b, -lamport, file, line, c, payload)
-            old = self.lcommits.get(key)
-            if old is None or new[:4] > old[:4]:
-                self.lcommits[key] = new
-        elif kind == "hold":
-            old_h = self.holds.get((tablet, node))
-            if old_h is None or (a, b) > old_h:
-                self.holds[(tablet, node)] = (a, b)
-        elif kind == "append":
-            _keep_min(self.appends, (tablet, a, node), (lamport, file, line))
-        elif kind == "config":
-            self.configs.setdefault(tablet, set()).add(a)
-        elif kind == "start":
-            pairs = self.starts.setdefault((tablet, a), {})
-            seen = (lamport, node, file, line)
-            first = pairs.get((b, c))
-            if first is None or seen < first:
-                pairs[(b, c)] = seen
-        elif kind == "crun":
-            self.cruns.setdefault(tablet, set()).add((a, b, c, lamport, node, file, line))
-        elif kind == "llog":
-            self.llogs.setdefault(tablet, set()).add((a, node, b, c, payload, file, line))
-        elif kind == "trunc":
-            self.truncs.setdefault(tablet, set()).add((a, b, c, lamport, node, file, line))
-        elif kind == "tappend":
-            _keep_min(self.tappends, (tablet, a, node), (lamport, file, line))
-        elif kind == "fcommit":
-            fkey = (tablet, a, node)
-            fnew = (b, -lamport, file, line)
-            fold = self.fcommits.get(fkey)
-            if fold is None or fnew > fold:
-                self.fcommits[fkey] = fnew
-        elif kind == "named":
-            self.named.setdefault(tablet, set()).update(payload.split("\n"))
-            if a:
-                self.copied.add((tablet, node))
-        elif kind == "klast":
-            incs = self.klast.setdefault((tablet, node), {})
-            last = (b, payload, c)
-            if a not in incs or last > incs[a]:
-                incs[a] = last
-        elif kind == "deny":
-            self.denies.add((tablet, a, node, payload))
-        elif kind == "blind":
-            self.blind.add((node, a))
-        else:
-            raise ValueError(f"unknown global fact {kind!r}")
+    def _lead(self, f: Lead) -> None:
+        self.leads.setdefault((f.tablet, f.term), set()).add(
+            (f.lamport, f.node, f.file, f.line, f.config_index, f.voters, f.inc))
 
-    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
-        self.incs.setdefault(node, {})[inc] = (first, last, clean)
+    def _elect(self, f: Elect) -> None:
+        _keep_min(self.elects, (f.tablet, f.term, f.node), (f.lamport, f.inc, f.file, f.line))
+
+    def _vote(self, f: Vote) -> None:
+        _keep_min(self.votes, (f.tablet, f.term, f.candidate, f.voter),
+                  (f.lamport, f.file, f.line))
+
+    def _leader_commit(self, f: LeaderCommit) -> None:
+        key = (f.tablet, f.term, f.leader)
+        new = (f.index, -f.lamport, f.file, f.line, f.config_index, f.voters)
+        old = self.lcommits.get(key)
+        if old is None or new[:4] > old[:4]:
+            self.lcommits[key] = new
+
+    def _hold(self, f: Hold) -> None:
+        old = self.holds.get((f.tablet, f.node))
+        if old is None or (f.term, f.index) > old:
+            self.holds[(f.tablet, f.node)] = (f.term, f.index)
+
+    def _own_term_append(self, f: OwnTermAppend) -> None:
+        _keep_min(self.appends, (f.tablet, f.term, f.node), (f.lamport, f.file, f.line))
+
+    def _config(self, f: ConfigCommit) -> None:
+        self.configs.setdefault(f.tablet, set()).add(f.config_index)
+
+    # -- the log checks' facts ----------------------------------------------------------
+
+    def _run_start(self, f: RunStart) -> None:
+        pairs = self.starts.setdefault((f.tablet, f.term), {})
+        seen = (f.lamport, f.node, f.file, f.line)
+        first = pairs.get((f.start, f.prev_term))
+        if first is None or seen < first:
+            pairs[(f.start, f.prev_term)] = seen
+
+    def _committed_run(self, f: CommittedRun) -> None:
+        self.cruns.setdefault(f.tablet, set()).add(
+            (f.lo, f.hi, f.term, f.committed_in, f.node, f.file, f.line))
+
+    def _leader_log(self, f: LeaderLog) -> None:
+        self.llogs.setdefault(f.tablet, set()).add(
+            (f.term, f.node, f.lo, f.hi, f.runs, f.file, f.line))
+
+    def _truncation(self, f: Truncation) -> None:
+        self.truncs.setdefault(f.tablet, set()).add(
+            (f.lo, f.hi, f.term, f.node_term, f.node, f.file, f.line))
+
+    def _entry_term_append(self, f: EntryTermAppend) -> None:
+        _keep_min(self.tappends, (f.tablet, f.term, f.node), (f.lamport, f.file, f.line))
+
+    def _follower_commit(self, f: FollowerCommit) -> None:
+        key = (f.tablet, f.term, f.node)
+        new = (f.index, -f.lamport, f.file, f.line)
+        old = self.fcommits.get(key)
+        if old is None or new > old:
+            self.fcommits[key] = new
+
+    def _named(self, f: Named) -> None:
+        self.named.setdefault(f.tablet, set()).update(f.names.split("\n"))
+        if f.copied:
+            self.copied.add((f.tablet, f.node))
+
+    # -- what bounds a crash's excuse ---------------------------------------------------
+
+    def _key_last(self, f: KeyLast) -> None:
+        incs = self.klast.setdefault((f.tablet, f.node), {})
+        last = (f.term, f.voted_for, f.wal_last_index)
+        if f.inc not in incs or last > incs[f.inc]:
+            incs[f.inc] = last
+
+    def _deny(self, f: Deny) -> None:
+        self.denies.add((f.tablet, f.term, f.voter, f.candidate))
+
+    def _blind(self, f: Blind) -> None:
+        self.blind.add((f.node, f.inc))
+
+    def _master_ready(self, f: MasterReady) -> None:
+        self.catalog.ready(f)
+
+    def _catalog_write(self, f: CatalogWrite) -> None:
+        self.catalog.write(f)
 
     def _complete(self, node: str) -> bool:
         """All of the node's incarnations 1..n are in the input (a lost *last* file cannot
@@ -730,40 +784,19 @@ def _keep_min(table: dict[K, V], key: K, value: V) -> None:
         table[key] = value
 
 
-# The facts of the majority and causality checks (``GlobalChecks.gfact``):
-# lead     (tablet, a=term, b=config index or -1, node, file:line, lamport, payload=voters)
-# elect    (tablet, a=term, b=incarnation, node=candidate, file:line, lamport)
-# vote     (tablet, a=term, node=voter, file:line, lamport, payload=candidate)
-# lcommit  (tablet, a=term, b=index, c=config index, node=leader, file:line, lamport,
-#           payload=voters): the key's highest commit of an entry of its term while leading
-# hold     (tablet, a=term, b=index, node): the highest WAL last OpId the key reported
-# append   (tablet, a=term, node, file:line, lamport): the key's first log_append of an
-#           entry of its own current term
-# config   (tablet, a=config index, node, file:line, lamport, payload=voters)
-# The log checks (contract version 3, the rebuilt logs; see replay.Replayer.log_*):
-# start    (tablet, a=term, b=index where a run of it starts, c=the term before it, node,
-#           file:line, lamport)
-# crun     (tablet, a=lo, b=hi, c=term, node, file:line, clock slot=the term the key was
-#           in when it committed lo..hi): entries the key's rebuilt log says it committed
-# llog     (tablet, a=term won, b=lo, c=hi, node, file:line, lamport, payload=the known
-#           runs [[start, term], ...] of the leader's log when it won; lo..hi known)
-# trunc    (tablet, a=lo, b=hi, c=term, node, file:line, clock slot=the node's term):
-#           known entries of that term a batch removed or replaced
-# tappend  (tablet, a=entry term, node, file:line, lamport): the key's lowest-clocked
-#           append of an entry of that term
-# fcommit  (tablet, a=the key's term, b=index, node, file:line, lamport): its highest
-#           commit of the term while not leading
-# named    (tablet, a=1 if the key began a tablet copy, node, payload=the UUIDs its events
-#           name, itself included, one a line)
-# What bounds a crash's excuse (emitted by the driver, local.stream_node):
-# klast    (tablet, a=incarnation, b=cmeta term or -1 without a cmeta, c=WAL last index,
-#           node, payload=voted_for's UUID or ""): the key's state after its last event in
-#           that incarnation, one per key and incarnation with events
-# deny     (tablet, a=term, node=voter, file:line, lamport, payload=candidate): a logged
-#           vote_denied
-# blind    (a=incarnation, node, file): a line of that incarnation's file gave no event
-#           (an input or order finding): its crash is bounded by nothing
-# (lead's c is the incarnation that won the term.)
-GFACT_KINDS: Final = ("lead", "elect", "vote", "lcommit", "hold", "append", "config",
-                      "start", "crun", "llog", "trunc", "tappend", "fcommit", "named",
-                      "klast", "deny", "blind", *CATALOG_FACTS)
+# One merge per kind of fact (``GlobalChecks.fact``); what each kind says is in its record's
+# docstring (checker/facts.py).
+_MERGES: Final[dict[type[GlobalFact], Callable[[GlobalChecks, Any], None]]] = {
+    Leader: GlobalChecks._leader, ServerFormat: GlobalChecks._server_format,
+    CommitRun: GlobalChecks._commit_run, Incarnation: GlobalChecks._incarnation,
+    Lead: GlobalChecks._lead, Elect: GlobalChecks._elect, Vote: GlobalChecks._vote,
+    LeaderCommit: GlobalChecks._leader_commit, Hold: GlobalChecks._hold,
+    OwnTermAppend: GlobalChecks._own_term_append, ConfigCommit: GlobalChecks._config,
+    RunStart: GlobalChecks._run_start, CommittedRun: GlobalChecks._committed_run,
+    LeaderLog: GlobalChecks._leader_log, Truncation: GlobalChecks._truncation,
+    EntryTermAppend: GlobalChecks._entry_term_append,
+    FollowerCommit: GlobalChecks._follower_commit, Named: GlobalChecks._named,
+    KeyLast: GlobalChecks._key_last, Deny: GlobalChecks._deny, Blind: GlobalChecks._blind,
+    MasterReady: GlobalChecks._master_ready, CatalogWrite: GlobalChecks._catalog_write,
+}
+assert set(_MERGES) == set(RECORDS), "a kind of fact without its merge"

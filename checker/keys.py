@@ -11,14 +11,12 @@ frontier, ``explain`` the words of a finding).
 * ``StateTable``: the interned spec states (``Scalars`` tuples, ServerStates on demand).
 * ``canon`` / ``resync``: the canonical state (no ghost maps) and the state adopted after a
   violation (one fault, one finding).
-* ``FactSink`` / ``Fact``: where the global checks' facts go (a stable interface: the local
-  ``GlobalChecks`` and the Spark facts DataFrame implement it).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple
 
 import attrs
 
@@ -126,7 +124,7 @@ FAST_COMMIT: Final = 2
 # highest such commit per term (``KeyState.lcommits``; CommitWithoutMajority).
 FAST_LEADER_COMMIT: Final = 3
 # A log_append (``a`` = op_term, ``b`` = op_index, ``log`` its batch): the rebuilt log
-# (``Replayer.log_append_step``) and, for an entry of the key's current term (``lead``),
+# (``LogTracker.log_append_step``) and, for an entry of the key's current term (``lead``),
 # the key's first append of the term (``KeyState.appends``; CausalityViolation). The
 # highest WAL OpId (``KeyState.h_term``/``h_index``) needs nothing on a memo hit: a fast
 # step never lowers it (one that does is SLOW), so the general path records it from the
@@ -180,7 +178,7 @@ class KeyState:
     # The node's trace starts at its format (server_format in incarnation 1): every
     # tablet it holds must have been created or copied in the trace (``PhantomTablet``).
     born: bool = False
-    # The rebuilt log (``Replayer.log_*``; traces/README.md "Version 3"): ``log_on`` while
+    # The rebuilt log (``LogTracker.log_*``; traces/README.md "Version 3"): ``log_on`` while
     # a WAL is in place; indices ``log_lo..log_hi`` are known, as runs ``[start, term]``
     # (starts ascending, the first at ``log_lo``); indices below ``log_lo`` are unknown (a
     # copied WAL, a batch without terms, steps lost at a crash). ``commit_hi``: the highest
@@ -283,30 +281,3 @@ def _forced(action: Action, s: ServerState, params: dict[str, Any]) -> ServerSta
         return action.effect(s, **params)
     except (KeyError, IndexError, TypeError, ValueError):
         return s
-
-class FactSink(Protocol):
-    """Where the facts for the global checks go (``global_checks.GlobalChecks`` locally,
-    rows of the facts DataFrame in Spark)."""
-
-    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None: ...
-
-    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
-                   line: int) -> None: ...
-
-    def server_format(self, node: str, file: str, line: int) -> None: ...
-
-    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
-              line: int, lamport: int, payload: str) -> None:
-        """A fact of the majority and causality checks (``global_checks.GFACT_KINDS``)."""
-
-    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
-        """A trace file read: its node, incarnation, first and last Lamport clocks, and
-        whether it ended with ``server_stop``."""
-
-
-# A fact: (kind, tablet, a, b, c, node, file, line, lamport, payload):
-# ("leader", tablet, term, 0, 0, node, file, line, ...) or
-# ("commit", tablet, lo, hi, term, node, file, line, ...): the key committed each index
-# lo..hi with that term, the first of them at file:line; or one of
-# ``global_checks.GFACT_KINDS`` (see there).
-Fact = tuple[str, str, int, int, int, str, str, int, int, str]

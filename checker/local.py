@@ -18,12 +18,14 @@ The local engine (``LocalChecker``) runs every group in one process; the Spark e
 
 The hot loop
 ------------
-Per line, ``stream_node`` does only what a memo hit needs: the per-file order check on
-integers (in ``_in_seq_order``, a generator: ``FileOrder`` runs only when the fast
-comparison fails; the generator costs about 2% of the per-event time), the key lookup, the memo
-lookup on ``(state id, event, raw args, raw state)``, the term check, the rebuilt log (an
-append that extends the log's last run, a commit inside it, inline; any other append or
-commit through ``Replayer.log_append_step`` / ``commit_step``) and the context window.
+Per line, ``stream_node`` (its hot loop, ``_NodeReplay._events``) does only what a memo hit
+needs: the per-file order check on integers (in ``_in_seq_order``, a generator:
+``FileOrder`` runs only when the fast comparison fails; the generator costs about 2% of
+the per-event time), the key lookup, the memo lookup on ``(state id, event, raw args, raw
+state)`` (or, for a key in shape mode, the shape memo's: ``Replayer.shape_step``), the term
+check, the rebuilt log (``LogTracker.append`` / ``commit_step``, whose first branch is the
+fast path: an append that extends the log's last run, a commit inside it) and the context
+window.
 Everything else (a memo miss, a finding, an incarnation boundary, an event whose checks
 read its parameters) goes through ``Replayer.feed_raw``, which consults the spec. The
 shortcut does exactly what ``feed_raw`` does for such an outcome
@@ -34,6 +36,7 @@ compares). At each file the driver tells the replayer a node's incarnation begin
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -46,15 +49,16 @@ import attrs
 import msgspec
 
 from revivify.checker.catalog import CatalogReplay
+from revivify.checker.facts import Blind, Deny, FactSink, Incarnation, KeyLast, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
     FAST_LOG,
     FAST_PLAIN,
     RESET_EVERY,
-    FactSink,
     KeyState,
     NodeState,
+    Outcome,
     Replayer,
     Violation,
 )
@@ -193,26 +197,28 @@ def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
             continue
         if lamport != _NO_LAMPORT:
             order.resync(nseq, int(lamport))
-        problems, released = order.see(i, ev)
-        for problem in problems:
-            add(_input_error(problem))
+        released = _released(order.see(i, ev), add, None if begun else begin)
+        begun = begun or bool(released)
         fnode, finc = order.node, order.inc
         fast = order.fast_state()
         nseq, lamport = (-1, _NO_LAMPORT) if fast is None else fast
-        if released:
-            if not begun:
-                begun = True
-                begin(*released[0])
-            yield from released
+        yield from released
     if lamport != _NO_LAMPORT:
         order.resync(nseq, int(lamport))
-    problems, released = order.finish()
+    yield from _released(order.finish(), add, None if begun else begin)
+
+
+def _released(seen: tuple[list[InputError], list[tuple[int, Envelope]]],
+              add: Callable[[Violation], None],
+              begin: Callable[[int, Envelope], None] | None) -> list[tuple[int, Envelope]]:
+    """What ``FileOrder.see`` or ``finish`` answered: its order findings to ``add``, and
+    the events it released, in order, the first told to ``begin`` (None: already told)."""
+    problems, released = seen
     for problem in problems:
         add(_input_error(problem))
-    if released:
-        if not begun:
-            begin(*released[0])
-        yield from released
+    if released and begin is not None:
+        begin(*released[0])
+    return released
 
 
 def stream_node(r: Replayer, files: list[str], sink: FactSink,
@@ -223,185 +229,203 @@ def stream_node(r: Replayer, files: list[str], sink: FactSink,
     with its newline (a line without one is the file's torn last line). Each file's
     events are replayed in seq order (``_in_seq_order``). A master's events go through
     the catalog spec ``catalog`` (checker/catalog.py)."""
-    stats = NodeStats()
-    keys: dict[str, KeyState] = {}
-    clean: set[tuple[str, int]] = set()
-    ns = NodeState("")
-    masters: CatalogReplay | None = None
-    feed_raw = r.feed_raw
-    memo_get = r.memo.get  # the memo is only replaced by maybe_reset (bound again then)
-    since_reset = 0
-    fast_plain = FAST_PLAIN
-    fast_log = FAST_LOG
-    log_step = r.log_append_step
-    commit_step = r.commit_step
-    shape_step = r.shape_step
-    events = 0
+    node = _NodeReplay(r, sink, add, catalog)
     before = r.events
-    ev: Any
-    blind = False  # a line of the file gave no event: its incarnation's facts are partial
-
-    def add_in(v: Violation) -> None:
-        nonlocal blind
-        if v.severity != "warning":
-            blind = True
-        add(v)
-
     for f in files:
+        node.replay_file(f, opener)
+    for k in node.keys.values():
+        r.finish_key(k)
+    node.stats.events = r.events - before
+    drain_facts(r, sink)
+    return node.stats
+
+
+@attrs.define
+class _NodeReplay:
+    """One node's replay in progress (``stream_node``): its live keys, its clean ends, what
+    is known of its incarnations, its masters' replay, and the counts."""
+
+    r: Replayer
+    sink: FactSink
+    add: Callable[[Violation], None]
+    catalog: CatalogSpec
+    stats: NodeStats = attrs.Factory(NodeStats)
+    keys: dict[str, KeyState] = attrs.Factory(dict)
+    # (node, incarnation) of every incarnation that ended with server_stop.
+    clean: set[tuple[str, int]] = attrs.Factory(set)
+    ns: NodeState = attrs.Factory(lambda: NodeState(""))
+    masters: CatalogReplay | None = None
+    # Tablet events since the memo tables' size was last checked (``RESET_EVERY``).
+    since_reset: int = 0
+    # A line of the current file gave no event: its incarnation's facts are partial.
+    blind: bool = False
+
+    def replay_file(self, f: str, opener: Opener) -> None:
+        """One file of the node: its events, in seq order, then what its end says (a clean
+        end: every startup logged; the last states and the incarnation, as facts)."""
         order = FileOrder(f)
-        stop_line = 0
-        blind = False
-
-        def begin(line: int, first: Envelope, f: str = f) -> None:
-            """The node's next incarnation begins (``Replayer.begin_file``)."""
-            ns.node = ns.node or first.node
-            for v in r.begin_file(ns, keys, f, line, first.inc) or ():
-                add(v)
-
+        self.blind = False
         try:
             with opener(f) as fh:
-                for i, ev in _in_seq_order(f, fh, order, add_in, begin):
-                    tablet = ev.tablet
-                    event = ev.event
-                    if tablet is None:
-                        stats.server_events += 1
-                        if event == "server_stop":
-                            clean.add((ev.node, ev.inc))
-                            stop_line = i
-                        elif event == "server_format":
-                            sink.server_format(ev.node, f, i)
-                            if ev.inc == 1:  # the node's trace starts at its format
-                                ns.born = True
-                        elif event != "server_start":
-                            if masters is None:
-                                masters = CatalogReplay(ev.node, sink, add, catalog)
-                            masters.feed(f, i, ev.inc, ev.lamport, event, bytes(ev.args))
-                        continue
-                    since_reset += 1
-                    if since_reset >= RESET_EVERY:
-                        since_reset = 0
-                        if r.maybe_reset(keys.values()):
-                            memo_get = r.memo.get
-                    k = keys.get(tablet)
-                    if k is None or k.node != ev.node:
-                        if k is not None:
-                            r.finish_key(k)
-                        k = keys[tablet] = r.new_key(ev.node, tablet, ns.born)
-                        stats.keys += 1
-                    args_b = bytes(ev.args)
-                    st_b = bytes(ev.state)
-                    inc = ev.inc
-                    if inc == k.inc:
-                        if k.pos >= 0:  # shape mode (checker/logshape.py)
-                            shaped = shape_step(k, f, i, event, args_b, st_b, ev.lamport)
-                            if shaped is not False:
-                                if shaped is not True:
-                                    for v in shaped:
-                                        add(v)
-                                continue
-                            r.concretize(k)
-                        out = memo_get((k.state, event, args_b, st_b))
-                        if out is not None and out.fast:
-                            ot = out.obs_term
-                            mt = k.max_term
-                            if ot >= mt or ot < 0:
-                                # = feed_raw + _after for a clean memo hit.
-                                events += 1
-                                out.hits += 1
-                                if ot > mt:
-                                    k.max_term = ot
-                                    k.max_term_at = f"{f}:{i}"
-                                k.state = out.post
-                                fast = out.fast
-                                if fast == fast_log:  # = Replayer.fast_log
-                                    runs = k.log_runs
-                                    if out.ext == k.log_hi + 1 and out.a == k.tap_term \
-                                            and runs and runs[-1][1] == out.a and (
-                                                not out.lead or out.a == k.app_term):
-                                        # It extends the log's last run: nothing else.
-                                        k.log_hi = out.b
-                                    else:
-                                        if out.lead and out.a != k.app_term:
-                                            r.first_append(k, out.a, f, i, ev.lamport)
-                                        assert out.log is not None
-                                        first, prev, terms = out.log
-                                        found = log_step(
-                                            k, first, prev, terms, out.a, out.b,
-                                            r.states.tuples[out.post].term, f, i,
-                                            ev.lamport, args_b)
-                                        if found:
-                                            for v in found:
-                                                add(v)
-                                elif fast != fast_plain:  # = Replayer.fast_commit
-                                    ca, cb, tx = out.a, out.b, out.obs_term
-                                    runs = k.log_runs
-                                    if runs and runs[-1][0] <= ca <= k.log_hi and \
-                                            runs[-1][1] == cb and tx == k.ctx and \
-                                            k.commit_hi > k.c_done:
-                                        # The log's last run holds the entry: the
-                                        # committed range grows (= commit_step).
-                                        if ca > k.commit_hi:
-                                            k.commit_hi = ca
-                                        if out.lead:
-                                            lp = k.lc_pending
-                                            if lp is not None and lp[1] != cb:
-                                                r.flush_leader_commit(k)
-                                            k.lc_pending = (ca, cb, ev.lamport, f, i)
-                                        else:
-                                            fc = k.fcommits
-                                            got = fc.get(tx)
-                                            if got is None or ca > got[0]:
-                                                fc[tx] = (ca, ev.lamport, f, i)
-                                    else:
-                                        found = commit_step(k, ca, cb, out.lead, tx, f, i,
-                                                            ev.lamport, args_b)
-                                        if found:
-                                            for v in found:
-                                                add(v)
-                                k.window.append((f, i, event, args_b))
-                                continue
-                    k.lam = ev.lamport
-                    found = feed_raw(k, f, i, inc, event, args_b, st_b, clean)
-                    if found:
-                        for v in found:
-                            add(v)
-                    if event == "vote_denied":  # never a memo hit (it reads its args)
-                        deny_fact(sink, ev.node, tablet, f, i, ev.lamport, args_b)
+                stop_line = self._events(f, _in_seq_order(f, fh, order, self._input_problem,
+                                                          functools.partial(self._begin, f)))
             if order.inc is not None and stop_line:  # a clean end: every startup logged
-                for v in r.end_file(ns, keys, f, stop_line, order.inc, clean) or ():
-                    add(v)
+                for v in self.r.end_file(self.ns, self.keys, f, stop_line, order.inc,
+                                         self.clean) or ():
+                    self.add(v)
         except (OSError, EOFError, ValueError) as exc:  # unreadable, bad gzip
-            add(from_input_error(InputError("UnreadableFile", f, 0, "path", str(exc))))
-            continue
+            self.add(from_input_error(InputError("UnreadableFile", f, 0, "path", str(exc))))
+            return
         finally:
-            drain_facts(r, sink)
-        for k in keys.values():  # every key's state concrete again at a file's end
+            drain_facts(self.r, self.sink)
+        self._file_end(f, order)
+
+    def _input_problem(self, v: Violation) -> None:
+        """A finding about the input itself (a line that gave no event, an order finding)."""
+        if v.severity != "warning":
+            self.blind = True
+        self.add(v)
+
+    def _begin(self, f: str, line: int, first: Envelope) -> None:
+        """The node's next incarnation begins (``Replayer.begin_file``)."""
+        self.ns.node = self.ns.node or first.node
+        for v in self.r.begin_file(self.ns, self.keys, f, line, first.inc) or ():
+            self.add(v)
+
+    def _events(self, f: str, lines: Iterator[tuple[int, Any]]) -> int:
+        """The hot loop (the module docstring): each event of the file to its key; a step
+        of a key in shape mode or a clean memo hit inline, anything else through
+        ``Replayer.feed_raw``. Returns the line of the file's server_stop (0: none)."""
+        r = self.r
+        keys = self.keys
+        add = self.add
+        feed_raw = r.feed_raw
+        memo_get = r.memo.get  # the memo is only replaced by maybe_reset (bound again then)
+        shape_step = r.shape_step
+        since_reset = self.since_reset
+        events = stop_line = 0
+        ev: Any
+        try:
+            for i, ev in lines:
+                tablet = ev.tablet
+                if tablet is None:
+                    stop_line = self._server_event(f, i, ev) or stop_line
+                    continue
+                since_reset += 1
+                if since_reset >= RESET_EVERY:
+                    since_reset = 0
+                    if r.maybe_reset(keys.values()):
+                        memo_get = r.memo.get
+                k = keys.get(tablet)
+                if k is None or k.node != ev.node:
+                    k = self._new_key(k, tablet, ev.node)
+                event = ev.event
+                args_b = bytes(ev.args)
+                st_b = bytes(ev.state)
+                if ev.inc == k.inc:
+                    if k.pos >= 0:  # shape mode (checker/logshape.py)
+                        shaped = shape_step(k, f, i, event, args_b, st_b, ev.lamport)
+                        if shaped is not False:
+                            if shaped is not True:
+                                for v in shaped:
+                                    add(v)
+                            continue
+                        r.concretize(k)
+                    out = memo_get((k.state, event, args_b, st_b))
+                    if out is not None and out.fast and (out.obs_term >= k.max_term or
+                                                         out.obs_term < 0):
+                        events += 1
+                        self._memo_hit(k, out, f, i, event, ev.lamport, args_b)
+                        continue
+                k.lam = ev.lamport
+                for v in feed_raw(k, f, i, ev.inc, event, args_b, st_b, self.clean) or ():
+                    add(v)
+                if event == "vote_denied":  # never a memo hit (it reads its args)
+                    deny_fact(self.sink, ev.node, tablet, f, i, ev.lamport, args_b)
+        finally:
+            r.events += events
+            self.since_reset = since_reset
+        return stop_line
+
+    def _memo_hit(self, k: KeyState, out: Outcome, f: str, line: int, event: str,
+                  lamport: int, args_b: bytes) -> None:
+        """A clean memo hit (``out.fast``) whose term is not below the key's: exactly what
+        ``feed_raw`` + ``_after`` do for it (tests/trace/test_driver.py compares), without
+        the general path: the term, the post state, the rebuilt log (``FAST_LOG``) or the
+        commit (``FAST_COMMIT``, ``FAST_LEADER_COMMIT``), the context window."""
+        out.hits += 1
+        if out.obs_term > k.max_term:
+            k.max_term = out.obs_term
+            k.max_term_at = f"{f}:{line}"
+        k.state = out.post
+        found: list[Violation] | None = None
+        if out.fast == FAST_LOG:
+            assert out.log is not None
+            first, prev, terms = out.log
+            found = self.r.log_tracker.append(
+                k, first, out.ext != 0, prev, terms, out.a, out.b, out.lead,
+                self.r.states.tuples[out.post].term, f, line, lamport, args_b)
+        elif out.fast != FAST_PLAIN:
+            found = self.r.log_tracker.commit_step(k, out.a, out.b, out.lead, out.obs_term,
+                                                   f, line, lamport, args_b)
+        k.window.append((f, line, event, args_b))
+        for v in found or ():
+            self.add(v)
+
+    def _server_event(self, f: str, line: int, ev: Envelope) -> int:
+        """An event of no tablet: a clean stop (its line is returned), a format (the
+        node's trace is whole when it is incarnation 1's), or a master's event (the
+        catalog replay). 0 for anything but server_stop."""
+        self.stats.server_events += 1
+        event = ev.event
+        if event == "server_stop":
+            self.clean.add((ev.node, ev.inc))
+            return line
+        if event == "server_format":
+            self.sink.fact(ServerFormat(ev.node, f, line))
+            if ev.inc == 1:  # the node's trace starts at its format
+                self.ns.born = True
+        elif event != "server_start":
+            if self.masters is None:
+                self.masters = CatalogReplay(ev.node, self.sink, self.add, self.catalog)
+            self.masters.feed(f, line, ev.inc, ev.lamport, event, bytes(ev.args))
+        return 0
+
+    def _new_key(self, old: KeyState | None, tablet: str, node: str) -> KeyState:
+        """The key of ``tablet`` on ``node``, its first event here; ``old``: the key the
+        tablet had in this group under another node, finished."""
+        if old is not None:
+            self.r.finish_key(old)
+        k = self.keys[tablet] = self.r.new_key(node, tablet, self.ns.born)
+        self.stats.keys += 1
+        return k
+
+    def _file_end(self, f: str, order: FileOrder) -> None:
+        """A file read to its end: every key's state concrete again, each key's last state
+        and a partial incarnation as facts, the incarnation itself (or, for a file with
+        no line to read, the incarnation its name gives), and an empty file's warning."""
+        r, ns, sink = self.r, self.ns, self.sink
+        for k in self.keys.values():
             r.concretize(k)
         fnode, finc = order.node, order.inc
         if finc is not None:
-            last_states(r, keys.values(), finc, sink)
-            if blind and (fnode or ns.node):
-                sink.gfact("blind", "", finc, 0, 0, fnode or ns.node, f, 0, 0, "")
+            last_states(r, self.keys.values(), finc, sink)
+            if self.blind and (fnode or ns.node):
+                sink.fact(Blind(finc, fnode or ns.node, f))
         if fnode is not None and finc is not None and order.first_lamport is not None and \
                 order.lamport is not None:
-            sink.incarnation(fnode, finc, order.first_lamport, order.lamport,
-                             (fnode, finc) in clean)
+            sink.fact(Incarnation(fnode, finc, order.first_lamport, order.lamport,
+                                  (fnode, finc) in self.clean))
         elif ns.node:  # a file with no line to read: its incarnation is not lost
             named = name_incarnation(f)
             if named is not None and named[0] == ns.node:
                 # It died before its first event (server_start), so before any step.
                 ns.inc = max(ns.inc, named[1])
-                sink.incarnation(ns.node, named[1], 0, 0, True)
+                sink.fact(Incarnation(ns.node, named[1], 0, 0, True))
         if order.empty:
-            add(from_input_error(InputError(
+            self.add(from_input_error(InputError(
                 "EmptyFile", f, 0, "path", "empty trace file (a process that wrote "
                 "nothing before it died?)", warning=True)))
-    for k in keys.values():
-        r.finish_key(k)
-    r.events += events
-    stats.events = r.events - before
-    drain_facts(r, sink)
-    return stats
 
 
 def last_states(r: Replayer, keys: Iterable[KeyState], inc: int, sink: FactSink) -> None:
@@ -413,8 +437,8 @@ def last_states(r: Replayer, keys: Iterable[KeyState], inc: int, sink: FactSink)
         if k.inc != inc or k.state < 0:
             continue
         s = states[k.state]
-        sink.gfact("klast", k.tablet, inc, s.term if s.cmeta else -1, s.wal_last_index,
-                   k.node, "", 0, 0, r.interner.name(s.voted_for) or "")
+        sink.fact(KeyLast(k.tablet, inc, s.term if s.cmeta else -1, s.wal_last_index,
+                          k.node, r.interner.name(s.voted_for) or ""))
 
 
 def deny_fact(sink: FactSink, node: str, tablet: str, file: str, line: int, lamport: int,
@@ -427,22 +451,19 @@ def deny_fact(sink: FactSink, node: str, tablet: str, file: str, line: int, lamp
     except (ValueError, TypeError, KeyError):
         return  # refused as BadArgs by the replay
     if isinstance(cand, str) and isinstance(term, int):
-        sink.gfact("deny", tablet, term, 0, 0, node, file, line, lamport, cand)
+        sink.fact(Deny(tablet, term, node, file, line, lamport, cand))
 
 
 def drain_facts(r: Replayer, sink: FactSink) -> None:
-    for kind, tablet, a, b, c, node, file, line, lam, payload in r.facts:
-        if kind == "commit":
-            sink.commit_run(tablet, a, b, c, node, file, line)
-        elif kind == "leader":
-            sink.leader(tablet, a, node, file, line)
-        else:
-            sink.gfact(kind, tablet, a, b, c, node, file, line, lam, payload)
+    """The replay's facts so far, to ``sink``, in the order they were made."""
+    fact = sink.fact
+    for f in r.facts:
+        fact(f)
     r.facts.clear()
 
 
 @attrs.frozen
-class Progress:
+class CheckProgress:
     """How far a long check has come: files opened and their bytes, out of the whole."""
 
     files_done: int
@@ -463,7 +484,7 @@ class Progress:
 class _Ticker:
     """An opener that reports progress (at most every ``every`` seconds) as files open."""
 
-    def __init__(self, files: list[str], report: Callable[[Progress], None],
+    def __init__(self, files: list[str], report: Callable[[CheckProgress], None],
                  every: float) -> None:
         self.sizes = {f: _size(f) for f in files}
         self.total = sum(self.sizes.values())
@@ -478,7 +499,7 @@ class _Ticker:
         now = time.monotonic()
         if now >= self.next:
             self.next = now + self.every
-            self.report(Progress(self.files_done, len(self.sizes), self.bytes_done,
+            self.report(CheckProgress(self.files_done, len(self.sizes), self.bytes_done,
                                  self.total, now - self.t0))
         self.files_done += 1
         self.bytes_done += self.sizes.get(path, 0)
@@ -498,7 +519,7 @@ class LocalChecker:
     about every ``progress_seconds``; nothing is reported for a run shorter than that."""
 
     max_frontier: int = DEFAULT_MAX_FRONTIER
-    progress: Callable[[Progress], None] | None = None
+    progress: Callable[[CheckProgress], None] | None = None
     progress_seconds: float = 5.0
     catalog: CatalogSpec = CATALOG_SPEC  # the masters' rules (another for a mutant's test)
     replayer: Replayer = attrs.field(init=False)
@@ -541,7 +562,7 @@ class LocalChecker:
 
 
 def check_paths(paths: list[str], max_frontier: int = DEFAULT_MAX_FRONTIER,
-                progress: Callable[[Progress], None] | None = None,
+                progress: Callable[[CheckProgress], None] | None = None,
                 progress_seconds: float = 5.0, catalog: CatalogSpec = CATALOG_SPEC
                 ) -> Report:
     return LocalChecker(max_frontier=max_frontier, progress=progress,

@@ -59,6 +59,8 @@ from typing import Any, Final
 import attrs
 import z3
 
+from revivify.checker.compiled import SCALAR_FIELDS
+from revivify.checker.symbolic import symbolic_server
 from revivify.spec.actions import SPEC_ONLY_PARAMS, TRACE_FILLS, Action
 from revivify.spec.invariants import Invariant, StepProperty
 from revivify.spec.model import BOOL_FIELDS, ID_FIELDS, MAP_FIELDS, ServerState
@@ -71,30 +73,14 @@ POS_PARAMS: Final = {"log_append": ("first_index", "op_index"), "commit": ("inde
 ID_PARAMS: Final = frozenset({"dest", "candidate", "me", "caller", "source"})
 MARGIN: Final = 4
 
-_FIELDS: Final = tuple(f.name for f in attrs.fields(ServerState))
-SCALAR_FIELDS: Final = tuple(f for f in _FIELDS if f not in MAP_FIELDS)
 # Integer fields H bounds: not a position, not a bool, not an identity.
 OTHER_FIELDS: Final = tuple(f for f in SCALAR_FIELDS if f not in BOOL_FIELDS
                             and f not in POS_FIELDS and f not in ID_FIELDS)
 
 
-def _sym_state(prefix: str) -> ServerState:
-    values: dict[str, Any] = {}
-    for name in _FIELDS:
-        if name in MAP_FIELDS:
-            d = MAP_FIELDS[name]
-            values[name] = z3.K(z3.IntSort(), z3.BoolVal(d) if isinstance(d, bool)
-                                else z3.IntVal(d))
-        elif name in BOOL_FIELDS:
-            values[name] = z3.Bool(f"{prefix}.{name}")
-        else:
-            values[name] = z3.Int(f"{prefix}.{name}")
-    return ServerState(**values)
-
-
 def _canon(s: ServerState) -> ServerState:
     """Every map emptied (the replay's canonical state)."""
-    return attrs.evolve(s, **{f: v for f, v in attrs.asdict(_sym_state("_"),
+    return attrs.evolve(s, **{f: v for f, v in attrs.asdict(symbolic_server("_", empty_maps=True),
                                                             recurse=False).items()
                               if f in MAP_FIELDS})
 
@@ -141,7 +127,7 @@ def _prove(action: Action, invs: tuple[Invariant, ...],
     if pos_params is None:
         return False
     d = z3.Int("shift.d")
-    s1 = _sym_state("s")
+    s1 = symbolic_server("s", empty_maps=True)
     s2 = attrs.evolve(s1, **{f: getattr(s1, f) + d for f in POS_FIELDS})
     p1: dict[str, Any] = {}
     for n in action.params:

@@ -15,29 +15,53 @@ the tracker only records what the allowed steps wrote, and compares records.
 Invariants a reader can rely on: while ``log_on``, the runs ``[start, term]`` have
 ascending starts, the first at ``log_lo``, and cover exactly ``log_lo..log_hi``; entries
 ``c_done + 1..commit_hi`` are committed but not yet reported; every fact leaves through
-``facts`` (drained by the driver). ``LogTracker`` is a part of ``replay.Replayer``.
+``facts`` (drained by the driver). The tracker's state is all in the keys (``KeyState``):
+the object itself holds only where its facts go, so ``replay.Replayer`` holds one and so
+can a test.
+
+The fast path. A driver replays a memo hit of a clean append or commit without the
+general path (``local.stream_node``, ``Replayer.shape_step``), through ``append`` and
+``commit_step``: each first asks whether the step only extends what the key already has
+(an append after the log's last run, of its term; a commit inside that run) and then does
+only that; anything else takes the general rule below it. Both are here once, beside the
+rules they shortcut.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from revivify.checker.explain import Explainer
-from revivify.checker.keys import Fact, KeyState, Outcome, StateTable, Violation, _Problem
+from revivify.checker.explain import add_finding, key_finding
+from revivify.checker.facts import (
+    CommitRun,
+    CommittedRun,
+    EntryTermAppend,
+    FollowerCommit,
+    GlobalFact,
+    Hold,
+    LeaderCommit,
+    Named,
+    OwnTermAppend,
+    RunStart,
+    Truncation,
+)
+from revivify.checker.keys import KeyState, Violation, _Problem
 from revivify.spec.model import WAL_IN_PLACE
 
 
-class LogTracker(Explainer):
-    """The per-key commit runs, leader commits, first appends and the rebuilt log (a part
-    of ``replay.Replayer``)."""
+class LogTracker:
+    """The per-key commit runs, leader commits, first appends and the rebuilt log; its
+    facts go to ``facts``."""
 
-    facts: list[Fact]
-    states: StateTable
+    __slots__ = ("facts",)
+
+    def __init__(self, facts: list[GlobalFact]) -> None:
+        self.facts = facts
 
     def _flush_run(self, k: KeyState) -> None:
         if k.c_term is not None:
-            self.facts.append(("commit", k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
-                               k.c_file, k.c_line, 0, ""))
+            self.facts.append(CommitRun(k.tablet, k.c_lo, k.c_hi, k.c_term, k.node,
+                                        k.c_file, k.c_line))
         k.c_hi = k.c_lo - 1
         k.c_term = None
 
@@ -70,8 +94,10 @@ class LogTracker(Explainer):
         if got is None or lamport < got[0]:
             k.appends[term] = (lamport, file, line)
 
-    def _hold(self, k: KeyState, sid: int) -> None:
-        s = self.states.tuples[sid]
+    @staticmethod
+    def hold(k: KeyState, s: Any) -> None:
+        """The key's state ``s`` (a ``Scalars`` tuple): its WAL's last OpId may be the
+        highest the key reported."""
         if s.wal_last_term > k.h_term or (s.wal_last_term == k.h_term
                                           and s.wal_last_index > k.h_index):
             k.h_term = s.wal_last_term
@@ -163,7 +189,7 @@ class LogTracker(Explainer):
         else:
             known_prev = self.log_term(k, first - 1)
         if prev is not None and known_prev is not None and known_prev != prev:
-            found = [self._violation(k, file, line, "log_append", args_b, _Problem(
+            found = [key_finding(k, file, line, "log_append", args_b, _Problem(
                 "ArgMismatch", "violation", "args.prev_term",
                 f"prev_term {prev}, but this node's log holds term {known_prev} at index "
                 f"{first - 1}", (str(known_prev),), str(prev)), -1)]
@@ -196,8 +222,8 @@ class LogTracker(Explainer):
         for term, count in terms if terms is not None else ((op_term, 1),):
             if pred != term and pred is not None and (term, pos, pred) not in k.starts:
                 k.starts.add((term, pos, pred))
-                self.facts.append(("start", k.tablet, term, pos, pred, k.node, file, line,
-                                   lamport, ""))
+                self.facts.append(RunStart(k.tablet, term, pos, pred, k.node, file, line,
+                                           lamport))
             if not (runs and runs[-1][1] == term):
                 runs.append([pos, term])
             got = tappends.get(term)
@@ -236,11 +262,11 @@ class LogTracker(Explainer):
                 if a <= b and nterm != term:
                     gone.append((a, b))
             for a, b in gone:
-                self.facts.append(("trunc", k.tablet, a, b, term, k.node, file, line,
-                                   node_term, ""))
+                self.facts.append(Truncation(k.tablet, a, b, term, k.node, file, line,
+                                             node_term))
         top_unknown = min(k.commit_hi, hi, k.log_lo - 1)
         if op_index + 1 <= top_unknown:
-            found = self._add(found, self._violation(k, file, line, "log_append", args_b,
+            found = add_finding(found, key_finding(k, file, line, "log_append", args_b,
                                                      _Problem(
                 "CommittedEntryTruncated", "violation", "StateMachineSafety",
                 f"the batch {first}..{op_index} removes entries {op_index + 1}.."
@@ -271,6 +297,21 @@ class LogTracker(Explainer):
         the entry, its leader commits and its highest commit per term while following."""
         runs = k.log_runs
         hi = k.log_hi
+        if runs and runs[-1][0] <= index <= hi and runs[-1][1] == term and tx == k.ctx \
+                and k.commit_hi > k.c_done:
+            # The fast path: the log's last run holds the entry, in the term the key
+            # committed its last entries in. The committed range grows; the rest of the
+            # general rule below would change nothing (the log says the term, so the run
+            # of named commits stays; nothing to flush).
+            if index > k.commit_hi:
+                k.commit_hi = index
+            if lead:
+                self.leader_commit(k, index, term, file, line, lamport)
+            else:
+                got = k.fcommits.get(tx)
+                if got is None or index > got[0]:
+                    k.fcommits[tx] = (index, lamport, file, line)
+            return None
         if runs:
             last = runs[-1]
             have = last[1] if last[0] <= index <= hi else self.log_term(k, index)
@@ -282,10 +323,7 @@ class LogTracker(Explainer):
             else:
                 self.commit_break(k, index, term, file, line)
         if lead:  # = leader_commit
-            lp = k.lc_pending
-            if lp is not None and lp[1] != term:
-                self.flush_leader_commit(k)
-            k.lc_pending = (index, term, lamport, file, line)
+            self.leader_commit(k, index, term, file, line, lamport)
         else:
             got = k.fcommits.get(tx)
             if got is None or index > got[0]:
@@ -299,7 +337,7 @@ class LogTracker(Explainer):
             k.commit_hi = index if index <= hi else hi
         if have is None or have == term:
             return None
-        return [self._violation(k, file, line, "commit", args_b, _Problem(
+        return [key_finding(k, file, line, "commit", args_b, _Problem(
             "CommitNotInLog", "violation", "StateMachineSafety",
             f"commit of index {index} naming term {term}, but this node's log holds "
             f"term {have} at index {index}", (str(have),), str(term)), -1)]
@@ -310,26 +348,60 @@ class LogTracker(Explainer):
         facts with the term the key committed them in (the log checks)."""
         if k.commit_hi > k.c_done:
             for a, b, t in self._segments(k, k.c_done + 1, k.commit_hi):
-                self.facts.append(("commit", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, 0, ""))
-                self.facts.append(("crun", k.tablet, a, b, t, k.node, k.cr_file,
-                                   k.cr_line, k.ctx, ""))
+                self.facts.append(CommitRun(k.tablet, a, b, t, k.node, k.cr_file,
+                                            k.cr_line))
+                self.facts.append(CommittedRun(k.tablet, a, b, t, k.node, k.cr_file,
+                                               k.cr_line, k.ctx))
         k.c_done = k.commit_hi
 
-    def fast_log(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
-                 args_b: bytes) -> list[Violation] | None:
-        """A memo hit of a log_append (drivers call it with ``k.state`` already the step's
-        post state; = ``_after`` for such a step)."""
-        if out.lead and out.a != k.app_term:
-            self.first_append(k, out.a, file, line, lamport)
-        assert out.log is not None
-        first, prev, terms = out.log
-        return self.log_append_step(k, first, prev, terms, out.a, out.b,
-                                    self.states.tuples[out.post].term, file, line, lamport,
-                                    args_b)
+    def append(self, k: KeyState, first: int, one: bool, prev: int | None,
+               terms: tuple[tuple[int, int], ...] | None, term: int, index: int,
+               lead: bool, node_term: int, file: str, line: int, lamport: int,
+               args_b: bytes) -> list[Violation] | None:
+        """A memo hit of a clean log_append (the batch ``first..index``, of entries of
+        ``term`` only after one of ``term`` when ``one``; ``lead``: an entry of the key's
+        current term), the key's state already the step's post state (= the general
+        path's ``wal_seen`` + ``log_append_step`` for such a step)."""
+        runs = k.log_runs
+        if one and first == k.log_hi + 1 and term == k.tap_term and runs and \
+                runs[-1][1] == term and (not lead or term == k.app_term):
+            # The fast path: it extends the log's last run, whose term this incarnation
+            # has already appended (its lowest clock is recorded): nothing else changes.
+            k.log_hi = index
+            return None
+        if lead and term != k.app_term:
+            self.first_append(k, term, file, line, lamport)
+        return self.log_append_step(k, first, prev, terms, term, index, node_term, file,
+                                    line, lamport, args_b)
 
-    def fast_commit(self, k: KeyState, out: Outcome, file: str, line: int, lamport: int,
-                    args_b: bytes) -> list[Violation] | None:
-        """A memo hit of a commit (as ``fast_log``)."""
-        return self.commit_step(k, out.a, out.b, out.lead, out.obs_term, file, line,
-                                lamport, args_b)
+    def finish(self, k: KeyState, last: Any | None) -> None:
+        """The key has no more events (``last``: its last state's ``Scalars`` tuple, None
+        when it has none): flush what is pending and send its per-key facts."""
+        self._flush_run(k)
+        if last is not None:
+            self.hold(k, last)
+        self.flush_leader_commit(k)
+        tablet, node = k.tablet, k.node
+        facts = self.facts
+        if k.h_term or k.h_index:
+            facts.append(Hold(tablet, k.h_term, k.h_index, node))
+        for t, (index, lam, f, ln, cfg, voters) in k.lcommits.items():
+            facts.append(LeaderCommit(tablet, t, index, cfg, node, f, ln, lam, voters))
+        for t, (lam, f, ln) in k.appends.items():
+            facts.append(OwnTermAppend(tablet, t, node, f, ln, lam))
+        self._flush_committed(k)
+        for t, (lam, f, ln) in k.tappends.items():
+            facts.append(EntryTermAppend(tablet, t, node, f, ln, lam))
+        for t, (index, lam, f, ln) in k.fcommits.items():
+            facts.append(FollowerCommit(tablet, t, index, node, f, ln, lam))
+        if last is not None:
+            facts.append(Named(tablet, k.copied, node, "\n".join(sorted(k.named | {node}))))
+        k.h_term = k.h_index = 0
+        k.lcommits = {}
+        k.appends = {}
+        k.app_term = -1
+        k.tap_term = -1
+        k.tappends = {}
+        k.fcommits = {}
+        k.named = set()
+        k.copied = False

@@ -27,8 +27,7 @@ from revivify.spec.actions import FAULT_ACTIONS, Bounds
 from revivify.spec.model import SystemState
 from revivify.spec.system import Spec
 
-CRASH: Final = "crash"
-FAULTS: Final = frozenset(FAULT_ACTIONS)
+CRASH_ACTION: Final = "crash"
 
 # Deeper than the explorer's defaults: more terms and log entries, crashes and two disk
 # faults (a wipe, a damaged WAL or damaged blocks).
@@ -40,7 +39,7 @@ def move_label(name: str, server: int, params: dict[str, Any]) -> str:
     return f"{name}(server {server}{args})"
 
 
-def describe_system(system: SystemState) -> str:
+def describe_servers(system: SystemState) -> str:
     return "\n".join(f"  s{i}: {s.describe()}" for i, s in enumerate(system))
 
 
@@ -49,6 +48,42 @@ def _final() -> bool:
         return bool(current_build_context().is_final)
     except Exception:
         return False
+
+
+# A move: the action's name, the server, its parameters and the system state it leads to.
+SpecMove = tuple[str, int, dict[str, Any], SystemState]
+
+
+def enabled_moves(spec: Spec, bounds: Bounds, state: SystemState, crashes: int, wipes: int,
+                  server: int | None = None) -> list[SpecMove]:
+    """The moves enabled in ``state`` (of ``server`` alone, if given) that change it, one per
+    label, within the crash and fault budgets left (``crashes`` and ``wipes`` spent).
+    Stutter steps such as a rejected StartTabletCopy cannot break an invariant and would
+    only dilute the runs."""
+    out: dict[str, SpecMove] = {}
+    for action, i, p, nxt in spec.successors(state, bounds):
+        if server is not None and i != server:
+            continue
+        if action.name == CRASH_ACTION and crashes >= bounds.max_crashes:
+            continue
+        if action.name in FAULT_ACTIONS and wipes >= bounds.max_wipes:
+            continue
+        if nxt == state:
+            continue
+        out.setdefault(move_label(action.name, i, p), (action.name, i, p, nxt))
+    return list(out.values())
+
+
+def _check_step(spec: Spec, pre: SystemState, nxt: SystemState, server: int, chosen: str,
+                steps: int) -> None:
+    """The step ``chosen`` of ``server`` from ``pre`` to ``nxt`` keeps every step property,
+    and ``nxt`` every invariant (an AssertionError, which Hypothesis shrinks, if not)."""
+    bad = spec.step_violations(pre, nxt, server)
+    assert not bad, (f"step property {bad[0]} violated by {chosen}\n"
+                     f"before:\n{describe_servers(pre)}\nafter:\n{describe_servers(nxt)}")
+    bad = spec.violations(nxt)
+    assert not bad, (f"invariant {bad[0]} violated by {chosen} after {steps} "
+                     f"steps:\n{describe_servers(nxt)}")
 
 
 def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
@@ -64,23 +99,8 @@ def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
             self.wipes = 0
             self.steps = 0
 
-        def moves(self, server: int | None = None
-                  ) -> list[tuple[str, int, dict[str, Any], SystemState]]:
-            """Enabled moves that change the state (stutter steps such as a rejected
-            StartTabletCopy cannot break an invariant and would only dilute the runs)."""
-            out: dict[str, tuple[str, int, dict[str, Any], SystemState]] = {}
-            for action, i, p, nxt in spec.successors(self.state, bounds):
-                if server is not None and i != server:
-                    continue
-                if action.name == CRASH and self.crashes >= bounds.max_crashes:
-                    continue
-                if action.name in FAULTS and self.wipes >= bounds.max_wipes:
-                    continue
-                if nxt == self.state:
-                    continue
-                label = move_label(action.name, i, p)
-                out.setdefault(label, (action.name, i, p, nxt))
-            return [out[k] for k in out]
+        def moves(self, server: int | None = None) -> list[SpecMove]:
+            return enabled_moves(spec, bounds, self.state, self.crashes, self.wipes, server)
 
         def take(self, data: st.DataObject, server: int | None) -> bool:
             moves = self.moves(server)
@@ -92,16 +112,11 @@ def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
             pre = self.state
             self.state = nxt
             self.steps += 1
-            self.crashes += name == CRASH
-            self.wipes += name in FAULTS
+            self.crashes += name == CRASH_ACTION
+            self.wipes += name in FAULT_ACTIONS
             if _final():
-                note(f"after step {self.steps}, {chosen}:\n{describe_system(nxt)}")
-            bad = spec.step_violations(pre, nxt, i)
-            assert not bad, (f"step property {bad[0]} violated by {chosen}\n"
-                             f"before:\n{describe_system(pre)}\nafter:\n{describe_system(nxt)}")
-            bad = spec.violations(nxt)
-            assert not bad, (f"invariant {bad[0]} violated by {chosen} after {self.steps} "
-                             f"steps:\n{describe_system(nxt)}")
+                note(f"after step {self.steps}, {chosen}:\n{describe_servers(nxt)}")
+            _check_step(spec, pre, nxt, i, chosen, self.steps)
             return True
 
         @rule(data=st.data())
@@ -122,10 +137,11 @@ def make_machine(spec: Spec, bounds: Bounds) -> type[RuleBasedStateMachine]:
         def invariants_hold(self) -> None:
             bad = spec.violations(self.state)
             assert not bad, (f"invariant {bad[0]} violated after {self.steps} steps:\n"
-                             f"{describe_system(self.state)}")
+                             f"{describe_servers(self.state)}")
 
     SpecMachine.__name__ = SpecMachine.__qualname__ = f"SpecMachine_{spec.name}"
     return SpecMachine
 
 
-__all__ = ["MACHINE_BOUNDS", "describe_system", "make_machine", "move_label"]
+__all__ = ["MACHINE_BOUNDS", "SpecMove", "describe_servers", "enabled_moves", "make_machine",
+           "move_label"]

@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 import z3
 
+from revivify.checker.symbolic import FIELDS, symbolic_server
 from revivify.spec.actions import MAP_PARAMS, Action
 from revivify.spec.invariants import Invariant, check_state
 from revivify.spec.logic import FMap, unrolled_ranges
@@ -50,26 +51,8 @@ from revivify.spec.model import (
 )
 from revivify.spec.system import Spec, default_spec
 
-FIELDS: tuple[str, ...] = tuple(f.name for f in attrs.fields(ServerState))
-
-
 # ---------------------------------------------------------------------------------------
 # Symbolic states.
-
-
-def symbolic_server(prefix: str) -> ServerState:
-    """A server state whose every field is a fresh z3 constant."""
-    values: dict[str, Any] = {}
-    for name in FIELDS:
-        full = f"{prefix}.{name}"
-        if name in MAP_FIELDS:
-            rng = z3.BoolSort() if isinstance(MAP_FIELDS[name], bool) else z3.IntSort()
-            values[name] = z3.Array(full, z3.IntSort(), rng)
-        elif name in BOOL_FIELDS:
-            values[name] = z3.Bool(full)
-        else:
-            values[name] = z3.Int(full)
-    return ServerState(**values)
 
 
 def symbolic_system(prefix: str, n: int) -> SystemState:
@@ -351,6 +334,13 @@ def consecution(
                 seconds[name] += spent
                 if spent > 2 and progress:
                     progress(f"{action.name} on server {i}: {name} took {spent:.1f}s")
+    return _consecution_obligations(spec, failed, unknown, seconds), ctis
+
+
+def _consecution_obligations(spec: Spec, failed: dict[str, str], unknown: dict[str, str],
+                             seconds: dict[str, float]) -> list[Obligation]:
+    """One obligation per claim: FAILED where some step broke it (``failed``: which),
+    unknown where z3 could not decide (``unknown``: why), else proved."""
     out = []
     for name in _claims(spec):
         if name in failed:
@@ -361,7 +351,7 @@ def consecution(
                                   unknown[name]))
         else:
             out.append(Obligation(f"inductive: {name}", "proved", seconds[name]))
-    return out, ctis
+    return out
 
 
 def _ground_cti(spec: Spec, action: Action, i: int, pre: SystemState, params: dict[str, Any],

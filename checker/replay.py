@@ -2,13 +2,17 @@
 
 Parts
 -----
-``Replayer`` is this module's feed, memo and spec steps, plus three parts each a module a
-reader can hold on its own: ``logtrack.LogTracker`` (the rebuilt log, commit runs, leader
-commits, the facts of the cross-node log checks), ``frontier.CrashFrontier`` (incarnation
-boundaries: the unlogged steps a crash may hide, damage and purges while down) and
-``explain.Explainer`` (the words of a finding). The values they share (``KeyState``,
-``Outcome``, ``Violation``, the state table, ``FactSink``) are in ``keys``; shape mode's
-abstraction and its proof in ``logshape``. Every public name is importable from here.
+``Replayer`` is this module's feed, memo and spec steps, and it holds three parts, each an
+object with its own module a reader can hold on its own: ``log_tracker``, a
+``logtrack.LogTracker`` (the rebuilt log, commit runs, leader commits, the facts of the
+cross-node log checks; its state is in the keys, it holds only the facts list);
+``crash_frontier``, a ``frontier.CrashFrontier`` (incarnation boundaries: the unlogged
+steps a crash may hide, damage and purges while down; it reads back from the replay only
+what ``frontier.FrontierHost`` names); and ``words``, an ``explain.Explainer`` (the words
+of a finding). The values they share (``KeyState``, ``Outcome``, ``Violation``, the state
+table) are in ``keys``, the facts it emits (``GlobalFact``) and where they go
+(``FactSink``) in ``facts``; shape mode's abstraction and its proof in
+``logshape``. Every public name is importable from here.
 
 Rules of this file
 ------------------
@@ -117,8 +121,18 @@ from revivify.checker.compiled import (
     steps_hold,
     to_scalars,
 )
-from revivify.checker.explain import Explainer
-from revivify.checker.frontier import CrashFrontier
+from revivify.checker.explain import Explainer, add_finding, key_finding
+from revivify.checker.facts import (
+    ConfigCommit,
+    Elect,
+    FactSink,
+    GlobalFact,
+    Lead,
+    Leader,
+    LeaderLog,
+    Vote,
+)
+from revivify.checker.frontier import CrashFrontier, Decoded
 from revivify.checker.keys import (
     _ID_PARAMS,
     FAST_COMMIT,
@@ -127,8 +141,6 @@ from revivify.checker.keys import (
     FAST_PLAIN,
     SLOW,
     WINDOW,
-    Fact,
-    FactSink,
     KeyState,
     NodeState,
     Outcome,
@@ -211,7 +223,7 @@ class _Sized:
         return self.n
 
 
-class Replayer(LogTracker, CrashFrontier):
+class Replayer:
     """The core, with its memo tables. One per process (or per Spark task)."""
 
     def __init__(self, spec: Spec | None = None, max_frontier: int = DEFAULT_MAX_FRONTIER,
@@ -229,7 +241,7 @@ class Replayer(LogTracker, CrashFrontier):
         # None where a function does not compile (the interpreted one is used).
         # Over the interned states' ``Scalars`` tuples (``StateTable``); each action is
         # compiled at its first event (``_compiled``).
-        self.compiled: dict[str, CompiledAction | None] = {}
+        self._compiled: dict[str, CompiledAction | None] = {}
         self._inv_ok = invariants_hold(self.invariants, scalars=True)
         self._step_ok = steps_hold(self.step_props, scalars=True)
         # Events whose per-key checks read their parameters: votes (one per term),
@@ -248,7 +260,10 @@ class Replayer(LogTracker, CrashFrontier):
         self._named_events = frozenset({"stc_accept", "stc_reject", "copy_begin"})
         self._coverage: Counter[tuple[str, str]] = Counter()
         self.frontiers: Counter[int] = Counter()
-        self.facts: list[Fact] = []
+        self.facts: list[GlobalFact] = []
+        self.words = Explainer(self.interner)
+        self.log_tracker = LogTracker(self.facts)
+        self.crash_frontier = CrashFrontier(self.spec, max_frontier, self.words, self)
         self.events = 0
         self.memo_misses = 0
         # Per action: whether z3 proved its steps exact under a shift of the log positions
@@ -325,36 +340,7 @@ class Replayer(LogTracker, CrashFrontier):
     def finish_key(self, k: KeyState) -> None:
         """The key has no more events: flush its open commit run and its facts."""
         self.concretize(k)
-        self._flush_run(k)
-        if k.state >= 0:
-            self._hold(k, k.state)
-        self.flush_leader_commit(k)
-        tablet, node = k.tablet, k.node
-        facts = self.facts
-        if k.h_term or k.h_index:
-            facts.append(("hold", tablet, k.h_term, k.h_index, 0, node, "", 0, 0, ""))
-        for t, (index, lam, f, ln, cfg, voters) in k.lcommits.items():
-            facts.append(("lcommit", tablet, t, index, cfg, node, f, ln, lam, voters))
-        for t, (lam, f, ln) in k.appends.items():
-            facts.append(("append", tablet, t, 0, 0, node, f, ln, lam, ""))
-        self._flush_committed(k)
-        for t, (lam, f, ln) in k.tappends.items():
-            facts.append(("tappend", tablet, t, 0, 0, node, f, ln, lam, ""))
-        for t, (index, lam, f, ln) in k.fcommits.items():
-            facts.append(("fcommit", tablet, t, index, 0, node, f, ln, lam, ""))
-        if k.state >= 0:
-            facts.append(("named", tablet, int(k.copied), 0, 0, node, "", 0, 0,
-                          "\n".join(sorted(k.named | {node}))))
-        k.h_term = k.h_index = 0
-        k.lcommits = {}
-        k.appends = {}
-        k.app_term = -1
-        k.tap_term = -1
-        k.tappends = {}
-        k.fcommits = {}
-        k.named = set()
-        k.copied = False
-
+        self.log_tracker.finish(k, self.states.tuples[k.state] if k.state >= 0 else None)
 
     # -----------------------------------------------------------------------------------
     # Shape mode (checker/logshape.py: what it is and why it is exact).
@@ -467,39 +453,13 @@ class Replayer(LogTracker, CrashFrontier):
         k.state = so.post
         k.pos = pos + so.dpos
         found: list[Violation] | None
-        term = so.a
-        if event == "log_append":  # = fast_log
-            runs = k.log_runs
-            if so.one and first == k.log_hi + 1 and term == k.tap_term and runs and \
-                    runs[-1][1] == term and (not so.lead or term == k.app_term):
-                k.log_hi = index  # it extends the log's last run: nothing else
-                found = None
-            else:
-                if so.lead and term != k.app_term:
-                    self.first_append(k, term, file, line, lamport)
-                found = self.log_append_step(k, first, so.prev, so.terms, term, index,
-                                             so.node_term, file, line, lamport, args_b)
-        else:  # = fast_commit
-            runs = k.log_runs
-            if runs and runs[-1][0] <= index <= k.log_hi and runs[-1][1] == term and \
-                    ot == k.ctx and k.commit_hi > k.c_done:
-                # The log's last run holds the entry: the committed range grows (= the
-                # common case of commit_step, as stream_node inlines it).
-                if index > k.commit_hi:
-                    k.commit_hi = index
-                if so.lead:
-                    lp = k.lc_pending
-                    if lp is not None and lp[1] != term:
-                        self.flush_leader_commit(k)
-                    k.lc_pending = (index, term, lamport, file, line)
-                else:
-                    got = k.fcommits.get(ot)
-                    if got is None or index > got[0]:
-                        k.fcommits[ot] = (index, lamport, file, line)
-                found = None
-            else:
-                found = self.commit_step(k, index, term, so.lead, ot, file, line, lamport,
-                                         args_b)
+        if event == "log_append":
+            found = self.log_tracker.append(k, first, so.one, so.prev, so.terms, so.a, index,
+                                            so.lead, so.node_term, file, line, lamport,
+                                            args_b)
+        else:
+            found = self.log_tracker.commit_step(k, index, so.a, so.lead, ot, file, line,
+                                                 lamport, args_b)
         k.window.append((file, line, event, args_b))
         return found or True
 
@@ -546,21 +506,21 @@ class Replayer(LogTracker, CrashFrontier):
             key = ("nostart", k.state, prev_clean)
             out = self.memo.get(key)
             if out is None:
-                out = self.memo[key] = self._nostart(k.state, prev_clean)
+                out = self.memo[key] = self.crash_frontier.nostart(k.state, prev_clean)
             if out.problem is None:
                 continue
-            found = self._add(found, attrs.evolve(
-                self._violation(k, file, line, "server_stop", b"", out.problem,
+            found = add_finding(found, attrs.evolve(
+                key_finding(k, file, line, "server_stop", b"", out.problem,
                                 out.frontier),
                 subject=f"{file}:{line} tablet={k.tablet}",
                 message=f"incarnation {inc} ended cleanly (server_stop) with no event for "
                         f"tablet {k.tablet}: " + out.problem.message))
-            self.flush_leader_commit(k)
+            self.log_tracker.flush_leader_commit(k)
             k.app_term = -1
             k.tap_term = -1
             k.inc = inc
             k.state = out.post
-            self.log_sync(k, self.states.tuples[k.state])
+            self.log_tracker.log_sync(k, self.states.tuples[k.state])
         return found
 
     def _memoise(self, key: tuple[Any, ...], out: Outcome, event: str) -> Outcome:
@@ -603,7 +563,7 @@ class Replayer(LogTracker, CrashFrontier):
         found: list[Violation] | None = None
         self.concretize(k)
         if k.state >= 0:  # the end of a stretch of memo hits (see FAST_LOG)
-            self._hold(k, k.state)
+            self.log_tracker.hold(k, self.states.tuples[k.state])
         if k.state < 0 or inc != k.inc:
             prev_clean = False
             first = k.state < 0
@@ -621,22 +581,24 @@ class Replayer(LogTracker, CrashFrontier):
                 key = ("boundary", k.state, prev_clean, event, args_b, st_b)
             out = self.memo.get(key)
             if out is None:
-                out = self._memoise(key, self._born_startup(prev_clean, event, args_b, st_b)
-                                    if born else self._boundary(k.state, prev_clean, event,
-                                                                args_b, st_b), event)
+                self.memo_misses += 1
+                frontier = self.crash_frontier
+                out = self._memoise(key, frontier.born_startup(prev_clean, event, args_b, st_b)
+                                    if born else frontier.boundary(k.state, prev_clean, event,
+                                                                   args_b, st_b), event)
             if not first or (born and inc > 1):
                 # Boundaries by how many unlogged steps explain them (-1: none does).
                 self.frontiers[out.frontier if out.problem is None else -1] += 1
             if inc != k.inc:
-                self.flush_leader_commit(k)
+                self.log_tracker.flush_leader_commit(k)
                 k.app_term = -1
                 k.tap_term = -1
             k.inc = inc
             if out.problem is not None:
-                found = [self._violation(k, file, line, event, args_b, out.problem,
+                found = [key_finding(k, file, line, event, args_b, out.problem,
                                          out.frontier)]
             k.state = out.post
-            self.log_sync(k, self.states.tuples[k.state])
+            self.log_tracker.log_sync(k, self.states.tuples[k.state])
             if event == "startup":
                 return self._after(k, file, line, event, args_b, out, found)
         pre = k.state
@@ -645,7 +607,7 @@ class Replayer(LogTracker, CrashFrontier):
         if out is None:
             out = self._memoise(key, self._step(pre, event, args_b, st_b), event)
         if out.problem is not None:
-            v = self._violation(k, file, line, event, args_b, out.problem, -1)
+            v = key_finding(k, file, line, event, args_b, out.problem, -1)
             found = [v] if found is None else [*found, v]
         k.state = out.post
         found = self._after(k, file, line, event, args_b, out, found)
@@ -655,110 +617,143 @@ class Replayer(LogTracker, CrashFrontier):
 
     def _after(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
                out: Outcome, found: list[Violation] | None) -> list[Violation] | None:
-        """Per-event checks that are not memoisable (they depend on the key's history)."""
+        """Per-event checks that are not memoisable (they depend on the key's history),
+        in order: the term, the WAL and config the key has seen, the batch a log_append
+        adds to the rebuilt log, then what the event's own kind asks (a config, the nodes
+        a copy names, votes, identities and leadership, a commit)."""
         out.hits += 1
         if out.obs_term >= 0:
-            if out.obs_term < k.max_term:
-                found = self._add(found, self._violation(k, file, line, event, args_b,
-                                                         _Problem(
-                    "TermRegression", "violation", "TermMonotonic",
-                    f"term {out.obs_term} after term {k.max_term} (seen at {k.max_term_at})",
-                    (), ""), -1))
-                # One fault, one finding: the replay goes on from the term the node
-                # reports (as it resynchronises a state), so the events of the lower term
-                # that follow are not each reported again.
-                k.max_term = out.obs_term
-                k.max_term_at = f"{file}:{line}"
-            elif out.obs_term > k.max_term:
-                k.max_term = out.obs_term
-                k.max_term_at = f"{file}:{line}"
+            found = self._term_seen(k, file, line, event, args_b, out.obs_term, found)
         p = out.params
         post = self.states.tuples[k.state]
-        if post.wal_last_index or post.wal_last_term:
-            self.wal_seen(k, post.wal_last_term, post.wal_last_index, out.obs_term, file,
-                          line, k.lam, event == "log_append" and bool(p))
-        if k.cfg_index >= 0 and post.config_index != k.cfg_index and \
-                event not in self._config_events:
-            # The committed config moved without a config_commit here (one lost at a
-            # crash, a resynchronised state): its voters are not known.
-            self.flush_leader_commit(k)
-            k.cfg_index, k.cfg_voters = -1, ""
+        self._wal_and_config_seen(k, file, line, event, out, post)
         if event == "log_append" and out.log is not None and out.problem is None:
             # The batch as the step's parameters say (``out.a``/``out.b`` are set only
             # for a fast outcome; a truncation that lowers the WAL's last OpId is SLOW).
             first, prev, terms = out.log
-            got = self.log_append_step(k, first, prev, terms, p["op_term"], p["op_index"],
-                                       post.term, file, line, k.lam, args_b)
+            got = self.log_tracker.log_append_step(k, first, prev, terms, p["op_term"],
+                                                   p["op_index"], post.term, file, line,
+                                                   k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
-        self.log_sync(k, post)
+        self.log_tracker.log_sync(k, post)
         if p and event in self._config_events:
             self._config_event(k, event, args_b, file, line, post.config_index)
         elif event in self._named_events:
             wrong = self._named_event(k, event, args_b, file, line, post.op_src)
             if wrong is not None:
-                found = self._add(found, wrong)
+                found = add_finding(found, wrong)
         elif p and event in self._param_events:
-            if event in ("vote_granted", "vote_denied", "start_election"):
-                named = self.interner.name(p["me" if event == "start_election"
-                                             else "candidate"])
-                if named:
-                    k.named.add(named)
-            if event == "vote_granted":
-                self.facts.append(("vote", k.tablet, p["t"], 0, 0, k.node, file, line, k.lam,
-                                   self.interner.name(p["candidate"]) or ""))
-            elif event == "start_election":
-                self.facts.append(("elect", k.tablet, out.obs_term, k.inc, 0, k.node, file,
-                                   line, k.lam, ""))
-            if event == "vote_granted" or event == "start_election":
-                t = p["t"] if event == "vote_granted" else out.obs_term
-                who = p["candidate"] if event == "vote_granted" else p["me"]
-                prior = k.votes.get(t)
-                if prior is None:
-                    k.votes[t] = (who, f"{file}:{line}")
-                elif prior[0] != who:
-                    found = self._add(found, self._violation(k, file, line, event, args_b,
-                                                             _Problem(
-                        "DoubleVote", "violation", "VoteOnce",
-                        f"vote for {self.interner.name(who)} in term {t}, but this node "
-                        f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
-                        (), ""), -1))
-            guard = self.actions[event].identity_guard
-            ok = True
-            if guard is not None:
-                # Identities are interned ints: the "system" has as many servers as
-                # UUIDs seen (only len() is read by these two guards).
-                ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))
-            elif event == "become_leader":
-                ok = p["me"] == k.node_id
-            if not ok:
-                found = self._add(found, self._violation(k, file, line, event, args_b,
-                                                         _Problem(
-                    "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
-                    f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
-                    f" but was logged by {k.node}", (), ""), -1))
-            if event == "become_leader":
-                self.facts.append(("leader", k.tablet, p["t"], 0, 0, k.node, file, line,
-                                   0, ""))
-                # The config this node knew when it won, if the trace says it (a lost
-                # config_commit shows as a state whose config index differs).
-                known = k.cfg_index >= 0 and post.config_index == k.cfg_index
-                self.facts.append(("lead", k.tablet, p["t"], k.cfg_index if known else -1,
-                                   k.inc, k.node, file, line, k.lam,
-                                   k.cfg_voters if known else ""))
-                # The leader's log as it won (Leader Completeness): its known runs.
-                lo = k.log_lo if k.log_on else post.wal_last_index + 1
-                self.facts.append(("llog", k.tablet, p["t"], lo, post.wal_last_index,
-                                   k.node, file, line, k.lam,
-                                   json.dumps(k.log_runs if k.log_on else [],
-                                              separators=(",", ":"))))
+            found = self._param_event(k, file, line, event, args_b, out, post, found)
         elif p and event == "commit":
-            got = self.commit_step(k, p["index"], p["op_term"], out.lead, out.obs_term,
-                                   file, line, k.lam, args_b)
+            got = self.log_tracker.commit_step(k, p["index"], p["op_term"], out.lead,
+                                               out.obs_term, file, line, k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
         k.window.append((file, line, event, args_b))
         return found
+
+    @staticmethod
+    def _term_seen(k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                   obs_term: int, found: list[Violation] | None) -> list[Violation] | None:
+        """The term a step reports never goes down on a key (``TermRegression``)."""
+        if obs_term < k.max_term:
+            found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
+                "TermRegression", "violation", "TermMonotonic",
+                f"term {obs_term} after term {k.max_term} (seen at {k.max_term_at})",
+                (), ""), -1))
+            # One fault, one finding: the replay goes on from the term the node reports
+            # (as it resynchronises a state), so the events of the lower term that follow
+            # are not each reported again.
+            k.max_term = obs_term
+            k.max_term_at = f"{file}:{line}"
+        elif obs_term > k.max_term:
+            k.max_term = obs_term
+            k.max_term_at = f"{file}:{line}"
+        return found
+
+    def _wal_and_config_seen(self, k: KeyState, file: str, line: int, event: str,
+                             out: Outcome, post: Any) -> None:
+        """The WAL's last OpId the step reports (the key's highest, its first append of
+        a term) and a committed config that moved without a config_commit."""
+        if post.wal_last_index or post.wal_last_term:
+            self.log_tracker.wal_seen(k, post.wal_last_term, post.wal_last_index,
+                                      out.obs_term, file, line, k.lam,
+                                      event == "log_append" and bool(out.params))
+        if k.cfg_index >= 0 and post.config_index != k.cfg_index and \
+                event not in self._config_events:
+            # The committed config moved without a config_commit here (one lost at a
+            # crash, a resynchronised state): its voters are not known.
+            self.log_tracker.flush_leader_commit(k)
+            k.cfg_index, k.cfg_voters = -1, ""
+
+    def _param_event(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                     out: Outcome, post: Any,
+                     found: list[Violation] | None) -> list[Violation] | None:
+        """An event whose checks read its parameters: the nodes a vote names, one vote
+        per term (``DoubleVote``), the identities the spec's system guards compare
+        (``IdentityMismatch``), and the facts of votes, elections and leaders."""
+        p = out.params
+        if event in ("vote_granted", "vote_denied", "start_election"):
+            named = self.interner.name(p["me" if event == "start_election" else "candidate"])
+            if named:
+                k.named.add(named)
+        if event == "vote_granted":
+            self.facts.append(Vote(k.tablet, p["t"], k.node, file, line, k.lam,
+                                   self.interner.name(p["candidate"]) or ""))
+        elif event == "start_election":
+            self.facts.append(Elect(k.tablet, out.obs_term, k.inc, k.node, file, line, k.lam))
+        if event == "vote_granted" or event == "start_election":
+            t = p["t"] if event == "vote_granted" else out.obs_term
+            who = p["candidate"] if event == "vote_granted" else p["me"]
+            prior = k.votes.get(t)
+            if prior is None:
+                k.votes[t] = (who, f"{file}:{line}")
+            elif prior[0] != who:
+                found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
+                    "DoubleVote", "violation", "VoteOnce",
+                    f"vote for {self.interner.name(who)} in term {t}, but this node "
+                    f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
+                    (), ""), -1))
+        wrong = self._identity(k, file, line, event, args_b, p)
+        if wrong is not None:
+            found = add_finding(found, wrong)
+        if event == "become_leader":
+            self._became_leader(k, file, line, p["t"], post)
+        return found
+
+    def _identity(self, k: KeyState, file: str, line: int, event: str, args_b: bytes,
+                  p: dict[str, Any]) -> Violation | None:
+        """The spec's identity guard (``is_self``, ``not_self``; become_leader names its
+        node) with the key's node as the server that took the step."""
+        guard = self.actions[event].identity_guard
+        ok = True
+        if guard is not None:
+            # Identities are interned ints: the "system" has as many servers as UUIDs
+            # seen (only len() is read by these two guards).
+            ok = bool(guard(_Sized(len(self.interner.names)), k.node_id, **p))
+        elif event == "become_leader":
+            ok = p["me"] == k.node_id
+        if ok:
+            return None
+        return key_finding(k, file, line, event, args_b, _Problem(
+            "IdentityMismatch", "violation", getattr(guard, "__name__", "is_self"),
+            f"{event} names {self.interner.name(p.get('me', p.get('candidate', -1)))}"
+            f" but was logged by {k.node}", (), ""), -1)
+
+    def _became_leader(self, k: KeyState, file: str, line: int, term: int,
+                       post: Any) -> None:
+        """The facts of a become_leader: who won the term, in which config (if the trace
+        says it: a lost config_commit shows as a state whose config index differs), and
+        its log as it won (Leader Completeness: its known runs)."""
+        self.facts.append(Leader(k.tablet, term, k.node, file, line))
+        known = k.cfg_index >= 0 and post.config_index == k.cfg_index
+        self.facts.append(Lead(k.tablet, term, k.cfg_index if known else -1, k.inc, k.node,
+                               file, line, k.lam, k.cfg_voters if known else ""))
+        lo = k.log_lo if k.log_on else post.wal_last_index + 1
+        self.facts.append(LeaderLog(k.tablet, term, lo, post.wal_last_index, k.node, file,
+                                    line, k.lam, json.dumps(k.log_runs if k.log_on else [],
+                                                            separators=(",", ":"))))
 
     def _named_event(self, k: KeyState, event: str, args_b: bytes, file: str, line: int,
                      op_src: int) -> Violation | None:
@@ -796,7 +791,7 @@ class Replayer(LogTracker, CrashFrontier):
         caller = self.interner.name(op_src)
         if caller is None or a.source == caller or f'"{caller}"' not in k.cfg_voters:
             return None
-        return self._violation(k, file, line, "copy_begin", args_b, _Problem(
+        return key_finding(k, file, line, "copy_begin", args_b, _Problem(
             "ArgMismatch", "violation", "args.source",
             f"copy_begin downloads from {a.source}, but the StartTabletCopy this replica "
             f"accepted came from {caller}, a server of the tablet: the copy's source is "
@@ -806,7 +801,7 @@ class Replayer(LogTracker, CrashFrontier):
                       config_index: int) -> None:
         """create_tablet / config_commit name the config's voters; a tablet copy adopts a
         config whose voters the trace does not say."""
-        self.flush_leader_commit(k)  # with the config it was made in
+        self.log_tracker.flush_leader_commit(k)  # with the config it was made in
         if event == "copy_merge_cmeta":
             k.cfg_index, k.cfg_voters = -1, ""
             return
@@ -821,15 +816,16 @@ class Replayer(LogTracker, CrashFrontier):
         if k.cfg_index != config_index:  # refused or resynchronised: not known
             k.cfg_index, k.cfg_voters = -1, ""
         if event == "config_commit":
-            self.facts.append(("config", k.tablet, int(getattr(a, "config_index", -1)), 0, 0,
-                               k.node, file, line, k.lam, k.cfg_voters))
+            self.facts.append(ConfigCommit(k.tablet, int(getattr(a, "config_index", -1)),
+                                           k.node, file, line, k.lam, k.cfg_voters))
 
 
     # -----------------------------------------------------------------------------------
     # Memo misses: where the spec is consulted.
 
-    def _decode(self, event: str, args_b: bytes, st_b: bytes) -> (
-            tuple[Any, dict[str, Any], tuple[Any, ...]] | _Problem):
+    def decode(self, event: str, args_b: bytes, st_b: bytes) -> Decoded | _Problem:
+        """An event's args, its spec parameters and the state it reports, or what is
+        wrong with it (``BadArgs``, ``BadState``)."""
         try:
             a = decode_args(event, args_b)
         except ArgsError as e:
@@ -869,14 +865,14 @@ class Replayer(LogTracker, CrashFrontier):
 
     def _step(self, sid: int, event: str, args_b: bytes, st_b: bytes) -> Outcome:
         self.memo_misses += 1
-        decoded = self._decode(event, args_b, st_b)
+        decoded = self.decode(event, args_b, st_b)
         if isinstance(decoded, _Problem):
             return Outcome(sid, decoded, {}, "bad-input", -1, -1)
         a, params, obs = decoded
         action = self.actions[event]
         # The compiled spec reads the state's Scalars tuple (``s``); the interpreted one
         # (a refused step, an action that does not compile) its ServerState.
-        fast = self._compiled(event)
+        fast = self.compiled(event)
         s: Any = self.states.tuples[sid] if fast is not None else self.states[sid]
         for name in action.params:  # spec parameters a trace does not carry
             if name not in params:
@@ -893,16 +889,16 @@ class Replayer(LogTracker, CrashFrontier):
             # leader may commit), then from the durable state the trace reports.
             s = self.states[sid]
             return Outcome(self.intern(resync(obs, _forced(action, s, params))), _Problem(
-                "GuardFailed", "violation", self._failed(action, s, params),
-                f"{event}{self._fmt(params)} is not allowed here: "
-                + self._explain(action, s, params),
-                (self._describe(s),), describe_tuple(obs, self.interner)),
+                "GuardFailed", "violation", self.words.failed(action, s, params),
+                f"{event}{self.words.fmt(params)} is not allowed here: "
+                + self.words.explain(action, s, params),
+                (self.words.describe(s),), describe_tuple(obs, self.interner)),
                 params, "guard-failed", obs_term, -1)
         # The compiled effect leaves every map empty (it is canon(effect)) and gives the
         # post-state's Scalars tuple.
         post: Any = fast.effect(s, *args) if fast is not None else \
             canon(action.effect(s, **params))
-        branch = self._branch(event, s, post, params)
+        branch = self.words.branch(event, s, post, params)
         problem = self._stale_copy(event, s, params) or self._compare(post, obs) or \
             self._arg_checks(a, s, post) or self._leader_batch(event, a, s) or \
             self._invariants(sid, post, fast is not None)
@@ -965,11 +961,11 @@ class Replayer(LogTracker, CrashFrontier):
         expected = spec_tuple(post)
         if expected == obs:
             return None
-        diffs = [f"{f}: spec {self._val(f, e)} vs trace {self._val(f, o)}"
+        diffs = [f"{f}: spec {self.words.val(f, e)} vs trace {self.words.val(f, o)}"
                  for f, e, o in zip(TRACED_FIELDS, expected, obs, strict=True) if e != o]
         return _Problem("StateMismatch", "violation", "effect",
                         "reported state differs from the spec's: " + "; ".join(diffs),
-                        (self._describe(post),), describe_tuple(obs, self.interner))
+                        (self.words.describe(post),), describe_tuple(obs, self.interner))
 
     def _arg_checks(self, a: Any, pre: ServerState, post: ServerState) -> _Problem | None:
         if isinstance(a, MergeArgs):
@@ -979,13 +975,13 @@ class Replayer(LogTracker, CrashFrontier):
             want_result = spec_tuple(post)[4:8]
             remote: CmetaState = a.remote
             if local != want_local:
-                return self._arg_problem("args.local", local, want_local)
+                return self.words.arg_problem("args.local", local, want_local)
             if (remote.term, remote.config_index) != (a.remote_term, a.remote_config_index):
                 return _Problem("ArgMismatch", "violation", "args.remote",
                                 "args.remote disagrees with remote_term/remote_config_index",
                                 (), "")
             if result != want_result:
-                return self._arg_problem("args.result", result, want_result)
+                return self.words.arg_problem("args.result", result, want_result)
         if isinstance(a, StcRejectArgs):
             if a.answer != a.reason:
                 return _Problem("ArgMismatch", "violation", "args.answer",
@@ -995,10 +991,12 @@ class Replayer(LogTracker, CrashFrontier):
                             f"stc_accept answered {a.answer}", (), "")
         return None
 
-    def _compiled(self, event: str) -> CompiledAction | None:
-        if event not in self.compiled:
-            self.compiled[event] = cached_action(self.actions[event], scalars=True)
-        return self.compiled[event]
+    def compiled(self, event: str) -> CompiledAction | None:
+        """The action ``event`` compiled (``checker.compiled``), at its first use; None
+        where it does not compile (the interpreted one is used)."""
+        if event not in self._compiled:
+            self._compiled[event] = cached_action(self.actions[event], scalars=True)
+        return self._compiled[event]
 
     def _broken(self, s: ServerState) -> list[str]:
         # The state invariants are a function of the state alone: evaluated once per
@@ -1034,7 +1032,7 @@ class Replayer(LogTracker, CrashFrontier):
             return None
         return _Problem("InvariantViolated", "violation", ",".join(bad),
                         "the spec step breaks " + ", ".join(bad) + " (a spec bug?)",
-                        (self._describe(post_s),), "")
+                        (self.words.describe(post_s),), "")
 
 
 def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
@@ -1056,6 +1054,6 @@ def check(key: tuple[str, str], events: Iterable[tuple[str, int, Envelope]],
 __all__ = [
     "DEFAULT_MAX_FRONTIER", "FAST_COMMIT", "FAST_LEADER_COMMIT", "FAST_LOG", "FAST_PLAIN",
     "LOCAL_INVARIANTS", "LOCAL_STEP_PROPERTIES", "RESET_EVERY", "SLOW", "WINDOW",
-    "CrashFrontier", "Explainer", "Fact", "FactSink", "KeyState", "LogTracker", "NodeState",
+    "CrashFrontier", "Explainer", "FactSink", "GlobalFact", "KeyState", "LogTracker", "NodeState",
     "Outcome", "Replayer", "StateTable", "Violation", "canon", "check", "resync",
 ]

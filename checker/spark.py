@@ -57,8 +57,15 @@ from typing import Any, Final
 import attrs
 import msgspec
 
+from revivify.checker.facts import (
+    COLUMN_NAMES,
+    DRIVER_KINDS,
+    RECORDS,
+    GlobalFact,
+    from_columns,
+    to_columns,
+)
 from revivify.checker.global_checks import (
-    GFACT_KINDS,
     GlobalChecks,
     commit_violation,
     leader_violation,
@@ -75,7 +82,7 @@ _OUT_FIELDS = ("rtype", "kind", "severity", "file", "line", "subject", "node", "
 
 def out_schema() -> Any:
     """A task's rows: ``rtype`` finding | leader | commit | format | coverage | frontier |
-    stats | incarnation | one of ``GFACT_KINDS``; ``a``/``b``/``c``/``d`` the numbers
+    stats | the ``KIND`` of a fact (checker/facts.py); ``a``/``b``/``c``/``d`` the numbers
     (term; lo, hi, term; ...; ``d`` a Lamport clock)."""
     import pyarrow as pa
 
@@ -89,7 +96,8 @@ def out_schema() -> Any:
 
 
 class _Rows:
-    """A task's output rows (tuples in ``_OUT_FIELDS`` order); also its ``FactSink``."""
+    """A task's output rows (tuples in ``_OUT_FIELDS`` order); also its ``FactSink``: a fact
+    is the row of its columns (``facts.to_columns``; ``_fact_of`` reads it back)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
@@ -102,32 +110,17 @@ class _Rows:
                   line=v.line, subject=v.subject, node=v.node, tablet=v.tablet,
                   event=v.event, payload=json.dumps(v.to_json()))
 
-    def leader(self, tablet: str, term: int, node: str, file: str, line: int) -> None:
-        self.emit(rtype="leader", tablet=tablet, a=term, node=node, file=file, line=line)
-
-    def commit_run(self, tablet: str, lo: int, hi: int, term: int, node: str, file: str,
-                   line: int) -> None:
-        self.rows.append(("commit", None, None, file, line, None, node, tablet, None, None,
-                          lo, hi, term, None))
-
-    def gfact(self, kind: str, tablet: str, a: int, b: int, c: int, node: str, file: str,
-              line: int, lamport: int, payload: str) -> None:
-        self.rows.append((kind, None, None, file, line, None, node, tablet, None, payload,
-                          a, b, c, lamport))
-
-    def incarnation(self, node: str, inc: int, first: int, last: int, clean: bool) -> None:
-        self.rows.append(("incarnation", None, None, None, None, None, node, None, None,
-                          None, inc, first, last, int(clean)))
-
-    def server_format(self, node: str, file: str, line: int) -> None:
-        self.emit(rtype="format", node=node, file=file, line=line)
+    def fact(self, f: GlobalFact) -> None:
+        tablet, node, file, line, payload, a, b, c, d = to_columns(f)
+        self.rows.append((f.KIND, None, None, file, line, None, node, tablet, None, payload,
+                          a, b, c, d))
 
     def take(self) -> list[tuple[Any, ...]]:
         out, self.rows = self.rows, []
         return out
 
 
-def pack(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
+def pack_bins(groups: list[tuple[str, list[str]]], bins: int) -> list[list[tuple[str, list[str]]]]:
     """Groups into ``bins`` lists of about equal bytes: largest first, each into the
     lightest bin so far (a gzip'd byte counts as 5)."""
     def size(files: list[str]) -> int:
@@ -569,48 +562,66 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
     groups = group_files(files, dups)
     for e in dups:
         report.add(from_input_error(e))
-    task_out: Any
+    task_out = _job(spark, groups, n, plan, max_frontier, global_in_spark, report)
+    with _spark_progress(spark, progress, progress_seconds):
+        rows = _collect(task_out, plan, global_in_spark, report, t1)
+    t_merge = time.perf_counter()
+    tasks = _merge(rows, report, max_frontier)
+    # The driver's serial part: the tasks' facts merged and the global checks decided.
+    report.timings["driver_merge_s"] = round(time.perf_counter() - t_merge, 3)
+    if tasks:
+        _task_timings(report, tasks, job_start)
+    report.timings["job_s"] = round(time.perf_counter() - t1, 3)
+    if out:
+        write_report_files(report, out, parquet=True, spark=spark)
+    return report
+
+
+def _job(spark: Any, groups: list[tuple[str, list[str]]], n: int, plan: str,
+         max_frontier: int, global_in_spark: bool, report: Report) -> Any:
+    """The job of the plan, not yet run: an RDD of the tasks' rows (packed when the
+    driver merges them), or a DataFrame of them when the global checks run in Spark."""
     if plan == "files":
-        bins = pack(groups, n)
+        bins = pack_bins(groups, n)
         task_out = spark.sparkContext.parallelize(range(len(bins)), len(bins)).mapPartitions(
             make_task(bins, max_frontier, packed=not global_in_spark))
         if global_in_spark:
             task_out = spark.createDataFrame(task_out, _spark_type(out_schema()))
-    else:
-        # Files with no decodable line name no node: nothing to shuffle, so the driver
-        # reads them itself (their findings are all there is to them).
-        r = Replayer(max_frontier=max_frontier)
-        for _, fs in (g for g in groups if not g[0]):
-            report.server_events += stream_node(r, fs, GlobalChecks(), report.add).server_events
-        bins = pack([g for g in groups if g[0]], n)
-        task_out = (_read_lines(spark, bins) if bins else spark.createDataFrame(
-            [], "frank long, raw binary")).mapInArrow(
-            make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))
-    with _spark_progress(spark, progress, progress_seconds):
-        rows = _collect(task_out, plan, global_in_spark, report, t1)
-    t_merge = time.perf_counter()
+        return task_out
+    # Files with no decodable line name no node: nothing to shuffle, so the driver reads
+    # them itself (their findings are all there is to them).
+    r = Replayer(max_frontier=max_frontier)
+    for _, fs in (g for g in groups if not g[0]):
+        report.server_events += stream_node(r, fs, GlobalChecks(), report.add).server_events
+    bins = pack_bins([g for g in groups if g[0]], n)
+    return (_read_lines(spark, bins) if bins else spark.createDataFrame(
+        [], "frank long, raw binary")).mapInArrow(
+        make_dataframe_task(bins, max_frontier), _spark_type(out_schema()))
+
+
+_FACT_KINDS: Final = frozenset(r.KIND for r in RECORDS)
+# The positions of a row's fact columns (``facts.COLUMN_NAMES``) in ``_OUT_FIELDS``.
+_FACT_COLUMNS: Final = tuple(_OUT_FIELDS.index(c) for c in COLUMN_NAMES)
+
+
+def _merge(rows: Iterable[Any], report: Report, max_frontier: int) -> list[dict[str, Any]]:
+    """The driver's part: every row of the tasks (facts back into records, merged by
+    ``GlobalChecks``; findings; the global findings Spark aggregated; coverage, frontier
+    sizes and statistics) into ``report``, then the global checks decided. Returns the
+    tasks' statistics."""
     g = GlobalChecks(max_frontier=max_frontier)  # what a crash may hide, per key
     tasks: list[dict[str, Any]] = []
     cov: Counter[tuple[str, str]] = Counter()
     fr: Counter[int] = Counter()
-    (RTYPE, KIND, _SEVERITY, FILE, LINE, _SUBJECT, NODE, TABLET, EVENT, PAYLOAD, A, B, C,
-     D) = range(len(_OUT_FIELDS))
-    gfact_kinds = frozenset(GFACT_KINDS)
+    (RTYPE, KIND, _SEVERITY, _FILE, _LINE, _SUBJECT, NODE, TABLET, EVENT, PAYLOAD, A, B, C,
+     _D) = range(len(_OUT_FIELDS))
+    fact_kinds = _FACT_KINDS
+    fact_columns = _FACT_COLUMNS
     with _no_gc():
         for row in rows:
             rtype = row[RTYPE]
-            if rtype in gfact_kinds:
-                g.gfact(rtype, row[TABLET], row[A], row[B], row[C], row[NODE], row[FILE],
-                        row[LINE], row[D], row[PAYLOAD])
-            elif rtype == "commit":
-                g.commit_run(row[TABLET], row[A], row[B], row[C], row[NODE], row[FILE],
-                             row[LINE])
-            elif rtype == "leader":
-                g.leader(row[TABLET], row[A], row[NODE], row[FILE], row[LINE])
-            elif rtype == "format":
-                g.server_format(row[NODE], row[FILE], row[LINE])
-            elif rtype == "incarnation":
-                g.incarnation(row[NODE], row[A], row[B], row[C], bool(row[D]))
+            if rtype in fact_kinds:
+                g.fact(from_columns(rtype, tuple(row[i] for i in fact_columns)))
             elif rtype == "finding":
                 report.add(Violation(**_tuples(json.loads(row[PAYLOAD]))))
             elif rtype == "leaders":
@@ -633,27 +644,24 @@ def validate_spark(paths: list[str], master: str = "local[*]", out: str | None =
                 tasks.append(json.loads(row[PAYLOAD]))
     for v in g.violations():
         report.add(v)
-    # The driver's serial part: the tasks' facts merged and the global checks decided.
-    report.timings["driver_merge_s"] = round(time.perf_counter() - t_merge, 3)
     report.coverage = dict(cov)
     report.frontiers = dict(fr)
-    if tasks:
-        # Where the job's time went: the tasks' span (first start to last end, wall clock
-        # of the workers) and their CPU time, against the job's wall time.
-        report.timings["tasks"] = len(tasks)
-        if os.environ.get("REVIVIFY_SPARK_TASKS"):
-            for t in sorted(tasks, key=lambda t: t["start"]):
-                print(f"task pid={t['pid']} start=+{t['start'] - job_start:.2f}s "
-                      f"end=+{t['end'] - job_start:.2f}s cpu={t['cpu']:.2f}s")
-        report.timings["task_cpu_s"] = round(sum(t["cpu"] for t in tasks), 3)
-        report.timings["task_span_s"] = round(max(t["end"] for t in tasks)
-                                              - min(t["start"] for t in tasks), 3)
-        report.timings["first_task_start_s"] = round(min(t["start"] for t in tasks)
-                                                     - job_start, 3)
-    report.timings["job_s"] = round(time.perf_counter() - t1, 3)
-    if out:
-        write_report_files(report, out, parquet=True, spark=spark)
-    return report
+    return tasks
+
+
+def _task_timings(report: Report, tasks: list[dict[str, Any]], job_start: float) -> None:
+    """Where the job's time went: the tasks' span (first start to last end, wall clock of
+    the workers) and their CPU time, against the job's wall time."""
+    report.timings["tasks"] = len(tasks)
+    if os.environ.get("REVIVIFY_SPARK_TASKS"):
+        for t in sorted(tasks, key=lambda t: t["start"]):
+            print(f"task pid={t['pid']} start=+{t['start'] - job_start:.2f}s "
+                  f"end=+{t['end'] - job_start:.2f}s cpu={t['cpu']:.2f}s")
+    report.timings["task_cpu_s"] = round(sum(t["cpu"] for t in tasks), 3)
+    report.timings["task_span_s"] = round(max(t["end"] for t in tasks)
+                                          - min(t["start"] for t in tasks), 3)
+    report.timings["first_task_start_s"] = round(min(t["start"] for t in tasks)
+                                                 - job_start, 3)
 
 
 def _collect(task_out: Any, plan: str, global_in_spark: bool, report: Report,
@@ -697,7 +705,7 @@ def global_findings(task_out: Any) -> Any:
     # incarnation: they go to the driver as they are, where ``GlobalChecks`` (the local
     # engine's code) decides them, so both engines agree by construction.
     own = task_out.filter(F.col("rtype").isin("finding", "coverage", "frontier", "stats",
-                                              "incarnation", *GFACT_KINDS))
+                                              *DRIVER_KINDS))
     cols = own.columns
 
     def shaped(df: Any, rtype: str) -> Any:

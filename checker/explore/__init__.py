@@ -126,7 +126,7 @@ same results).
 
 Layout
 ------
-* ``results``: what a search returns (``ExploreResult``, ``Violation``, ``TraceStep``);
+* ``results``: what a search returns (``ExploreResult``, ``ExploreViolation``, ``TraceStep``);
 * ``probes``: the read-recording stand-ins (``ReadProbe``, ``FieldProbe``, ``TOP``);
 * ``symmetry``: interning of server states and the canonical representative of an orbit;
 * ``moves``: the cached answers about one server (``Moves``, ``Plan``, ``Projections``);
@@ -144,17 +144,29 @@ from revivify.checker.explore.cli import (
 )
 from revivify.checker.explore.probes import TOP, never_enabled
 from revivify.checker.explore.results import (
+    ExploreProgress,
     ExplorerError,
     ExploreResult,
-    Progress,
+    ExploreViolation,
     TraceStep,
-    Violation,
 )
 from revivify.checker.explore.search import explore, orbit_count
 from revivify.checker.explore.symmetry import permute_system, relabel
 
 __all__ = [
-    "DEFAULT_BOUNDS", "DEFAULT_SERVERS", "TOP", "ExploreResult", "ExplorerError", "Progress",
-    "TraceStep", "Violation", "explore", "explore_main", "format_result", "never_enabled",
-    "orbit_count", "permute_system", "relabel",
+    "DEFAULT_BOUNDS",
+    "DEFAULT_SERVERS",
+    "TOP",
+    "ExploreProgress",
+    "ExploreResult",
+    "ExploreViolation",
+    "ExplorerError",
+    "TraceStep",
+    "explore",
+    "explore_main",
+    "format_result",
+    "never_enabled",
+    "orbit_count",
+    "permute_system",
+    "relabel",
 ]

@@ -31,13 +31,13 @@ from revivify.spec.system import Spec
 
 from .moves import Projections
 from .probes import FieldProbe
-from .symmetry import SID_BITS, Interner, pack
+from .symmetry import SID_BITS, SidInterner, pack_sids
 
 
 class StateChecks:
     """Invariant and step-property verdicts over interned server states (sids)."""
 
-    def __init__(self, spec: Spec, interner: Interner, plain: bool) -> None:
+    def __init__(self, spec: Spec, interner: SidInterner, plain: bool) -> None:
         self.spec = spec
         self.interner = interner
         self.n = interner.n
@@ -133,7 +133,7 @@ class StateChecks:
     def terms_id(self, sids: Sequence[int]) -> int:
         """The id of ``relevant_terms(system)``, built from each server's own terms."""
         tsid = self.interner.termset_id
-        ck = pack([tsid[s] for s in sids])
+        ck = pack_sids([tsid[s] for s in sids])
         tid = self.terms_by_sids.get(ck)
         if tid is None:
             ts = self.interner.termset
@@ -189,7 +189,7 @@ class StateChecks:
                                                 | tab[c]) != ()):
                     return not self.state_failures(sids)
             return True
-        tid = self.terms_by_sids.get(pack([tsid[s] for s in sids]))
+        tid = self.terms_by_sids.get(pack_sids([tsid[s] for s in sids]))
         if tid is None:
             return not self.state_failures(sids)
         for s in sids:
@@ -200,7 +200,7 @@ class StateChecks:
             if len(tab) < len(self.interner.objs):
                 tab = self.cross_proj.fill()
             if (self.cross_off
-                    or self.cross_cache.get(pack([tid, *[tab[s] for s in sids]])) != ()):
+                    or self.cross_cache.get(pack_sids([tid, *[tab[s] for s in sids]])) != ()):
                 return not self.state_failures(sids)
         return True
 
@@ -246,7 +246,7 @@ class StateChecks:
                          if not all(invs[k].pred(system, t)
                                     for t in (terms if invs[k].uses_term else terms[:1])))
         pid = self.cross_proj.pid
-        ck = pack([tid, *[pid(s) for s in sids]])
+        ck = pack_sids([tid, *[pid(s) for s in sids]])
         got = self.cross_cache.get(ck)
         if got is not None:
             return got

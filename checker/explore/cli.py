@@ -13,7 +13,7 @@ from revivify.spec.actions import Bounds
 from revivify.spec.system import Spec, default_spec
 
 from .moves import MAX_BUDGET
-from .results import ExploreResult, Progress
+from .results import ExploreProgress, ExploreResult
 from .search import explore
 from .symmetry import MAX_SERVERS
 
@@ -152,7 +152,7 @@ def explore_main(argv: list[str], spec: Spec | None = None) -> int:
                     max_crashes=args.crashes, max_wipes=args.wipes,
                     max_ops_in_flight=args.in_flight, max_requests=args.requests)
 
-    def report(p: Progress) -> None:
+    def report(p: ExploreProgress) -> None:
         print(f"explore: {p.distinct_states:,} states, {p.transitions:,} transitions, "
               f"depth {p.depth}, frontier {p.frontier:,}, {p.seconds:.0f}s "
               f"({p.distinct_states / max(p.seconds, 1e-9):,.0f} states/s)",

@@ -39,7 +39,7 @@ from .moves import (
 )
 from .probes import FieldProbe, Undecided, never_enabled, probe
 from .results import ExplorerError
-from .symmetry import MAX_SERVERS, SID_BITS, SID_MASK, Interner, make_canon
+from .symmetry import MAX_SERVERS, SID_BITS, SID_MASK, SidInterner, make_canon
 
 CRASH_ACTION: Final = "crash"
 WIPE_ACTION: Final = "wipe"
@@ -89,7 +89,7 @@ class Explorer:
         self.kind_of = [budget_kind(name) for name in names]
         self.others_of = [tuple(j for j in range(self.n) if j != i) for i in range(self.n)]
         self.limits = budget_limits(bounds)
-        self.interner = Interner(self.n, symmetry)
+        self.interner = SidInterner(self.n, symmetry)
         self.canon = make_canon(self.interner)
         # Each local guard compiled from its z3 form (``checker.compiled``: the guard as z3
         # sees it, printed as Python), None where it will not compile (the interpreted one

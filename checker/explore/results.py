@@ -31,7 +31,7 @@ class TraceStep:
 
 
 @attrs.frozen
-class Violation:
+class ExploreViolation:
     """An invariant (or step property) that failed, with a shortest path to the failure."""
 
     invariant: str
@@ -54,7 +54,7 @@ class Violation:
 
 
 @attrs.frozen
-class Progress:
+class ExploreProgress:
     distinct_states: int
     transitions: int
     depth: int
@@ -70,7 +70,7 @@ class ExploreResult:
     seconds: float
     coverage: dict[str, int]
     dead_actions: tuple[str, ...]
-    violation: Violation | None
+    violation: ExploreViolation | None
     complete: bool  # False when max_states stopped the search early
     server_states: int  # distinct single-server states interned
     symmetry: bool
@@ -111,4 +111,4 @@ class ExplorerError(Exception):
     generic spec, or a counterexample could not be replayed)."""
 
 
-__all__ = ["ExploreResult", "ExplorerError", "Progress", "TraceStep", "Violation"]
+__all__ = ["ExploreProgress", "ExploreResult", "ExploreViolation", "ExplorerError", "TraceStep"]

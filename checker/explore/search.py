@@ -14,8 +14,8 @@ from revivify.spec.system import Spec
 
 from .counterexample import replay
 from .engine import Explorer
-from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, counter_add
-from .results import ExploreResult, Progress, Violation
+from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
+from .results import ExploreProgress, ExploreResult, ExploreViolation
 from .symmetry import SID_BITS, SID_MASK
 
 
@@ -24,7 +24,7 @@ def explore(
     bounds: Bounds,
     *,
     max_states: int | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExploreProgress], None] | None = None,
     progress_seconds: float = 5.0,
     symmetry: bool = True,
     verify: bool = False,
@@ -51,10 +51,10 @@ def explore(
     else:
         (search.run_plain if ex.plain else search.run_generic)(init_key)
 
-    violation: Violation | None = None
+    violation: ExploreViolation | None = None
     if search.violation_at is not None:
         chain, final = search.violation_at
-        violation = Violation(final[1], final[0], replay(ex, chain, final),
+        violation = ExploreViolation(final[1], final[0], replay(ex, chain, final),
                               docs.get(final[1], ""))
     seconds = time.perf_counter() - t0
     cov = {a.name: coverage[k] for k, a in enumerate(actions)}
@@ -76,7 +76,7 @@ class Search:
     """The breadth-first loop (two versions: over the caches, and over Spec.successors)."""
 
     def __init__(self, ex: Explorer, parents: dict[int, int], coverage: list[int],
-                 max_states: int | None, progress: Callable[[Progress], None] | None,
+                 max_states: int | None, progress: Callable[[ExploreProgress], None] | None,
                  progress_seconds: float, t0: float) -> None:
         self.ex = ex
         self.parents = parents
@@ -90,6 +90,9 @@ class Search:
         self.depth = 0
         self.complete = True
         self.violation_at: tuple[list[int], tuple[str, str]] | None = None
+        # run_plain's unpacking of a key: the counters' width, each server's sid's shift.
+        self._shift_c = 0
+        self._shifts: list[int] = []
 
     def chain_to(self, key: int) -> list[int]:
         parents = self.parents
@@ -103,121 +106,30 @@ class Search:
         now = time.perf_counter()
         if now >= self.next_report:
             self.next_report = now + self.progress_seconds
-            self.progress(Progress(len(self.parents), self.transitions, self.depth + 1,
+            self.progress(ExploreProgress(len(self.parents), self.transitions, self.depth + 1,
                                    frontier, now - self.t0))
 
     def run_plain(self, init_key: int) -> None:
         """BFS over the caches: per-server plans and neighbourhoods give (action, next sid)
-        pairs with their step verdicts decided; only new states are checked."""
+        pairs with their step verdicts decided; only new states are checked. Level by
+        level; stops at the first violation or at ``max_states``."""
         ex = self.ex
-        parents = self.parents
-        max_states = self.max_states
-        progress = self.progress
-        verify = ex.verify
-        n = ex.n
-        plans = ex.plans
-        plan_of = ex.plan
-        part = ex.part
-        state_ok = ex.checks.state_ok
-        objs = ex.interner.objs
-        canon = ex.canon
         # the explored state's key: the canonical sids above the packed budget counters
         # (faults, crashes, requests: COUNTER_BITS each; see moves.FREE..REQUEST)
-        shift_c = (KINDS - 1) * COUNTER_BITS
-        cw_mask = (1 << shift_c) - 1
-        max_w, max_c, max_r = ex.limits
-        bits = COUNTER_BITS
-        shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
-        servers = range(n)
+        self._shift_c = (KINDS - 1) * COUNTER_BITS
+        self._shifts = [(ex.n - 1 - pos) * SID_BITS for pos in range(ex.n)]
         frontier = [init_key]
         expanded = 0
         while frontier:
             next_frontier: list[int] = []
-            append = next_frontier.append
             for key in frontier:
-                cw = key & cw_mask
-                packed = key >> shift_c
-                sids = [(packed >> sh) & SID_MASK for sh in shifts]
-                if verify:
-                    ex.check_against_generic(sids, cw, ex.successors_fast(sids, cw))
-                # which budgets may still be spent (moves.budget_mask, inline)
-                budget = (((cw & COUNTER_MASK) < max_w)
-                          | ((((cw >> bits) & COUNTER_MASK) < max_c) << 1)
-                          | ((((cw >> (2 * bits)) & COUNTER_MASK) < max_r) << 2))
-                for i in servers:
-                    sid = sids[i]
-                    plan = plans.get((i, sid))
-                    if plan is None:
-                        plan = plan_of(i, sids)
-                    # Its moves: those that depend on it alone, then one Moves per action
-                    # that depends on the others, from the plan's per-action caches (the
-                    # lookup of ex.part, inline; n == 3: two other servers).
-                    mvs = [plan.local] if plan.local.full else []
-                    if plan.neigh_actions:
-                        if plan.act_gen != ex.gen or ex.neigh_off:
-                            mvs.extend(ex.neighbourhood(i, sids, plan))
-                        else:
-                            o = plan.others
-                            for fs, tab, poss, table in plan.act_groups:
-                                got = None
-                                if len(tab) == len(objs):
-                                    got = table.get(
-                                        (tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
-                                        if n == 3 else tuple([tab[sids[j]] for j in o]))
-                                if got is None:
-                                    gen = ex.gen
-                                    got = tuple([m for pos in poss
-                                                 if (m := part(i, sids, plan, pos)).full])
-                                    if ex.gen != gen or ex.neigh_off:
-                                        # a read set grew (the plan's tables were rebuilt)
-                                        # or the caches are off: this server's moves again,
-                                        # the slow way
-                                        mvs = [plan.local] if plan.local.full else []
-                                        mvs.extend(ex.neighbourhood(i, sids, plan))
-                                        break
-                                    if len(tab) < len(objs):
-                                        tab = ex.projections[fs].fill()
-                                    table[(tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
-                                          if n == 3 else tuple([tab[sids[j]] for j in o])] = got
-                                if got:
-                                    mvs.extend(got)
-                    for mv in mvs:
-                        if mv.bad:
-                            prop = mv.bad_at[budget]
-                            if prop is not None:
-                                self.violation_at = (self.chain_to(key), ("step", prop))
-                                break
-                        # counted, not tallied: coverage and transitions are summed from
-                        # the uses of each Moves at the end (tally)
-                        mv.uses[budget] += 1
-                        for targets, add in mv.tsel[budget]:
-                            ncw = cw + add
-                            for nsid in targets:
-                                sids[i] = nsid
-                                nkey = (canon(*sids) << shift_c) | ncw
-                                if nkey not in parents:
-                                    parents[nkey] = key
-                                    append(nkey)
-                                    if not state_ok(sids):
-                                        bad = ex.checks.state_failures(sids)
-                                        sids[i] = sid
-                                        self.violation_at = (self.chain_to(nkey),
-                                                             ("invariant", bad[0]))
-                                        break
-                            sids[i] = sid
-                            if self.violation_at is not None:
-                                break
-                        if self.violation_at is not None:
-                            break
-                    if self.violation_at is not None:
-                        break
-                if self.violation_at is not None:
+                if self._expand_plain(key, next_frontier.append):
                     break
                 expanded += 1
-                if max_states is not None and len(parents) >= max_states:
+                if self.max_states is not None and len(self.parents) >= self.max_states:
                     self.complete = False
                     break
-                if progress is not None and (expanded & 1023) == 0:
+                if self.progress is not None and (expanded & 1023) == 0:
                     self.transitions = self.tally(False)
                     self.report(len(next_frontier))
             if next_frontier:
@@ -226,6 +138,92 @@ class Search:
                 break
             frontier = next_frontier
         self.transitions = self.tally(True)
+
+    def _expand_plain(self, key: int, append: Callable[[int], None]) -> bool:
+        """Every move of every server from the state ``key``: each new state recorded
+        (its parent, ``append``ed to the next level) and checked; True when a step
+        property or an invariant fails (``violation_at`` says which)."""
+        ex = self.ex
+        parents = self.parents
+        state_ok = ex.checks.state_ok
+        canon = ex.canon
+        shift_c = self._shift_c
+        cw = key & ((1 << shift_c) - 1)
+        packed = key >> shift_c
+        sids = [(packed >> sh) & SID_MASK for sh in self._shifts]
+        if ex.verify:
+            ex.check_against_generic(sids, cw, ex.successors_fast(sids, cw))
+        # which budgets may still be spent (moves.budget_mask, inline)
+        max_w, max_c, max_r = ex.limits
+        bits = COUNTER_BITS
+        budget = (((cw & COUNTER_MASK) < max_w)
+                  | ((((cw >> bits) & COUNTER_MASK) < max_c) << 1)
+                  | ((((cw >> (2 * bits)) & COUNTER_MASK) < max_r) << 2))
+        for i in range(ex.n):
+            sid = sids[i]
+            for mv in self._moves(i, sids):
+                if mv.bad:
+                    prop = mv.bad_at[budget]
+                    if prop is not None:
+                        self.violation_at = (self.chain_to(key), ("step", prop))
+                        return True
+                # counted, not tallied: coverage and transitions are summed from the uses
+                # of each Moves at the end (tally)
+                mv.uses[budget] += 1
+                for targets, add in mv.tsel[budget]:
+                    ncw = cw + add
+                    for nsid in targets:
+                        sids[i] = nsid
+                        nkey = (canon(*sids) << shift_c) | ncw
+                        if nkey not in parents:
+                            parents[nkey] = key
+                            append(nkey)
+                            if not state_ok(sids):
+                                bad = ex.checks.state_failures(sids)
+                                self.violation_at = (self.chain_to(nkey),
+                                                     ("invariant", bad[0]))
+                                return True
+                    sids[i] = sid
+        return False
+
+    def _moves(self, i: int, sids: list[int]) -> list[Moves]:
+        """Server ``i``'s moves in the state ``sids``: those that depend on it alone, then
+        one Moves per action that depends on the others, from its plan's per-action caches
+        (the lookup of ``ex.part``, inline; n == 3: two other servers)."""
+        ex = self.ex
+        n = ex.n
+        objs = ex.interner.objs
+        plan = ex.plans.get((i, sids[i]))
+        if plan is None:
+            plan = ex.plan(i, sids)
+        mvs = [plan.local] if plan.local.full else []
+        if not plan.neigh_actions:
+            return mvs
+        if plan.act_gen != ex.gen or ex.neigh_off:
+            mvs.extend(ex.neighbourhood(i, sids, plan))
+            return mvs
+        o = plan.others
+        for fs, tab, poss, table in plan.act_groups:
+            got = None
+            if len(tab) == len(objs):
+                got = table.get((tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                                if n == 3 else tuple([tab[sids[j]] for j in o]))
+            if got is None:
+                gen = ex.gen
+                got = tuple([m for pos in poss if (m := ex.part(i, sids, plan, pos)).full])
+                if ex.gen != gen or ex.neigh_off:
+                    # a read set grew (the plan's tables were rebuilt) or the caches are
+                    # off: this server's moves again, the slow way
+                    mvs = [plan.local] if plan.local.full else []
+                    mvs.extend(ex.neighbourhood(i, sids, plan))
+                    return mvs
+                if len(tab) < len(objs):
+                    tab = ex.projections[fs].fill()
+                table[(tab[sids[o[0]]] << SID_BITS) | tab[sids[o[1]]]
+                      if n == 3 else tuple([tab[sids[j]] for j in o])] = got
+            if got:
+                mvs.extend(got)
+        return mvs
 
     def tally(self, into_coverage: bool) -> int:
         """The transitions the loop took (and, ``into_coverage``, each action's count added

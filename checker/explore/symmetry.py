@@ -52,7 +52,7 @@ def permute_system(system: SystemState, perm: Sequence[int]) -> SystemState:
     return tuple(x for x in out if x is not None)
 
 
-class Interner:
+class SidInterner:
     """Server states as small integers, with their relabelings and relevant terms."""
 
     def __init__(self, n: int, symmetry: bool) -> None:
@@ -97,7 +97,7 @@ class Interner:
         return self.sid_of[s]
 
 
-def make_canon(interner: Interner) -> Callable[..., int]:
+def make_canon(interner: SidInterner) -> Callable[..., int]:
     """A generated function: the packed minimum over all relabelings of (sid_0..sid_n-1)."""
     n = interner.n
     shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
@@ -115,7 +115,7 @@ def make_canon(interner: Interner) -> Callable[..., int]:
     return fn
 
 
-def pack(values: Sequence[int]) -> int:
+def pack_sids(values: Sequence[int]) -> int:
     """Small non-negative integers (each below 2**SID_BITS) packed into one int."""
     out = 0
     for v in values:
@@ -123,5 +123,5 @@ def pack(values: Sequence[int]) -> int:
     return out
 
 
-__all__ = ["ID_FIELDS", "ID_MAP_FIELDS", "MAX_SERVERS", "SID_BITS", "SID_MASK", "Interner",
-           "make_canon", "pack", "permute_system", "relabel"]
+__all__ = ["ID_FIELDS", "ID_MAP_FIELDS", "MAX_SERVERS", "SID_BITS", "SID_MASK", "SidInterner",
+           "make_canon", "pack_sids", "permute_system", "relabel"]

@@ -123,7 +123,7 @@ class CheckResult:
         return tuple(k for k in self.keys if not k.linearizable)
 
 
-Progress = Callable[[str], None]
+ProgressNote = Callable[[str], None]
 
 
 @attrs.define
@@ -131,7 +131,7 @@ class _Clock:
     """The deadline and the progress lines, consulted from the search's tick."""
 
     timeout: float | None
-    progress: Progress | None
+    progress: ProgressNote | None
     progress_seconds: float
     started: float = attrs.field(factory=time.monotonic)
     next_report: float = 0.0
@@ -150,7 +150,7 @@ class _Clock:
 
 
 def check_history(history: History, *, timeout: float | None = None,
-                  progress: Progress | None = None,
+                  progress: ProgressNote | None = None,
                   progress_seconds: float = 2.0) -> CheckResult:
     """The verdict for every key, and the smallest failing window of each failing key.
 

@@ -126,27 +126,11 @@ def search(ops: Sequence[SearchOp], initial: Hashable,
         if tick is not None and not steps % TICK_EVERY:
             tick(steps)
         if entry.is_call:
-            # Try to linearize this operation now: the register's step, inlined.
-            kind = entry.kind
-            if state.__class__ is frozenset:
-                new_state = _step_possible(kind, entry.a, entry.b, state)
-                if new_state is _ILLEGAL:
-                    entry = entry.next
-                    continue
-            elif kind == READ:
-                if state != entry.a:
-                    entry = entry.next
-                    continue
-                new_state = state
-            elif kind == WRITE:
-                new_state = entry.a
-            elif kind == CAS:
-                if state != entry.a:
-                    entry = entry.next
-                    continue
-                new_state = entry.b
-            else:  # CAS_UNKNOWN
-                new_state = entry.b if state == entry.a else state
+            # Try to linearize this operation now: the register's step.
+            new_state = _register_step(entry.kind, entry.a, entry.b, state)
+            if new_state is _ILLEGAL:
+                entry = entry.next
+                continue
             new_linearized = linearized | entry.bit
             configuration = (new_linearized, new_state)
             if configuration in cache:
@@ -183,6 +167,21 @@ def search(ops: Sequence[SearchOp], initial: Hashable,
 
 
 _ILLEGAL: Final = object()
+
+
+def _register_step(kind: int, a: Hashable, b: Hashable, state: Hashable) -> Hashable:
+    """The register's step (the module docstring: ``READ``, ``WRITE``, ``CAS``,
+    ``CAS_UNKNOWN``) from the value ``state``, or from the set of values it may hold
+    (``_step_possible``): the value after it, ``_ILLEGAL`` where it cannot be taken."""
+    if state.__class__ is frozenset:
+        return _step_possible(kind, a, b, state)
+    if kind == READ:
+        return state if state == a else _ILLEGAL
+    if kind == WRITE:
+        return a
+    if kind == CAS:
+        return b if state == a else _ILLEGAL
+    return b if state == a else state  # CAS_UNKNOWN
 
 
 def _step_possible(kind: int, a: Hashable, b: Hashable,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from revivify.checker.facts import CommitRun
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import check_paths
 from revivify.checker.walks import Recorder, scenario_batches, scenario_damage
@@ -94,13 +95,13 @@ def test_commits_compare_only_the_indices_events_name() -> None:
     named indices only."""
     g = GlobalChecks()
     # key A commits index 2, then (one batch) up to 5, all in term 1
-    g.commit_run("t", 2, 2, 1, "a", "fa", 1)
-    g.commit_run("t", 5, 5, 1, "a", "fa", 2)
+    g.fact(CommitRun("t", 2, 2, 1, "a", "fa", 1))
+    g.fact(CommitRun("t", 5, 5, 1, "a", "fa", 2))
     # key B names index 3 and 4 with term 2: never named by A, so not compared
-    g.commit_run("t", 3, 4, 2, "b", "fb", 1)
+    g.fact(CommitRun("t", 3, 4, 2, "b", "fb", 1))
     assert g.violations() == []
     # ... but naming 5 with term 2 is a mismatch
-    g.commit_run("t", 5, 5, 2, "b", "fb", 2)
+    g.fact(CommitRun("t", 5, 5, 2, "b", "fb", 2))
     (v,) = g.violations()
     assert v.kind == "CommitTermMismatch" and v.subject == "tablet=t index=5"
 

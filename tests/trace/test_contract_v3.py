@@ -13,6 +13,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from revivify.checker.facts import (
+    CommittedRun,
+    EntryTermAppend,
+    FollowerCommit,
+    Incarnation,
+    KeyLast,
+    Lead,
+    LeaderCommit,
+    LeaderLog,
+    Named,
+    Truncation,
+)
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import LocalChecker, check_paths
 from revivify.checker.walks import Recorder, scenario_batches
@@ -167,7 +179,7 @@ def _g(**incs: dict[int, tuple[int, int, bool]]) -> GlobalChecks:
     g = GlobalChecks()
     for node, by_inc in incs.items():
         for inc, (first, last, clean) in by_inc.items():
-            g.incarnation(node, inc, first, last, clean)
+            g.fact(Incarnation(node, inc, first, last, clean))
     return g
 
 
@@ -176,10 +188,14 @@ def test_truncating_an_entry_committed_later_is_legal() -> None:
     log may still be committed later, by the leader of term 3 (so in term 3). Only a cut
     in a term at or above the commit's is a violation."""
     g = _g()
-    g.gfact("trunc", "t", 2, 2, 1, "b", "fb", 7, 2, "")  # b, in term 2, cut (1, 2)
-    g.gfact("crun", "t", 1, 3, 1, "a", "fa", 9, 3, "")  # a committed 1..3 (term 1), in 3
+    # b, in term 2, cut (1, 2)
+    g.fact(Truncation(tablet="t", lo=2, hi=2, term=1, node="b", file="fb", line=7, node_term=2))
+    # a committed 1..3 (term 1), in 3
+    g.fact(CommittedRun(tablet="t", lo=1, hi=3, term=1, node="a", file="fa", line=9,
+                        committed_in=3))
     assert g.violations() == []
-    g.gfact("trunc", "t", 2, 2, 1, "c", "fc", 4, 3, "")  # c, in term 3, cut it: no
+    # c, in term 3, cut it: no
+    g.fact(Truncation(tablet="t", lo=2, hi=2, term=1, node="c", file="fc", line=4, node_term=3))
     (v,) = g.violations()
     assert v.kind == "CommittedEntryTruncated" and (v.file, v.line) == ("fc", 4)
 
@@ -188,10 +204,16 @@ def test_leader_completeness_reads_terms_below_the_leaders() -> None:
     """Entries committed in term u bind the leaders of terms above u, not the leader of u
     itself (it may have committed them as the leader that wrote them)."""
     g = _g()
-    g.gfact("crun", "t", 1, 2, 1, "a", "fa", 5, 2, "")  # committed 1..2 (term 1) in term 2
-    g.gfact("llog", "t", 2, 1, 0, "b", "fb", 3, 1, "[]")  # b won term 2 with an empty log
+    # committed 1..2 (term 1) in term 2
+    g.fact(CommittedRun(tablet="t", lo=1, hi=2, term=1, node="a", file="fa", line=5,
+                        committed_in=2))
+    # b won term 2 with an empty log
+    g.fact(LeaderLog(tablet="t", term=2, lo=1, hi=0, node="b", file="fb", line=3, lamport=1,
+                     runs="[]"))
     assert g.violations() == []
-    g.gfact("llog", "t", 3, 1, 2, "c", "fc", 8, 9, "[[1,1],[2,2]]")  # c: (2, 2) at 2
+    # c: (2, 2) at 2
+    g.fact(LeaderLog(tablet="t", term=3, lo=1, hi=2, node="c", file="fc", line=8, lamport=9,
+                     runs="[[1,1],[2,2]]"))
     (v,) = g.violations()
     assert v.kind == "LeaderCompleteness" and "index 2" in v.message
 
@@ -203,24 +225,30 @@ def test_unelected_term_needs_a_whole_input() -> None:
     (traces/README.md, "Unlogged steps at a crash")."""
     whole = {1: (1, 50, True)}
     g = _g(a=whole, b=whole)
-    g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
-    g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
+    g.fact(Named(tablet="t", copied=False, node="a", names="a\nb"))
+    g.fact(EntryTermAppend(tablet="t", term=4, node="a", file="fa", line=9, lamport=20))
     assert [v.kind for v in g.violations()] == ["AppendOfUnelectedTerm"]
     crashed = {"a": whole, "b": {1: (1, 10, False)}}
     for incs, frontier in (({"a": whole}, 1), ({"a": whole, "b": {2: (1, 50, True)}}, 1),
                            (crashed, 2)):
         g = _g(**incs)
         g.max_frontier = frontier
-        g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
-        g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
+        g.fact(Named(tablet="t", copied=False, node="a", names="a\nb"))
+        g.fact(EntryTermAppend(tablet="t", term=4, node="a", file="fa", line=9, lamport=20))
         # b's state after its last event: the candidate of term 4 (two steps to lead it).
-        g.gfact("klast", "t", 1, 4, 0, "b", "", 0, 0, "b")
+        g.fact(KeyLast(tablet="t", inc=1, term=4, wal_last_index=0, node="b", voted_for="b"))
         assert g.violations() == [], incs
     g = _g(**crashed)  # within the writer's guarantee (one step) b cannot have led term 4
-    g.gfact("named", "t", 0, 0, 0, "a", "", 0, 0, "a\nb")
-    g.gfact("tappend", "t", 4, 0, 0, "a", "fa", 9, 20, "")
-    g.gfact("klast", "t", 1, 4, 0, "b", "", 0, 0, "b")
+    g.fact(Named(tablet="t", copied=False, node="a", names="a\nb"))
+    g.fact(EntryTermAppend(tablet="t", term=4, node="a", file="fa", line=9, lamport=20))
+    g.fact(KeyLast(tablet="t", inc=1, term=4, wal_last_index=0, node="b", voted_for="b"))
     assert [v.kind for v in g.violations()] == ["AppendOfUnelectedTerm"]
+
+
+def _lead(term: int) -> Lead:
+    """a became leader of ``term`` in incarnation 1, knowing the config 0 of a and b."""
+    return Lead(tablet="t", term=term, config_index=0, inc=1, node="a", file="fa", line=3,
+                lamport=3, voters='["a","b"]')
 
 
 def test_commit_beyond_leader_excuses_a_crashed_leader() -> None:
@@ -232,22 +260,25 @@ def test_commit_beyond_leader_excuses_a_crashed_leader() -> None:
                                 (False, (1, 3), ["CommitBeyondLeader"]),
                                 (False, (2, 4), ["CommitBeyondLeader"])):
         g = _g(a={1: (1, 50, clean)}, b={1: (1, 60, True)})
-        g.gfact("lead", "t", 1, 0, 1, "a", "fa", 3, 3, '["a","b"]')
-        g.gfact("lcommit", "t", 1, 2, -1, "a", "fa", 5, 5, "")
-        g.gfact("fcommit", "t", 1, 4, 0, "b", "fb", 6, 9, "")
-        g.gfact("klast", "t", 1, last[0], last[1], "a", "", 0, 0, "a")
+        g.fact(_lead(term=1))
+        g.fact(LeaderCommit(tablet="t", term=1, index=2, config_index=-1, leader="a",
+                            file="fa", line=5, lamport=5, voters=""))
+        g.fact(FollowerCommit(tablet="t", term=1, index=4, node="b", file="fb", line=6,
+                              lamport=9))
+        g.fact(KeyLast(tablet="t", inc=1, term=last[0], wal_last_index=last[1], node="a",
+                       voted_for="a"))
         assert [v.kind for v in g.violations()] == expect, (clean, last)
     # ... a leader that copied the tablet may start from the copied data's commit index ...
     g = _g(a={1: (1, 50, True)}, b={1: (1, 60, True)})
-    g.gfact("lead", "t", 1, 0, 1, "a", "fa", 3, 3, '["a","b"]')
-    g.gfact("named", "t", 1, 0, 0, "a", "", 0, 0, "a\nb")
-    g.gfact("fcommit", "t", 1, 4, 0, "b", "fb", 6, 9, "")
+    g.fact(_lead(term=1))
+    g.fact(Named(tablet="t", copied=True, node="a", names="a\nb"))
+    g.fact(FollowerCommit(tablet="t", term=1, index=4, node="b", file="fb", line=6, lamport=9))
     assert g.violations() == []
     # ... and a commit index the leader learnt as a follower in an earlier term counts.
     g = _g(a={1: (1, 50, True)}, b={1: (1, 60, True)})
-    g.gfact("fcommit", "t", 1, 4, 0, "a", "fa", 2, 2, "")
-    g.gfact("lead", "t", 2, 0, 1, "a", "fa", 3, 3, '["a","b"]')
-    g.gfact("fcommit", "t", 2, 4, 0, "b", "fb", 6, 9, "")
+    g.fact(FollowerCommit(tablet="t", term=1, index=4, node="a", file="fa", line=2, lamport=2))
+    g.fact(_lead(term=2))
+    g.fact(FollowerCommit(tablet="t", term=2, index=4, node="b", file="fb", line=6, lamport=9))
     assert g.violations() == []
 
 

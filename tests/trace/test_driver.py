@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from revivify.checker.catalog import CatalogReplay
+from revivify.checker.facts import CommitRun, Incarnation, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import _input_error, check_paths, drain_facts, group_files
 from revivify.checker.replay import KeyState, NodeState, Replayer
@@ -72,7 +73,7 @@ def reference(paths: list[str]) -> Report:
                             clean.add((item.node, item.inc))
                             stop = lineno
                         elif item.event == "server_format":
-                            g.server_format(item.node, f, lineno)
+                            g.fact(ServerFormat(item.node, f, lineno))
                             ns.born = ns.born or item.inc == 1
                         elif item.event in MASTER_EVENTS:
                             if masters is None:
@@ -93,12 +94,13 @@ def reference(paths: list[str]) -> Report:
                     report.add(v)
             drain_facts(r, g)
             if head is not None:
-                g.incarnation(head[0], head[1], head[2], top, (head[0], head[1]) in clean)
+                g.fact(Incarnation(head[0], head[1], head[2], top,
+                                   (head[0], head[1]) in clean))
             elif ns.node:
                 named = name_incarnation(f)
                 if named is not None and named[0] == ns.node:
                     ns.inc = max(ns.inc, named[1])
-                    g.incarnation(ns.node, named[1], 0, 0, True)
+                    g.fact(Incarnation(ns.node, named[1], 0, 0, True))
             if empty:
                 report.add(from_input_error(InputError("EmptyFile", f, 0, "path", "",
                                                        warning=True)))
@@ -163,7 +165,7 @@ def test_commit_runs_match_single_commits() -> None:
               for n in range(6) for _ in range(60)]
     single, runs = GlobalChecks(), GlobalChecks()
     for tablet, index, term, node in events:
-        single.commit(tablet, index, term, node, "f", 1)
+        single.fact(CommitRun(tablet, index, index, term, node, "f", 1))
     by_key: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for tablet, index, term, node in events:
         by_key.setdefault((tablet, node), []).append((index, term))
@@ -173,10 +175,10 @@ def test_commit_runs_match_single_commits() -> None:
             if index == hi + 1 and term == t:
                 hi = index
             else:
-                runs.commit_run(tablet, lo, hi, t, node, "f", 1)
+                runs.fact(CommitRun(tablet, lo, hi, t, node, "f", 1))
                 lo = hi = index
                 t = term
-        runs.commit_run(tablet, lo, hi, t, node, "f", 1)
+        runs.fact(CommitRun(tablet, lo, hi, t, node, "f", 1))
     assert single.bad_commits.keys() == runs.bad_commits.keys()
     truth = {(tablet, index) for tablet, index, _, _ in events
              if len({te for ta, i, te, _ in events if (ta, i) == (tablet, index)}) > 1}

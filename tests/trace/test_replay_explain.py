@@ -85,9 +85,9 @@ def test_refused_reject_names_the_first_failing_check(tmp_path: Path) -> None:
 def test_fmt_prints_names() -> None:
     r = Replayer()
     caller = r.interner.id("caller-uuid")
-    assert r._fmt({"caller": caller, "caller_term": 2, "expected_state": READY,
+    assert r.words.fmt({"caller": caller, "caller_term": 2, "expected_state": READY,
                    "has_opid": 1, "opid_term": 1, "opid_index": 3, "dest": 0,
                    "reason": STC_STALE_TERM}) == (
         "(caller=caller-uuid, caller_term=2, expected_state=READY, has_opid=true, "
         "opid_term=1, opid_index=3, reason=STALE_TERM)")
-    assert r._fmt({"case": STARTUP_READY}) == "(case=READY)"
+    assert r.words.fmt({"case": STARTUP_READY}) == "(case=READY)"
