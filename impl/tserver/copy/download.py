@@ -216,6 +216,12 @@ class CopyTarget(Protocol):
 
 
 class CopyPhase(enum.Enum):
+    """Where a download is, as operators see it (``CopyProgress``, `revivify replica copy`'s
+    progress, the copy service's session list): coarser than the durable steps
+    (``manager.core.CopyStep``: every block is one step, here one phase), and with the two
+    ends a step list has no name for, DONE and FAILED. Its lowercase values are part of the
+    CLI's output."""
+
     BEGIN = "begin"
     CMETA = "cmeta"
     WAL = "wal"

@@ -172,7 +172,7 @@ class CopyStage(enum.Enum):
     operators, is ``copy.download.CopyPhase``; its durable steps are ``CopyStep``)."""
 
     TOMBSTONING = "TOMBSTONING"  # the READY replica it replaces is being tombstoned
-    DOWNLOADING = "DOWNLOADING"  # run_copy's durable steps come back as CopyStepDone
+    DOWNLOADING = "DOWNLOADING"  # run_copy's durable steps come back as their records
     STARTING = "STARTING"  # past the commit point (READY): the replica is being opened
 
 
