@@ -46,6 +46,7 @@ import trio
 
 from revivify.impl.consensus import core as raft
 from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.observe.metrics import ServerMetrics
 from revivify.impl.rpc import (
     CallContext,
     ConnectionClosed,
@@ -291,6 +292,9 @@ class TabletServer:
         self.uuid = ""
         self.address = ""
         self.trace: Tracer | None = None
+        # What /metrics shows (impl/observe): this server's own registry; a master adds its
+        # families to its embedded server's.
+        self.metrics = ServerMetrics()
         # Every tablet of this server, each in exactly one lifecycle state.
         self.tablets = TabletManager(self, max_concurrent_copies=options.max_concurrent_copies,
                                      fault_crash_after=options.fault_crash_after)
