@@ -6,7 +6,7 @@ local-replica, tserver wipe) each build an argparse tree from the pieces here an
 offline one). This module imports none of them, so they never import each other for their
 plumbing (an import-linter contract forbids cycles between the CLI's modules).
 
-The conventions it holds in one place (DESIGN.md, STYLE.md habit 15):
+The conventions it holds in one place (docs/sources.md, "The CLI's conventions"):
 
 * ``--json`` prints one JSON document on stdout instead of text;
 * exit 0 yes / 1 no / 2 bad usage or unusable input, `Outcome.code` otherwise;

@@ -10,8 +10,8 @@ implement the protocol:
                     double): in-memory streams with partitions, drops, delays and
                     crashes, deterministic under MockClock
 
-This is DESIGN.md's "every source of nondeterminism is injected ... network (TCP, or
-in-memory with partitions and drops)": the same server code runs for real and inside
+This is the rule of injected nondeterminism (docs/sources.md): the network is a seam (TCP,
+or in-memory with partitions and drops), so the same server code runs for real and inside
 deterministic tests, and only the `network=` argument differs.
 
 The contract every Network keeps (the shells rely on nothing else):

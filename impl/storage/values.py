@@ -1,6 +1,6 @@
 """The durable values storage persists: frozen attrs classes, mirrored on Kudu's protobufs.
 
-These are what the specification models as a replica's durable state (DESIGN.md), so names
+These are what the specification models as a replica's durable state (spec/), so names
 follow the seed: `data_state`, `tombstone_last_opid`, `quarantine_dir`, `current_term`,
 `voted_for`, `committed_config`. DOES_NOT_EXIST is not a stored state: it is the absence of
 the superblock file (seed 001, "Tablet directory structure").
