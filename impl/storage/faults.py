@@ -18,9 +18,13 @@ does not matter to them). Reads, renames, unlinks and directory listings are nev
 
 from __future__ import annotations
 
+import os
+
 from revivify.impl import faultfile
 
+from . import lazy
 from .disk import Buffer, Disk, DiskFile, OsDisk
+from .lazy import LazyDisk
 
 
 class FaultyFile:
@@ -118,9 +122,14 @@ class FaultyDisk:
 
 
 def os_disk() -> Disk:
-    """The real disk; wrapped in a FaultyDisk only when a fault file was named."""
+    """The real disk; in tests, wrapped in a LazyDisk (``REVIVIFY_LAZY_DISK=1``: a kill is
+    then a power loss, lazy.py) and in a FaultyDisk when a fault file was named (outermost,
+    so an injected sync error fails before anything reaches the operating system)."""
+    disk: Disk = OsDisk()
+    if os.environ.get(lazy.ENV) == "1":
+        disk = LazyDisk(disk)
     active = faultfile.ACTIVE
-    return OsDisk() if active is None else FaultyDisk(OsDisk(), active)
+    return disk if active is None else FaultyDisk(disk, active)
 
 
 __all__ = ["FaultyDisk", "FaultyFile", "os_disk"]
