@@ -34,6 +34,7 @@ def test_short_profile_passes(tmp_path: Path) -> None:
     kinds = summary["faults_by_kind"]
     assert isinstance(kinds, dict)
     assert kinds.get("kill") and kinds.get("pause") and kinds.get("partition-leader")
+    assert kinds.get("power-loss-all")  # every server killed on the lazy disk, then back
     ops = summary["operations"]
     assert isinstance(ops, dict) and ops["ok"] > 0
     assert "profile / seed" in output and "verdict" in output

@@ -9,6 +9,8 @@ both ends drop every frame between two server UUIDs, so the servers see a real p
 workload's clients are in no cut and stay connected to every server. Disk faults are the
 fault file's "disk" entries (impl/storage/faults.py). The servers get the fault file's path
 through REVIVIFY_FAULT_FILE in their environment; the nemesis rewrites it with a rename.
+Every server also runs on the lazy disk (REVIVIFY_LAZY_DISK=1, impl/storage/lazy.py), so a
+kill loses what was not fsynced, as a power cut would.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from revivify.impl.processes.masters import MasterProcesses
 from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
+from revivify.impl.storage import lazy
 from revivify.impl.tserver import api
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -68,19 +71,33 @@ class Cluster:
 
     def start_all(self) -> None:
         self.write_faults()
-        with _environment(ENV, self.fault_path):
+        with _environment(ENV, self.fault_path), _environment(lazy.ENV, "1"):
             if self.masters is not None:
                 self.masters.start_all()
             else:
                 self.tservers.start_all()
 
     def start(self, i: int) -> None:
-        with _environment(ENV, self.fault_path):
+        with _environment(ENV, self.fault_path), _environment(lazy.ENV, "1"):
             self.tservers.start(i)
+
+    def start_tservers(self) -> None:
+        """Every stopped tablet server, started together (after a power loss of all)."""
+        with _environment(ENV, self.fault_path), _environment(lazy.ENV, "1"):
+            stopped = [i for i, s in enumerate(self.servers) if not s.running]
+            for i in stopped:
+                self.tservers.spawn(i)
+            for i in stopped:
+                self.tservers.await_started(i)
 
     def kill(self, i: int) -> None:
         self.tservers.kill(i)
         self.paused.discard(i)
+
+    def kill_all(self) -> None:
+        """Every tablet server's power cut at once (SIGKILL on the lazy disk)."""
+        for i in range(len(self.servers)):
+            self.kill(i)
 
     def pause(self, i: int) -> None:
         self._signal(i, signal.SIGSTOP)

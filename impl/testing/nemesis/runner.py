@@ -195,6 +195,9 @@ class Run:
         self.log(f"inject {fault.kind} on server {target} for {fault.hold:.2f} s")
         if fault.kind == sched.KILL:
             await trio.to_thread.run_sync(c.kill, target)
+        elif fault.kind == sched.POWER_LOSS_ALL:
+            await trio.to_thread.run_sync(c.kill_all)
+            detail = "every tablet server"
         elif fault.kind == sched.PAUSE:
             c.pause(target)
         elif fault.kind in (sched.PARTITION_ONE, sched.PARTITION_LEADER):
@@ -237,6 +240,9 @@ class Run:
         if kind == sched.KILL:
             await trio.to_thread.run_sync(c.start, target)
             return "restarted"
+        if kind == sched.POWER_LOSS_ALL:
+            await trio.to_thread.run_sync(c.start_tservers)
+            return "every tablet server restarted"
         if kind == sched.PAUSE:
             c.resume(target)
             return "resumed"

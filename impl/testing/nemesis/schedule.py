@@ -8,7 +8,13 @@ whichever server leads the tablet when it fires.
 Faults run one at a time: inject, hold, heal, a quiet gap, the next. One server at a time is
 affected (a bridge cuts one pair of servers), so a majority of the tablet's 3 replicas can
 always make progress, and the availability target (issue 20: with one server paused or cut
-off, successful operations continue) is measurable per fault.
+off, successful operations continue) is measurable per fault. The exception is
+``power-loss-all``: every tablet server at once, so nothing is available until they are back
+(not a stall: the target does not apply), and what survives is only what was fsynced.
+
+Every server of a nemesis run writes through the lazy disk (impl/storage/lazy.py: unsynced
+contents live in the process), so every ``kill`` is a power loss of that server, not merely
+a process crash: a write acknowledged before its fsync is lost with it.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ PARTITION_BRIDGE: Final = "partition-bridge"  # two servers cut from each other,
 DISK_WAL_FSYNC: Final = "disk-wal-fsync"    # EIO on every fsync under FS_ROOT/wals/
 DISK_DATA_WRITE: Final = "disk-data-write"  # EIO on every write under FS_ROOT/data/
 DISK_FULL: Final = "disk-full"              # ENOSPC on every write under FS_ROOT/
+POWER_LOSS_ALL: Final = "power-loss-all"    # every tablet server's power cut at once
 
 KINDS: Final = (KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
-                DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL)
+                DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL, POWER_LOSS_ALL)
 STALLS: Final = frozenset({PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE})
 """Faults the availability target is measured over (a server paused or cut off)."""
 DISK: Final = frozenset({DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL})
@@ -56,14 +63,16 @@ class Profile:
 
 PROFILES: Final = {
     # make test: about 15 s of faults, one kill, one pause, one partition.
-    "short": Profile("short", 14.0, (KILL, PAUSE, PARTITION_LEADER), hold=(2.0, 3.0),
-                     gap=(1.0, 1.5)),
+    "short": Profile("short", 16.0, (KILL, PAUSE, PARTITION_LEADER, POWER_LOSS_ALL),
+                     hold=(2.0, 3.0), gap=(1.0, 1.5)),
     # make nemesis: every kind of fault, tablet servers alone.
     "standard": Profile("standard", 120.0, KINDS),
     # the same with 3 masters (tablet servers heartbeat them; the table made by the master).
     "masters": Profile("masters", 120.0, KINDS, masters=3),
     # disk faults only.
     "disk": Profile("disk", 60.0, tuple(sorted(DISK))),
+    # power cuts (of one server, of all) between kills and pauses.
+    "power": Profile("power", 120.0, (KILL, POWER_LOSS_ALL, PAUSE, PARTITION_ONE)),
 }
 
 
@@ -100,5 +109,6 @@ def schedule(profile: Profile, seed: int, servers: int = 3) -> list[Fault]:
     return faults
 
 
-__all__ = ["DISK", "KINDS", "PROFILES", "STALLS", "TARGET_LEADER", "Fault", "Profile",
+__all__ = ["DISK", "KINDS", "POWER_LOSS_ALL", "PROFILES", "STALLS", "TARGET_LEADER", "Fault",
+           "Profile",
            "schedule"]
