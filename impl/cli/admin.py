@@ -65,6 +65,7 @@ from revivify.impl.client import (
     TabletNotFoundError,
     TabletStatus,
     Unavailable,
+    WrongServerKind,
     change_config,
     create_tablet,
     open_table_client,
@@ -76,6 +77,7 @@ from revivify.impl.client import (
 from revivify.impl.client.admin import ANSWER_NO_ANSWER, ANSWER_OK
 from revivify.impl.client.errors import OUTCOME_FAILED, outcome_of
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
+from revivify.impl.master.api import CATALOG_TABLET_ID
 from revivify.impl.rpc import AppError
 
 from . import render
@@ -139,6 +141,10 @@ def tserver_main(argv: list[str]) -> int:
 
     async def work() -> Outcome:
         reply = await server_status(args.tserver)
+        if any(r.tablet_id == CATALOG_TABLET_ID for r in reply.replicas):
+            # A master embeds a tablet server that hosts the catalog: answering as one would
+            # show a master as a tablet server ('replica list' shows its catalog replica).
+            raise WrongServerKind(args.tserver, "master", "tablet server")
         return Outcome(0, render.server_status_doc(reply), render.server_status_text(reply))
 
     return execute("revivify tserver status", args, work)

@@ -128,21 +128,24 @@ def positive_float(text: str) -> float:
     return value
 
 
-def non_negative_int(text: str) -> int:
+def _int_at_least(text: str, least: int) -> int:
+    """An integer flag's value, or one reason naming the bound the flag has (the same bound
+    for every wrong value: -1 and 0 for a flag that takes >= 1 both say ">= 1")."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
 
 
 def positive_int(text: str) -> int:
-    value = non_negative_int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+    return _int_at_least(text, 1)
 
 
 def json_flag() -> Parser:

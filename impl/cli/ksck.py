@@ -135,7 +135,8 @@ async def gather(masters: list[str], deadline: float) -> Facts:
         {m: (lambda m=m: master_status(m)) for m in masters}, per_call)  # type: ignore[misc]
     if not any(a.error is None for a in statuses.values()):
         raise _NoMaster("no master could be reached: " + "; ".join(
-            f"{m}: {a.error}" for m, a in statuses.items()))
+            a.error if a.error.startswith(m) else f"{m}: {a.error}"
+            for m, a in statuses.items() if a.error is not None))
     ready = [m for m, a in statuses.items() if a.error is None and a.value.ready]
     order = ready + [m for m in masters if m not in ready]
     options = ClientOptions(deadline=max(1.0, deadline - per_call))

@@ -19,8 +19,8 @@ Subcommands:
   cluster ...             start, status, stop, kill, restart a local cluster (cli.cluster)
   ksck                    a cluster's health, like 'kudu cluster ksck' (cli.ksck)
 
-The CLI is the one part of impl/ that may call the checker (docs/sources.md, "The implementation never
-imports the spec"): the servers never do.
+The CLI is the one part of impl/ that may call the checker (docs/sources.md, "The
+implementation never imports the spec"): the servers never do.
 
 Optional extras: a tablet server and the client install without the checker's heavy
 dependencies (pyproject.toml: base dependencies only). ``prove``, ``explore`` and ``trace``

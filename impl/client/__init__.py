@@ -65,6 +65,7 @@ from .errors import (
     TabletNotFoundError,
     TabletNotRunningError,
     Unavailable,
+    WrongServerKind,
     outcome_of,
 )
 from .master import MasterClient, master_call, master_status, open_master_client
@@ -97,6 +98,7 @@ __all__ = [
     "TabletNotRunningError",
     "TabletStatus",
     "Unavailable",
+    "WrongServerKind",
     "cancel_copy",
     "change_config",
     "copy_replica",

@@ -110,6 +110,18 @@ class Rejected(ClientError):
         self.error = error
 
 
+class WrongServerKind(ClientError):
+    """The server at `address` is a `actual` ("tablet server" or "master"), not the
+    `expected` one the command was pointed at: a wrong address, said at once (retrying
+    cannot help)."""
+
+    def __init__(self, address: str, actual: str, expected: str) -> None:
+        super().__init__(f"{address} is a {actual}, not a {expected}")
+        self.address = address
+        self.actual = actual
+        self.expected = expected
+
+
 class TabletNotFoundError(ClientError):
     """Every server that answered (`asked`) said it does not host `tablet_id`."""
 
@@ -214,5 +226,6 @@ __all__ = [
     "TabletNotFoundError",
     "TabletNotRunningError",
     "Unavailable",
+    "WrongServerKind",
     "outcome_of",
 ]

@@ -70,7 +70,7 @@ import msgspec
 import trio
 
 from revivify.impl.master import api
-from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError
+from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError, UnknownMethod
 
 from .connections import ServerConnections, open_connections
 from .discovery import Answer, Unanswered, discover_leader
@@ -82,6 +82,7 @@ from .errors import (
     NoLeader,
     Rejected,
     ServerUnreachable,
+    WrongServerKind,
 )
 from .options import ClientOptions, parse_address
 
@@ -226,10 +227,14 @@ class MasterClient:
         """One round of Master.Status to every master at once (module docstring; the
         round is discovery.py's)."""
         self.discoveries += 1
+        not_masters: list[WrongServerKind] = []
 
         async def question(address: str) -> Answer | Unanswered:
             try:
                 status = await self._status(address)
+            except WrongServerKind as exc:
+                not_masters.append(exc)
+                return Unanswered(exc.message)
             except ClientError as exc:
                 return Unanswered(exc.message)
             except RpcError as exc:
@@ -242,6 +247,8 @@ class MasterClient:
             return Answer(status.role, status.term)
 
         found = await discover_leader(self.masters, question)
+        if found.leader is None and len(not_masters) == len(self.masters):
+            raise not_masters[0]  # pointed at tablet servers only: no retry can help
         if found.leader is None:
             raise NoLeader("sys-catalog (the masters)", list(found.errors))
         self._leader = found.leader
@@ -252,8 +259,12 @@ class MasterClient:
         timeout = self.options.call_timeout
         with trio.move_on_after(timeout):
             await self._connections.uuid_of(address)
-            return await self._connections.call(address, api.MASTER_STATUS, api.Empty(),
-                                                api.MasterStatus)
+            try:
+                return await self._connections.call(address, api.MASTER_STATUS, api.Empty(),
+                                                    api.MasterStatus)
+            except UnknownMethod:
+                # Every master answers Master.Status; a tablet server knows no Master.*
+                raise WrongServerKind(address, "tablet server", "master") from None
         raise NoAnswer(address, timeout, maybe_sent=False)
 
     def _learn_masters(self, status: api.MasterStatus) -> None:

@@ -435,6 +435,8 @@ def _altered_schema(table: TableRecord, request: AlterTable
     for added in request.add_columns:
         if added.key:
             return InvalidArgument(f"column {added.name!r}: a table has one key column")
+        if any(c.name == added.name for c in schema):
+            return InvalidArgument(f"column {added.name!r} already exists")
         schema.append(added)
     if (error := validate_schema(schema)) is not None:
         return InvalidArgument(error)

@@ -198,6 +198,21 @@ def test_single_master(tmp_path: pytest.TempPathFactory) -> None:
                    "1", "--json")
         assert made.returncode == 0 and len(json.loads(made.stdout)["tablets"]) == 1
         assert cli("table", "delete", "cli", "--masters", m).returncode == 0
+        # Pointed at the wrong kind of server: said at once, in operator words (issue 31).
+        ts_address = cluster.tservers.servers[0].address
+        for argv in (("master", "status", "--master", ts_address),
+                     ("ksck", "--masters", ts_address),
+                     ("table", "list", "--masters", ts_address)):
+            wrong = cli(*argv)
+            assert wrong.returncode == 2, (argv, wrong.stderr)
+            assert f"{ts_address} is a tablet server, not a master" in wrong.stderr, argv
+            assert "unknown method" not in wrong.stderr and "out of time" not in wrong.stderr
+        wrong = cli("tserver", "status", "--tserver", masters[0])
+        assert wrong.returncode == 2
+        assert f"{masters[0]} is a master, not a tablet server" in wrong.stderr
+        for bad in ("-1", "0"):
+            refused = cli("table", "create", "x", "--masters", m, "--tablets", bad)
+            assert refused.returncode == 2 and "must be >= 1" in refused.stderr
         assert cli("table", "create", "x", "--masters", "bad").returncode == 2
         # The catalog is the master's own tablet: a client or admin call for it through the
         # tablet-server API is refused (a write would bypass every master operation).
