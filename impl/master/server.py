@@ -4,12 +4,13 @@ shell around the sans-I/O master core (catalog, plans, reports), composed here.
 Theory of operation
 -------------------
 A master is a tablet server that hosts one tablet, the catalog (``sys-catalog``, api.py),
-plus the master's RPC methods on the same RPC server (seed 004 "Current design", docs/sources.md:
-the catalog is a tablet hosted by the masters' tablet manager and replicated by the same
-Raft and WAL as any other tablet). It embeds impl/tserver/server.py's TabletServer unchanged: the directory
-(its instance file gives the master its UUID), the tablet manager, the catalog's Raft
-replica, its WAL, the Raft.Message transport and the trace (``server_format``,
-``server_start``, the catalog tablet's Raft facts) all come from there.
+plus the master's RPC methods on the same RPC server (seed 004 "Current design",
+docs/sources.md: the catalog is a tablet hosted by the masters' tablet manager and
+replicated by the same Raft and WAL as any other tablet). It embeds impl/tserver/server.py's
+TabletServer unchanged: the directory (its instance file gives the master its UUID), the
+tablet manager, the catalog's Raft replica, its WAL, the Raft.Message transport and the
+trace (``server_format``, ``server_start``, the catalog tablet's Raft facts) all come from
+there.
 
 The rooms, one concern each, every one built by ``MasterServer`` and handed only the rooms
 it uses (constructor arguments; the calls' sink as runner.py's ``CallSender`` Protocol):

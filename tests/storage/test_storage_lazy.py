@@ -58,8 +58,12 @@ def test_reads_see_writes_and_the_os_sees_only_what_was_synced(
             f.close()
             f = disk.open(path)
         else:
-            {"w": lambda: f.pwrite(op[1], op[2]), "t": lambda: f.truncate(op[1]),
-             "f": lambda: f.fallocate(op[1], op[2])}[op[0]]()
+            if op[0] == "w":
+                f.pwrite(op[1], op[2])
+            elif op[0] == "t":
+                f.truncate(op[1])
+            else:
+                f.fallocate(op[1], op[2])
             _apply(live, op)
         assert f.size() == len(live) == disk.file_size(path)
     offset, length = window
