@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 import msgspec
 import trio
 
+from revivify.impl.client import ClientOptions
+from revivify.impl.client.master import master_status
 from revivify.impl.consensus.messages import Peer
 from revivify.impl.faultfile import ENV
 from revivify.impl.processes.control import ServerProcess
@@ -42,22 +44,25 @@ CALL_SECONDS = 2.0
 
 
 class Cluster:
-    """Three tablet servers (and optionally masters) under the nemesis's control."""
+    """Tablet servers (and optionally masters) under the nemesis's control. Servers are
+    named by index: ``i`` a tablet server, ``master i`` a master (separate methods)."""
 
-    def __init__(self, root: str, *, masters: int, tserver_args: Sequence[str]) -> None:
+    def __init__(self, root: str, *, masters: int, tserver_args: Sequence[str],
+                 tservers: int = 3, master_args: Sequence[str] = ()) -> None:
         self.root = root
         self.fault_path = os.path.join(root, "faults.json")
         self.masters: MasterProcesses | None = None
         if masters:
-            self.masters = MasterProcesses(root, masters=masters, tservers=3,
-                                         tserver_args=tserver_args)
+            self.masters = MasterProcesses(root, masters=masters, tservers=tservers,
+                                         tserver_args=tserver_args, master_args=master_args)
             self.tservers = self.masters.tservers
         else:
-            self.tservers = ProcessCluster(root, 3, args=list(tserver_args))
+            self.tservers = ProcessCluster(root, tservers, args=list(tserver_args))
         self.trace_dir = self.tservers.trace_dir
         self.cuts: list[tuple[str, str]] = []
         self.disk: list[dict[str, str]] = []
         self.paused: set[int] = set()
+        self.paused_masters: set[int] = set()
 
     # ------------------------------------------------------------------ processes
 
@@ -99,6 +104,76 @@ class Cluster:
         for i in range(len(self.servers)):
             self.kill(i)
 
+    # ------------------------------------------------------------------ masters
+
+    def _master_processes(self) -> MasterProcesses:
+        assert self.masters is not None, "a profile without masters"
+        return self.masters
+
+    def kill_master(self, i: int) -> None:
+        self._master_processes().kill_master(i)
+        self.paused_masters.discard(i)
+
+    def start_master(self, i: int) -> None:
+        with _environment(ENV, self.fault_path), _environment(lazy.ENV, "1"):
+            self._master_processes().start_master(i)
+
+    def pause_master(self, i: int) -> None:
+        self._signal_process(self._master_processes().masters[i], signal.SIGSTOP)
+        self.paused_masters.add(i)
+
+    def resume_master(self, i: int) -> None:
+        self._signal_process(self._master_processes().masters[i], signal.SIGCONT)
+        self.paused_masters.discard(i)
+
+    def kill_everything(self) -> None:
+        """Every master and tablet server killed at once (a power cut of the cluster)."""
+        for i in range(len(self.masters.masters) if self.masters else 0):
+            self.kill_master(i)
+        self.kill_all()
+
+    def start_everything(self) -> None:
+        """Every stopped process, started together: masters first, as spawn_all does."""
+        for i in list(self.paused_masters):
+            self.resume_master(i)
+        for i in list(self.paused):
+            self.resume(i)
+        if self.masters is None:
+            self.start_tservers()
+            return
+        with _environment(ENV, self.fault_path), _environment(lazy.ENV, "1"):
+            # Only the stopped ones: a running process printed its "listening" line long ago.
+            masters = [i for i, m in enumerate(self.masters.masters) if not m.running]
+            tservers = [i for i, s in enumerate(self.servers) if not s.running]
+            for i in masters:
+                self.masters.spawn_master(i)
+            for i in tservers:
+                self.tservers.spawn(i)
+            for i in masters:
+                self.masters.await_master(i)
+            for i in tservers:
+                self.tservers.await_started(i)
+
+    async def leader_master(self) -> int | None:
+        """The index of the ready leader master (None if no master says it is one)."""
+        if self.masters is None:
+            return None
+        found: list[tuple[int, int]] = []
+
+        async def one(i: int) -> None:
+            m = self.masters.masters[i] if self.masters else None
+            if m is None or not m.running or i in self.paused_masters:
+                return
+            with contextlib.suppress(Exception), trio.move_on_after(CALL_SECONDS):
+                st = await master_status(m.address, ClientOptions(deadline=CALL_SECONDS))
+                if st.role == "LEADER" and st.ready:
+                    found.append((st.term, i))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self.masters.masters)):
+                nursery.start_soon(one, i)
+        return max(found)[1] if found else None
+
     def pause(self, i: int) -> None:
         self._signal(i, signal.SIGSTOP)
         self.paused.add(i)
@@ -108,13 +183,18 @@ class Cluster:
         self.paused.discard(i)
 
     def _signal(self, i: int, signum: int) -> None:
-        s = self.servers[i]
+        self._signal_process(self.servers[i], signum)
+
+    @staticmethod
+    def _signal_process(s: ServerProcess, signum: int) -> None:
         pid = s.proc.pid if s.proc is not None else s.pid
         if s.running and pid > 0:
             os.killpg(pid, signum)
 
     def stop_all(self) -> None:
         """A clean stop of everything (SIGTERM; traces end with server_stop)."""
+        for i in list(self.paused_masters):
+            self.resume_master(i)
         for i in list(self.paused):
             self.resume(i)
         if self.masters is not None:
@@ -150,6 +230,13 @@ class Cluster:
         me = self.servers[i].uuid
         others = [s.uuid for j, s in enumerate(self.servers) if j != i] + self.master_uuids
         self.cuts = [(me, o) for o in others]
+        self.write_faults()
+
+    def isolate_master(self, i: int) -> None:
+        """Cut master `i` from every other master and every tablet server."""
+        me = self._master_processes().masters[i].uuid
+        others = [u for j, u in enumerate(self.master_uuids) if j != i]
+        self.cuts = [(me, o) for o in others + [s.uuid for s in self.servers]]
         self.write_faults()
 
     def cut_pair(self, i: int, j: int) -> None:

@@ -148,7 +148,7 @@ def render(summary: dict[str, Any]) -> str:
         ("healed by", ", ".join(f"{k} {n}" for k, n in sorted(
             summary["heals"].items())) or "-"),
         ("longest unavailability", f"{av['longest_unavailability_s']:.2f} s (at "
-         f"{av['longest_unavailability_at_s']:.1f} s)"),
+         f"{av['longest_unavailability_at_s']:.1f} s{_during(summary)})"),
         ("p99 latency (ok operations)", _seconds(av["p99_latency_s"])),
         ("lost writes", str(summary["lost_writes"])),
         ("acknowledged writes readable", "yes" if summary["final_reads_ok"] else "NO"),
@@ -158,11 +158,23 @@ def render(summary: dict[str, Any]) -> str:
         ("target, one server stalled", f"{'met' if target['met'] else 'missed'}: p99 "
          f"{_seconds(av['stall_p99_latency_s'])} <= {target['p99_limit_s']:.2f} s, longest "
          f"gap {av['stall_longest_unavailability_s']:.2f} s <= {target['gap_limit_s']:.2f} s"),
+        *([("DDL through the CLI (ok / unknown)", "{ok} / {unknown}".format(
+            **summary["ddl"]))] if summary.get("ddl") else []),
         ("verdict", "PASS" if summary["passed"] else "FAIL: " + "; ".join(summary["problems"])),
     ]
     width = max(len(k) for k, _ in rows)
     line = "-" * (width + 3 + max(len(v) for _, v in rows))
     return "\n".join([line, *(f"{k.ljust(width)} | {v}" for k, v in rows), line])
+
+
+def _during(summary: dict[str, Any]) -> str:
+    """", during KIND on TARGET" for the fault in force when the longest gap began (from
+    its injection to its heal), or nothing if none was."""
+    at = summary["availability"]["longest_unavailability_at_s"]
+    for f in summary.get("faults", []):
+        if f["injected"] <= at <= f["healed"]:
+            return f", during {f['kind']} on {f['server']}"
+    return ""
 
 
 def _seconds(value: float | None) -> str:

@@ -50,6 +50,8 @@ from revivify.impl.rpc.backoff import Backoff
 
 from . import schedule as sched
 from .cluster import Cluster
+from .operator import CliRows, Ddl
+from .operator import cli as operator_cli
 from .report import FaultRecord, availability, count_outcomes, lost_writes, render
 from .workload import REGISTER_KEY, History, Worker
 
@@ -103,7 +105,10 @@ class Run:
         self.options = options
         self.profile = options.profile
         self.cluster = cluster
-        self.tablet_id = ""
+        self.tablet_id = ""  # the first tablet: "the leader" of a fault is its leader's
+        self.tablet_ids: list[str] = []
+        self.ddl = Ddl()
+        self.last_ksck: Any = None  # the problems of the last ksck that was not healthy
         self.t0 = 0.0
         self.faults: list[FaultRecord] = []
         self.register = History("register")
@@ -124,7 +129,12 @@ class Run:
                              call_timeout=self.options.call_timeout,
                              backoff=self.options.backoff)
 
-    def open_rows(self, rng: random.Random) -> Any:
+    def open_rows(self, rng: random.Random, *, cli: bool = False) -> Any:
+        if cli:
+            assert self.cluster.masters is not None
+            # The CLI's own deadline inside the workload's: its process start counts too.
+            return CliRows.open(self.cluster.masters.master_list, TABLE,
+                                0.7 * self.profile.op_deadline)
         if self.cluster.masters is not None:
             return open_table_client(self.cluster.masters.master_addresses, TABLE,
                                      options=self.client_options(), rng=rng)
@@ -136,18 +146,45 @@ class Run:
     async def setup(self) -> None:
         await trio.to_thread.run_sync(self.cluster.start_all)
         if self.cluster.masters is not None:
-            request = master_api.CreateTableRequest(TABLE, [], 1, 3, request_id="nemesis")
+            request = master_api.CreateTableRequest(TABLE, [], self.profile.tablets, 3,
+                                                    request_id="nemesis")
+            options = attrs.evolve(self.client_options(), deadline=SETTLE_SECONDS)
             reply = await master_call(self.cluster.masters.master_addresses,
                                       master_api.MASTER_CREATE_TABLE, request,
-                                      master_api.TableCreatedReply, self.client_options())
-            self.tablet_id = reply.tablet_ids[0]
+                                      master_api.TableCreatedReply, options)
+            self.tablet_ids = list(reply.tablet_ids)
         else:
-            self.tablet_id = "nemesis"
-            await self.cluster.create_tablet(self.tablet_id)
+            self.tablet_ids = ["nemesis"]
+            await self.cluster.create_tablet(self.tablet_ids[0])
+        self.tablet_id = self.tablet_ids[0]
         await self.settle("start")
 
+    async def healthy(self) -> bool:
+        """The cluster as ``revivify ksck`` sees it (masters profiles): every master and
+        tablet server up, one ready leader, every tablet HEALTHY (exit 0)."""
+        assert self.cluster.masters is not None
+        masters = self.cluster.masters.master_list
+        code, doc = await trio.to_thread.run_sync(
+            lambda: operator_cli("ksck", "--masters", masters, timeout=30))
+        self.last_ksck = doc.get("problems", doc) if isinstance(doc, dict) else doc
+        return code == 0
+
+    async def until_healthy(self, seconds: float) -> bool:
+        with trio.move_on_after(seconds):
+            while not await self.healthy():
+                await trio.sleep(0.5)
+            return True
+        self.log(f"ksck's problems: {str(self.last_ksck)[:600]}")
+        return False
+
     async def settle(self, why: str) -> None:
-        """Wait until all three replicas run and one leads (healing FAILED ones)."""
+        """Wait until all three replicas run and one leads (healing FAILED ones); with
+        masters, until ksck says the cluster is healthy (the masters heal by themselves)."""
+        if self.cluster.masters is not None:
+            if not await self.until_healthy(SETTLE_SECONDS):
+                self.problems.append(f"{why}: the cluster did not become healthy (ksck) "
+                                     f"within {SETTLE_SECONDS:g} s")
+            return
         deadline = trio.current_time() + SETTLE_SECONDS
         while True:
             states = await self.cluster.states(self.tablet_id)
@@ -165,7 +202,8 @@ class Run:
     async def workload(self, stop: trio.Event) -> None:
         base = random.Random(f"workload:{self.options.seed}")
         map_keys = tuple(f"k{n}" for n in range(self.profile.map_keys))
-        n_workers = self.profile.register_clients + self.profile.map_clients
+        n_library = self.profile.register_clients + self.profile.map_clients
+        n_workers = n_library + self.profile.cli_clients
         async with trio.open_nursery() as nursery:
             for n in range(n_workers):
                 on_register = n < self.profile.register_clients
@@ -173,10 +211,15 @@ class Run:
                                 (REGISTER_KEY,) if on_register else map_keys,
                                 random.Random(base.random()), self.profile.op_deadline,
                                 self.now)
-                nursery.start_soon(self._worker, worker, random.Random(base.random()), stop)
+                nursery.start_soon(self._worker, worker, random.Random(base.random()), stop,
+                                   n >= n_library)
+            if self.profile.ddl and self.cluster.masters is not None:
+                nursery.start_soon(self.ddl.run, self.cluster.masters.master_list, stop,
+                                   random.Random(base.random()))
 
-    async def _worker(self, worker: Worker, rng: random.Random, stop: trio.Event) -> None:
-        async with self.open_rows(rng) as rows:
+    async def _worker(self, worker: Worker, rng: random.Random, stop: trio.Event,
+                      cli: bool) -> None:
+        async with self.open_rows(rng, cli=cli) as rows:
             await worker.run(rows, stop)
 
     async def nemesis(self, faults: list[sched.Fault]) -> None:
@@ -187,13 +230,19 @@ class Run:
     async def one_fault(self, fault: sched.Fault) -> None:
         c = self.cluster
         target = fault.target
+        on_master = fault.kind in (sched.MASTER_KILL, sched.MASTER_PAUSE,
+                                   sched.MASTER_PARTITION)
         if target == sched.TARGET_LEADER:
-            leader = await c.leader(self.tablet_id)
+            leader = await (c.leader_master() if on_master else c.leader(self.tablet_id))
             target = leader if leader is not None else 0
         injected = self.now()
         detail = ""
-        self.log(f"inject {fault.kind} on server {target} for {fault.hold:.2f} s")
-        if fault.kind == sched.KILL:
+        what = "master" if on_master else "server"
+        self.log(f"inject {fault.kind} on {what} {target} for {fault.hold:.2f} s")
+        if on_master or fault.kind in (sched.KILL_TWO, sched.MASTER_AND_TSERVER,
+                                       sched.ALL_DOWN):
+            detail = await self.inject_cluster_fault(fault.kind, target)
+        elif fault.kind == sched.KILL:
             await trio.to_thread.run_sync(c.kill, target)
         elif fault.kind == sched.POWER_LOSS_ALL:
             await trio.to_thread.run_sync(c.kill_all)
@@ -203,7 +252,7 @@ class Run:
         elif fault.kind in (sched.PARTITION_ONE, sched.PARTITION_LEADER):
             c.isolate(target)
         elif fault.kind == sched.PARTITION_BRIDGE:
-            a, b = [i for i in range(3) if i != target]
+            a, b = [i for i in range(len(c.servers)) if i != target][:2]
             c.cut_pair(a, b)
             detail = f"servers {a} and {b} cut, {target} bridges"
         elif fault.kind == sched.DISK_WAL_FSYNC:
@@ -218,16 +267,46 @@ class Run:
         heal = await self.heal(fault.kind, target)
         self.faults.append(FaultRecord(fault.kind, target, round(injected, 3),
                                        round(self.now(), 3), heal, detail))
-        self.log(f"healed {fault.kind} on server {target}: {heal}")
+        self.log(f"healed {fault.kind} on {what} {target}: {heal}")
         await self.caught_up()
+
+    async def inject_cluster_fault(self, kind: str, target: int) -> str:
+        """The masters' faults and the faults of two servers at once; what was hit."""
+        c = self.cluster
+        if kind == sched.MASTER_KILL:
+            await trio.to_thread.run_sync(c.kill_master, target)
+        elif kind == sched.MASTER_PAUSE:
+            c.pause_master(target)
+        elif kind == sched.MASTER_PARTITION:
+            c.isolate_master(target)
+        elif kind == sched.KILL_TWO:
+            other = (target + 1) % len(c.servers)
+            await trio.to_thread.run_sync(c.kill, target)
+            await trio.to_thread.run_sync(c.kill, other)
+            return f"tablet servers {target} and {other}"
+        elif kind == sched.MASTER_AND_TSERVER:
+            master = await c.leader_master()
+            master = 0 if master is None else master
+            await trio.to_thread.run_sync(c.kill_master, master)
+            await trio.to_thread.run_sync(c.kill, target)
+            return f"master {master} and tablet server {target}"
+        elif kind == sched.ALL_DOWN:
+            await trio.to_thread.run_sync(c.kill_everything)
+            return "every master and tablet server"
+        return ""
 
     async def caught_up(self) -> None:
         """Before the next fault: every replica RUNNING and caught up with the leader's
-        commit index (bounded by CATCH_UP_SECONDS). A replica copied back or restarted is
-        RUNNING before its log has caught up; a fault injected then leaves two replicas out
-        of three impaired, which is not the one-stalled-server situation whose availability
-        the summary's target measures (10-minute runs: a SIGSTOP right after a copy gave
-        the only windows over the target, 2.1 s)."""
+        commit index (bounded by CATCH_UP_SECONDS; with masters, ksck healthy). A replica
+        copied back or restarted is RUNNING before its log has caught up; a fault injected
+        then leaves two replicas out of three impaired, which is not the one-stalled-server
+        situation whose availability the summary's target measures (10-minute runs: a
+        SIGSTOP right after a copy gave the only windows over the target, 2.1 s)."""
+        if self.cluster.masters is not None:
+            if not await self.until_healthy(CATCH_UP_SECONDS):
+                self.log(f"the cluster not healthy within {CATCH_UP_SECONDS:g} s: next "
+                         "fault anyway")
+            return
         with trio.move_on_after(CATCH_UP_SECONDS):
             while not await self.cluster.caught_up(self.tablet_id):
                 await trio.sleep(0.1)
@@ -243,6 +322,13 @@ class Run:
         if kind == sched.POWER_LOSS_ALL:
             await trio.to_thread.run_sync(c.start_tservers)
             return "every tablet server restarted"
+        if kind in (sched.KILL_TWO, sched.MASTER_AND_TSERVER, sched.ALL_DOWN,
+                    sched.MASTER_KILL):
+            await trio.to_thread.run_sync(c.start_everything)
+            return "restarted"
+        if kind == sched.MASTER_PAUSE:
+            c.start_everything()  # resumes the paused master
+            return "resumed"
         if kind == sched.PAUSE:
             c.resume(target)
             return "resumed"
@@ -320,13 +406,12 @@ class Run:
         self.workload_end = self.now()
         self.log("workload stopped; healing everything")
         self.cluster.lift_faults()
-        for i in list(self.cluster.paused):
-            self.cluster.resume(i)
-        for i, s in enumerate(self.cluster.servers):
-            if not s.running:
-                await trio.to_thread.run_sync(self.cluster.start, i)
+        await trio.to_thread.run_sync(self.cluster.start_everything)
         await self.settle("final")
         await self.final_reads()
+        if self.profile.ddl and self.cluster.masters is not None:
+            self.problems.extend(await trio.to_thread.run_sync(
+                self.ddl.check, self.cluster.masters.master_list))
 
 
 def _cli(*args: str, timeout: float) -> tuple[int, Any]:
@@ -377,8 +462,8 @@ def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
     total = {k: by_model["register"][k] + by_model["kv"][k] for k in ("ok", "fail", "info")}
     return {
         "profile": options.profile.name, "seed": options.seed,
-        "cluster": (f"3 tablet servers + {options.profile.masters} masters"
-                    if options.profile.masters else "3 tablet servers, no masters"),
+        "cluster": _cluster_text(options.profile),
+        "ddl": run.ddl.counts() if options.profile.ddl else None,
         "workload_seconds": round(getattr(run, "workload_end", run.now()), 2),
         "operations": total, "by_model": by_model,
         "faults_by_kind": dict(collections.Counter(f.kind for f in run.faults)),
@@ -396,13 +481,25 @@ def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
     }
 
 
+def _cluster_text(profile: sched.Profile) -> str:
+    if not profile.masters:
+        return f"{profile.tservers} tablet servers, no masters"
+    return (f"{profile.tservers} tablet servers + {profile.masters} masters, a table of "
+            f"{profile.tablets} tablet(s)"
+            + (f", {profile.cli_clients} CLI client(s)" if profile.cli_clients else "")
+            + (", DDL all along" if profile.ddl else ""))
+
+
 def run(options: Options) -> int:
     """The whole run (module docstring); the exit code."""
     root = options.workdir or tempfile.mkdtemp(prefix="revivify-nemesis-")
     os.makedirs(root, exist_ok=True)
     args = ["--tick-ms", str(options.tick_ms), "--election-ticks", str(options.election_ticks),
             "--flush-mb", "0.005"]
-    cluster = Cluster(root, masters=options.profile.masters, tserver_args=args)
+    master_args = ["--tick-ms", str(options.tick_ms),
+                   "--election-ticks", str(options.election_ticks)]
+    cluster = Cluster(root, masters=options.profile.masters, tserver_args=args,
+                      tservers=options.profile.tservers, master_args=master_args)
     the_run = Run(options, cluster)
     summary: dict[str, Any] | None = None
     try:

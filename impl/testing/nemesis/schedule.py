@@ -33,11 +33,25 @@ DISK_WAL_FSYNC: Final = "disk-wal-fsync"    # EIO on every fsync under FS_ROOT/w
 DISK_DATA_WRITE: Final = "disk-data-write"  # EIO on every write under FS_ROOT/data/
 DISK_FULL: Final = "disk-full"              # ENOSPC on every write under FS_ROOT/
 POWER_LOSS_ALL: Final = "power-loss-all"    # every tablet server's power cut at once
+# Masters under fire (profiles with masters): the target is a master's index, or the ready
+# leader master (TARGET_LEADER) half of the time.
+MASTER_KILL: Final = "master-kill"          # SIGKILL a master, restarted when healed
+MASTER_PAUSE: Final = "master-pause"        # SIGSTOP a master, SIGCONT when healed
+MASTER_PARTITION: Final = "master-partition"  # a master cut from every other server
+# Two faults at once.
+KILL_TWO: Final = "kill-two"                # two tablet servers killed (target, target + 1)
+MASTER_AND_TSERVER: Final = "master-and-tserver"  # a master and a tablet server killed
+ALL_DOWN: Final = "all-down"                # every master and tablet server killed, then back
 
 KINDS: Final = (KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
                 DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL, POWER_LOSS_ALL)
-STALLS: Final = frozenset({PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE})
-"""Faults the availability target is measured over (a server paused or cut off)."""
+MASTER_KINDS: Final = (MASTER_KILL, MASTER_PAUSE, MASTER_PARTITION, MASTER_AND_TSERVER,
+                       ALL_DOWN)
+STALLS: Final = frozenset({PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
+                           MASTER_PAUSE, MASTER_PARTITION})
+"""Faults the availability target is measured over: one server paused or cut off, so a
+majority of every tablet and of the masters stays up and connected (a client that knows a
+tablet's leader keeps writing while the leader master is paused)."""
 DISK: Final = frozenset({DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL})
 
 TARGET_LEADER: Final = -1
@@ -55,6 +69,10 @@ class Profile:
     map_clients: int = 3
     map_keys: int = 5
     masters: int = 0  # 0: tablet servers alone (a tablet made by Admin.CreateTablet)
+    tservers: int = 3
+    tablets: int = 1  # the workload's table (with masters; 3 replicas each)
+    ddl: bool = False  # with masters: tables created, altered, deleted all along (the CLI)
+    cli_clients: int = 0  # map clients that run one 'revivify row' process per operation
     quiet: float = 2.0  # seconds of workload before the first fault
     hold: tuple[float, float] = (2.0, 4.0)  # a fault lasts this long (uniform)
     gap: tuple[float, float] = (1.0, 3.0)  # quiet between a heal and the next fault
@@ -67,8 +85,13 @@ PROFILES: Final = {
                      hold=(2.0, 3.0), gap=(1.0, 1.5)),
     # make nemesis: every kind of fault, tablet servers alone.
     "standard": Profile("standard", 120.0, KINDS),
-    # the same with 3 masters (tablet servers heartbeat them; the table made by the master).
-    "masters": Profile("masters", 120.0, KINDS, masters=3),
+    # the cluster: 3 masters, 4 tablet servers, a table of 4 tablets (so kills make the
+    # masters re-replicate), DDL all along, the masters under fire, two faults at once,
+    # power cuts; library and CLI clients.
+    "masters": Profile("masters", 120.0, (
+        KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE, POWER_LOSS_ALL,
+        KILL_TWO, *MASTER_KINDS), masters=3, tservers=4, tablets=4, ddl=True,
+        cli_clients=1, hold=(2.0, 6.0), gap=(2.0, 4.0), op_deadline=10.0),
     # disk faults only.
     "disk": Profile("disk", 60.0, tuple(sorted(DISK))),
     # power cuts (of one server, of all) between kills and pauses.
@@ -88,8 +111,9 @@ class Fault:
     hold: float
 
 
-def schedule(profile: Profile, seed: int, servers: int = 3) -> list[Fault]:
+def schedule(profile: Profile, seed: int, servers: int | None = None) -> list[Fault]:
     """The faults of a run of `profile` with `seed` (module docstring)."""
+    servers = profile.tservers if servers is None else servers
     assert servers >= 3, "one server at a time must leave a majority of 3"
     rng = random.Random(f"nemesis:{profile.name}:{seed}")
     first = list(profile.kinds)
@@ -99,7 +123,7 @@ def schedule(profile: Profile, seed: int, servers: int = 3) -> list[Fault]:
     while True:
         kind = first.pop(0) if first else rng.choice(profile.kinds)
         hold = round(rng.uniform(*profile.hold), 2)
-        target = TARGET_LEADER if kind == PARTITION_LEADER else rng.randrange(servers)
+        target = _target(kind, rng, servers, profile.masters)
         if t + hold > profile.duration and faults:
             break
         faults.append(Fault(round(t, 2), kind, target, hold))
@@ -109,6 +133,16 @@ def schedule(profile: Profile, seed: int, servers: int = 3) -> list[Fault]:
     return faults
 
 
-__all__ = ["DISK", "KINDS", "POWER_LOSS_ALL", "PROFILES", "STALLS", "TARGET_LEADER", "Fault",
-           "Profile",
-           "schedule"]
+def _target(kind: str, rng: random.Random, servers: int, masters: int) -> int:
+    """A fault's target: a tablet server's index; for the masters' kinds a master's index
+    or TARGET_LEADER (the ready leader master when it fires), half and half."""
+    if kind == PARTITION_LEADER:
+        return TARGET_LEADER
+    if kind in (MASTER_KILL, MASTER_PAUSE, MASTER_PARTITION):
+        return TARGET_LEADER if rng.random() < 0.5 else rng.randrange(masters)
+    return rng.randrange(servers)
+
+
+__all__ = ["ALL_DOWN", "DISK", "KILL_TWO", "KINDS", "MASTER_AND_TSERVER", "MASTER_KILL",
+           "MASTER_KINDS", "MASTER_PARTITION", "MASTER_PAUSE", "POWER_LOSS_ALL", "PROFILES",
+           "STALLS", "TARGET_LEADER", "Fault", "Profile", "schedule"]
