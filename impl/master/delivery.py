@@ -37,6 +37,7 @@ from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.master_api import ADMIN_ALTER_SCHEMA
 
 from .calls import Body, TabletServerCall, still_called_for
+from .counts import MasterMetrics
 from .embedded import EmbeddedServer, master_logger
 from .gate import ReadyGate
 from .tracing import call_fact
@@ -61,8 +62,10 @@ class CallDelivery:
 
     def __init__(self, embedded: EmbeddedServer, gate: ReadyGate, *,
                  call_retry_seconds: float, call_timeout: float,
-                 forget_change: Callable[[str], None]) -> None:
+                 forget_change: Callable[[str], None],
+                 metrics: MasterMetrics | None = None) -> None:
         self._embedded = embedded
+        self._metrics = metrics
         self._gate = gate
         self._call_retry_seconds = call_retry_seconds
         self._call_timeout = call_timeout
@@ -155,7 +158,13 @@ class CallDelivery:
                 self._creates_on_wire[pair] = (count - 1, ended)
 
     async def _try_call(self, call: TabletServerCall, address: str, term: int) -> bool:
-        """One attempt; True when the call is done or moot."""
+        """One attempt, counted by method and result; True when the call is done or moot."""
+        done = await self._attempt(call, address, term)
+        if self._metrics is not None:
+            self._metrics.call(call.method, "done" if done else "retry").inc()
+        return done
+
+    async def _attempt(self, call: TabletServerCall, address: str, term: int) -> bool:
         host, port = parse_address(address)
         # A CreateTablet attempt counts as on the wire from here (the caller's check, no
         # checkpoint since) until it ends: a DeleteTablet released meanwhile waits for it.

@@ -27,6 +27,7 @@ cost (bench/tserver.py ``--metrics both``).
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -268,10 +269,33 @@ class ServerMetrics:
         return generate_latest(self.registry)
 
 
+def add_metrics_flags(parser: argparse.ArgumentParser) -> None:
+    """The metrics flags of a server command (``tserver run``, ``master run``)."""
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="count nothing: every metric family a no-op (to measure what "
+                             "metrics cost)")
+    parser.add_argument("--metrics-per-tablet", action="store_true",
+                        help="also export each tablet's Raft term and role (a few series "
+                             "per tablet; by default only totals per server)")
+
+
 # Metrics off: every family a no-op (the default of the rooms built without a server's
 # metrics: test doubles, offline tools). Shared: it holds no state of its own.
 OFF = ServerMetrics(enabled=False)
 
 
-__all__ = ["NULL", "OFF", "Families", "Inc", "Observe", "RaftMetrics", "RpcMetrics",
-           "ServerMetrics", "SnapshotCollector", "TServerMetrics", "WalMetrics", "gauge"]
+__all__ = [
+    "NULL",
+    "OFF",
+    "Families",
+    "Inc",
+    "Observe",
+    "RaftMetrics",
+    "RpcMetrics",
+    "ServerMetrics",
+    "SnapshotCollector",
+    "TServerMetrics",
+    "WalMetrics",
+    "add_metrics_flags",
+    "gauge",
+]

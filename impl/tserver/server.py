@@ -289,7 +289,8 @@ class PeerSender:
 class TabletServer:
     """The process-wide state: identity, directory, replicas, peers, trace."""
 
-    def __init__(self, options: ServerOptions, disk: Disk, network: Network | None) -> None:
+    def __init__(self, options: ServerOptions, disk: Disk, network: Network | None,
+                 metrics: ServerMetrics | None = None) -> None:
         self.options = options
         self.disk = disk
         self.network = network
@@ -301,8 +302,8 @@ class TabletServer:
         self.trace: Tracer | None = None
         # What /metrics shows (impl/observe): this server's own registry; a master adds its
         # families to its embedded server's.
-        self.metrics = ServerMetrics(enabled=options.metrics,
-                                     per_tablet=options.metrics_per_tablet)
+        self.metrics = metrics if metrics is not None else ServerMetrics(
+            enabled=options.metrics, per_tablet=options.metrics_per_tablet)
         self.metrics.families.collect_with(self._collect_state)
         # Every tablet of this server, each in exactly one lifecycle state.
         self.tablets = TabletManager(self, max_concurrent_copies=options.max_concurrent_copies,
@@ -654,11 +655,14 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        network: Network | None = None,
                        startup_gate: Callable[[str], Awaitable[None]] | None = None,
                        extend_service: Callable[[Service], None] | None = None,
+                       metrics: ServerMetrics | None = None,
                        ) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
     ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
-    registers more methods on the same RPC service (a master's, impl/master/server.py)."""
-    server = TabletServer(options, disk or os_disk(), network)  # faults: test-only
+    registers more methods on the same RPC service (a master's, impl/master/server.py).
+    ``metrics``: the registry to count in (a master's, shared with its own families); by
+    default one of the server's own, as ``options`` say."""
+    server = TabletServer(options, disk or os_disk(), network, metrics)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
     # Every tablet on disk is registered (STARTING) before the first call is served.
