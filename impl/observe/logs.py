@@ -157,14 +157,23 @@ def configure_logging(settings: LogSettings) -> None:
     tail.setFormatter(formatter)
     handlers.append(tail)
     root = logging.getLogger()
-    for old in _installed:
-        root.removeHandler(old)
-        old.close()
+    remove_logging()
     _installed[:] = handlers
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(settings.level)
     _tail = tail
+
+
+def remove_logging() -> None:
+    """Remove (and close) the handlers ``configure_logging`` installed; the tail goes too."""
+    global _tail
+    root = logging.getLogger()
+    for old in _installed:
+        root.removeHandler(old)
+        old.close()
+    _installed.clear()
+    _tail = None
 
 
 def setup_logging(args: argparse.Namespace, fs_root: str, kind: str) -> str | None:
@@ -180,4 +189,4 @@ def setup_logging(args: argparse.Namespace, fs_root: str, kind: str) -> str | No
 
 
 __all__ = ["JsonFormatter", "LogSettings", "TailHandler", "add_log_flags",
-           "configure_logging", "log_settings", "setup_logging", "tail_handler"]
+           "configure_logging", "log_settings", "remove_logging", "setup_logging", "tail_handler"]
