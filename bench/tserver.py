@@ -847,9 +847,11 @@ def metrics_cost(results: Results) -> None:
         return
     print("Cost of metrics (revivify, servers with metrics vs started with --no-metrics, "
           "interleaved in each round; cost = 1 - on/off, median over rounds):")
+    print("CPU us/write: the leader's process's CPU time per acknowledged write (steadier than "
+          "writes/s on a shared machine: it does not depend on how much CPU the others left).")
     print("| durability | clients | writes/s metrics on | writes/s off | cost per round | "
-          "cost (median) | p50 ms on / off | target | verdict |")
-    print("|---|---:|---:|---:|---|---:|---|---:|---|")
+          "cost (median) | p50 ms on / off | leader CPU us/write on / off | target | verdict |")
+    print("|---|---:|---:|---:|---|---:|---|---|---:|---|")
     for durability, clients in rows:
         on, off = results["revivify", durability, clients], results[NO_METRICS, durability,
                                                                    clients]
@@ -862,9 +864,14 @@ def metrics_cost(results: Results) -> None:
         def p50(slices: list[Slice]) -> float:
             return percentile(sorted(v for x in slices for v in x["lat_us"]), 0.5) / 1000
 
+        def cpu_us(slices: list[Slice]) -> float:
+            busy = sum(x["leader_cpu"] * x["seconds"] for x in slices)
+            return float(busy / max(1, sum(x["count"] for x in slices)) * 1e6)
+
         print(f"| {durability} | {clients} | {rate(on):,.0f} | {rate(off):,.0f} | "
               f"{' '.join(f'{x:+.1%}' for x in costs)} | {cost:+.1%} | "
-              f"{p50(on):.2f} / {p50(off):.2f} | < 3% | {verdict(cost < 0.03)} |")
+              f"{p50(on):.2f} / {p50(off):.2f} | {cpu_us(on):.0f} / {cpu_us(off):.0f} | "
+              f"< 3% | {verdict(cost < 0.03)} |")
     print()
 
 

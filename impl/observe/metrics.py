@@ -10,7 +10,9 @@ Two kinds of numbers, kept apart on purpose:
   they happen, by the trio shells that see them: counters and histograms. The hot paths
   (every RPC call, every WAL group) use children bound once (``RpcMetrics.method`` binds a
   method's children the first time the method is seen, the WAL's are bound when the
-  server starts), so a write costs no label lookup, only the increment itself.
+  server starts), so a write costs no label lookup, only the increment itself; and the
+  counters and histograms are revivify's own single-threaded ones (families.py says why),
+  exported in the Prometheus format at scrape time.
 * **State** (replicas by lifecycle state and by Raft role, tablets by health, live and dead
   tablet servers, the ready flag) is read at scrape time by a ``SnapshotCollector`` from a
   function of the shell that owns the state. Nothing keeps such a gauge up to date, so it
@@ -28,13 +30,11 @@ cost (bench/tserver.py ``--metrics both``).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+
+from .families import NULL, CounterFamily, Families, Inc, Observe, SnapshotCollector
 
 # Latency buckets in seconds: 100 us to 10 s (an fsync on a loaded disk, a tablet copy's
 # FetchData of 4 MiB).
@@ -45,81 +45,6 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 BATCH_BUCKETS: tuple[float, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 BYTES_BUCKETS: tuple[float, ...] = tuple(float(1 << n) for n in range(8, 27, 2))  # 256 B..64 MiB
 COPY_SECONDS_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
-
-
-class Inc(Protocol):
-    def inc(self, amount: float = 1) -> None: ...
-
-
-class Observe(Protocol):
-    def observe(self, amount: float) -> None: ...
-
-
-class _Null:
-    """A family or child that counts nothing (``--no-metrics``)."""
-
-    def inc(self, amount: float = 1) -> None:
-        pass
-
-    def observe(self, amount: float) -> None:
-        pass
-
-
-NULL = _Null()
-
-
-class Families:
-    """Makes the families of one registry, or ``NULL`` ones when metrics are off."""
-
-    def __init__(self, registry: CollectorRegistry, enabled: bool) -> None:
-        self.registry = registry
-        self.enabled = enabled
-
-    def counter(self, name: str, doc: str) -> Inc:
-        if not self.enabled:
-            return NULL
-        return Counter(name, doc, registry=self.registry)
-
-    def counters(self, name: str, doc: str, label: str,
-                 values: Iterable[str]) -> dict[str, Inc]:
-        """A counter with one label whose values are known: every child bound now (so the
-        series exist at 0 before the first event, as Prometheus advises)."""
-        if not self.enabled:
-            return {v: NULL for v in values}
-        family = Counter(name, doc, [label], registry=self.registry)
-        return {v: family.labels(v) for v in values}
-
-    def histogram(self, name: str, doc: str, buckets: Sequence[float]) -> Observe:
-        if not self.enabled:
-            return NULL
-        return Histogram(name, doc, buckets=buckets, registry=self.registry)
-
-    def labelled_counter(self, name: str, doc: str, labels: Sequence[str]) -> Counter | None:
-        """A counter whose label values are learnt as they come (the caller binds and keeps
-        each child); None when metrics are off."""
-        return Counter(name, doc, list(labels), registry=self.registry) if self.enabled \
-            else None
-
-    def labelled_histogram(self, name: str, doc: str, labels: Sequence[str],
-                           buckets: Sequence[float]) -> Histogram | None:
-        if not self.enabled:
-            return None
-        return Histogram(name, doc, list(labels), buckets=buckets, registry=self.registry)
-
-    def collect_with(self, collect: Callable[[], Iterable[Metric]]) -> None:
-        """Register a scrape-time collector (state gauges): nothing when metrics are off."""
-        if self.enabled:
-            self.registry.register(SnapshotCollector(collect))
-
-
-class SnapshotCollector(Collector):
-    """Gauges computed at scrape time from a snapshot of the state they describe."""
-
-    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
-        self._collect = collect
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._collect()
 
 
 def gauge(name: str, doc: str, label: str | None, values: dict[str, float]
@@ -179,7 +104,7 @@ class MethodMetrics:
 
     __slots__ = ("_calls", "_method", "latency", "ok", "statuses")
 
-    def __init__(self, calls: Counter | None, latency: Observe, method: str) -> None:
+    def __init__(self, calls: CounterFamily | None, latency: Observe, method: str) -> None:
         self._calls = calls
         self._method = method
         self.latency = latency

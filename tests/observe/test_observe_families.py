@@ -1,0 +1,68 @@
+"""impl/observe/families.py: revivify's own counters and histograms, exported in the
+Prometheus text format that prometheus_client's parser reads back."""
+
+from __future__ import annotations
+
+import pytest
+from observe_helpers import parse, value
+from prometheus_client import CollectorRegistry, generate_latest
+
+from revivify.impl.observe.families import NULL, Families
+from revivify.impl.observe.metrics import OFF, ServerMetrics
+
+
+def test_histogram_buckets_are_le_and_cumulative_with_sum_and_count() -> None:
+    registry = CollectorRegistry()
+    f = Families(registry, True)
+    h = f.histogram("t_seconds", "a histogram", (0.1, 1.0))
+    for v in (0.05, 0.1, 0.5, 1.0, 7.0):
+        h.observe(v)
+    s = parse(generate_latest(registry))
+    assert value(s, "t_seconds_bucket", le="0.1") == 2  # 0.1 <= 0.1 counts in le=0.1
+    assert value(s, "t_seconds_bucket", le="1.0") == 4
+    assert value(s, "t_seconds_bucket", le="+Inf") == 5
+    assert value(s, "t_seconds_count") == 5
+    assert value(s, "t_seconds_sum") == pytest.approx(8.65)
+
+
+def test_counters_by_label_exist_at_zero_and_count() -> None:
+    registry = CollectorRegistry()
+    f = Families(registry, True)
+    by_mode = f.counters("t_deletions_total", "by mode", "mode", ("A", "B"))
+    by_mode["B"].inc()
+    by_mode["B"].inc(2)
+    calls = f.labelled_counter("t_calls_total", "learnt labels", ("method", "status"))
+    assert calls is not None
+    calls.labels("M", "OK").inc()
+    s = parse(generate_latest(registry))
+    assert value(s, "t_deletions_total", mode="A") == 0
+    assert value(s, "t_deletions_total", mode="B") == 3
+    assert value(s, "t_calls_total", method="M", status="OK") == 1
+
+
+def test_a_name_twice_is_refused_and_off_counts_nothing() -> None:
+    f = Families(CollectorRegistry(), True)
+    f.counter("t_total", "once")
+    with pytest.raises(ValueError, match="twice"):
+        f.counter("t_total", "twice")
+    off = Families(CollectorRegistry(), False)
+    assert off.counter("t_total", "") is NULL and off.labelled_counter("x", "", ()) is None
+    assert parse(OFF.exposition()) == {}
+
+
+def test_every_server_family_is_exported_once_and_parses() -> None:
+    m = ServerMetrics()
+    m.rpc.method("Data.Write").ok.inc()
+    m.rpc.method("Data.Write").status("tserver.not_leader").inc()
+    m.rpc.method("Data.Write").latency.observe(0.002)
+    s = parse(m.exposition())
+    assert value(s, "revivify_rpc_server_calls_total", method="Data.Write", status="OK") == 1
+    assert value(s, "revivify_rpc_server_calls_total", method="Data.Write",
+                 status="tserver.not_leader") == 1
+    assert value(s, "revivify_rpc_server_call_seconds_bucket", method="Data.Write",
+                 le="0.0025") == 1
+    names = {name for name, _ in s}
+    for family in ("revivify_wal_fsync_seconds_count", "revivify_raft_elections_won_total",
+                   "revivify_copy_sessions_finished_total", "revivify_heartbeats_sent_total",
+                   "revivify_tablet_deletions_total"):
+        assert family in names, family
