@@ -66,3 +66,54 @@ def test_every_server_family_is_exported_once_and_parses() -> None:
                    "revivify_copy_sessions_finished_total", "revivify_heartbeats_sent_total",
                    "revivify_tablet_deletions_total"):
         assert family in names, family
+
+
+def test_the_rpc_server_counts_calls_by_method_and_status_unknown_methods_as_one() -> None:
+    import msgspec
+    import trio
+    import trio.testing
+
+    from revivify.impl.rpc import Service, UnknownMethod, open_rpc_client, serve_rpc
+    from revivify.impl.testing import MemoryNetwork
+    from revivify.impl.tserver import api
+
+    class Echo(msgspec.Struct):
+        text: str
+
+    async def echo(req: Echo, ctx: object) -> Echo:
+        if req.text == "refuse":
+            raise api.InvalidArgument("refused")
+        return req
+
+    metrics = ServerMetrics()
+
+    async def main() -> None:
+        import random
+
+        net = MemoryNetwork(random.Random(0))
+        service = Service("t")
+        service.register("Echo", Echo, Echo, echo)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: serve_rpc(
+                service, "srv", "h1", 7050, network=net.host("h1"), metrics=metrics.rpc,
+                task_status=task_status))
+            async with open_rpc_client("h1", 7050, "srv", "cli", network=net.host("c"),
+                                       app_errors=api.APP_ERRORS) as client:
+                for _ in range(3):
+                    await client.call("Echo", Echo("hi"), Echo)
+                with pytest.raises(api.InvalidArgument):
+                    await client.call("Echo", Echo("refuse"), Echo)
+                for name in ("Nope1", "Nope2"):
+                    with pytest.raises(UnknownMethod):
+                        await client.call(name, Echo("x"), Echo)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    s = parse(metrics.exposition())
+    assert value(s, "revivify_rpc_server_calls_total", method="Echo", status="OK") == 3
+    assert value(s, "revivify_rpc_server_calls_total", method="Echo",
+                 status=api.InvalidArgument.code) == 1
+    assert value(s, "revivify_rpc_server_calls_total", method="?",
+                 status=UnknownMethod.code) == 2
+    assert value(s, "revivify_rpc_server_call_seconds_count", method="Echo") == 4
+    assert not any(dict(labels).get("method", "").startswith("Nope") for _, labels in s)

@@ -84,6 +84,12 @@ def test_a_crashed_tablet_server_makes_a_tablet_under_replicated_until_healed(
         assert value(m, "revivify_master_heal_changes_total") >= 1
         assert value(m, "revivify_master_calls_total", method="Admin.ChangeConfig",
                      result="done") >= 1
+        # Each live tablet server heartbeats every master, and the masters answer.
+        for ts in c.tservers.servers:
+            if ts.server is not None:
+                t = parse(ts.server.metrics.exposition())
+                assert value(t, "revivify_heartbeats_sent_total") >= 3
+                assert value(t, "revivify_heartbeats_answered_total") >= 3
         # A follower master exports no health (its snapshot is not the leader's).
         follower = next(i for i in c.running() if i != leader)
         f = master_metrics(c, follower)
