@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+if TYPE_CHECKING:  # prometheus_client is imported by the export side only, when it runs:
+    # the client library and the CLI import the RPC layer, which counts, and never load it
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
 
 
 class Inc(Protocol):
@@ -92,6 +92,8 @@ class CounterFamily:
         return child
 
     def export(self) -> Metric:
+        from prometheus_client.core import CounterMetricFamily
+
         family = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
         for values, child in sorted(self.children.items()):
             family.add_metric(list(values), child.value)
@@ -113,6 +115,8 @@ class HistogramFamily:
         return child
 
     def export(self) -> Metric:
+        from prometheus_client.core import HistogramMetricFamily
+
         family = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)
         edges = [repr(b) for b in self.bounds] + ["+Inf"]  # le: a float, as Prometheus reads it
         for values, child in sorted(self.children.items()):
@@ -124,8 +128,9 @@ class HistogramFamily:
         return family
 
 
-class Exporter(Collector):
-    """Every family of one server, as Prometheus families, when the registry is collected."""
+class Exporter:
+    """Every family of one server, as Prometheus families, when the registry is collected
+    (a registry takes any object with ``collect``)."""
 
     def __init__(self) -> None:
         self.families: list[CounterFamily | HistogramFamily] = []
@@ -135,7 +140,7 @@ class Exporter(Collector):
             yield family.export()
 
 
-class SnapshotCollector(Collector):
+class SnapshotCollector:
     """Gauges computed at scrape time from a snapshot of the state they describe."""
 
     def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
@@ -148,11 +153,12 @@ class SnapshotCollector(Collector):
 class Families:
     """Makes the families of one registry, or ``NULL`` ones when metrics are off."""
 
-    def __init__(self, registry: CollectorRegistry, enabled: bool) -> None:
+    def __init__(self, registry: CollectorRegistry | None, enabled: bool) -> None:
+        assert registry is not None or not enabled
         self.registry = registry
         self.enabled = enabled
         self._exporter = Exporter()
-        if enabled:
+        if registry is not None and enabled:
             registry.register(self._exporter)
 
     def _add(self, family: CounterFamily | HistogramFamily) -> None:
@@ -195,7 +201,7 @@ class Families:
 
     def collect_with(self, collect: Callable[[], Iterable[Metric]]) -> None:
         """Register a scrape-time collector (state gauges): nothing when metrics are off."""
-        if self.enabled:
+        if self.registry is not None and self.enabled:
             self.registry.register(SnapshotCollector(collect))
 
 

@@ -30,11 +30,13 @@ cost (bench/tserver.py ``--metrics both``).
 from __future__ import annotations
 
 import argparse
-
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from typing import TYPE_CHECKING
 
 from .families import NULL, CounterFamily, Families, Inc, Observe, SnapshotCollector
+
+if TYPE_CHECKING:  # (imported when a server with metrics starts: families.py says why)
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
 
 # Latency buckets in seconds: 100 us to 10 s (an fsync on a loaded disk, a tablet copy's
 # FetchData of 4 MiB).
@@ -51,6 +53,8 @@ def gauge(name: str, doc: str, label: str | None, values: dict[str, float]
           ) -> GaugeMetricFamily:
     """A gauge family for a collector: one sample per label value (or one, unlabelled,
     under the key "")."""
+    from prometheus_client.core import GaugeMetricFamily
+
     if label is None:
         return GaugeMetricFamily(name, doc, value=values.get("", 0.0))
     family = GaugeMetricFamily(name, doc, labels=[label])
@@ -180,7 +184,12 @@ class ServerMetrics:
     series per tablet (bounded by the tablets hosted: off by default)."""
 
     def __init__(self, *, enabled: bool = True, per_tablet: bool = False) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+        # None when off: nothing to collect (and prometheus_client never imported)
+        self.registry: CollectorRegistry | None = None
+        if enabled:
+            from prometheus_client import CollectorRegistry
+
+            self.registry = CollectorRegistry(auto_describe=False)
         self.enabled = enabled
         self.per_tablet = per_tablet
         self.families = Families(self.registry, enabled)
@@ -190,7 +199,12 @@ class ServerMetrics:
         self.tserver = TServerMetrics(self.families)
 
     def exposition(self) -> bytes:
-        """The Prometheus text format of every family, as ``/metrics`` serves it."""
+        """The Prometheus text format of every family, as ``/metrics`` serves it (empty
+        when metrics are off)."""
+        if self.registry is None:
+            return b""
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
 
 

@@ -117,3 +117,18 @@ def test_the_rpc_server_counts_calls_by_method_and_status_unknown_methods_as_one
                  status=UnknownMethod.code) == 2
     assert value(s, "revivify_rpc_server_call_seconds_count", method="Echo") == 4
     assert not any(dict(labels).get("method", "").startswith("Nope") for _, labels in s)
+
+
+def test_the_client_and_the_cli_never_load_prometheus_client() -> None:
+    """The RPC layer counts (impl/rpc/server.py), the client imports it: the export side,
+    and prometheus_client with it, is loaded only by a server that starts with metrics."""
+    import subprocess
+    import sys
+
+    script = ("import sys, revivify.impl.client, revivify.impl.cli.main, "
+              "revivify.impl.rpc.server, revivify.impl.storage.wal; "
+              "from revivify.impl.observe.metrics import OFF; OFF.exposition(); "
+              "print(sorted(m for m in sys.modules if m.startswith('prometheus_client')))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
