@@ -24,6 +24,7 @@ records.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -181,13 +182,13 @@ class CallDelivery:
                             return wanted is False  # moot: done; not now: retry later
                         await client.call(call.method, _with_term(call, term),
                                           _RESPONSE_OF[call.method])
-                logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
-                            call.tablet_id, call.why)
+                logger.log(_level(call), "%s to %s for %s: done (%s)", call.method,
+                           call.dest, call.tablet_id, call.why)
                 return True
             except (ts_api.TabletAlreadyExists, ts_api.TabletDeleted,
                     ts_api.ConfigChangeRefused, ts_api.InvalidArgument, UnknownMethod) as exc:
-                logger.info("%s to %s for %s: moot: %s", call.method, call.dest,
-                            call.tablet_id, exc)
+                logger.log(_level(call), "%s to %s for %s: moot: %s", call.method,
+                           call.dest, call.tablet_id, exc)
                 return True
             except (ts_api.NotLeader, ts_api.TabletNotRunning) as exc:
                 if call.method == ts_api.ADMIN_CHANGE_CONFIG:
@@ -205,6 +206,13 @@ class CallDelivery:
                 logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id,
                              exc)
                 return False
+
+
+def _level(call: TabletServerCall) -> int:
+    """How loud a call's end is: a config change is an event an operator follows (INFO);
+    CreateTablet and DeleteTablet go by the replica (thousands for a large table), and
+    the table's creation or deletion has its own line, so their ends are DEBUG."""
+    return logging.INFO if call.method == ts_api.ADMIN_CHANGE_CONFIG else logging.DEBUG
 
 
 def _with_term(call: TabletServerCall, term: int) -> Body:
