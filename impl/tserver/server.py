@@ -662,6 +662,7 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     registers more methods on the same RPC service (a master's, impl/master/server.py).
     ``metrics``: the registry to count in (a master's, shared with its own families); by
     default one of the server's own, as ``options`` say."""
+    opening = time.monotonic()  # the start-up summary's "opened in": directory to READY
     server = TabletServer(options, disk or os_disk(), network, metrics)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
@@ -680,7 +681,6 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                 serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network, metrics=server.metrics.rpc))
             server.address = format_address(options.rpc_host, rpc.port)
-            opening = time.monotonic()
             await server.tablets.start_all()
             logger.info("%s", server.startup_summary(time.monotonic() - opening))
             nursery.start_soon(server.ticker)
