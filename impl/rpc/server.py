@@ -77,7 +77,6 @@ from .errors import (
     MalformedRequest,
     RpcError,
     ServerShuttingDown,
-    UnknownMethod,
 )
 from .faults import dropped
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
@@ -207,6 +206,7 @@ class _Connection:
     ) -> None:
         self._server = server
         self._metrics = metrics
+        self._known = service.methods  # a live view: a method registered later counts too
         self._service = service
         self._stream = stream
         self._lamport = lamport
@@ -298,10 +298,9 @@ class _Connection:
 
     def _count(self, request: Request, response: Response, seconds: float) -> None:
         """One call served: its method's children (bound once per method) move. A method
-        the service does not know is counted as "?", so a client naming garbage cannot grow
-        the series without bound."""
-        known = response.ok or response.error_code != UnknownMethod.code
-        m = self._metrics.method(request.method if known else "?")
+        the service does not know is counted as "?" (refused as unknown, or for another
+        server), so a client naming garbage cannot grow the series without bound."""
+        m = self._metrics.method(request.method if request.method in self._known else "?")
         m.latency.observe(seconds)
         (m.ok if response.ok else m.status(response.error_code)).inc()
 

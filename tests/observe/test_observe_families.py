@@ -73,7 +73,13 @@ def test_the_rpc_server_counts_calls_by_method_and_status_unknown_methods_as_one
     import trio
     import trio.testing
 
-    from revivify.impl.rpc import Service, UnknownMethod, open_rpc_client, serve_rpc
+    from revivify.impl.rpc import (
+        Service,
+        UnknownMethod,
+        WrongServerUuid,
+        open_rpc_client,
+        serve_rpc,
+    )
     from revivify.impl.testing import MemoryNetwork
     from revivify.impl.tserver import api
 
@@ -106,6 +112,10 @@ def test_the_rpc_server_counts_calls_by_method_and_status_unknown_methods_as_one
                 for name in ("Nope1", "Nope2"):
                     with pytest.raises(UnknownMethod):
                         await client.call(name, Echo("x"), Echo)
+            async with open_rpc_client("h1", 7050, "another", "cli", network=net.host("c"),
+                                       app_errors=api.APP_ERRORS) as client:
+                with pytest.raises(WrongServerUuid):  # garbage for another server: "?"
+                    await client.call("Nope3", Echo("x"), Echo)
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -115,6 +125,8 @@ def test_the_rpc_server_counts_calls_by_method_and_status_unknown_methods_as_one
                  status=api.InvalidArgument.code) == 1
     assert value(s, "revivify_rpc_server_calls_total", method="?",
                  status=UnknownMethod.code) == 2
+    assert value(s, "revivify_rpc_server_calls_total", method="?",
+                 status=WrongServerUuid.code) == 1
     assert value(s, "revivify_rpc_server_call_seconds_count", method="Echo") == 4
     assert not any(dict(labels).get("method", "").startswith("Nope") for _, labels in s)
 
