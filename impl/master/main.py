@@ -5,6 +5,8 @@
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
                         [--tserver-failed-after-ms 3000] [--no-heal] [--join]
+                        [--log-level INFO] [--log-format text|json] [--log-file PATH]
+                        [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,

@@ -4,6 +4,8 @@
                          [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
                          [--no-fsync] [--flush-mb 8] [--seed N]
                          [--masters HOST:PORT,... [--heartbeat-ms 500]]
+                         [--log-level INFO] [--log-format text|json] [--log-file PATH]
+                         [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
 The first start formats DIR (a new server UUID). The process prints one line
 ``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
