@@ -89,12 +89,16 @@ def main() -> int:
     added = statistics.median(a - b for a, b in zip(on, off, strict=True))
     print(f"\nCPU time per write, {args.clients} clients, {args.writes} writes per run, "
           "3 servers and the client in one process (in-memory disk and network):")
+    # The runs are deterministic (seeded, MockClock): on and off do the same work but the
+    # metrics, so the least CPU time of each side (noise only adds) is compared too.
+    by_min = min(on) / min(off) - 1
     print("| rounds | us/write metrics on (median) | off (median) | added us/write (median) "
-          "| cost per round | cost (median) | target |")
-    print("|---:|---:|---:|---:|---|---:|---:|")
+          "| cost per round | cost (median) | on / off (least) | cost (least) | target |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     print(f"| {args.rounds} | {statistics.median(on):.1f} | {statistics.median(off):.1f} | "
-          f"{added:+.1f} | {' '.join(f'{x:+.1%}' for x in costs)} | {cost:+.1%} | < 3% "
-          f"({'MET' if cost < 0.03 else 'MISSED'}) |")
+          f"{added:+.1f} | {' '.join(f'{x:+.1%}' for x in costs)} | {cost:+.1%} | "
+          f"{min(on):.1f} / {min(off):.1f} | {by_min:+.1%} | < 3% "
+          f"({'MET' if max(cost, by_min) < 0.03 else 'MISSED'}) |")
     print("(The in-process cluster costs more CPU per write than the real processes (SimDisk, "
           "the in-memory network, MockClock): the added microseconds are the figure to set "
           "against a real server's CPU time per write, bench/tserver.py's.)")
