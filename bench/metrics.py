@@ -1,6 +1,6 @@
 """Benchmark: what Prometheus metrics cost a replicated write, in CPU time, in one process.
 
-    python bench/metrics.py [--rounds 7] [--writes 3200] [--clients 64]
+    python bench/metrics.py [--rounds 7] [--writes 1600] [--clients 64]
 
 bench/tserver.py ``--metrics both`` measures the cost on real processes, but on a shared
 2-core machine the rest of the load moves throughput (and even CPU time per write) by tens
@@ -72,7 +72,7 @@ def measure(metrics: bool, writes: int, clients: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--writes", type=int, default=3200, help="writes per run (all clients)")
+    ap.add_argument("--writes", type=int, default=1600, help="writes per run (all clients)")
     ap.add_argument("--clients", type=int, default=64)
     args = ap.parse_args()
     on: list[float] = []
