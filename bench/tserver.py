@@ -2,7 +2,10 @@
 
     python bench/tserver.py [--seconds 3] [--rounds 3] [--warmup 1] [--clients 1,16,64,256]
                             [--failover-trials 10] [--systems revivify,etcd,pysyncobj,failover]
-                            [--quick] [--keep] [--dir DIR]
+                            [--metrics on|off|both] [--quick] [--keep] [--dir DIR]
+
+    # what metrics cost: revivify with metrics on and off side by side, 64 clients
+    python bench/tserver.py --systems revivify --metrics both --clients 64
 
 (`make bench-tserver` installs etcd 3.4 from Debian and pysyncobj from PyPI, then runs this.)
 
@@ -25,7 +28,13 @@ One run prints:
    is killed with SIGKILL; the time until a write succeeds at another server, over N trials
    (the killed server restarted and caught up between trials), against the election timeout
    (tick-ms x election-ticks; the randomised timeout is 1x to 2x that).
-5. The ratios the issue sets as targets (revivify / etcd with fsync at 64 clients and at 1
+5. With ``--metrics both``: revivify runs twice more, its servers started with
+   ``--no-metrics`` (every Prometheus family a no-op, impl/observe/metrics.py), interleaved
+   with the metrics-on clusters in every round, and a table gives the cost of metrics: the
+   median over rounds of 1 - (writes/s with metrics) / (writes/s without), per client count
+   and durability (target: under 3%), and the same from the leader's CPU time per write
+   (steadier on a shared machine). ``--metrics off`` runs revivify without metrics only.
+6. The ratios the issue sets as targets (revivify / etcd with fsync at 64 clients and at 1
    client, revivify without fsync / PySyncObj, failover), with MET / MISSED (figures, not
    assertions: the exit status is 0 whatever they are).
 
@@ -72,6 +81,7 @@ VALUE_BYTES = 256
 CLIENT_COUNTS = (1, 16, 64, 256)
 TABLET = "bench-tablet"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NO_METRICS = "revivify --no-metrics"  # the system's name in the tables (its kind: revivify)
 HINT = "run `make bench-tserver` (it installs etcd-server and pysyncobj)"
 
 
@@ -528,8 +538,9 @@ def syncobj_main(spec_json: str) -> int:
 
 class Revivify:
     def __init__(self, procs: Processes, directory: str, tag: str, fsync: bool,
-                 args: argparse.Namespace) -> None:
+                 args: argparse.Namespace, metrics: bool = True) -> None:
         self.procs = procs
+        self.metrics = metrics
         self.directory = directory
         self.tag = tag
         self.fsync = fsync
@@ -554,6 +565,8 @@ class Revivify:
                 "--heartbeat-ticks", str(self.args.heartbeat_ticks)]
         if not self.fsync:
             argv.append("--no-fsync")
+        if not self.metrics:
+            argv.append("--no-metrics")
         self.procs.spawn(name, argv)
         line = await self.procs.wait_line(name, "listening on", 60)
         self.uuid_of[name] = line.split()[2]
@@ -827,6 +840,52 @@ async def failover_phase(procs: Processes, args: argparse.Namespace, directory: 
 # =============================================================================== report
 
 
+def _rate(slices: list[Slice]) -> float:
+    return float(sum(x["count"] for x in slices) / sum(x["seconds"] for x in slices))
+
+
+def _cpu_us(slices: list[Slice]) -> float:
+    """The leader process's CPU time per acknowledged write, in microseconds."""
+    busy = sum(x["leader_cpu"] * x["seconds"] for x in slices)
+    return float(busy / max(1, sum(x["count"] for x in slices)) * 1e6)
+
+
+def metrics_cost(results: Results) -> None:
+    """The cost of metrics (``--metrics both``): revivify with and without, side by side,
+    measured two ways: throughput (what the target names, but on a shared machine the
+    other load moves it by tens of percent between rounds) and the leader's CPU time per
+    write (what metrics add to a write; steadier, as it does not depend on how much CPU
+    the rest of the machine left)."""
+    rows = [(d, c) for (s, d, c) in results if s == NO_METRICS
+            and ("revivify", d, c) in results]
+    if not rows:
+        return
+    print("Cost of metrics (revivify, servers with metrics vs started with --no-metrics, "
+          "interleaved in each round; medians over rounds of the cost within a round): by "
+          "throughput, 1 - (writes/s on) / (writes/s off); by CPU, (leader CPU us per write "
+          "on) / (off) - 1.")
+    print("| durability | clients | writes/s on / off | cost per round | cost (writes/s) | "
+          "leader CPU us/write on / off | cost per round | cost (CPU) | p50 ms on / off | "
+          "target | verdict (writes/s, CPU) |")
+    print("|---|---:|---|---|---:|---|---|---:|---|---:|---|")
+    for durability, clients in rows:
+        on, off = results["revivify", durability, clients], results[NO_METRICS, durability,
+                                                                   clients]
+        pairs = list(zip(on, off, strict=True))
+        by_rate = [1 - a["rate"] / b["rate"] for a, b in pairs]
+        by_cpu = [_cpu_us([a]) / _cpu_us([b]) - 1 for a, b in pairs]
+        rate_cost, cpu_cost = statistics.median(by_rate), statistics.median(by_cpu)
+        p50 = [percentile(sorted(v for x in side for v in x["lat_us"]), 0.5) / 1000
+               for side in (on, off)]
+        print(f"| {durability} | {clients} | {_rate(on):,.0f} / {_rate(off):,.0f} | "
+              f"{' '.join(f'{x:+.1%}' for x in by_rate)} | {rate_cost:+.1%} | "
+              f"{_cpu_us(on):.0f} / {_cpu_us(off):.0f} | "
+              f"{' '.join(f'{x:+.1%}' for x in by_cpu)} | {cpu_cost:+.1%} | "
+              f"{p50[0]:.2f} / {p50[1]:.2f} | < 3% | "
+              f"{verdict(rate_cost < 0.03)}, {verdict(cpu_cost < 0.03)} |")
+    print()
+
+
 def verdict(ok: bool) -> str:
     return "MET" if ok else "MISSED"
 
@@ -869,6 +928,7 @@ def report(args: argparse.Namespace, results: Results, idle: float,
               f"{mean('client_cpu'):.2f} |")
     print()
 
+    metrics_cost(results)
     election = args.tick_ms * args.election_ticks / 1000
     median_fo = statistics.median(failover) if failover else float("nan")
     if failover:
@@ -919,14 +979,17 @@ def report(args: argparse.Namespace, results: Results, idle: float,
 # =============================================================================== main
 
 
-def preflight() -> None:
+def preflight(systems: set[str]) -> None:
+    """The peers the chosen phases need are installed (none for revivify alone)."""
     missing = []
-    if shutil.which("etcd") is None:
+    if "etcd" in systems and shutil.which("etcd") is None:
         missing.append("etcd (Debian package etcd-server)")
-    if importlib.util.find_spec("pysyncobj") is None:
+    if "pysyncobj" in systems and importlib.util.find_spec("pysyncobj") is None:
         missing.append(f"pysyncobj (PyPI, in {sys.prefix})")
     if missing:
         raise BenchError(f"missing: {', '.join(missing)}; {HINT}")
+    if "etcd" not in systems:
+        return
     version = subprocess.run(["etcd", "--version"], capture_output=True, text=True,
                              timeout=30).stdout
     if "Version: 3.4" not in version:
@@ -939,10 +1002,13 @@ async def run_all(args: argparse.Namespace, procs: Processes, directory: str
     with trio.fail_after(300):
         if "revivify" in args.systems:
             for fsync in (True, False):
-                tag = "rv-sync" if fsync else "rv-nosync"
-                cluster: Any = Revivify(procs, os.path.join(directory, tag), tag, fsync, args)
-                await cluster.start()
-                targets.append(Target("revivify", "fsync on" if fsync else "no fsync", cluster))
+                for metrics in args.metrics_modes:
+                    tag = ("rv-sync" if fsync else "rv-nosync") + ("" if metrics else "-nomet")
+                    cluster: Any = Revivify(procs, os.path.join(directory, tag), tag, fsync,
+                                            args, metrics)
+                    await cluster.start()
+                    targets.append(Target("revivify" if metrics else NO_METRICS,
+                                          "fsync on" if fsync else "no fsync", cluster))
         if "etcd" in args.systems:
             cluster = Etcd(procs, os.path.join(directory, "etcd"))
             await cluster.start()
@@ -1013,6 +1079,10 @@ def main() -> int:
                     help="smoke run: 1 round of 1 s per point, 0.5 s warm-up, 3 failover trials")
     ap.add_argument("--systems", default="revivify,etcd,pysyncobj,failover",
                     help="which phases to run (comma-separated; the ratios need all four)")
+    ap.add_argument("--metrics", choices=("on", "off", "both"), default="on",
+                    help="revivify's servers with Prometheus metrics (on, the default), "
+                         "started with --no-metrics (off), or both side by side with a "
+                         "table of what metrics cost")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     ap.add_argument("--dir", default=None,
                     help="parent of the temp dir (default: the current directory, so fsync "
@@ -1022,8 +1092,9 @@ def main() -> int:
         args.seconds, args.warmup, args.rounds, args.failover_trials = 1.0, 0.5, 1, 3
     args.client_counts = [int(c) for c in args.clients.split(",") if c]
     args.systems = set(args.systems.split(","))
+    args.metrics_modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.metrics]
     try:
-        preflight()
+        preflight(args.systems)
     except BenchError as exc:
         print(f"bench/tserver.py: {exc}", file=sys.stderr)
         return 2

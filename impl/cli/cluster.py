@@ -140,9 +140,26 @@ def _alive(r: ServerRecord) -> bool:
 
 
 def _status_rows(record: ClusterRecord) -> list[dict[str, Any]]:
+    """One row per server. ``log``: its stdout and stderr (the "listening" line, WARNING
+    and above, a crash's traceback); ``server_log``: the log it writes itself, every line
+    at --log-level (impl/observe/logs.py: FS_ROOT/logs/<kind>.log unless --log-file)."""
+    kinds = [("master", record.master_args)] * len(record.masters) + \
+        [("tserver", record.tserver_args)] * len(record.tservers)
     return [{"name": r.name, "uuid": r.uuid or None, "address": r.address,
-             "pid": r.pid or None, "alive": _alive(r)}
-            for r in record.masters + record.tservers]
+             "pid": r.pid or None, "alive": _alive(r), "log": r.log,
+             "server_log": _server_log(r, kind, args)}
+            for r, (kind, args) in zip(record.masters + record.tservers, kinds, strict=True)]
+
+
+def _server_log(r: ServerRecord, kind: str, args: list[str]) -> str | None:
+    """Where the server writes its own log (None: --log-file -, stderr only)."""
+    path: str | None = os.path.join(r.fs_root, "logs", f"{kind}.log")
+    for i, arg in enumerate(args):
+        if arg == "--log-file" and i + 1 < len(args):
+            path = args[i + 1]
+        elif arg.startswith("--log-file="):
+            path = arg.split("=", 1)[1]
+    return None if path == "-" else path
 
 
 def _status_doc(record: ClusterRecord) -> dict[str, Any]:

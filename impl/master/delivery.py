@@ -24,6 +24,7 @@ records.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from typing import Final
 
@@ -37,6 +38,7 @@ from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.master_api import ADMIN_ALTER_SCHEMA
 
 from .calls import Body, TabletServerCall, still_called_for
+from .counts import MasterMetrics
 from .embedded import EmbeddedServer, master_logger
 from .gate import ReadyGate
 from .tracing import call_fact
@@ -61,8 +63,10 @@ class CallDelivery:
 
     def __init__(self, embedded: EmbeddedServer, gate: ReadyGate, *,
                  call_retry_seconds: float, call_timeout: float,
-                 forget_change: Callable[[str], None]) -> None:
+                 forget_change: Callable[[str], None],
+                 metrics: MasterMetrics | None = None) -> None:
         self._embedded = embedded
+        self._metrics = metrics
         self._gate = gate
         self._call_retry_seconds = call_retry_seconds
         self._call_timeout = call_timeout
@@ -155,7 +159,13 @@ class CallDelivery:
                 self._creates_on_wire[pair] = (count - 1, ended)
 
     async def _try_call(self, call: TabletServerCall, address: str, term: int) -> bool:
-        """One attempt; True when the call is done or moot."""
+        """One attempt, counted by method and result; True when the call is done or moot."""
+        done = await self._attempt(call, address, term)
+        if self._metrics is not None:
+            self._metrics.call(call.method, "done" if done else "retry").inc()
+        return done
+
+    async def _attempt(self, call: TabletServerCall, address: str, term: int) -> bool:
         host, port = parse_address(address)
         # A CreateTablet attempt counts as on the wire from here (the caller's check, no
         # checkpoint since) until it ends: a DeleteTablet released meanwhile waits for it.
@@ -172,13 +182,13 @@ class CallDelivery:
                             return wanted is False  # moot: done; not now: retry later
                         await client.call(call.method, _with_term(call, term),
                                           _RESPONSE_OF[call.method])
-                logger.info("%s to %s for %s: done (%s)", call.method, call.dest,
-                            call.tablet_id, call.why)
+                logger.log(_level(call), "%s to %s for %s: done (%s)", call.method,
+                           call.dest, call.tablet_id, call.why)
                 return True
             except (ts_api.TabletAlreadyExists, ts_api.TabletDeleted,
                     ts_api.ConfigChangeRefused, ts_api.InvalidArgument, UnknownMethod) as exc:
-                logger.info("%s to %s for %s: moot: %s", call.method, call.dest,
-                            call.tablet_id, exc)
+                logger.log(_level(call), "%s to %s for %s: moot: %s", call.method,
+                           call.dest, call.tablet_id, exc)
                 return True
             except (ts_api.NotLeader, ts_api.TabletNotRunning) as exc:
                 if call.method == ts_api.ADMIN_CHANGE_CONFIG:
@@ -196,6 +206,13 @@ class CallDelivery:
                 logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id,
                              exc)
                 return False
+
+
+def _level(call: TabletServerCall) -> int:
+    """How loud a call's end is: a config change is an event an operator follows (INFO);
+    CreateTablet and DeleteTablet go by the replica (thousands for a large table), and
+    the table's creation or deletion has its own line, so their ends are DEBUG."""
+    return logging.INFO if call.method == ts_api.ADMIN_CHANGE_CONFIG else logging.DEBUG
 
 
 def _with_term(call: TabletServerCall, term: int) -> Body:

@@ -26,6 +26,7 @@ the log is fully applied. Only the runner changes the snapshot between openings
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 import trio
@@ -81,16 +82,18 @@ class ReadyGate:
         """Rebuild the snapshot from the rows and open (the caller holds the write lock)."""
         assert self.write_lock.locked()
         status = replica.core.status()
+        started = time.perf_counter()
         self.catalog = Catalog.from_rows(replica.store.scan())
+        rebuild = time.perf_counter() - started
         self.ready_term = status.term
         self.needs_rebuild = False
         self._embedded.tracer.event("master_ready", ready_fact(
             status.term, replica.store.applied_index, self.catalog))
         self.opened += 1
         self._embedded.tmap().set_leadership(status.term, True)
-        logger.info("master %s: ready leader in term %d (%d tables, %d tablets)",
-                    self._embedded.uuid, status.term, len(self.catalog.tables),
-                    len(self.catalog.tablets))
+        logger.info("master %s: ready leader in term %d (%d tables, %d tablets; catalog "
+                    "rebuilt in %.3f s)", self._embedded.uuid, status.term,
+                    len(self.catalog.tables), len(self.catalog.tablets), rebuild)
 
     def ready_in(self, term: int) -> bool:
         """Is this master the ready leader of ``term``, its snapshot valid?"""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 
+from revivify.impl.observe.metrics import NULL, Inc
 from revivify.impl.tserver import api as ts_api
 from revivify.impl.tserver.master_api import TabletReport
 
@@ -67,8 +68,9 @@ class Healer:
 
     def __init__(self, embedded: EmbeddedServer, gate: ReadyGate, runner: PlanRunner,
                  calls: CallSender, changes: SentChanges, rng: random.Random, *,
-                 failed_after: float) -> None:
+                 failed_after: float, heal_changes: Inc = NULL) -> None:
         self._embedded = embedded
+        self._heal_changes = heal_changes  # ChangeConfigs released (impl/observe)
         self._gate = gate
         self._runner = runner
         self._calls = calls
@@ -142,6 +144,7 @@ class Healer:
                 assert isinstance(call.body, ts_api.ChangeConfig)
                 if not self._changes.admit(call, now):
                     continue  # sent already: its effect comes back in a report
+                self._heal_changes.inc()
                 logger.info("healing %s: %s %s (%s)", call.tablet_id, call.body.change.kind,
                             call.body.change.peer.uuid, call.why)
                 self._calls.send_calls((call,), term)

@@ -5,25 +5,29 @@
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
                         [--tserver-failed-after-ms 3000] [--no-heal] [--join]
+                        [--log-level INFO] [--log-format text|json] [--log-file PATH]
+                        [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
 creates the catalog tablet with all of them as voters (membership.py). The process prints one
 line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
 then a follower, or a leader not ready yet: ``revivify master status`` says when it is),
-logs to stderr, and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
+logs to FS_ROOT/logs/master.log (WARNING and above to stderr too: impl/observe/logs.py),
+and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
 unusable directory: a one-line error, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 
 import trio
 
+from revivify.impl.observe.logs import add_log_flags, setup_logging
+from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tserver.main import UsageError, run_server_process
 
@@ -74,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="catalog WAL entries kept behind the flushed index for lagging "
                         "masters; one further behind (or a new one) gets a copy of the "
                         "catalog (default 50000)")
-    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    add_log_flags(p, "master")
+    add_metrics_flags(p)
     return p
 
 
@@ -108,8 +113,10 @@ def parse(argv: list[str]) -> MasterOptions:
                          "--creation-timeout-s and --write-timeout-s must be positive")
     if args.flush_mb <= 0 or args.log_retain_entries < 0:
         raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        setup_logging(args, args.fs_root, "master")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
                          masters=tuple(masters), trace_dir=args.trace_dir,
                          tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
@@ -120,7 +127,9 @@ def parse(argv: list[str]) -> MasterOptions:
                          failed_after=args.tserver_failed_after_ms / 1000,
                          heal=not args.no_heal, join=args.join,
                          flush_threshold=int(args.flush_mb * (1 << 20)),
-                         log_retain_entries=args.log_retain_entries)
+                         log_retain_entries=args.log_retain_entries,
+                         metrics=not args.no_metrics,
+                         metrics_per_tablet=args.metrics_per_tablet)
 
 
 async def serve(options: MasterOptions) -> None:

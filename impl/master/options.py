@@ -53,6 +53,9 @@ class MasterOptions:
     # the flushed catalog, not a replay of the log from its first entry).
     flush_threshold: int = 8 << 20
     log_retain_entries: int = 50_000
+    # Prometheus metrics (as ServerOptions): off replaces every family with a no-op.
+    metrics: bool = True
+    metrics_per_tablet: bool = False
 
 
 def normalize(address: str) -> str:

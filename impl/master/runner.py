@@ -26,6 +26,7 @@ most once. The client id is chosen per process (server.py), so seqs start at 0.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Final, Protocol, TypeVar
 
@@ -36,11 +37,14 @@ from revivify.impl.rpc import AppError
 from . import api
 from .calls import TabletServerCall
 from .catalog import Catalog
-from .embedded import EmbeddedServer
+from .counts import MasterMetrics
+from .embedded import EmbeddedServer, master_logger
 from .errors import MasterError
 from .gate import ReadyGate
 from .operations import Committed, Plan
 from .tracing import commit_fact
+
+logger = master_logger()
 
 R = TypeVar("R")
 
@@ -57,8 +61,10 @@ class PlanRunner:
     """Runs plans as one replicated catalog write each, in the contract's order."""
 
     def __init__(self, embedded: EmbeddedServer, gate: ReadyGate, calls: CallSender, *,
-                 client_id: str, write_timeout: float) -> None:
+                 client_id: str, write_timeout: float,
+                 metrics: MasterMetrics | None = None) -> None:
         self._embedded = embedded
+        self._metrics = metrics
         self._gate = gate
         self._calls = calls
         self._client_id = client_id
@@ -102,6 +108,7 @@ class PlanRunner:
         batch = plan.write.to_batch(self._client_id, self._seq)
         self._seq += 1
         self.reserved |= plan.reserve
+        started = time.perf_counter()
         try:
             with trio.fail_after(self._write_timeout):
                 written = await replica.write(batch)
@@ -109,13 +116,23 @@ class PlanRunner:
             # KUDU-495: the operation fails, the master keeps running; the write may still
             # commit, so the snapshot is rebuilt from the rows.
             self._gate.mark_for_rebuild()
+            self._count_write("failed", started)
+            logger.warning("catalog write of %s failed (the snapshot will be rebuilt): %s",
+                           plan.op, exc)
             raise api.CatalogWriteFailed(f"{plan.op}: {exc}") from None
         finally:
             self.reserved -= plan.reserve
+        self._count_write("ok", started)
         self._gate.advance(batch.ops)
         self._embedded.tracer.event("catalog_commit", commit_fact(
             term, written.index, plan.op, plan.write.records()))
         return plan.commit(self._gate.catalog)
+
+
+    def _count_write(self, result: str, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.catalog_writes[result].inc()
+            self._metrics.catalog_write_seconds.observe(time.perf_counter() - started)
 
 
 __all__ = ["REPLAN_ATTEMPTS", "CallSender", "PlanRunner"]

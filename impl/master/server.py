@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator
 
 import trio
 
+from revivify.impl.observe.metrics import ServerMetrics
 from revivify.impl.rpc import Service
 from revivify.impl.rpc.transport import Network
 from revivify.impl.storage.disk import Disk
@@ -53,12 +54,14 @@ from revivify.impl.tserver.replica import Replica
 from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
 
 from .background import Background
+from .counts import MasterMetrics
 from .delivery import CallDelivery
 from .embedded import CATALOG, EmbeddedServer
 from .follower_reads import FollowerReads
 from .gate import ReadyGate
 from .healing import Healer, SentChanges
 from .membership import Membership
+from .monitor import Watch
 from .options import MasterOptions, normalize
 from .runner import PlanRunner
 from .service import MasterService
@@ -67,8 +70,12 @@ from .service import MasterService
 class MasterServer:
     """One master process: its rooms (module docstring), wired; open_master runs them."""
 
-    def __init__(self, options: MasterOptions) -> None:
+    def __init__(self, options: MasterOptions, metrics: ServerMetrics | None = None) -> None:
         self.options = options
+        # The embedded tablet server's registry: the master's families are added to it.
+        self.metrics = metrics if metrics is not None else ServerMetrics(
+            enabled=options.metrics, per_tablet=options.metrics_per_tablet)
+        counts = MasterMetrics(self.metrics)
         self.embedded = EmbeddedServer()
         # One Random for every placement (create, replace, heal): seeded, so a simulation
         # replays; the client id is fresh per process, so catalog write seqs start at 0.
@@ -79,11 +86,15 @@ class MasterServer:
         self.delivery = CallDelivery(self.embedded, self.gate,
                                      call_retry_seconds=options.call_retry_seconds,
                                      call_timeout=options.call_timeout,
-                                     forget_change=changes.forget)
+                                     forget_change=changes.forget, metrics=counts)
         self.runner = PlanRunner(self.embedded, self.gate, self.delivery,
-                                 client_id=client_id, write_timeout=options.write_timeout)
+                                 client_id=client_id, write_timeout=options.write_timeout,
+                                 metrics=counts)
         self.healer = Healer(self.embedded, self.gate, self.runner, self.delivery, changes,
-                             rng, failed_after=options.failed_after)
+                             rng, failed_after=options.failed_after,
+                             heal_changes=counts.heal_changes)
+        self.watch = Watch(self.embedded, self.gate, self.healer, counts)
+        self.metrics.families.collect_with(self.watch.collect)
         self.background = Background(self.embedded, self.gate, self.runner, self.delivery,
                                      self.healer if options.heal else None, rng,
                                      interval=options.background_seconds,
@@ -120,6 +131,7 @@ class MasterServer:
         nursery.start_soon(self.gate.run)
         nursery.start_soon(self.background.run)
         nursery.start_soon(self.reads.run)
+        nursery.start_soon(self.watch.run, self.options.background_seconds / 2)
 
 
 @contextlib.asynccontextmanager
@@ -137,7 +149,8 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
         threads=options.threads, flush_threshold=options.flush_threshold,
         log_retain_entries=options.log_retain_entries)
     async with open_tserver(ts_options, disk=disk, network=network,
-                            extend_service=master.register) as ts, trio.open_nursery() as nursery:
+                            extend_service=master.register, metrics=master.metrics
+                            ) as ts, trio.open_nursery() as nursery:
         master.start(ts, nursery)
         try:
             yield master

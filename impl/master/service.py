@@ -144,6 +144,9 @@ class MasterService:
         reply = await self._runner.run_or_refuse(lambda c: plan_create_table(
             c, request, servers=servers, reserved=frozenset(self._runner.reserved),
             rng=self._rng))
+        if not reply.already_existed:
+            logger.info("table %s created (%s): %d tablets, %d replicas each", req.name,
+                        reply.table_id, len(reply.tablet_ids), req.num_replicas)
         return api.TableCreatedReply(reply.table_id, list(reply.tablet_ids),
                                      reply.already_existed)
 
@@ -152,6 +155,7 @@ class MasterService:
         self._embedded.require_started()
         reply = await self._runner.run_or_refuse(lambda c: plan_delete_table(
             c, req.name, req.request_id))
+        logger.info("table %s deleted (%s)", req.name, reply.table_id)
         return api.TableDeletedReply(reply.table_id)
 
     async def on_alter_table(self, req: api.AlterTableRequest, ctx: CallContext
@@ -161,6 +165,8 @@ class MasterService:
                              req.new_name, req.request_id)
         reply = await self._runner.run_or_refuse(lambda c: plan_alter_table(
             c, request, reserved=frozenset(self._runner.reserved)))
+        logger.info("table %s altered (%s): schema version %d%s", req.name, reply.table_id,
+                    reply.schema_version, f", renamed {req.new_name}" if req.new_name else "")
         return api.TableAlteredReply(reply.table_id, reply.schema_version)
 
     # ------------------------------------------------------------------ reads

@@ -53,12 +53,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 import attrs
 import msgspec
 import trio
 
 from revivify.impl import faultfile
+from revivify.impl.observe.metrics import OFF, RpcMetrics
 
 from .codec import (
     NO_LAMPORT,
@@ -70,7 +72,12 @@ from .codec import (
     error_response,
     recover_call_id,
 )
-from .errors import MalformedFrame, MalformedRequest, RpcError, ServerShuttingDown
+from .errors import (
+    MalformedFrame,
+    MalformedRequest,
+    RpcError,
+    ServerShuttingDown,
+)
 from .faults import dropped
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 from .service import Service, internal_error
@@ -142,23 +149,26 @@ async def serve_rpc(
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
     network: Network | None = None,
+    metrics: RpcMetrics | None = None,
     task_status: trio.TaskStatus[RpcServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `service` as server `server_uuid` on host:port (port 0: the network picks one).
 
     `network`: where the listeners come from; TCP when None (see transport.py).
+    `metrics`: where calls are counted (impl/observe); a throwaway set when None.
     """
     if max_concurrent_calls < 1:
         raise ValueError(f"max_concurrent_calls must be at least 1, got {max_concurrent_calls}")
     hooks = NO_LAMPORT if lamport is None else lamport
     net = TCP if network is None else network
+    counts = OFF.rpc if metrics is None else metrics
     listeners = await net.open_listeners(host, port)
     server = RpcServer(server_uuid, listeners,
                        [net.listener_address(listener) for listener in listeners])
 
     async def handle_connection(stream: trio.abc.Stream) -> None:
         connection = _Connection(server, service, stream, net.peer_name(stream), hooks,
-                                 max_frame_size, max_concurrent_calls)
+                                 max_frame_size, max_concurrent_calls, counts)
         try:
             await connection.run()
         except Exception:
@@ -192,8 +202,11 @@ class _Connection:
         lamport: LamportHooks,
         max_frame_size: int,
         max_concurrent_calls: int,
+        metrics: RpcMetrics,
     ) -> None:
         self._server = server
+        self._metrics = metrics
+        self._known = service.methods  # a live view: a method registered later counts too
         self._service = service
         self._stream = stream
         self._lamport = lamport
@@ -268,9 +281,11 @@ class _Connection:
         return True
 
     async def _run_call(self, request: Request) -> None:
+        started = time.perf_counter()
         try:
             response = await self._service.dispatch(
                 request, server_uuid=self._server.server_uuid, lamport=self._lamport)
+            self._count(request, response, time.perf_counter() - started)
             if request.oneway and response.ok:
                 return  # a cast: only its failure is answered
             if faultfile.ACTIVE is not None and dropped(self._server.server_uuid,
@@ -280,6 +295,14 @@ class _Connection:
         finally:
             self._slots.release()
             self._server._call_finished()
+
+    def _count(self, request: Request, response: Response, seconds: float) -> None:
+        """One call served: its method's children (bound once per method) move. A method
+        the service does not know is counted as "?" (refused as unknown, or for another
+        server), so a client naming garbage cannot grow the series without bound."""
+        m = self._metrics.method(request.method if request.method in self._known else "?")
+        m.latency.observe(seconds)
+        (m.ok if response.ok else m.status(response.error_code)).inc()
 
     async def _send(self, response: Response, method: str) -> None:
         """Queue the response; the first sender drains the queue, so responses that finish

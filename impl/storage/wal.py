@@ -66,6 +66,7 @@ import posixpath
 import queue
 import re
 import threading
+import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -75,6 +76,8 @@ import attrs
 import msgspec
 import outcome
 import trio
+
+from revivify.impl.observe.metrics import OFF, WalMetrics
 
 from .codec import Frame, decode_frame, decode_payload, encode_frame, encode_value
 from .disk import Disk, DiskFile, is_temp_name, makedirs_durably, temp_path_for
@@ -654,9 +657,13 @@ class Log:
     """A tablet's live WAL. Create with `open_log` (an async context manager)."""
 
     def __init__(
-        self, disk: Disk, wal_dir: str, tablet_id: str, options: LogOptions, report: RecoveryReport
+        self, disk: Disk, wal_dir: str, tablet_id: str, options: LogOptions, report: RecoveryReport,
+        metrics: WalMetrics | None = None,
     ) -> None:
         self.disk = disk
+        # Counted once per group (never per entry): the server's families, shared by its
+        # tablets' logs (bound when the server starts, so a group costs no label lookup).
+        self.metrics = metrics if metrics is not None else OFF.wal
         self.wal_dir = wal_dir
         self.tablet_id = tablet_id
         self.options = options
@@ -880,7 +887,15 @@ class Log:
         active = self._active
         assert active is not None
         data = b"".join([r.frame for r in group]) if len(group) > 1 else group[0].frame
-        await self._run_appender(self._write_and_sync, active, active.end, data)
+        started = time.perf_counter()
+        synced = await self._run_appender(self._write_and_sync, active, active.end, data)
+        metrics = self.metrics  # observed here, in the trio thread (impl/observe/families.py)
+        metrics.append_seconds.observe(time.perf_counter() - started)
+        if synced is not None:
+            metrics.fsync_seconds.observe(synced)
+        metrics.group_batches.observe(len(group))
+        metrics.group_bytes.observe(len(data))
+        metrics.appended_bytes.inc(len(data))
         active.end += len(data)
         active.batches_crc = zlib.crc32(data, active.batches_crc)
         low = min([r.min_index for r in group])
@@ -893,14 +908,18 @@ class Log:
         if active.end >= self.options.segment_size:
             await self._maybe_roll_over()
 
-    def _write_and_sync(self, active: _ActiveSegment, offset: int, data: bytes) -> None:
+    def _write_and_sync(self, active: _ActiveSegment, offset: int, data: bytes
+                        ) -> float | None:
+        """Write, then sync: how long the sync took (None without fsync)."""
         active.file.pwrite(offset, data)
         if not self.options.fsync:
-            return
+            return None
+        started = time.perf_counter()
         if offset + len(data) <= active.allocated:
             active.file.fdatasync()  # size and extents already durable: data only
         else:
             active.file.fsync()
+        return time.perf_counter() - started
 
     async def _maybe_roll_over(self) -> None:
         if self._next is None:
@@ -1019,6 +1038,7 @@ async def open_log(
     options: LogOptions | None = None,
     *,
     create_if_missing: bool = False,
+    metrics: WalMetrics | None = None,
 ) -> AsyncIterator[Log]:
     """Recover the WAL in `wal_dir` (see recover_log) and run it until the block exits.
 
@@ -1032,7 +1052,7 @@ async def open_log(
         )
     else:
         report = recover_log(disk, wal_dir, tablet_id, create_if_missing=create_if_missing)
-    log = Log(disk, wal_dir, tablet_id, options, report)
+    log = Log(disk, wal_dir, tablet_id, options, report, metrics)
     async with trio.open_nursery() as nursery:
         await log._start(nursery)
         try:

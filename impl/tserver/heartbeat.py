@@ -51,6 +51,7 @@ from typing import Final, Protocol
 import attrs
 import trio
 
+from revivify.impl.observe.metrics import OFF, ServerMetrics
 from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
@@ -200,6 +201,9 @@ class Heartbeater:
     async def run(self) -> None:
         host, port = parse_address(self.master_address)
         failures = 0
+        # The server's counters (a test's host may have none: then nothing is counted).
+        metrics: ServerMetrics = getattr(self.host, "metrics", OFF)
+        sent, answered = metrics.tserver.heartbeats_sent, metrics.tserver.heartbeats_answered
         while True:
             try:
                 async with open_rpc_client(host, port, self.master_uuid, self.host.uuid,
@@ -207,9 +211,11 @@ class Heartbeater:
                                            network=getattr(self.host, "network", None)
                                            ) as client:
                     while True:
-                        hb, sent = self.build()
+                        hb, signatures = self.build()
+                        sent.inc()
                         response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
-                        self.absorb(hb, sent, response)
+                        answered.inc()
+                        self.absorb(hb, signatures, response)
                         failures = 0
                         await trio.sleep(self.interval)
             except WrongServerUuid as exc:

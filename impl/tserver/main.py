@@ -4,18 +4,20 @@
                          [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
                          [--no-fsync] [--flush-mb 8] [--seed N]
                          [--masters HOST:PORT,... [--heartbeat-ms 500]]
+                         [--log-level INFO] [--log-format text|json] [--log-file PATH]
+                         [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
 The first start formats DIR (a new server UUID). The process prints one line
 ``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
-it), logs to stderr, and stops cleanly on SIGTERM or SIGINT (Ctrl-C): it stops serving,
-drains and closes every WAL and traces ``server_stop``; exit 0. Bad arguments, or a
+it), logs to FS_ROOT/logs/tserver.log (WARNING and above to stderr too; the log flags
+are impl/observe/logs.py's), and stops cleanly on SIGTERM or SIGINT (Ctrl-C): it stops
+serving, drains and closes every WAL and traces ``server_stop``; exit 0. Bad arguments, or a
 directory it cannot use (unreadable, corrupt instance file): a one-line error, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,6 +25,8 @@ from typing import Any
 
 import trio
 
+from revivify.impl.observe.logs import add_log_flags, setup_logging
+from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.storage.errors import StorageError
 
@@ -84,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "seed 004); without it the server runs alone")
     p.add_argument("--heartbeat-ms", type=int, default=500,
                    help="heartbeat interval to each master in milliseconds (default 500)")
-    p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    add_log_flags(p, "tserver")
+    add_metrics_flags(p)
     return p
 
 
@@ -120,8 +125,10 @@ def parse(argv: list[str]) -> ServerOptions:
             masters.append(item)
     if args.heartbeat_ms < 1:
         raise UsageError("--heartbeat-ms must be at least 1")
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        setup_logging(args, args.fs_root, "tserver")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
                          trace_dir=args.trace_dir, tick_seconds=args.tick_ms / 1000,
                          election_ticks=args.election_ticks,
@@ -134,7 +141,9 @@ def parse(argv: list[str]) -> ServerOptions:
                          log_retain_entries=args.log_retain_entries,
                          fault_corrupt_copy_chunks=args.fault_corrupt_copy_chunks,
                          fault_slow_copy_ms=max(0, args.fault_slow_copy_ms),
-                         masters=tuple(masters), heartbeat_seconds=args.heartbeat_ms / 1000)
+                         masters=tuple(masters), heartbeat_seconds=args.heartbeat_ms / 1000,
+                         metrics=not args.no_metrics,
+                         metrics_per_tablet=args.metrics_per_tablet)
 
 
 async def serve(options: ServerOptions) -> None:

@@ -48,6 +48,7 @@ from revivify.impl.consensus.errors import NotLeader as CoreNotLeader
 from revivify.impl.consensus.errors import TransferRefused
 from revivify.impl.consensus.messages import Config, ConfigChange, Entry, Message, Peer
 from revivify.impl.consensus.plan import plan, walk
+from revivify.impl.observe.metrics import OFF, RaftMetrics
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, MemberType, RaftConfig, RaftPeer
 from revivify.impl.storage.wal import Log, LogEntry
@@ -59,6 +60,7 @@ from . import api
 from .api import Kind
 from .durable import Durable, running
 from .durable_step import durable_step
+from .rolewatch import RoleWatch
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +156,8 @@ class Replica:
                  send: Callable[[str, str, list[Message]], None],
                  address_of: Callable[[str], str | None],
                  runs: Callable[[], bool],
-                 flush_threshold: int = 8 << 20, retain_entries: int = 50_000) -> None:
+                 flush_threshold: int = 8 << 20, retain_entries: int = 50_000,
+                 metrics: RaftMetrics | None = None) -> None:
         self.tablet_id = tablet_id
         self.me = me
         self.core = core
@@ -197,6 +200,9 @@ class Replica:
                                            config_to_storage(st.committed_config))
         self._traced_last: tuple[int, int] = (st.last_term, st.last_index)
         self._persisted_cmeta: ConsensusMeta | None = None  # written, its event not yet
+        # Elections, leaders and configs, seen after each batch (rolewatch.py).
+        self._watch = RoleWatch(tablet_id, core, metrics if metrics is not None
+                                else OFF.raft)
 
     # ------------------------------------------------------------------ inputs
 
@@ -367,6 +373,7 @@ class Replica:
                     await self._execute(rd)
                     core.advance(rd)
                 self._after_batch()
+                self._watch.see(core)
         except Exception as exc:  # a storage failure: the replica goes offline, loudly
             logger.exception("tablet %s failed", self.tablet_id)
             self.fail(f"{type(exc).__name__}: {exc}")

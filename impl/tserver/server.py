@@ -37,16 +37,18 @@ import re
 import secrets
 import time
 import uuid as uuidlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final
 
 import attrs
 import msgspec
 import trio
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from revivify.impl.consensus import core as raft
 from revivify.impl.consensus.messages import Config, Message
-from revivify.impl.observe.metrics import ServerMetrics
+from revivify.impl.observe.metrics import ServerMetrics, gauge
 from revivify.impl.rpc import (
     CallContext,
     ConnectionClosed,
@@ -121,6 +123,11 @@ class ServerOptions:
     # Tablets this process hosts for itself (a master's catalog): Raft and the copy service
     # reach them, the client and admin calls do not (they go through the master).
     internal_tablets: tuple[str, ...] = ()
+    # Prometheus metrics (impl/observe): False replaces every family with a no-op (to
+    # measure their cost); per-tablet term and role series only when asked (1,000 tablets
+    # would otherwise mean thousands of series per server).
+    metrics: bool = True
+    metrics_per_tablet: bool = False
 
 
 def next_incarnation(trace_dir: str, node: str) -> int:
@@ -282,7 +289,8 @@ class PeerSender:
 class TabletServer:
     """The process-wide state: identity, directory, replicas, peers, trace."""
 
-    def __init__(self, options: ServerOptions, disk: Disk, network: Network | None) -> None:
+    def __init__(self, options: ServerOptions, disk: Disk, network: Network | None,
+                 metrics: ServerMetrics | None = None) -> None:
         self.options = options
         self.disk = disk
         self.network = network
@@ -294,10 +302,13 @@ class TabletServer:
         self.trace: Tracer | None = None
         # What /metrics shows (impl/observe): this server's own registry; a master adds its
         # families to its embedded server's.
-        self.metrics = ServerMetrics()
+        self.metrics = metrics if metrics is not None else ServerMetrics(
+            enabled=options.metrics, per_tablet=options.metrics_per_tablet)
+        self.metrics.families.collect_with(self._collect_state)
         # Every tablet of this server, each in exactly one lifecycle state.
         self.tablets = TabletManager(self, max_concurrent_copies=options.max_concurrent_copies,
-                                     fault_crash_after=options.fault_crash_after)
+                                     fault_crash_after=options.fault_crash_after,
+                                     metrics=self.metrics)
         self.copies = TabletCopies(self, max_concurrent=options.max_concurrent_copies,
                                    session_idle=options.copy_session_idle_seconds,
                                    request_interval=options.copy_request_seconds,
@@ -377,7 +388,8 @@ class TabletServer:
                        address_of=functools.partial(self.address_of, tablet_id),
                        runs=functools.partial(self.tablets.runs, tablet_id),
                        flush_threshold=self.options.flush_threshold,
-                       retain_entries=self.options.log_retain_entries)
+                       retain_entries=self.options.log_retain_entries,
+                       metrics=self.metrics.raft)
 
     def address_of(self, tablet_id: str, uuid: str) -> str | None:
         holder: Any = self.tablets.replica(tablet_id) or self.tablets.voter(tablet_id)
@@ -585,6 +597,45 @@ class TabletServer:
         register_alter_schema(s, self)
         return s
 
+    # ------------------------------------------------------------------ metrics
+
+    def _collect_state(self) -> Iterator[Metric]:
+        """Scrape time (impl/observe): replicas by lifecycle state and running replicas by
+        Raft role, read from the lifecycle core and the cores now; with per-tablet metrics,
+        each running replica's term and role too."""
+        states = dict.fromkeys((k.value for k in Kind if k is not Kind.ABSENT), 0.0)
+        for slot in list(self.tablets.core.slots.values()):
+            states[slot.state.kind.value] = states.get(slot.state.kind.value, 0.0) + 1
+        yield gauge("revivify_replicas", "Replicas on this server by lifecycle state",
+                    "state", states)
+        roles = dict.fromkeys((r.value for r in raft.Role if r is not raft.Role.TOMBSTONE),
+                              0.0)
+        running = list(self.tablets.running())
+        for _, replica in running:
+            roles[replica.core.role.value] = roles.get(replica.core.role.value, 0.0) + 1
+        yield gauge("revivify_raft_replicas", "Running replicas on this server by Raft role",
+                    "role", roles)
+        if self.metrics.per_tablet:
+            terms = GaugeMetricFamily("revivify_tablet_raft_term",
+                                      "Raft term of each running replica", labels=["tablet"])
+            role = GaugeMetricFamily("revivify_tablet_raft_role",
+                                     "Raft role of each running replica (1 for its role)",
+                                     labels=["tablet", "role"])
+            for tablet_id, replica in running:
+                terms.add_metric([tablet_id], replica.core.term)
+                role.add_metric([tablet_id, replica.core.role.value], 1)
+            yield terms
+            yield role
+
+    def startup_summary(self, seconds: float) -> str:
+        """The start-up line: tablets found per state, and the time they took to open."""
+        states: dict[str, int] = {}
+        for slot in self.tablets.core.slots.values():
+            states[slot.state.kind.value] = states.get(slot.state.kind.value, 0) + 1
+        found = ", ".join(f"{n} {state}" for state, n in sorted(states.items())) or "none"
+        return (f"tablet server {self.uuid} serving on {self.address}: tablets {found}; "
+                f"opened in {seconds:.2f} s")
+
     # ------------------------------------------------------------------ background
 
     async def ticker(self) -> None:
@@ -604,11 +655,15 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        network: Network | None = None,
                        startup_gate: Callable[[str], Awaitable[None]] | None = None,
                        extend_service: Callable[[Service], None] | None = None,
+                       metrics: ServerMetrics | None = None,
                        ) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
     ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
-    registers more methods on the same RPC service (a master's, impl/master/server.py)."""
-    server = TabletServer(options, disk or os_disk(), network)  # faults: test-only
+    registers more methods on the same RPC service (a master's, impl/master/server.py).
+    ``metrics``: the registry to count in (a master's, shared with its own families); by
+    default one of the server's own, as ``options`` say."""
+    opening = time.monotonic()  # the start-up summary's "opened in": directory to READY
+    server = TabletServer(options, disk or os_disk(), network, metrics)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
     # Every tablet on disk is registered (STARTING) before the first call is served.
@@ -624,9 +679,10 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                 extend_service(service)
             rpc: RpcServer = await nursery.start(functools.partial(
                 serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
-                lamport=server.lamport_hooks, network=network))
+                lamport=server.lamport_hooks, network=network, metrics=server.metrics.rpc))
             server.address = format_address(options.rpc_host, rpc.port)
             await server.tablets.start_all()
+            logger.info("%s", server.startup_summary(time.monotonic() - opening))
             nursery.start_soon(server.ticker)
             nursery.start_soon(server.copies.maintain)
             if options.masters:

@@ -37,8 +37,15 @@ def test_one_master_round_trip_keeps_data_across_stop_and_start(tmp_path: Path) 
         assert [m["name"] for m in doc["masters"]] == ["m0"]
         assert [t["name"] for t in doc["tservers"]] == ["ts0", "ts1"]
         for server in doc["masters"] + doc["tservers"]:
-            assert set(server) == {"name", "uuid", "address", "pid", "alive"}
+            assert set(server) == {"name", "uuid", "address", "pid", "alive", "log",
+                                   "server_log"}
             assert server["alive"] and server["uuid"] and server["pid"] > 0
+            # The console (stdout, stderr) and the server's own log, at INFO: its start-up.
+            assert os.path.exists(server["log"])
+            with open(server["server_log"]) as f:
+                assert "serving on" in f.read()
+        with open(doc["masters"][0]["server_log"]) as f:  # the one master became ready
+            assert "ready leader in term" in f.read()
         # The record is on disk, complete, and its processes outlived the command.
         record = clusterfile.load(root)
         assert all(pid_alive(r.pid, r.start_ticks) for r in record.masters + record.tservers)

@@ -53,6 +53,7 @@ import attrs
 import trio
 
 from revivify.impl.consensus.core import Role
+from revivify.impl.observe.metrics import TServerMetrics
 from revivify.impl.rpc import CallContext, LamportHooks, RpcError, open_rpc_client
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.rpc.transport import Network
@@ -247,12 +248,17 @@ class TabletCopies:
         manager = self.server.tablets
         tablet_id = job.tablet_id
         reason: str | None = "cancelled by an operator"
+        result = "cancelled"
+        counts = manager.metrics.tserver
+        counts.copies_started.inc()
+        logger.info("tablet copy of %s from %s at %s started", tablet_id, job.source_uuid,
+                    job.source_address)
         try:
             with job.scope:
                 await self._copy(job)
-                reason = None
+                reason, result = None, "ok"
         except Exception as exc:
-            reason = str(exc) or type(exc).__name__
+            reason, result = str(exc) or type(exc).__name__, "failed"
             logger.warning("tablet copy of %s from %s failed: %s", tablet_id, job.source_uuid,
                            reason)
         except BaseException:
@@ -260,6 +266,7 @@ class TabletCopies:
             raise
         finally:
             self.jobs.pop(tablet_id, None)
+            _count_copy_end(job, result, counts)
             # copy_abort and the tombstone (before the commit point), or the replica starts
             # (after it): finishes even when the server is stopping.
             with trio.CancelScope(shield=True):
@@ -317,6 +324,7 @@ class TabletCopies:
             raise api.InvalidArgument(f"requester {req.requester_uuid} is not the caller "
                                       f"{ctx.src_uuid}")
         self.sessions.source_uuid = server.uuid
+        server.tablets.metrics.tserver.source_sessions.inc()
         log: Any = replica.log
         if server.options.threads:
             # The snapshot reads and checksums every pinned file: a worker thread does it,
@@ -416,6 +424,23 @@ class TabletCopies:
             logger.debug("tablet copy request of %s to %s: %s", req.tablet_id, dest, exc)
         finally:
             self._requests[key] = trio.current_time() + retry
+
+
+def _count_copy_end(job: CopyJob, result: str, counts: TServerMetrics) -> None:
+    """A destination copy ended: its result, bytes and time counted; a finished one
+    logged with its size, rate and source (a failed one was logged by the caller)."""
+    seconds = time.monotonic() - job.started
+    done = job.progress.bytes_done if job.progress is not None else 0
+    counts.copies_finished[result].inc()
+    counts.copy_bytes.inc(done)
+    counts.copy_seconds.observe(seconds)
+    if result == "ok":
+        rate = done / seconds / (1 << 20) if seconds > 0 else 0.0
+        logger.info("tablet copy of %s from %s finished: %d bytes in %.2f s (%.1f MiB/s)",
+                    job.tablet_id, job.source_uuid, done, seconds, rate)
+    elif result == "cancelled":
+        logger.info("tablet copy of %s from %s cancelled after %.2f s", job.tablet_id,
+                    job.source_uuid, seconds)
 
 
 class _TrioThreadLog:

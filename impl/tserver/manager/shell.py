@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from revivify.impl.consensus import core as raft
+from revivify.impl.observe.metrics import OFF, ServerMetrics
 from revivify.impl.storage.blocks import BlockManager
 from revivify.impl.storage.disk import Disk
 from revivify.impl.storage.errors import StorageError
@@ -158,8 +159,10 @@ class TabletManager:
     """Every tablet of one server: the lifecycle core and what executes its batches."""
 
     def __init__(self, host: Host, *, max_concurrent_copies: int = 4,
-                 fault_crash_after: str | None = None) -> None:
+                 fault_crash_after: str | None = None,
+                 metrics: ServerMetrics | None = None) -> None:
         self.host = host
+        self.metrics = metrics if metrics is not None else OFF
         self.core = LifecycleCore(max_concurrent_copies=max_concurrent_copies)
         self.fault_crash_after = fault_crash_after
         self._tasks: dict[str, TabletTasks] = {}  # tablet id -> its volatile parts
@@ -468,7 +471,8 @@ class TabletManager:
                                                 host.blocks, tablet_id)
                 what = "WAL"
                 async with open_log(host.disk, host.layout.wal_dir(tablet_id), tablet_id,
-                                    host.log_options(), create_if_missing=create) as log:
+                                    host.log_options(), create_if_missing=create,
+                                    metrics=self.metrics.wal) as log:
                     if create:
                         # CreateTablet: cmeta and WAL exist; the superblock commits.
                         await host.blocking(host.metadata.write_superblock,
@@ -568,6 +572,10 @@ class TabletManager:
                                       "DELETED") from None
         with trio.CancelScope(shield=True):
             await self.apply(tablet_id, Delete(parsed, cas_config_index))
+        self.metrics.tserver.deletions[parsed.value].inc()
+        logger.info("tablet %s: deleted (%s%s)", tablet_id, parsed.value,
+                    "" if cas_config_index is None
+                    else f", planned on config index {cas_config_index}")
 
     # ---------------------------------------------------------------- voters
 
