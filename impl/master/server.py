@@ -101,6 +101,15 @@ class MasterServer:
         return self.embedded.uuid
 
     @property
+    def web_address(self) -> str:
+        """HOST:PORT of this master's status pages ("" when they do not serve)."""
+        return self.service.web_address
+
+    @web_address.setter
+    def web_address(self, value: str) -> None:
+        self.service.web_address = value
+
+    @property
     def address(self) -> str:
         return self.embedded.address
 

@@ -29,3 +29,12 @@ class TailHandler(logging.Handler):
             return []
         lines = list(self._lines)
         return lines[-n:]
+
+
+def tail_handler() -> TailHandler | None:
+    """The process's tail of its log (the first TailHandler on the root logger), which
+    ``/logs`` shows; None when none is installed (then the page says so)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, TailHandler):
+            return handler
+    return None

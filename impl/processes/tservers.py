@@ -1,7 +1,7 @@
 """A local cluster of real tablet-server processes on 127.0.0.1, without masters (the demo,
 the integration tests, the nemesis, benchmarks; masters.py adds masters to one).
 
-``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.tserver.main``,
+``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.servers.tserver``,
 each with its own directory ``root/ts-<i>``, all writing traces into ``root/traces``. The
 first start binds the port it was given (0: any) and reads the port from the process's
 "listening" line; restarts reuse that port (peers know a server by its address). ``kill`` is
@@ -77,7 +77,7 @@ class ProcessCluster:
         s = self.servers[i]
         if s.running:
             raise ProcessError(f"server {i} is already running")
-        cmd = [self.python, "-m", "revivify.impl.tserver.main", "--fs-root", s.fs_root,
+        cmd = [self.python, "-m", "revivify.impl.servers.tserver", "--fs-root", s.fs_root,
                "--rpc-bind", f"127.0.0.1:{s.port}", "--trace-dir", s.trace_dir,
                *self.args, *extra]
         spawn(s, cmd, detached=self.detached)

@@ -156,6 +156,8 @@ class Heartbeater:
     term: int = -1
     acked: dict[str, Signature] = attrs.field(factory=dict)
     responses: int = 0  # answered heartbeats (tests)
+    answered_at: float | None = None  # trio time of the last answer (the status page)
+    master_web: str = ""  # the master's status pages, as its last answer said
     # Told the master list each answer names (the pool's MasterList.learn), if any.
     on_masters: Callable[[int, list[str]], None] | None = None
 
@@ -170,12 +172,15 @@ class Heartbeater:
         report = TabletReport(full=full, seq=self.seq, replicas=replicas)
         self.seq += 1
         registration = None if self.registered else Registration(self.host.address)
-        return (Heartbeat(self.host.uuid, self.host.incarnation, registration, report), sent)
+        web: str = getattr(self.host, "web_address", "")
+        return (Heartbeat(self.host.uuid, self.host.incarnation, registration, report,
+                          web_address=web), sent)
 
     def absorb(self, hb: Heartbeat, sent: Mapping[str, Signature],
                response: HeartbeatResponse) -> None:
         """The master answered ``hb``: record what it acknowledged and what it asks for."""
         self.responses += 1
+        self.master_web = response.web_address
         if hb.registration is not None:
             self.registered = True
         if hb.report is not None:
@@ -210,6 +215,7 @@ class Heartbeater:
                         hb, sent = self.build()
                         response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
                         self.absorb(hb, sent, response)
+                        self.answered_at = trio.current_time()
                         failures = 0
                         await trio.sleep(self.interval)
             except WrongServerUuid as exc:

@@ -102,6 +102,9 @@ class Heartbeat(msgspec.Struct, frozen=True):
     incarnation: int
     registration: Registration | None = None
     report: TabletReport | None = None
+    # HOST:PORT of the server's status pages ("" none, or a server older than the field):
+    # the master's pages link to them.
+    web_address: str = ""
 
 
 class HeartbeatResponse(msgspec.Struct, frozen=True):
@@ -114,6 +117,7 @@ class HeartbeatResponse(msgspec.Struct, frozen=True):
     # says nothing (no catalog here yet, or a master older than these fields).
     masters: list[str] = msgspec.field(default_factory=list)
     masters_index: int = -1
+    web_address: str = ""  # the answering master's status pages ("" none): linked back
 
 
 class AlterSchema(msgspec.Struct, frozen=True):

@@ -309,6 +309,7 @@ class TabletServer:
         # Where Raft senders said they listen, by UUID (``_heard_from``), oldest first.
         self._heard_at: dict[str, str] = {}
         self.heartbeats: HeartbeatPool | None = None  # the heartbeaters, if --masters
+        self.web_address = ""  # HOST:PORT of the status pages, once they serve (heartbeats)
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,

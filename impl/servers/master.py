@@ -5,12 +5,14 @@
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
                         [--tserver-failed-after-ms 3000] [--no-heal] [--join]
+                        [--webserver-bind HOST:PORT|off]
 
 ``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
 creates the catalog tablet with all of them as voters (membership.py). The process prints one
 line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
-then a follower, or a leader not ready yet: ``revivify master status`` says when it is),
+then a follower, or a leader not ready yet: ``revivify master status`` says when it is), then
+``revivify master <uuid> web on http://HOST:PORT`` once its status pages serve (impl/web),
 logs to stderr, and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
 unusable directory: a one-line error, exit 2.
 """
@@ -21,13 +23,24 @@ import argparse
 import logging
 import signal
 import sys
+import time
 
 import trio
 
+from revivify.impl.master.server import MasterOptions, normalize, open_master
 from revivify.impl.rpc.address import parse_address
-from revivify.impl.tserver.main import UsageError, run_server_process
+from revivify.impl.web.apps import master_app
 
-from .server import MasterOptions, normalize, open_master
+from .process import (
+    MASTER_WEB_PORT,
+    Launch,
+    UsageError,
+    add_web_flag,
+    install_tail,
+    parse_web_bind,
+    run_server_process,
+    web_server,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "masters; one further behind (or a new one) gets a copy of the "
                         "catalog (default 50000)")
     p.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    add_web_flag(p, MASTER_WEB_PORT)
     return p
 
 
-def parse(argv: list[str]) -> MasterOptions:
+def parse(argv: list[str]) -> Launch:
     args = build_parser().parse_args(argv)
     try:
         host, port = parse_address(args.rpc_bind)
@@ -108,9 +122,11 @@ def parse(argv: list[str]) -> MasterOptions:
                          "--creation-timeout-s and --write-timeout-s must be positive")
     if args.flush_mb <= 0 or args.log_retain_entries < 0:
         raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
+    web = parse_web_bind(args.webserver_bind, host, MASTER_WEB_PORT)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
+    install_tail()
+    return Launch(MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
                          masters=tuple(masters), trace_dir=args.trace_dir,
                          tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
@@ -120,15 +136,19 @@ def parse(argv: list[str]) -> MasterOptions:
                          failed_after=args.tserver_failed_after_ms / 1000,
                          heal=not args.no_heal, join=args.join,
                          flush_threshold=int(args.flush_mb * (1 << 20)),
-                         log_retain_entries=args.log_retain_entries)
+                         log_retain_entries=args.log_retain_entries), web)
 
 
-async def serve(options: MasterOptions) -> None:
+async def serve(launch: Launch) -> None:
+    started = time.time()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_master(options) as master:
+        async with open_master(launch.options) as master:
             print(f"revivify master {master.uuid} listening on {master.address}", flush=True)
-            async for _ in signals:
-                break
+            app = master_app(master, started_at=started)
+            async with web_server(launch.web, app, "master", master.uuid) as web:
+                master.web_address = web  # heartbeat answers and Master.Status carry it
+                async for _ in signals:
+                    break
 
 
 def run_main(argv: list[str]) -> int:

@@ -1,0 +1,155 @@
+"""What ``tserver run`` and ``master run`` share: parse, serve until SIGTERM/SIGINT, and
+the web server beside the RPC server.
+
+The web server runs in the process's own trio run, as one more task of a nursery opened
+inside the server's block (hypercorn's trio worker): pages then read the server's state
+on the same thread that changes it, between two checkpoints, so no page sees a half-made
+change and no lock is needed. It starts after the RPC server (the "listening" line is
+printed first, and stays the first line scripts wait for), and its address goes out on a
+second line, ``revivify <kind> <uuid> web on http://HOST:PORT``.
+
+``--webserver-bind``: HOST:PORT, ``off``, or nothing (then the RPC host and Kudu's port,
+8050 for a tablet server and 8051 for a master). A port given on the command line that
+cannot be bound stops the process (exit 2, like a busy RPC port); the *default* port being
+busy does not: a second server on one machine then runs without pages and says so on the
+web line (``web off (...)``), since its RPC matters more than its pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from revivify.impl.observe.logs import TailHandler, tail_handler
+from revivify.impl.rpc.address import format_address, parse_address
+from revivify.impl.storage.errors import StorageError
+
+TSERVER_WEB_PORT = 8050
+MASTER_WEB_PORT = 8051
+
+
+class UsageError(Exception):
+    pass
+
+
+@attrs.frozen
+class WebBind:
+    """Where to serve the pages; ``explicit``: named on the command line (a failure to
+    bind it is fatal), else the default (a failure is a warning)."""
+
+    host: str
+    port: int
+    explicit: bool
+
+
+@attrs.frozen
+class Launch:
+    """A parsed command line: the server's options and the web server's bind (None: off)."""
+
+    options: Any
+    web: WebBind | None
+
+
+def add_web_flag(p: argparse.ArgumentParser, default_port: int) -> None:
+    p.add_argument("--webserver-bind", default=None, metavar="HOST:PORT|off",
+                   help=f"serve the status pages here (default: the RPC host, port "
+                        f"{default_port}; port 0: any free port; 'off': no pages)")
+
+
+def parse_web_bind(text: str | None, rpc_host: str, default_port: int) -> WebBind | None:
+    if text is None:
+        return WebBind(rpc_host, default_port, explicit=False)
+    if text.strip().lower() == "off":
+        return None
+    try:
+        host, port = parse_address(text, allow_any_port=True)
+    except ValueError as exc:
+        raise UsageError(f"--webserver-bind: {exc}") from None
+    return WebBind(host, port, explicit=True)
+
+
+@asynccontextmanager
+async def web_server(bind: WebBind | None, app: Any, kind: str, uuid: str
+                     ) -> AsyncIterator[str]:
+    """Serve ``app`` for the block (in a nursery of this task's trio run) and print the
+    web line; yields the bound ``HOST:PORT``, or "" when off."""
+    if bind is None:
+        yield ""
+        return
+    from revivify.impl.web.serve import serve_web  # the web stack: server runs only
+
+    async with trio.open_nursery() as nursery:
+        try:
+            bound: str = await nursery.start(serve_web, app, bind.host, bind.port)
+        except OSError as exc:
+            if bind.explicit or exc.errno != errno.EADDRINUSE:
+                raise
+            where = format_address(bind.host, bind.port)
+            print(f"revivify {kind} {uuid} web off ({where}: {exc.strerror})", flush=True)
+            yield ""
+            nursery.cancel_scope.cancel()
+            return
+        print(f"revivify {kind} {uuid} web on http://{bound}", flush=True)
+        try:
+            yield bound
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+def install_tail() -> None:
+    """Keep the log's tail in memory for ``/logs``, unless a handler already does (the
+    operator-logging set-up may install its own: observe/logs.py ``tail_handler``)."""
+    if tail_handler() is None:
+        handler = TailHandler()
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
+
+
+def run_server_process(command: str, argv: list[str], parse: Callable[[list[str]], Launch],
+                       serve: Callable[[Launch], Awaitable[None]]) -> int:
+    """Parse, then serve until SIGTERM/SIGINT: exit 0, or 2 with one line for bad usage or
+    a directory (or port) the server cannot use (shared by ``tserver run`` and ``master
+    run``)."""
+    try:
+        launch = parse(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    except UsageError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        trio.run(serve, launch)
+    except (StorageError, OSError, BaseExceptionGroup) as exc:
+        cause = _first_disk_error(exc)
+        if cause is None:
+            raise
+        where = (f"cannot use {launch.options.fs_root}: " if isinstance(cause, StorageError)
+                 else "")
+        print(f"{command}: {where}{cause}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _first_disk_error(exc: BaseException) -> StorageError | OSError | None:
+    """The storage or OS error that stopped the server (trio may wrap it in a group)."""
+    if isinstance(exc, StorageError | OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_disk_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+__all__ = ["MASTER_WEB_PORT", "TSERVER_WEB_PORT", "Launch", "UsageError", "WebBind",
+           "add_web_flag", "install_tail", "parse_web_bind", "run_server_process", "web_server"]
