@@ -186,7 +186,10 @@ def build_app(site: Site) -> Starlette:
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         reason = "not found" if status == 404 else str(getattr(exc, "detail", exc))
-        return PlainTextResponse(f"{status}: {reason}: {request.url.path[:200]}\n", status)
+        line = f"{reason}: {request.url.path[:200]}"
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": line}, status)
+        return PlainTextResponse(f"{status}: {line}\n", status)
 
     return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
 
