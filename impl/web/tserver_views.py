@@ -156,7 +156,7 @@ def tablet_view(server: TabletServer) -> Any:
         return {"uuid": server.uuid, "address": server.address, "replica": found[0],
                 "progress": _progress_doc(server, tablet_id),
                 "log": _log_doc(server, tablet_id),
-                "copy": copy_info_doc(job.info()) if job is not None else None,
+                "copying": copy_info_doc(job.info()) if job is not None else None,
                 "source_sessions": sources, "masters": masters_doc(server)}
     return view
 
