@@ -27,13 +27,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
 from revivify.impl.processes.masters import MasterProcesses
-
-pytest.importorskip("selenium")
-from selenium import webdriver  # noqa: E402 (after the skip)
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

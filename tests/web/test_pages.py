@@ -177,7 +177,7 @@ def test_tablet_server_twins_match_the_cli(tmp_path: Path) -> None:
             assert f'<td class="num commit">{r["commit_index"]}</td>' in row.group(1)
         # One tablet: its leader's view of its peers and its newest log entries.
         page = await fetch(p.server_web, f"/tablet?id={p.tablet_ids[0]}")
-        assert page.status == 200 and f'<dd id="role">LEADER</dd>' in page.text
+        assert page.status == 200 and '<dd id="role">LEADER</dd>' in page.text
         for path in ("/", "/copies", "/logs", "/tablets?state=RUNNING&page=1"):
             assert (await fetch(p.server_web, path)).status == 200, path
         tablet = (await fetch(p.server_web, f"/api/v1/tablet?id={p.tablet_ids[0]}")).json()
