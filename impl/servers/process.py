@@ -89,11 +89,12 @@ async def web_server(bind: WebBind | None, app: Any, kind: str, uuid: str
     async with trio.open_nursery() as nursery:
         try:
             bound: str = await nursery.start(serve_web, app, bind.host, bind.port)
-        except OSError as exc:
-            if bind.explicit or exc.errno != errno.EADDRINUSE:
+        except (OSError, BaseExceptionGroup) as exc:  # trio's nurseries may wrap it
+            busy = _address_in_use(exc)
+            if bind.explicit or busy is None:
                 raise
             where = format_address(bind.host, bind.port)
-            print(f"revivify {kind} {uuid} web off ({where}: {exc.strerror})", flush=True)
+            print(f"revivify {kind} {uuid} web off ({where}: {busy.strerror})", flush=True)
             yield ""
             nursery.cancel_scope.cancel()
             return
@@ -102,6 +103,18 @@ async def web_server(bind: WebBind | None, app: Any, kind: str, uuid: str
             yield bound
         finally:
             nursery.cancel_scope.cancel()
+
+
+def _address_in_use(exc: BaseException) -> OSError | None:
+    """The EADDRINUSE error that ``exc`` is or holds (a group's leaves), if any."""
+    if isinstance(exc, OSError):
+        return exc if exc.errno == errno.EADDRINUSE else None
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _address_in_use(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def install_tail() -> None:
