@@ -126,6 +126,7 @@ def test_pages_in_a_browser(tmp_path: Path, browser: webdriver.Chrome) -> None:
         described = wait_for("t1's tablets led", 60, lambda: _led(masters))
 
         _master_pages(visit, m.web, m.uuid, masters, described)
+        _follower_links_to_leader(visit, cluster, m.web)
         victim = _follow_links(visit, m.web, cluster, described)
         _tserver_pages(visit, cluster, described)
         _kill_and_heal(visit, m.web, cluster, victim, described)
@@ -163,6 +164,16 @@ def _master_pages(visit: Visitor, web: str, uuid: str, masters: str,
     visit.open(f"http://{web}/api/v1/ksck", "ksck-json")
     assert cli_json("ksck", "--masters", masters)["healthy"] is True
     assert described["tablets"]
+
+
+def _follower_links_to_leader(visit: Visitor, cluster: MasterProcesses, leader_web: str
+                              ) -> None:
+    follower = next(x for x in cluster.masters if x.web != leader_web)
+    visit.open(f"http://{follower.web}/", "follower-master-home")
+    assert visit.text("#role") == "FOLLOWER"
+    visit.driver.find_element(By.CSS_SELECTOR, "#leader a").click()
+    visit.check("leader-from-follower")
+    assert visit.driver.current_url == f"http://{leader_web}/"
 
 
 def _follow_links(visit: Visitor, web: str, cluster: MasterProcesses,
