@@ -4,7 +4,7 @@ A tablet server started with ``--masters A,B,C`` runs one `Heartbeater` task per
 address; each is independent of the others (a dead or partitioned master delays nobody).
 Every ``interval`` seconds it sends ``Master.Heartbeat``:
 
-    Heartbeat(server_uuid, incarnation, registration?, report?)
+    Heartbeat(server_uuid, incarnation, registration?, report?, web_address)
 
 * registration (this server's RPC address) on the first heartbeat to a master, and again
   whenever that master answers ``needs_register`` (it does not know this server, or knows
@@ -13,6 +13,10 @@ Every ``interval`` seconds it sends ``Master.Heartbeat``:
   registration, when the master asks (``needs_full_report``), and whenever the master is
   seen to become leader (``leader`` false -> true, or a new term while leader): KUDU-1374,
   the new leader decides again whatever its predecessor decided and never sent;
+* ``web_address``: where this server's status pages are, on every heartbeat (the masters'
+  pages link to them; "" without pages, or from a server older than the field, which the
+  master decodes alike). The answer names the master's own pages (``master_web``, linked
+  back from this server's pages), with the time of the answer (``answered_at``).
 * otherwise an INCREMENTAL report: the tablets whose reported facts (state, term, leader,
   committed config index, schema version) differ from what this master last acknowledged,
   edge-triggered: a tablet acknowledged in report N is left out of N+1 unless it changed
