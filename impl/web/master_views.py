@@ -38,7 +38,7 @@ from revivify.impl.rpc import AppError
 from revivify.impl.rpc.service import CallContext
 
 from . import tserver_views
-from .pages import Problem, id_param, paged, web_link
+from .pages import Problem, View, id_param, paged, web_link
 
 CTX = CallContext("web", 0, "", 0)
 ASK_SECONDS = 2.0  # another master's status, for /masters and the leader's link
@@ -82,13 +82,13 @@ def _why_not_ready(master: MasterServer, st: api.MasterStatus) -> str:
     return "the leader, waiting to load the catalog (the leader-ready gate)"
 
 
-def home_view(master: MasterServer, started_at: float) -> Any:
+def home_view(master: MasterServer, started_at: float) -> View:
     async def view(request: Request) -> dict[str, Any]:
         st = await _status(master)
-        leader_web: str | None = st.web_address or None if st.ready else None
+        leader_web: str | None = (st.web_address or None) if st.ready else None
         if not st.ready and st.leader_address and st.leader_address != st.address:
             other = await _other_status(st.leader_address)
-            leader_web = other.web_address or None if not isinstance(other, str) else None
+            leader_web = None if isinstance(other, str) else (other.web_address or None)
         return {**master_status_doc(st), "web": master.web_address or None,
                 "version": tserver_views.version(),
                 "uptime_seconds": round(time.time() - started_at, 1),
@@ -97,7 +97,7 @@ def home_view(master: MasterServer, started_at: float) -> Any:
     return view
 
 
-def masters_view(master: MasterServer) -> Any:
+def masters_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         st = await _status(master)
         answers: dict[str, api.MasterStatus | str] = {}
@@ -143,7 +143,7 @@ def _replica_counts(catalog: Catalog) -> dict[str, tuple[int, int]]:
     return counts
 
 
-def tservers_view(master: MasterServer) -> Any:
+def tservers_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         try:
             reply = await master.service.on_list_tservers(api.Empty(), CTX)
@@ -167,7 +167,7 @@ def tservers_view(master: MasterServer) -> Any:
     return view
 
 
-def tables_view(master: MasterServer) -> Any:
+def tables_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         _leader_catalog(master)
         reply = await master.service.on_list_tables(api.ListTablesRequest(), CTX)
@@ -204,7 +204,7 @@ def _decorate_tablet(t: dict[str, Any], webs: dict[str, str], num_replicas: int,
     return t
 
 
-def table_view(master: MasterServer) -> Any:
+def table_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         table_id = id_param(request)
         catalog = _leader_catalog(master)
@@ -232,7 +232,7 @@ def table_view(master: MasterServer) -> Any:
     return view
 
 
-def operations_view(master: MasterServer) -> Any:
+def operations_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         now = master.embedded.now() if master.embedded.ts is not None else 0.0
         calls = [{"kind": c.call.method, "target": c.call.dest, "tablet_id": c.call.tablet_id,
@@ -254,7 +254,7 @@ def operations_view(master: MasterServer) -> Any:
     return view
 
 
-def ksck_view(master: MasterServer) -> Any:
+def ksck_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         st = await _status(master)
         try:

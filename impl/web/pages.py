@@ -127,13 +127,17 @@ def _environment() -> jinja2.Environment:
 
 
 def _size(n: int | None) -> str:
+    """Bytes for a person: B, KiB, MiB or GiB ("" when unknown)."""
     if n is None:
         return ""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n = n / 1024  # type: ignore[assignment]
-    return str(n)  # pragma: no cover
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 def _page_endpoints(site: Site, page: Page, env: jinja2.Environment
@@ -216,5 +220,17 @@ async def logs_view(request: Request) -> dict[str, Any]:
 
 LOGS_PAGE = Page("/logs", "logs.html", logs_view, "Logs")
 
-__all__ = ["LOGS_PAGE", "PER_PAGE", "Page", "Problem", "Site", "build_app", "choice_param",
-           "id_param", "page_number", "paged", "web_link"]
+__all__ = [
+    "LOGS_PAGE",
+    "PER_PAGE",
+    "Page",
+    "Problem",
+    "Site",
+    "View",
+    "build_app",
+    "choice_param",
+    "id_param",
+    "page_number",
+    "paged",
+    "web_link",
+]

@@ -23,9 +23,10 @@ from starlette.requests import Request
 from revivify.impl.client.documents import copy_info_doc, server_status_doc
 from revivify.impl.rpc.service import CallContext
 from revivify.impl.tserver import api
+from revivify.impl.tserver.copy.source import SourceSessionView
 from revivify.impl.tserver.server import TabletServer
 
-from .pages import Problem, choice_param, id_param, paged, web_link
+from .pages import Problem, View, choice_param, id_param, paged, web_link
 
 CTX = CallContext("web", 0, "", 0)  # the pages' in-process calls to the server's handlers
 LOG_ENTRIES = 20  # the newest WAL entries /tablet shows
@@ -66,7 +67,7 @@ def masters_doc(server: TabletServer) -> list[dict[str, Any]]:
     return rows
 
 
-def home_view(server: TabletServer, started_at: float) -> Any:
+def home_view(server: TabletServer, started_at: float) -> View:
     async def view(request: Request) -> dict[str, Any]:
         healthy, why = healthz(server)
         return {"uuid": server.uuid, "address": server.address,
@@ -109,7 +110,7 @@ def _size_or_zero(disk: Any, path: str) -> int:
         return 0
 
 
-def tablets_view(server: TabletServer) -> Any:
+def tablets_view(server: TabletServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         state = choice_param(request, "state", STATES)
         doc = server_status_doc(await server.on_status(api.Empty(), CTX))
@@ -143,7 +144,7 @@ def _log_doc(server: TabletServer, tablet_id: str) -> list[dict[str, Any]]:
             for e in reversed(entries)]
 
 
-def tablet_view(server: TabletServer) -> Any:
+def tablet_view(server: TabletServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         tablet_id = id_param(request)
         doc = server_status_doc(await server.on_status(api.Empty(), CTX))
@@ -161,7 +162,7 @@ def tablet_view(server: TabletServer) -> Any:
     return view
 
 
-def _session_doc(s: Any) -> dict[str, Any]:
+def _session_doc(s: SourceSessionView) -> dict[str, Any]:
     rate = s.bytes_served / s.elapsed_seconds if s.elapsed_seconds > 0 else 0.0
     return {"session_id": s.session_id, "requester": s.requester, "tablet_id": s.tablet_id,
             "bytes_done": s.bytes_served, "total_bytes": s.total_bytes, "files": s.files,
@@ -170,7 +171,7 @@ def _session_doc(s: Any) -> dict[str, Any]:
             "idle_seconds": round(s.idle_seconds, 3)}
 
 
-def copies_view(server: TabletServer) -> Any:
+def copies_view(server: TabletServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         reply = await server.copies.on_list_copies(api.Empty(), CTX)
         sources = [_session_doc(s) for s in server.copies.sessions.describe()]
