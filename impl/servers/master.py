@@ -27,19 +27,21 @@ import time
 
 import trio
 
-from revivify.impl.master.server import MasterOptions, normalize, open_master
+from revivify.impl.master.server import MasterOptions, MasterServer, normalize, open_master
 from revivify.impl.rpc.address import parse_address
+from revivify.impl.tserver.server import TabletServer
 from revivify.impl.web.apps import master_app
 
 from .process import (
     MASTER_WEB_PORT,
     Launch,
     UsageError,
+    Web,
     add_web_flag,
     install_tail,
     parse_web_bind,
     run_server_process,
-    web_server,
+    start_web,
 )
 
 
@@ -141,14 +143,21 @@ def parse(argv: list[str]) -> Launch:
 
 async def serve(launch: Launch) -> None:
     started = time.time()
+    web = Web()
+
+    async def pages(master: MasterServer, ts: TabletServer, nursery: trio.Nursery) -> None:
+        nonlocal web
+        app = master_app(master, ts, started_at=started)
+        web = await start_web(nursery, launch.web, app, "master", ts.uuid)
+        master.web_address = web.address  # heartbeat answers and Master.Status carry it
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_master(launch.options) as master:
+        async with open_master(launch.options, on_bound=pages) as master:
             print(f"revivify master {master.uuid} listening on {master.address}", flush=True)
-            app = master_app(master, started_at=started)
-            async with web_server(launch.web, app, "master", master.uuid) as web:
-                master.web_address = web  # heartbeat answers and Master.Status carry it
-                async for _ in signals:
-                    break
+            if web.line is not None:
+                print(web.line, flush=True)
+            async for _ in signals:
+                break
 
 
 def run_main(argv: list[str]) -> int:

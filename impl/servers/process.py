@@ -1,12 +1,13 @@
 """What ``tserver run`` and ``master run`` share: parse, serve until SIGTERM/SIGINT, and
 the web server beside the RPC server.
 
-The web server runs in the process's own trio run, as one more task of a nursery opened
-inside the server's block (hypercorn's trio worker): pages then read the server's state
-on the same thread that changes it, between two checkpoints, so no page sees a half-made
-change and no lock is needed. It starts after the RPC server (the "listening" line is
-printed first, and stays the first line scripts wait for), and its address goes out on a
-second line, ``revivify <kind> <uuid> web on http://HOST:PORT``.
+The web server runs in the process's own trio run, as more tasks of the server's own
+nursery (hypercorn's trio worker): pages then read the server's state on the same thread
+that changes it, between two checkpoints, so no page sees a half-made change and no lock is
+needed. It starts right after the RPC server binds and before the tablets on disk are
+opened (``on_bound``), so ``/healthz`` answers 503 while WALs replay; its line is printed
+after the "listening" line (which stays the first line scripts wait for):
+``revivify <kind> <uuid> web on http://HOST:PORT``.
 
 ``--webserver-bind``: HOST:PORT, ``off``, or nothing (then the RPC host and Kudu's port,
 8050 for a tablet server and 8051 for a master). A port given on the command line that
@@ -21,8 +22,7 @@ import argparse
 import errno
 import logging
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -76,33 +76,32 @@ def parse_web_bind(text: str | None, rpc_host: str, default_port: int) -> WebBin
     return WebBind(host, port, explicit=True)
 
 
-@asynccontextmanager
-async def web_server(bind: WebBind | None, app: Any, kind: str, uuid: str
-                     ) -> AsyncIterator[str]:
-    """Serve ``app`` for the block (in a nursery of this task's trio run) and print the
-    web line; yields the bound ``HOST:PORT``, or "" when off."""
+@attrs.define
+class Web:
+    """The pages of one process, once started: their address ("" none) and the web line
+    to print after the "listening" line (None: nothing to print, pages switched off)."""
+
+    address: str = ""
+    line: str | None = None
+
+
+async def start_web(nursery: trio.Nursery, bind: WebBind | None, app: Any, kind: str,
+                    uuid: str) -> Web:
+    """Serve ``app`` as tasks of ``nursery`` (the server's own: impl/tserver/server.py
+    ``on_bound``) on ``bind``; what to print once the server says it listens."""
     if bind is None:
-        yield ""
-        return
+        return Web()
     from revivify.impl.web.serve import serve_web  # the web stack: server runs only
 
-    async with trio.open_nursery() as nursery:
-        try:
-            bound: str = await nursery.start(serve_web, app, bind.host, bind.port)
-        except (OSError, BaseExceptionGroup) as exc:  # trio's nurseries may wrap it
-            busy = _address_in_use(exc)
-            if bind.explicit or busy is None:
-                raise
-            where = format_address(bind.host, bind.port)
-            print(f"revivify {kind} {uuid} web off ({where}: {busy.strerror})", flush=True)
-            yield ""
-            nursery.cancel_scope.cancel()
-            return
-        print(f"revivify {kind} {uuid} web on http://{bound}", flush=True)
-        try:
-            yield bound
-        finally:
-            nursery.cancel_scope.cancel()
+    try:
+        bound: str = await nursery.start(serve_web, app, bind.host, bind.port)
+    except (OSError, BaseExceptionGroup) as exc:  # trio's nurseries may wrap it
+        busy = _address_in_use(exc)
+        if bind.explicit or busy is None:
+            raise
+        where = format_address(bind.host, bind.port)
+        return Web("", f"revivify {kind} {uuid} web off ({where}: {busy.strerror})")
+    return Web(bound, f"revivify {kind} {uuid} web on http://{bound}")
 
 
 def _address_in_use(exc: BaseException) -> OSError | None:
@@ -164,5 +163,16 @@ def _first_disk_error(exc: BaseException) -> StorageError | OSError | None:
     return None
 
 
-__all__ = ["MASTER_WEB_PORT", "TSERVER_WEB_PORT", "Launch", "UsageError", "WebBind",
-           "add_web_flag", "install_tail", "parse_web_bind", "run_server_process", "web_server"]
+__all__ = [
+    "MASTER_WEB_PORT",
+    "TSERVER_WEB_PORT",
+    "Launch",
+    "UsageError",
+    "Web",
+    "WebBind",
+    "add_web_flag",
+    "install_tail",
+    "parse_web_bind",
+    "run_server_process",
+    "start_web",
+]

@@ -27,18 +27,19 @@ import trio
 
 from revivify.impl.rpc.address import parse_address
 from revivify.impl.tserver.manager.shell import FAULT_POINTS
-from revivify.impl.tserver.server import ServerOptions, open_tserver
+from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
 from revivify.impl.web.apps import tserver_app
 
 from .process import (
     TSERVER_WEB_PORT,
     Launch,
     UsageError,
+    Web,
     add_web_flag,
     install_tail,
     parse_web_bind,
     run_server_process,
-    web_server,
+    start_web,
 )
 
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
@@ -150,14 +151,21 @@ def parse(argv: list[str]) -> Launch:
 
 async def serve(launch: Launch) -> None:
     started = time.time()
+    web = Web()
+
+    async def pages(server: TabletServer, nursery: trio.Nursery) -> None:
+        nonlocal web
+        app = tserver_app(server, started_at=started)
+        web = await start_web(nursery, launch.web, app, "tserver", server.uuid)
+        server.web_address = web.address  # heartbeats carry it to the masters
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_tserver(launch.options) as server:
+        async with open_tserver(launch.options, on_bound=pages) as server:
             print(f"revivify tserver {server.uuid} listening on {server.address}", flush=True)
-            app = tserver_app(server, started_at=started)
-            async with web_server(launch.web, app, "tserver", server.uuid) as web:
-                server.web_address = web  # heartbeats carry it to the masters
-                async for _ in signals:
-                    break
+            if web.line is not None:
+                print(web.line, flush=True)
+            async for _ in signals:
+                break
 
 
 def run_main(argv: list[str]) -> int:

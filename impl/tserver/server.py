@@ -605,10 +605,15 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        network: Network | None = None,
                        startup_gate: Callable[[str], Awaitable[None]] | None = None,
                        extend_service: Callable[[Service], None] | None = None,
+                       on_bound: Callable[[TabletServer, trio.Nursery], Awaitable[None]]
+                       | None = None,
                        ) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
     ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
-    registers more methods on the same RPC service (a master's, impl/master/server.py)."""
+    registers more methods on the same RPC service (a master's, impl/master/server.py).
+    ``on_bound``: awaited once RPC serves and before the tablets on disk are opened, with
+    the server's nursery (the status pages start there, impl/servers: so they answer while
+    the WALs replay, and ``/healthz`` can say how many tablets are left)."""
     server = TabletServer(options, disk or os_disk(), network)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
@@ -627,6 +632,8 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                 serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network))
             server.address = format_address(options.rpc_host, rpc.port)
+            if on_bound is not None:
+                await on_bound(server, nursery)
             await server.tablets.start_all()
             nursery.start_soon(server.ticker)
             nursery.start_soon(server.copies.maintain)

@@ -25,7 +25,9 @@ def tserver_app(server: TabletServer, *, started_at: float) -> Starlette:
     ], server.metrics, lambda: t.healthz(server)))
 
 
-def master_app(master: MasterServer, *, started_at: float) -> Starlette:
+def master_app(master: MasterServer, ts: TabletServer, *, started_at: float) -> Starlette:
+    """``ts``: the master's embedded tablet server (the registry, the catalog's opening),
+    given apart since the pages serve before the master has started with it."""
     m = master_views
     return build_app(Site("master", lambda: master.uuid, [
         Page("/", "master_home.html", m.home_view(master, started_at), "Master"),
@@ -36,7 +38,7 @@ def master_app(master: MasterServer, *, started_at: float) -> Starlette:
         Page("/operations", "operations.html", m.operations_view(master), "Operations"),
         Page("/ksck", "ksck.html", m.ksck_view(master), "ksck"),
         LOGS_PAGE,
-    ], master.server.metrics, lambda: m.healthz(master)))
+    ], ts.metrics, lambda: m.healthz(master, ts)))
 
 
 __all__ = ["master_app", "tserver_app"]

@@ -36,6 +36,7 @@ from revivify.impl.master.catalog import Catalog
 from revivify.impl.master.server import MasterServer
 from revivify.impl.rpc import AppError
 from revivify.impl.rpc.service import CallContext
+from revivify.impl.tserver.server import TabletServer
 
 from . import tserver_views
 from .pages import Problem, View, id_param, paged, web_link
@@ -47,11 +48,13 @@ HEALTHY, RECOVERING = "HEALTHY", "RECOVERING"
 UNDER_REPLICATED, UNAVAILABLE = "UNDER_REPLICATED", "UNAVAILABLE"
 
 
-def healthz(master: MasterServer) -> tuple[bool, str]:
-    """As a tablet server's: every tablet on disk (the catalog) opened."""
-    if master.embedded.ts is None:
-        return False, "starting"
-    return tserver_views.healthz(master.server)
+def healthz(master: MasterServer, ts: TabletServer) -> tuple[bool, str]:
+    """As a tablet server's: every tablet on disk (the catalog) opened, and the master's
+    rooms started on it."""
+    healthy, why = tserver_views.healthz(ts)
+    if healthy and master.embedded.ts is None:
+        return False, "starting: the master's services are not running yet"
+    return healthy, why
 
 
 async def _status(master: MasterServer) -> api.MasterStatus:

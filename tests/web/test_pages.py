@@ -21,17 +21,18 @@ import attrs
 import trio
 
 from revivify.impl.cli import render
-from revivify.impl.client import server_status
+from revivify.impl.client import create_tablet, server_status
 from revivify.impl.client.documents import master_status_doc, table_info_doc, table_locations_doc
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
 from revivify.impl.master.server import MasterOptions, open_master
-from revivify.impl.servers.process import web_server
+from revivify.impl.servers.process import WebBind, start_web
 from revivify.impl.tablet.columns import Column
 from revivify.impl.tserver.server import ServerOptions, open_tserver
 from revivify.impl.web.apps import master_app, tserver_app
 
 DEADLINE = 60.0
+BIND = WebBind("127.0.0.1", 0, explicit=True)
 
 
 @attrs.frozen
@@ -91,26 +92,27 @@ class Pair:
 
 @asynccontextmanager
 async def pair(tmp: Path) -> AsyncIterator[Pair]:
+    webs: dict[str, str] = {}
+
+    async def master_pages(master: Any, ts: Any, nursery: trio.Nursery) -> None:
+        web = await start_web(nursery, BIND, master_app(master, ts, started_at=0.0),
+                              "master", ts.uuid)
+        master.web_address = webs["master"] = web.address
+
+    async def server_pages(server: Any, nursery: trio.Nursery) -> None:
+        web = await start_web(nursery, BIND, tserver_app(server, started_at=0.0),
+                              "tserver", server.uuid)
+        server.web_address = webs["tserver"] = web.address
+
     mopts = MasterOptions(fs_root=str(tmp / "m"), rpc_host="127.0.0.1", rpc_port=0,
                           tick_seconds=0.02)
-    async with open_master(mopts) as master, \
-            web_server(_bind(), master_app(master, started_at=0.0), "master",
-                       master.uuid) as mweb:
-        master.web_address = mweb
+    async with open_master(mopts, on_bound=master_pages) as master:
         topts = ServerOptions(fs_root=str(tmp / "ts"), rpc_port=0, tick_seconds=0.02,
                               masters=(master.address,), heartbeat_seconds=0.05)
-        async with open_tserver(topts) as server, \
-                web_server(_bind(), tserver_app(server, started_at=0.0), "tserver",
-                           server.uuid) as tweb:
-            server.web_address = tweb
+        async with open_tserver(topts, on_bound=server_pages) as server:
             created = await _create_table(master.address)
-            yield Pair(master, mweb, server, tweb, created.table_id, created.tablet_ids)
-
-
-def _bind() -> Any:
-    from revivify.impl.servers.process import WebBind
-
-    return WebBind("127.0.0.1", 0, explicit=True)
+            yield Pair(master, webs["master"], server, webs["tserver"], created.table_id,
+                       created.tablet_ids)
 
 
 async def _create_table(master: str) -> api.TableCreatedReply:
@@ -301,3 +303,38 @@ def test_abuse_does_not_stop_pages_or_rpc(tmp_path: Path) -> None:
             for stream in [*idle, half]:
                 await stream.aclose()
     run(tmp_path, body)
+
+
+def test_healthz_is_503_until_every_tablet_on_disk_is_opened(tmp_path: Path) -> None:
+    """A server restarted on a directory with two tablets, its startup held at the first
+    one: its pages already answer, /healthz says 503 and how many are left; released, 200."""
+    root = tmp_path / "ts"
+
+    async def main() -> None:
+        options = ServerOptions(fs_root=str(root), rpc_port=0, tick_seconds=0.02)
+        async with open_tserver(options) as server:
+            for tablet in ("t-a", "t-b"):
+                await create_tablet([server.address], 1, tablet)
+        release, web = trio.Event(), {}
+
+        async def gate(tablet_id: str) -> None:
+            await release.wait()
+
+        async def pages(server: Any, nursery: trio.Nursery) -> None:
+            web["at"] = (await start_web(nursery, BIND, tserver_app(server, started_at=0.0),
+                                         "tserver", server.uuid)).address
+            nursery.start_soon(check_then_release)
+
+        async def check_then_release() -> None:
+            health = await fetch(web["at"], "/healthz")
+            assert (health.status, health.text) == (503, "starting: 2 tablet(s) not opened yet\n")
+            states = (await fetch(web["at"], "/api/v1/tablets")).json()["replicas"]
+            assert [r["state"] for r in states] == ["STARTING", "STARTING"]
+            release.set()
+
+        with trio.fail_after(DEADLINE):
+            async with open_tserver(options, startup_gate=gate, on_bound=pages):
+                assert release.is_set()
+                health = await fetch(web["at"], "/healthz")
+                assert (health.status, health.text) == (200, "ok\n")
+    trio.run(main)
