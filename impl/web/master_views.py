@@ -8,7 +8,8 @@ function (impl/client/documents.py): ``/api/v1/`` holds ``master status --json``
 --json``'s and ``/api/v1/ksck`` is ``ksck --json`` (the same code, impl/client/ksck.py).
 
 The catalog pages (tables, a table, replica counts, moves) read the ready leader's catalog
-snapshot; a follower answers them 503 with the leader's address (its pages link there).
+snapshot; another master redirects ``/tables`` and ``/table`` (307) to the leader's pages,
+or answers 503 with the leader's address while it cannot (and shows no counts or moves).
 A tablet's health on ``/table`` is the master's own view (the catalog's voters and which
 of their servers heartbeat), the quick answer; ``/ksck`` asks every server.
 """
@@ -136,6 +137,24 @@ def _leader_catalog(master: MasterServer) -> Catalog:
     return master.gate.catalog
 
 
+async def _catalog_or_redirect(master: MasterServer, request: Request) -> Catalog:
+    """The ready leader's catalog; on another master, a redirect (307) to the same page on
+    the leader's pages when the leader names them, else _leader_catalog's 503."""
+    try:
+        return _leader_catalog(master)
+    except Problem as problem:
+        _, _, _, address = master.embedded.role_of(master.catalog_replica())
+        if not address or address == master.address:
+            raise
+        other = await _other_status(address)
+        if isinstance(other, str) or not other.web_address or not other.ready:
+            raise problem from None
+        target = f"http://{other.web_address}{request.url.path}"
+        if request.url.query:
+            target += f"?{request.url.query}"
+        raise Problem(307, f"the leader master has the catalog: {target}", target) from None
+
+
 def _replica_counts(catalog: Catalog) -> dict[str, tuple[int, int]]:
     """(replicas, leaders) per tablet server, as the catalog records them."""
     counts: dict[str, tuple[int, int]] = {}
@@ -172,7 +191,7 @@ def tservers_view(master: MasterServer) -> View:
 
 def tables_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
-        _leader_catalog(master)
+        await _catalog_or_redirect(master, request)
         reply = await master.service.on_list_tables(api.ListTablesRequest(), CTX)
         rows = [{**table_info_doc(t), "link": f"/table?id={t.table_id}"}
                 for t in reply.tables]
@@ -210,7 +229,7 @@ def _decorate_tablet(t: dict[str, Any], webs: dict[str, str], num_replicas: int,
 def table_view(master: MasterServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         table_id = id_param(request)
-        catalog = _leader_catalog(master)
+        catalog = await _catalog_or_redirect(master, request)
         record = catalog.tables.get(table_id)
         if record is None:
             raise Problem(404, f"no table with id {table_id}")

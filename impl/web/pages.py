@@ -49,10 +49,11 @@ View = Callable[[Request], Awaitable[dict[str, Any]]]
 class Problem(Exception):
     """A request the page cannot answer: its HTTP status and a one-line reason."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, location: str | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.location = location  # a redirect's target (307: another server has it)
 
 
 def page_number(request: Request) -> int:
@@ -149,7 +150,8 @@ def _page_endpoints(site: Site, page: Page, env: jinja2.Environment
         try:
             doc = await page.view(request)
         except Problem as exc:
-            return PlainTextResponse(f"{exc.status}: {exc.reason}\n", exc.status)
+            headers = {"location": exc.location} if exc.location else None
+            return PlainTextResponse(f"{exc.status}: {exc.reason}\n", exc.status, headers)
         body = env.get_template(page.template).render(
             doc=doc, kind=site.kind, uuid=site.uuid(), nav=nav, path=page.path,
             query=dict(request.query_params))
@@ -159,7 +161,8 @@ def _page_endpoints(site: Site, page: Page, env: jinja2.Environment
         try:
             return JSONResponse(await page.view(request))
         except Problem as exc:
-            return JSONResponse({"error": exc.reason}, exc.status)
+            headers = {"location": exc.location} if exc.location else None
+            return JSONResponse({"error": exc.reason}, exc.status, headers)
 
     return html, api
 

@@ -174,6 +174,10 @@ def _follower_links_to_leader(visit: Visitor, cluster: MasterProcesses, leader_w
     visit.driver.find_element(By.CSS_SELECTOR, "#leader a").click()
     visit.check("leader-from-follower")
     assert visit.driver.current_url == f"http://{leader_web}/"
+    # A follower sends the catalog's pages to the leader's (307).
+    visit.open(f"http://{follower.web}/tables?page=1", "tables-via-follower")
+    assert visit.driver.current_url == f"http://{leader_web}/tables?page=1"
+    assert visit.text("#tables td") == "t1"
 
 
 def _follow_links(visit: Visitor, web: str, cluster: MasterProcesses,
