@@ -21,7 +21,13 @@ import msgspec
 
 from revivify.impl.rpc import AppError, CallContext, Service
 from revivify.impl.tablet.columns import Column
-from revivify.impl.tserver.master_api import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
+from revivify.impl.tserver.master_api import (
+    MASTER_HEARTBEAT,
+    Heartbeat,
+    HeartbeatResponse,
+    TabletPlace,
+    TabletReport,
+)
 
 from . import api
 from .background import Background
@@ -118,7 +124,22 @@ class MasterService:
         # Read after the report's write: a config change that committed meanwhile is told.
         index, masters = self._membership.master_config()
         return msgspec.structs.replace(verdict.response, masters=masters,
-                                       masters_index=index, web_address=self.web_address)
+                                       masters_index=index, web_address=self.web_address,
+                                       places=self._places(report))
+
+    def _places(self, report: TabletReport | None) -> dict[str, TabletPlace]:
+        """The table and partition of each reported tablet, from the ready leader's
+        catalog (the tablet server's pages show them); {} from any other master."""
+        if report is None or self._gate.ready_term is None:
+            return {}
+        catalog, places = self._gate.catalog, {}
+        for replica in report.replicas:
+            tablet = catalog.tablets.get(replica.tablet_id)
+            table = catalog.tables.get(tablet.table_id) if tablet is not None else None
+            if tablet is not None and table is not None:
+                places[replica.tablet_id] = TabletPlace(table.table_id, table.name,
+                                                        tablet.partition)
+        return places
 
     async def on_status(self, req: api.Empty, ctx: CallContext) -> api.MasterStatus:
         self._embedded.require_started()

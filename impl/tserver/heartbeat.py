@@ -70,6 +70,7 @@ from .master_api import (
     ReplicaState,
     ReportedConsensus,
     ReportedReplica,
+    TabletPlace,
     TabletReport,
 )
 from .replica import config_from_storage
@@ -185,6 +186,9 @@ class Heartbeater:
         """The master answered ``hb``: record what it acknowledged and what it asks for."""
         self.responses += 1
         self.master_web = response.web_address
+        places: dict[str, TabletPlace] | None = getattr(self.host, "tablet_places", None)
+        if places is not None:
+            places.update(response.places)
         if hb.registration is not None:
             self.registered = True
         if hb.report is not None:

@@ -107,6 +107,15 @@ class Heartbeat(msgspec.Struct, frozen=True):
     web_address: str = ""
 
 
+class TabletPlace(msgspec.Struct, frozen=True):
+    """Where a reported tablet belongs, as the leader's catalog records it (for the tablet
+    server's status pages only: tablet servers keep no table of their own)."""
+
+    table_id: str
+    table_name: str
+    partition: int
+
+
 class HeartbeatResponse(msgspec.Struct, frozen=True):
     master_uuid: str
     leader: bool  # this master is the ready leader (the server watches for a change)
@@ -118,6 +127,9 @@ class HeartbeatResponse(msgspec.Struct, frozen=True):
     masters: list[str] = msgspec.field(default_factory=list)
     masters_index: int = -1
     web_address: str = ""  # the answering master's status pages ("" none): linked back
+    # The table and partition of each tablet of the report just processed, from the ready
+    # leader's catalog ({} from another master, or one older than the field).
+    places: dict[str, TabletPlace] = msgspec.field(default_factory=dict)
 
 
 class AlterSchema(msgspec.Struct, frozen=True):
@@ -141,5 +153,6 @@ __all__ = [
     "ReplicaState",
     "ReportedConsensus",
     "ReportedReplica",
+    "TabletPlace",
     "TabletReport",
 ]

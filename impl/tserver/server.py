@@ -80,6 +80,7 @@ from .api import Kind
 from .copy.service import TabletCopies
 from .heartbeat import HeartbeatPool, run_heartbeaters
 from .manager.shell import TabletManager
+from .master_api import TabletPlace
 from .replica import Replica, Tracer, config_to_storage
 from .schema import SchemaVersions, register_alter_schema
 from .stuck import watch_stop
@@ -310,6 +311,9 @@ class TabletServer:
         self._heard_at: dict[str, str] = {}
         self.heartbeats: HeartbeatPool | None = None  # the heartbeaters, if --masters
         self.web_address = ""  # HOST:PORT of the status pages, once they serve (heartbeats)
+        # Each tablet's table and partition as the leader master's answers name them (soft
+        # state for the status pages: tablet servers record no table of their own).
+        self.tablet_places: dict[str, TabletPlace] = {}
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,

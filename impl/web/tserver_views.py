@@ -8,7 +8,9 @@ handler in-process (``Admin.Status``, ``Admin.ListCopies``), so ``/api/v1/tablet
 consistent snapshot of the server.
 
 Tablet servers do not record which table a tablet belongs to (only the masters' catalog
-does), so table and partition are shown on the master's ``/table`` page, which links here.
+does): the leader master names each reported tablet's table and partition in its heartbeat
+answers (``TabletPlace``), kept in memory (``server.tablet_places``) for these pages, with a
+link to the table's page on that master. A server without masters shows none.
 """
 
 from __future__ import annotations
@@ -110,6 +112,25 @@ def _size_or_zero(disk: Any, path: str) -> int:
         return 0
 
 
+def _leader_master_web(server: TabletServer) -> str:
+    """The pages of the master whose last answer said it is the ready leader ("" none)."""
+    pool = server.heartbeats
+    if pool is None:
+        return ""
+    return next((b.master_web for b, _ in pool.beaters.values() if b.leader), "")
+
+
+def _place(server: TabletServer, row: dict[str, Any], master_web: str) -> None:
+    """Add the tablet's table and partition (as the leader master last named them) and a
+    link to the table's page on that master."""
+    place = server.tablet_places.get(row["tablet_id"])
+    row["table_id"] = place.table_id if place is not None else None
+    row["table"] = place.table_name if place is not None else None
+    row["partition"] = place.partition if place is not None else None
+    row["table_link"] = (web_link(master_web, f"/table?id={place.table_id}")
+                         if place is not None else None)
+
+
 def tablets_view(server: TabletServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         state = choice_param(request, "state", STATES)
@@ -117,8 +138,10 @@ def tablets_view(server: TabletServer) -> View:
         rows = [r for r in doc["replicas"] if state is None or r["state"] == state]
         shown, paging = paged(rows, request)
         usage = await server.blocking(_disk_usage, server, [r["tablet_id"] for r in shown])
+        master_web = _leader_master_web(server)
         for r in shown:
             r["wal_bytes"], r["data_bytes"] = usage[r["tablet_id"]]
+            _place(server, r, master_web)
         return {**doc, "replicas": shown, "paging": paging, "state": state,
                 "states": STATES}
     return view
@@ -151,6 +174,7 @@ def tablet_view(server: TabletServer) -> View:
         found = [r for r in doc["replicas"] if r["tablet_id"] == tablet_id]
         if not found:
             raise Problem(404, f"tablet {tablet_id} is not on this server")
+        _place(server, found[0], _leader_master_web(server))
         job = server.copies.jobs.get(tablet_id)
         sources = [_session_doc(s) for s in server.copies.sessions.describe()
                    if s.tablet_id == tablet_id]

@@ -228,6 +228,9 @@ def _tserver_pages(visit: Visitor, cluster: MasterProcesses, described: dict[str
             if shown == said:
                 break
         assert shown == said
+        # Each row names its table, as the leader master told this server.
+        cells = visit.driver.find_elements(By.CSS_SELECTOR, "#tablets td.table")
+        assert cells and {c.text for c in cells} == {"t1"}
         for name in ("copies", "logs", "tablets?state=RUNNING"):
             visit.open(f"http://{s.web}/{name}", f"tserver-{s.index}-{name.split('?')[0]}")
     assert described["tablets"]

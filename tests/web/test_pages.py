@@ -165,6 +165,15 @@ def test_tablet_server_twins_match_the_cli(tmp_path: Path) -> None:
         for shown, said in zip(page["replicas"], cli["replicas"], strict=True):
             same_fields(shown, said)
             assert shown["wal_bytes"] > 0  # the WAL holds the leader's no-op at least
+        # The table and partition as the leader master's heartbeat answers name them.
+        with trio.fail_after(DEADLINE):
+            while any(r["table"] is None for r in page["replicas"]):
+                await trio.sleep(0.05)
+                page = (await fetch(p.server_web, "/api/v1/tablets")).json()
+        assert sorted((r["table"], r["partition"]) for r in page["replicas"]) == \
+            [("t1", 0), ("t1", 1)]
+        assert {r["table_link"] for r in page["replicas"]} == \
+            {f"http://{p.master_web}/table?id={p.table_id}"}
         home = (await fetch(p.server_web, "/api/v1/")).json()
         assert home["uuid"] == p.server.uuid and home["replicas"] == 2
         assert [m["address"] for m in home["masters"]] == [p.master.address]

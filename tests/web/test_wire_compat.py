@@ -42,7 +42,7 @@ def test_answers_and_lists_carry_web_addresses_optionally() -> None:
     answer = msgspec.msgpack.decode(
         msgspec.msgpack.encode({"master_uuid": "m", "leader": True, "term": 2}),
         type=HeartbeatResponse)
-    assert answer.web_address == ""
+    assert answer.web_address == "" and answer.places == {}
     entry = msgspec.msgpack.decode(msgspec.msgpack.encode(
         OldEntry("ts-1", "127.0.0.1:7050", True, 0.5, "REPORTING")), type=api.TabletServerEntry)
     assert entry.web_address == "" and entry.live
