@@ -16,7 +16,9 @@ Every ``interval`` seconds it sends ``Master.Heartbeat``:
 * ``web_address``: where this server's status pages are, on every heartbeat (the masters'
   pages link to them; "" without pages, or from a server older than the field, which the
   master decodes alike). The answer names the master's own pages (``master_web``, linked
-  back from this server's pages), with the time of the answer (``answered_at``).
+  back from this server's pages), with the time of the answer (``answered_at``), and, from
+  the ready leader, the table and partition of each reported tablet (``places``, kept in the
+  host's ``tablet_places`` for its pages).
 * otherwise an INCREMENTAL report: the tablets whose reported facts (state, term, leader,
   committed config index, schema version) differ from what this master last acknowledged,
   edge-triggered: a tablet acknowledged in report N is left out of N+1 unless it changed
