@@ -21,8 +21,19 @@ import attrs
 import trio
 
 from revivify.impl.cli import render
-from revivify.impl.client import create_tablet, server_status
-from revivify.impl.client.documents import master_status_doc, table_info_doc, table_locations_doc
+from revivify.impl.client import (
+    copy_replica,
+    create_tablet,
+    list_copies,
+    open_tablet_client,
+    server_status,
+)
+from revivify.impl.client.documents import (
+    copy_info_doc,
+    master_status_doc,
+    table_info_doc,
+    table_locations_doc,
+)
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
 from revivify.impl.master.server import MasterOptions, open_master
@@ -346,4 +357,54 @@ def test_healthz_is_503_until_every_tablet_on_disk_is_opened(tmp_path: Path) -> 
                 assert release.is_set()
                 health = await fetch(web["at"], "/healthz")
                 assert (health.status, health.text) == (200, "ok\n")
+    trio.run(main)
+
+
+def test_copies_page_shows_a_copy_from_both_ends(tmp_path: Path) -> None:
+    """A slow copy (the source waits per chunk, the destination asks for small chunks):
+    the destination's /copies shows it as `copy list --json` does, the source's its
+    session, and the tablet page of the destination names the copy."""
+    async def main() -> None:
+        slow = ServerOptions(fs_root=str(tmp_path / "a"), rpc_port=0, tick_seconds=0.02,
+                             fault_slow_copy_ms=100)
+        small = ServerOptions(fs_root=str(tmp_path / "b"), rpc_port=0, tick_seconds=0.02,
+                              copy_chunk_bytes=512)
+        webs: dict[str, str] = {}
+
+        def pages(name: str) -> Any:
+            async def start(server: Any, nursery: trio.Nursery) -> None:
+                webs[name] = (await start_web(nursery, BIND, tserver_app(server, started_at=0),
+                                              "tserver", server.uuid)).address
+            return start
+
+        with trio.fail_after(DEADLINE):
+            async with open_tserver(slow, on_bound=pages("a")) as a, \
+                    open_tserver(small, on_bound=pages("b")) as b:
+                await create_tablet([a.address], 1, "t-copy")
+                async with open_tablet_client([a.address], "t-copy") as client:
+                    for i in range(40):
+                        await client.put(f"k{i:03d}".encode(), b"v" * 100)
+                await copy_replica(a.address, b.address, "t-copy")
+                while True:
+                    dest = (await fetch(webs["b"], "/api/v1/copies")).json()
+                    source = (await fetch(webs["a"], "/api/v1/copies")).json()
+                    if dest["copies"] and source["source_sessions"] \
+                            and dest["copies"][0]["bytes_done"] > 0:
+                        break
+                    await trio.sleep(0.05)
+                said = [copy_info_doc(c) for c in (await list_copies(b.address)).copies]
+                shown = dest["copies"]
+                stable = ("tablet_id", "source_uuid", "source_address", "total_bytes",
+                          "files_total")
+                assert [{k: c[k] for k in stable} for c in shown] == \
+                    [{k: c[k] for k in stable} for c in said]
+                assert shown[0]["total_bytes"] > shown[0]["bytes_done"] > 0
+                session = source["source_sessions"][0]
+                assert (session["tablet_id"], session["requester"]) == ("t-copy", b.uuid)
+                assert session["total_bytes"] == shown[0]["total_bytes"]
+                tablet = (await fetch(webs["b"], "/api/v1/tablet?id=t-copy")).json()
+                assert tablet["replica"]["state"] == "COPYING"
+                assert tablet["copying"]["source_uuid"] == a.uuid
+                assert (await fetch(webs["b"], "/copies")).status == 200
+                assert (await fetch(webs["b"], "/tablet?id=t-copy")).status == 200
     trio.run(main)
