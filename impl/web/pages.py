@@ -5,8 +5,10 @@ the query checks, paging, and the pages every server has (``/logs``, ``/metrics`
 A *view* is an async function from the request to a plain JSON-able document; the same
 document is the ``/api/v1/...`` answer and the template's input, so what a person reads on
 the page is what a program reads from the twin. Views read the server's state between two
-checkpoints of the server's own trio run (impl/web/serve.py) and copy what they show; the
-only awaits in a view are calls into the server's own handlers, never under a lock.
+checkpoints of the server's own trio run (impl/web/serve.py) and copy what they show. What
+a view awaits: the server's own RPC handlers in-process, the sizes of a page's files through
+the server's blocking-disk helper, and (the master's) status calls to other servers bounded
+by a deadline; never while holding a lock.
 
 Bounded work: a list longer than PER_PAGE rows is cut into pages (``?page=N``, from 1); a
 page past the end is an empty page, not an error.
