@@ -60,7 +60,7 @@ lock: $(STAMP)
 # `make test`: its result depends on the day it runs, not on the change under test.
 LATEST := .venv-latest
 .PHONY: test-latest
-test-latest: $(JAVA_STAMP) $(MYPY_LINKS)
+test-latest: $(JAVA_STAMP) $(CHROMIUM_STAMP) $(MYPY_LINKS)
 	rm -rf $(LATEST) && $(PY) -m venv $(LATEST)
 	$(LATEST)/bin/pip install -q --upgrade pip
 	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[dev,check,spark]'
