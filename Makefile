@@ -8,6 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JAVA_STAMP := $(VENV)/.java
+CHROMIUM_STAMP := $(VENV)/.chromium
 PYTEST_FLAGS ?=
 # make test runs the suite in parallel workers (pytest-xdist): most tests wait on real
 # processes, so two workers on two cores roughly halve the wall time. Tests that need a
@@ -15,7 +16,7 @@ PYTEST_FLAGS ?=
 # TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: all test lint fast demo soak bench prove explore clean java venv nemesis mutants
+.PHONY: all test lint fast demo soak bench prove explore clean java chromium venv nemesis mutants
 
 all: test
 
@@ -59,7 +60,7 @@ lock: $(STAMP)
 # `make test`: its result depends on the day it runs, not on the change under test.
 LATEST := .venv-latest
 .PHONY: test-latest
-test-latest: $(JAVA_STAMP) $(MYPY_LINKS)
+test-latest: $(JAVA_STAMP) $(CHROMIUM_STAMP) $(MYPY_LINKS)
 	rm -rf $(LATEST) && $(PY) -m venv $(LATEST)
 	$(LATEST)/bin/pip install -q --upgrade pip
 	$(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[dev,check,spark]'
@@ -81,6 +82,21 @@ $(JAVA_STAMP): | $(STAMP)
 	touch $(JAVA_STAMP)
 
 java: $(JAVA_STAMP)
+
+# The status pages' browser tests (tests/web) drive Debian's headless Chromium through its
+# chromedriver (Selenium): install both from Debian's packages when missing. Nothing
+# downloads a browser build (Selenium's own manager is never used: the tests name the
+# binaries).
+$(CHROMIUM_STAMP): | $(STAMP)
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  echo "installing chromium and chromium-driver for the status pages' browser tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+	/usr/bin/chromedriver --version | head -1
+	touch $(CHROMIUM_STAMP)
+
+chromium: $(CHROMIUM_STAMP)
 
 # mypy cannot follow the editable install's import hook, so give it a path where the
 # import names exist: .mypy-path/revivify/{spec,contract,checker,impl} -> the real folders.
@@ -104,7 +120,7 @@ lint: $(STAMP) $(MYPY_LINKS)
 	$(BIN)/lint-imports --no-cache --no-logo
 	@echo "lint: clean"
 
-test: lint $(JAVA_STAMP)
+test: lint $(JAVA_STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)
 
 fast: $(STAMP)

@@ -102,7 +102,7 @@ def verdict(ok: bool) -> str:
 
 def server_flags() -> set[str]:
     """The flags this checkout's `tserver run` accepts (some are newer than others)."""
-    out = subprocess.run([sys.executable, "-m", "revivify.impl.tserver.main", "--help"],
+    out = subprocess.run([sys.executable, "-m", "revivify.impl.servers.tserver", "--help"],
                          capture_output=True, text=True, timeout=60).stdout
     return {word.strip("[],") for word in out.split() if word.startswith("--")}
 

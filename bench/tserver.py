@@ -557,7 +557,7 @@ class Revivify:
         return next(n for n, u in self.uuid_of.items() if u == uuid)
 
     async def start_server(self, name: str) -> None:
-        argv = [sys.executable, "-m", "revivify.impl.tserver.main",
+        argv = [sys.executable, "-m", "revivify.impl.servers.tserver",
                 "--fs-root", os.path.join(self.directory, name),
                 "--rpc-bind", f"127.0.0.1:{self.ports[name]}",
                 "--tick-ms", str(self.args.tick_ms),

@@ -1,7 +1,7 @@
 """The server commands of ``revivify``: tserver, tablet, row.
 
   revivify tserver status --tserver HOST:PORT
-  revivify tserver run ...                     (the tablet server; revivify.impl.tserver.main)
+  revivify tserver run ...                     (the tablet server; revivify.impl.servers.tserver)
   revivify tablet create --tservers HOST:PORT,... [--replicas N] [--tablet-id ID]
   revivify tablet status --tservers ... --tablet ID
   revivify tablet change-config --tservers ... --tablet ID [--cas-config-index N]
@@ -98,7 +98,7 @@ from .common import (
     positive_int,
 )
 
-TSERVER_MAIN = "revivify.impl.tserver.main"
+TSERVER_MAIN = "revivify.impl.servers.tserver"
 
 
 def _cluster() -> Parser:
@@ -151,7 +151,7 @@ def tserver_main(argv: list[str]) -> int:
 
 
 def _tserver_run(argv: list[str]) -> int:
-    """Hand over to ``revivify.impl.tserver.main:run_main(argv)`` (imported lazily)."""
+    """Hand over to ``revivify.impl.servers.tserver:run_main(argv)`` (imported lazily)."""
     try:
         module = importlib.import_module(TSERVER_MAIN)
     except ModuleNotFoundError as exc:

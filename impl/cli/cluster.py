@@ -22,7 +22,9 @@ processes are all dead it starts them again on the same directories and ports (t
 and UUIDs kept). A start that fails kills what it started and names the server and its log
 (exit 2).
 
-``status`` lists every server: name (m0, m1, ... ts0, ts1, ...), UUID, address, pid, alive;
+``start`` also gives every server a free port for its status pages (``--webserver-bind``),
+kept across restarts. ``status`` lists every server: name (m0, m1, ... ts0, ts1, ...), UUID,
+address, pid, alive, and ``web``, the URL of its pages;
 exit 0 if all are alive, 1 if not. ``stop`` sends SIGTERM to every live server at once and
 waits; a server still running after ``--timeout`` gets SIGKILL. ``kill NAME`` is SIGKILL (a
 crash); ``restart NAME`` starts a stopped or killed server again on its directory and port
@@ -106,9 +108,11 @@ def _cluster_of(root: str, record: ClusterRecord) -> MasterProcesses:
                             tserver_args=record.tserver_args, detached=True,
                             master_ports=[m.port for m in record.masters],
                             tserver_ports=[t.port for t in record.tservers],
+                            master_web_ports=[m.web_port for m in record.masters],
+                            tserver_web_ports=[t.web_port for t in record.tservers],
                             start_timeout=DEFAULT_START_TIMEOUT)
     for s, r in zip(_servers(cluster), record.masters + record.tservers, strict=True):
-        s.uuid, s.pid, s.start_ticks = r.uuid, r.pid, r.start_ticks
+        s.uuid, s.pid, s.start_ticks, s.web = r.uuid, r.pid, r.start_ticks, r.web
     return cluster
 
 
@@ -120,7 +124,7 @@ def _record_of(cluster: MasterProcesses) -> ClusterRecord:
     def one(prefix: str, s: ServerProcess) -> ServerRecord:
         return ServerRecord(name=f"{prefix}{s.index}", address=s.address, port=s.port,
                             fs_root=s.fs_root, log=s.log_path, uuid=s.uuid, pid=s.pid,
-                            start_ticks=s.start_ticks)
+                            start_ticks=s.start_ticks, web_port=s.web_port, web=s.web)
     return ClusterRecord(version=clusterfile.VERSION,
                          masters=[one("m", m) for m in cluster.masters],
                          tservers=[one("ts", t) for t in cluster.tservers.servers],
@@ -147,7 +151,8 @@ def _status_rows(record: ClusterRecord) -> list[dict[str, Any]]:
         [("tserver", record.tserver_args)] * len(record.tservers)
     return [{"name": r.name, "uuid": r.uuid or None, "address": r.address,
              "pid": r.pid or None, "alive": _alive(r), "log": r.log,
-             "server_log": _server_log(r, kind, args)}
+             "server_log": _server_log(r, kind, args),
+             "web": f"http://{r.web}" if r.web else None}
             for r, (kind, args) in zip(record.masters + record.tservers, kinds, strict=True)]
 
 
@@ -171,9 +176,9 @@ def _status_text(record: ClusterRecord, root: str) -> str:
     rows = _status_rows(record)
     logs = [r.log for r in record.masters + record.tservers]
     return render.table(
-        ["NAME", "UUID", "ADDRESS", "PID", "ALIVE", "LOG"],
+        ["NAME", "UUID", "ADDRESS", "PID", "ALIVE", "WEB", "LOG"],
         [[r["name"], r["uuid"], r["address"], r["pid"], "yes" if r["alive"] else "NO",
-          os.path.relpath(log, root)] for r, log in zip(rows, logs, strict=True)])
+          r["web"], os.path.relpath(log, root)] for r, log in zip(rows, logs, strict=True)])
 
 
 # ---------------------------------------------------------------------------- readiness
@@ -252,6 +257,8 @@ def _start(args: argparse.Namespace) -> Outcome:
             cluster = MasterProcesses(root, masters, tservers, master_args=args.master_arg,
                                     tserver_args=args.tserver_arg, detached=True,
                                     tserver_ports=[free_port() for _ in range(tservers)],
+                                    master_web_ports=[free_port() for _ in range(masters)],
+                                    tserver_web_ports=[free_port() for _ in range(tservers)],
                                     start_timeout=args.timeout)
             _say(f"starting {masters} master{'s' if masters != 1 else ''} and {tservers} "
                  f"tablet server{'s' if tservers != 1 else ''} in {root}")

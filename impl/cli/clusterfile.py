@@ -6,14 +6,17 @@ never sees half a file and a crash leaves the old one or the new one:
 
     {"version": 1, "master_args": [...], "tserver_args": [...],
      "masters":  [{"name": "m0", "uuid", "address", "port", "pid", "start_ticks",
-                   "fs_root", "log"}, ...],
+                   "fs_root", "log", "web_port", "web"}, ...],
      "tservers": [{"name": "ts0", ...}, ...]}
 
 ``pid`` and ``start_ticks`` name the process last started for that server (the pair stays
 true after the pid is reused: impl/processes/control.py pid_alive); ``uuid`` is empty until
-the server said its "listening" line. Commands that talk to the cluster read the master
-addresses from it (``--root DIR`` in place of ``--masters``): a missing or malformed file is
-a `ClusterFileError` naming the file and what was wrong (exit 2).
+the server said its "listening" line; ``web`` (HOST:PORT of its status pages) until it said
+its web line, and ``web_port`` is the port it was told to serve them on (files written
+before the pages had neither: 0 and "", any free port on the next start). Commands that
+talk to the cluster read the master addresses from it (``--root DIR`` in place of
+``--masters``): a missing or malformed file is a `ClusterFileError` naming the file and what
+was wrong (exit 2).
 
 Cluster commands that change the file hold ``DIR/cluster.lock`` (an exclusive flock) from
 reading it to writing it back, so two of them never interleave.
@@ -51,6 +54,8 @@ class ServerRecord(msgspec.Struct):
     uuid: str = ""
     pid: int = 0
     start_ticks: int = 0
+    web_port: int = 0
+    web: str = ""
 
 
 class ClusterRecord(msgspec.Struct):

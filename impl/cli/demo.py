@@ -397,7 +397,7 @@ class Demo:
         self.extra_master = new
         spawn(new, [sys.executable, "-m", "revivify.impl.cli.main", "master", "run",
                     "--fs-root", new.fs_root, "--rpc-bind", new.address,
-                    "--trace-dir", new.trace_dir, "--join",
+                    "--trace-dir", new.trace_dir, "--join", "--webserver-bind", "127.0.0.1:0",
                     "--masters", ",".join([*masters, new.address])], detached=True)
         new.uuid = await_listening(new, MASTER_LISTENING, "the new master", 60).group(1)
         self.cli(*self.at("master", "add", new.address, "--deadline", "60"))

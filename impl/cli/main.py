@@ -6,12 +6,12 @@ Subcommands:
   trace check PATH...     replay traces against the spec, single process
   trace validate PATH...  the same on Spark (--engine spark)
   history check FILE      is a client history linearizable? (revivify.impl.cli.history)
-  tserver status | run    a tablet server's state; run one (revivify.impl.tserver.main)
+  tserver status | run    a tablet server's state; run one (revivify.impl.servers.tserver)
   tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
   local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
   tserver list            the tablet servers the masters hear from (revivify.impl.cli.master)
   tserver retire UUID     move every replica off a tablet server (revivify.impl.cli.moves)
-  master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.master.main)
+  master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.servers.master)
   master add | remove     a master joins or leaves the catalog's Raft config (cli.moves)
   table ...               create, delete, list, describe tables via the masters
   tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
@@ -236,7 +236,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "explore": _explore,
     "trace": _trace,
     "history": _history,
-    "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.tserver.main:run_main
+    "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.servers.tserver:run_main
     "master": _master,
     "table": _table,
     "tablet": _tablet,

@@ -1,6 +1,6 @@
 """The master commands of ``revivify``: master, table, and ``tserver list``.
 
-  revivify master run ...                    (the master; revivify.impl.master.main)
+  revivify master run ...                    (the master; revivify.impl.servers.master)
   revivify master status --master HOST:PORT
   revivify master list --masters HOST:PORT,...
   revivify table create NAME --masters ... [--tablets N] [--replicas R]
@@ -32,6 +32,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from revivify.impl.client import ClientOptions
+from revivify.impl.client.documents import (
+    master_status_doc,
+    table_info_doc,
+    table_locations_doc,
+    tserver_entry_doc,
+)
 from revivify.impl.client.master import master_call, master_status
 from revivify.impl.master import api
 from revivify.impl.tablet.columns import COLUMN_TYPES, Column
@@ -52,7 +58,7 @@ from .common import (
     positive_int,
 )
 
-MASTER_MAIN = "revivify.impl.master.main"
+MASTER_MAIN = "revivify.impl.servers.master"
 
 
 def _masters() -> Parser:
@@ -115,8 +121,7 @@ def master_main(argv: list[str]) -> int:
 
 
 def _status_doc(st: api.MasterStatus) -> dict[str, Any]:
-    return {"uuid": st.uuid, "address": st.address, "role": st.role, "term": st.term,
-            "leader": st.leader, "leader_address": st.leader_address, "ready": st.ready}
+    return master_status_doc(st)
 
 
 # ---------------------------------------------------------------------------- table
@@ -229,9 +234,7 @@ async def _list_tables_work(args: argparse.Namespace, options: ClientOptions,
     reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
                               api.ListTablesRequest(freshness), api.TableList, options,
                               any_master=follower_read)
-    tables = [{"name": t.name, "table_id": t.table_id, "state": t.state,
-               "schema_version": t.schema_version, "tablets": t.num_tablets}
-              for t in reply.tables]
+    tables = [table_info_doc(t) for t in reply.tables]
     text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
                      f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
     if tables and render.is_terminal():  # a person: a table (scripts keep the lines)
@@ -253,15 +256,7 @@ async def _describe_table_work(args: argparse.Namespace, options: ClientOptions,
     r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
                           api.TableLocationsRequest(args.name, freshness),
                           api.TableLocationsReply, options, any_master=follower_read)
-    tablets: list[dict[str, Any]] = [
-               {"tablet_id": t.tablet_id, "partition": t.partition, "state": t.state,
-                "term": t.term,
-                "replicas": [{"uuid": p.uuid, "address": p.address,
-                              "member_type": p.member_type, "leader": p.leader,
-                              "live": p.live} for p in t.replicas]}
-               for t in r.tablets]
-    doc = {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
-           "num_tablets": r.num_tablets, "tablets": tablets}
+    doc = table_locations_doc(r)
     if follower_read:
         doc["served_by"] = _served_doc(r.served_by)
     lines = [render.table_locations_text(r)]
@@ -321,9 +316,7 @@ def tserver_list_main(argv: list[str]) -> int:
         reply = await master_call(target + [m for m in args.masters if m not in target],
                                   api.MASTER_LIST_TSERVERS, api.Empty(),
                                   api.TabletServerList, client_options(args))
-        rows = [{"uuid": t.uuid, "address": t.address, "live": t.live,
-                 "seconds_since_heartbeat": t.seconds_since_heartbeat}
-                for t in reply.tservers]
+        rows = [tserver_entry_doc(t) for t in reply.tservers]
         text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
                          f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
         if rows and render.is_terminal():

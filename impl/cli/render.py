@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
 from revivify.impl.client import ReplicaStatus, TabletStatus
-from revivify.impl.consensus.messages import Peer
+from revivify.impl.client.documents import peer_doc, replica_doc, server_status_doc
 from revivify.impl.master.api import TableLocationsReply
-from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
+from revivify.impl.tserver.api import ServerStatus
 
 
 def dumps(document: Any) -> str:
@@ -188,34 +188,8 @@ def opid(value: tuple[int, int] | Sequence[int]) -> str:
 
 
 # ---------------------------------------------------------------------------- documents
-
-
-def peer_doc(peer: Peer) -> dict[str, Any]:
-    return {"uuid": peer.uuid, "address": peer.address, "member_type": peer.member_type,
-            "promote": peer.promote}
-
-
-def replica_doc(info: ReplicaInfo) -> dict[str, Any]:
-    return {
-        "tablet_id": info.tablet_id,
-        "state": info.state,
-        "reason": info.reason,
-        "role": info.role,
-        "term": info.term,
-        "voted_for": info.voted_for,
-        "leader": info.leader,
-        "last_opid": list(info.last_opid),
-        "commit_index": info.commit_index,
-        "applied_index": info.applied_index,
-        "config_index": info.config_index,
-        "member_type": info.member_type,
-        "peers": [peer_doc(p) for p in info.peers],
-    }
-
-
-def server_status_doc(status: ServerStatus) -> dict[str, Any]:
-    return {"uuid": status.uuid, "address": status.address,
-            "replicas": [replica_doc(r) for r in status.replicas]}
+# The documents themselves are impl/client/documents.py's (shared with the status pages);
+# peer_doc, replica_doc and server_status_doc are re-exported for the commands.
 
 
 def server_status_text(status: ServerStatus) -> str:

@@ -43,6 +43,7 @@ from revivify.impl.client import (
     list_copies,
     server_status,
 )
+from revivify.impl.client.documents import copy_info_doc
 from revivify.impl.tserver.api import CopyInfo, ReplicaInfo
 
 from . import render
@@ -249,13 +250,7 @@ def copy_main(argv: list[str]) -> int:
     if args.cmd == "list":
         async def list_work() -> Outcome:
             reply = await list_copies(args.tserver)
-            rows = [{"tablet_id": c.tablet_id, "source_uuid": c.source_uuid,
-                     "source_address": c.source_address, "phase": c.phase,
-                     "bytes_done": c.bytes_done, "total_bytes": c.total_bytes,
-                     "rate_bytes_per_second": round(c.rate_bytes_per_second, 1),
-                     "files_done": c.files_done, "files_total": c.files_total,
-                     "retries": c.retries, "elapsed_seconds": round(c.elapsed_seconds, 3)}
-                    for c in reply.copies]
+            rows = [copy_info_doc(c) for c in reply.copies]
             text = _copy_list_text(reply.copies) if reply.copies else \
                 f"no copies running (at most {reply.max_concurrent} at once)"
             return Outcome(0, {"copies": rows, "max_concurrent": reply.max_concurrent}, text)

@@ -118,6 +118,7 @@ class MasterStatus(msgspec.Struct, frozen=True):
     # keeps the list of the highest index it was told (impl/tserver/master_api.py "The
     # master list").
     masters_index: int = -1
+    web_address: str = ""  # HOST:PORT of this master's status pages ("" none)
 
 
 class TabletServerEntry(msgspec.Struct, frozen=True):
@@ -126,6 +127,7 @@ class TabletServerEntry(msgspec.Struct, frozen=True):
     live: bool
     seconds_since_heartbeat: float
     state: str  # UNKNOWN | REGISTERED | REPORTING (tserver_map.RegState)
+    web_address: str = ""  # its status pages, as its heartbeats say ("" none)
 
 
 class TabletServerList(msgspec.Struct, frozen=True):

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Final
 
+import attrs
 import msgspec
 import trio
 
@@ -57,6 +58,18 @@ _RESPONSE_OF: Final[dict[str, type[msgspec.Struct]]] = {
 CallKey = tuple[str, str, str]  # (dest, method, tablet id): one delivery task at a time
 
 
+@attrs.define
+class CallInFlight:
+    """One call being delivered, as the ``/operations`` page shows it (no part of the
+    protocol: the delivery task updates it, the page reads a copy)."""
+
+    call: TabletServerCall
+    term: int
+    started: float  # trio time of the release
+    attempts: int = 0
+    last_error: str = ""
+
+
 class CallDelivery:
     """Sends released calls, each by its own task in the master's nursery (``nursery``,
     set by open_master before anything is released)."""
@@ -72,7 +85,7 @@ class CallDelivery:
         self._call_timeout = call_timeout
         self._forget_change = forget_change
         self.nursery: trio.Nursery | None = None
-        self._inflight: set[CallKey] = set()
+        self._inflight: dict[CallKey, CallInFlight] = {}
         # (dest, tablet id) -> CreateTablet attempts on the wire there, and the event set
         # when the last of them ends (a DeleteTablet to that replica waits for it).
         self._creates_on_wire: dict[tuple[str, str], tuple[int, trio.Event]] = {}
@@ -84,10 +97,20 @@ class CallDelivery:
             key = (call.dest, call.method, call.tablet_id)
             if key in self._inflight:
                 continue  # the same call is already being retried
-            self._inflight.add(key)
+            self._inflight[key] = CallInFlight(call, term, self._embedded.now())
             self._embedded.tracer.event("master_call", call_fact(term, call))
             assert self.nursery is not None
             self.nursery.start_soon(self._deliver, call, key, term)
+
+    def in_flight(self) -> list[CallInFlight]:
+        """A copy of the calls being delivered, oldest first (the status pages)."""
+        return sorted((attrs.evolve(c) for c in self._inflight.values()),
+                      key=lambda c: c.started)
+
+    def _failed(self, call: TabletServerCall, exc: BaseException) -> None:
+        found = self._inflight.get((call.dest, call.method, call.tablet_id))
+        if found is not None:
+            found.last_error = f"{type(exc).__name__}: {exc}"
 
     def _address_for(self, call: TabletServerCall) -> str | None:
         address = self._embedded.tmap().address(call.dest)
@@ -130,14 +153,16 @@ class CallDelivery:
                     await self._creates_ended(call.dest, call.tablet_id)
                     wanted = self._still_wanted(call, term)  # checked again after a wait
                 address = self._address_for(call) if wanted else None
-                if address is not None and await self._try_call(call, address, term):
-                    return
+                if address is not None:
+                    self._inflight[key].attempts += 1
+                    if await self._try_call(call, address, term):
+                        return
                 failures += 1
                 await trio.sleep(CALL_RETRY.delay(failures))
             logger.info("gave up on %s to %s for %s (reports re-drive it)", call.method,
                         call.dest, call.tablet_id)
         finally:
-            self._inflight.discard(key)
+            self._inflight.pop(key, None)
 
     @contextlib.contextmanager
     def _on_wire(self, call: TabletServerCall) -> Iterator[None]:
@@ -191,6 +216,7 @@ class CallDelivery:
                            call.dest, call.tablet_id, exc)
                 return True
             except (ts_api.NotLeader, ts_api.TabletNotRunning) as exc:
+                self._failed(call, exc)
                 if call.method == ts_api.ADMIN_CHANGE_CONFIG:
                     logger.info("%s to %s for %s: moot: %s", call.method, call.dest,
                                 call.tablet_id, exc)
@@ -203,6 +229,7 @@ class CallDelivery:
                     return True
                 return call.method == ts_api.ADMIN_DELETE_TABLET
             except (RpcError, OSError, trio.TooSlowError) as exc:
+                self._failed(call, exc)
                 logger.debug("%s to %s for %s: %s", call.method, call.dest, call.tablet_id,
                              exc)
                 return False

@@ -1,4 +1,4 @@
-"""A master process's settings (``revivify master run``'s flags, impl/master/main.py) and
+"""A master process's settings (``revivify master run``'s flags, impl/servers/master.py) and
 the one spelling of a master's address that the master list compares.
 
 Plain values: every part of the master shell (server.py and the rooms it composes) reads

@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import random
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -113,6 +113,15 @@ class MasterServer:
         return self.embedded.uuid
 
     @property
+    def web_address(self) -> str:
+        """HOST:PORT of this master's status pages ("" when they do not serve)."""
+        return self.service.web_address
+
+    @web_address.setter
+    def web_address(self, value: str) -> None:
+        self.service.web_address = value
+
+    @property
     def address(self) -> str:
         return self.embedded.address
 
@@ -136,11 +145,20 @@ class MasterServer:
 
 @contextlib.asynccontextmanager
 async def open_master(options: MasterOptions, *, disk: Disk | None = None,
-                      network: Network | None = None) -> AsyncIterator[MasterServer]:
+                      network: Network | None = None,
+                      on_bound: Callable[[MasterServer, TabletServer, trio.Nursery],
+                                         Awaitable[None]] | None = None,
+                      ) -> AsyncIterator[MasterServer]:
     """Run a master until the block exits. It serves RPC when this yields; it becomes ready
     (if elected) once the catalog tablet exists and the gate opened. ``disk`` and
-    ``network``: as for a tablet server (impl/testing/cluster.py gives simulated ones)."""
+    ``network``: as for a tablet server (impl/testing/cluster.py gives simulated ones).
+    ``on_bound``: as open_tserver's, with the master and its embedded tablet server."""
     master = MasterServer(options)
+
+    async def bound(ts: TabletServer, nursery: trio.Nursery) -> None:
+        if on_bound is not None:
+            await on_bound(master, ts, nursery)
+
     ts_options = ServerOptions(
         fs_root=options.fs_root, rpc_host=options.rpc_host, rpc_port=options.rpc_port,
         trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
@@ -149,7 +167,8 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
         threads=options.threads, flush_threshold=options.flush_threshold,
         log_retain_entries=options.log_retain_entries)
     async with open_tserver(ts_options, disk=disk, network=network,
-                            extend_service=master.register, metrics=master.metrics
+                            extend_service=master.register, metrics=master.metrics,
+                            on_bound=bound
                             ) as ts, trio.open_nursery() as nursery:
         master.start(ts, nursery)
         try:

@@ -21,7 +21,13 @@ import msgspec
 
 from revivify.impl.rpc import AppError, CallContext, Service
 from revivify.impl.tablet.columns import Column
-from revivify.impl.tserver.master_api import MASTER_HEARTBEAT, Heartbeat, HeartbeatResponse
+from revivify.impl.tserver.master_api import (
+    MASTER_HEARTBEAT,
+    Heartbeat,
+    HeartbeatResponse,
+    TabletPlace,
+    TabletReport,
+)
 
 from . import api
 from .background import Background
@@ -61,6 +67,10 @@ class MasterService:
         self._healer = healer
         self._background = background
         self._rng = rng
+        self.web_address = ""  # this master's status pages (set once they serve)
+        # Each tablet server's status pages, as its heartbeats say: soft state, like the
+        # tablet-server map (a new leader learns them from the next heartbeats).
+        self.web_addresses: dict[str, str] = {}
 
     def register(self, service: Service) -> None:
         """The master's methods, on the embedded tablet server's RPC service."""
@@ -97,6 +107,8 @@ class MasterService:
         """Every master keeps the map; only the ready leader processes the report."""
         self._embedded.require_started()
         verdict = self._embedded.tmap().heartbeat(hb, self._embedded.now())
+        if hb.web_address:
+            self.web_addresses[hb.server_uuid] = hb.web_address
         report = verdict.report
         if report is not None:
             # Soft state for the healing policy (replication.py "A FAILED replica").
@@ -112,7 +124,22 @@ class MasterService:
         # Read after the report's write: a config change that committed meanwhile is told.
         index, masters = self._membership.master_config()
         return msgspec.structs.replace(verdict.response, masters=masters,
-                                       masters_index=index)
+                                       masters_index=index, web_address=self.web_address,
+                                       places=self._places(report))
+
+    def _places(self, report: TabletReport | None) -> dict[str, TabletPlace]:
+        """The table and partition of each reported tablet, from the ready leader's
+        catalog (the tablet server's pages show them); {} from any other master."""
+        if report is None or self._gate.ready_term is None:
+            return {}
+        catalog, places = self._gate.catalog, {}
+        for replica in report.replicas:
+            tablet = catalog.tablets.get(replica.tablet_id)
+            table = catalog.tables.get(tablet.table_id) if tablet is not None else None
+            if tablet is not None and table is not None:
+                places[replica.tablet_id] = TabletPlace(table.table_id, table.name,
+                                                        tablet.partition)
+        return places
 
     async def on_status(self, req: api.Empty, ctx: CallContext) -> api.MasterStatus:
         self._embedded.require_started()
@@ -123,14 +150,14 @@ class MasterService:
             masters = list(self._membership.master_addresses())
         ready = replica is not None and replica.core.is_leader() and self._gate.ready_in(term)
         return api.MasterStatus(self._embedded.uuid, self._embedded.address, role, term,
-                                leader, address, ready, masters, index)
+                                leader, address, ready, masters, index, self.web_address)
 
     async def on_list_tservers(self, req: api.Empty, ctx: CallContext
                                ) -> api.TabletServerList:
         self._embedded.require_started()
         return api.TabletServerList(self._embedded.uuid, [
             api.TabletServerEntry(i.uuid, i.address, i.live, round(i.seconds_since_heartbeat, 3),
-                                  i.state.value)
+                                  i.state.value, self.web_addresses.get(i.uuid, ""))
             for i in self._embedded.tmap().describe(self._embedded.now())])
 
     # ------------------------------------------------------------------ tables

@@ -8,5 +8,5 @@
 Its own layer, below both of its users: the CLI (``revivify cluster``, the demo) and test
 support (the nemesis, impl/testing/nemesis) run the same clusters, so neither has to import
 the other. It imports only the RPC layer's address parser; what a process does is its own
-business (it is started as ``python -m revivify.impl.tserver.main`` or ``...master.main``).
+business (it is started as ``python -m revivify.impl.servers.tserver`` or ``...servers.master``).
 """

@@ -97,6 +97,11 @@ class ServerProcess:
     pid: int = 0  # the last process started (kept after it exits, for cluster.json)
     start_ticks: int = 0  # its start time (process_start_ticks): pid + this = one process
     log_offset: int = 0  # detached: the log's size at the spawn (where its output begins)
+    web_port: int = 0  # --webserver-bind's port (0: any free one; the web line says which)
+    web: str = ""  # HOST:PORT of its status pages, from its web line ("" off or not yet)
+    # Attached: stdout read past the last line taken (the web line follows the listening
+    # line, possibly in the same read).
+    pending: bytes = b""
 
     @property
     def address(self) -> str:
@@ -135,17 +140,19 @@ def spawn(s: ServerProcess, cmd: Sequence[str], *, detached: bool = False) -> No
         log.close()
     s.pid = s.proc.pid
     s.start_ticks = process_start_ticks(s.pid) or 0
+    s.pending, s.web = b"", ""
 
 
 def await_listening(s: ServerProcess, pattern: re.Pattern[str], what: str,
                     timeout: float) -> re.Match[str]:
     """The "listening" line of the process just spawned, matched by `pattern` (its first
-    stdout line when attached; any line of the log past the spawn when detached)."""
+    stdout line, then the next one, when attached; any line of the log past the spawn when
+    detached)."""
     if s.proc is not None and s.proc.stdout is not None:
-        line = _read_first_line(s, s.proc.stdout, what, timeout)
+        line = _read_line(s, s.proc.stdout, what, timeout)
         found = pattern.search(line)
         if found is None:
-            raise ProcessError(f"{what}: unexpected first line {line!r}")
+            raise ProcessError(f"{what}: unexpected line {line!r}")
         return found
     deadline = time.monotonic() + timeout
     while True:
@@ -168,11 +175,32 @@ def await_listening(s: ServerProcess, pattern: re.Pattern[str], what: str,
         time.sleep(_POLL_SECONDS)
 
 
-def _read_first_line(s: ServerProcess, stream: object, what: str, timeout: float) -> str:
+def web_bind(s: ServerProcess, args: Sequence[str]) -> list[str]:
+    """The ``--webserver-bind`` flag for ``s``: its web port on 127.0.0.1, unless ``args``
+    name one already (theirs wins). Never the default port (8050/8051): several servers
+    run on this machine."""
+    if any(a == "--webserver-bind" or a.startswith("--webserver-bind=") for a in args):
+        return []
+    return ["--webserver-bind", f"127.0.0.1:{s.web_port}"]
+
+
+WEB_LINE = re.compile(r"revivify (?:master|tserver) [0-9a-f]+ web (?:on http://(\S+)|off)")
+
+
+def await_web(s: ServerProcess, what: str, timeout: float) -> str:
+    """The web line that follows the "listening" line: the pages' HOST:PORT, or "" when
+    the server serves none (``web off``). Sets ``s.web``."""
+    found = await_listening(s, WEB_LINE, f"{what} (its web line)", timeout)
+    s.web = found.group(1) or ""
+    return s.web
+
+
+def _read_line(s: ServerProcess, stream: object, what: str, timeout: float) -> str:
+    """The next line of the process's stdout (what follows it is kept in ``s.pending``)."""
     deadline = time.monotonic() + timeout
     sel = selectors.DefaultSelector()
     sel.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
-    buf = b""
+    buf = s.pending
     try:
         while b"\n" not in buf:
             left = deadline - time.monotonic()
@@ -188,7 +216,8 @@ def _read_first_line(s: ServerProcess, stream: object, what: str, timeout: float
                 buf += chunk
     finally:
         sel.close()
-    return buf.split(b"\n", 1)[0].decode(errors="replace")
+    line, s.pending = buf.split(b"\n", 1)
+    return line.decode(errors="replace")
 
 
 def reap(s: ServerProcess) -> None:
@@ -262,6 +291,7 @@ __all__ = [
     "ProcessError",
     "ServerProcess",
     "await_listening",
+    "await_web",
     "free_port",
     "kill_process",
     "pid_alive",
@@ -270,4 +300,5 @@ __all__ = [
     "signal_process",
     "spawn",
     "stop_process",
+    "web_bind",
 ]

@@ -13,7 +13,9 @@ whatever still runs. Every wait has a deadline.
 
 ``detached=True`` (``revivify cluster start``, impl/cli/cluster.py) runs every process in a
 session of its own with its output in its log file, so the cluster outlives the command;
-``master_ports`` and ``tserver_ports`` bring a cluster back on the ports it had.
+``master_ports`` and ``tserver_ports`` bring a cluster back on the ports it had, and
+``master_web_ports`` and ``tserver_web_ports`` its pages on theirs (default 0: any free port;
+each server's ``web`` is the address its web line names).
 
 Not to be confused with impl/testing/mastercluster.py's `SimMasterCluster`: the same
 servers in ONE process on the test doubles (SimDisk, MemoryNetwork, MockClock).
@@ -27,7 +29,16 @@ import sys
 from collections.abc import Sequence
 from types import TracebackType
 
-from .control import ServerProcess, await_listening, free_port, kill_process, spawn, stop_process
+from .control import (
+    ServerProcess,
+    await_listening,
+    await_web,
+    free_port,
+    kill_process,
+    spawn,
+    stop_process,
+    web_bind,
+)
 from .tservers import ProcessCluster
 
 MASTER_LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
@@ -40,7 +51,8 @@ class MasterProcesses:
                  master_args: Sequence[str] = (), tserver_args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
                  detached: bool = False, master_ports: Sequence[int] = (),
-                 tserver_ports: Sequence[int] = ()) -> None:
+                 tserver_ports: Sequence[int] = (), master_web_ports: Sequence[int] = (),
+                 tserver_web_ports: Sequence[int] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         os.makedirs(self.trace_dir, exist_ok=True)
@@ -53,12 +65,13 @@ class MasterProcesses:
         self.masters = [
             ServerProcess(i, os.path.join(root, f"m-{i}"), self.trace_dir,
                           os.path.join(root, f"m-{i}.log"),
-                          port=master_ports[i] if master_ports else free_port())
+                          port=master_ports[i] if master_ports else free_port(),
+                          web_port=master_web_ports[i] if master_web_ports else 0)
             for i in range(masters)]
         self.tservers = ProcessCluster(
             root, tservers, python=python, start_timeout=start_timeout,
             args=["--masters", self.master_list, *tserver_args], detached=detached,
-            ports=tserver_ports)
+            ports=tserver_ports, web_ports=tserver_web_ports)
 
     def __enter__(self) -> MasterProcesses:
         return self
@@ -101,8 +114,9 @@ class MasterProcesses:
 
     def spawn_master(self, i: int) -> None:
         m = self.masters[i]
-        cmd = [self.python, "-m", "revivify.impl.master.main", "--fs-root", m.fs_root,
-               "--rpc-bind", m.address, "--trace-dir", m.trace_dir, *self.master_args]
+        cmd = [self.python, "-m", "revivify.impl.servers.master", "--fs-root", m.fs_root,
+               "--rpc-bind", m.address, "--trace-dir", m.trace_dir,
+               *web_bind(m, self.master_args), *self.master_args]
         if len(self.masters) > 1:
             cmd += ["--masters", self.master_list]
         spawn(m, cmd, detached=self.detached)
@@ -111,6 +125,7 @@ class MasterProcesses:
         m = self.masters[i]
         found = await_listening(m, MASTER_LISTENING, f"master {i}", self.start_timeout)
         m.uuid = found.group(1)
+        await_web(m, f"master {i}", self.start_timeout)
         return m
 
     def kill_master(self, i: int) -> None:

@@ -1,12 +1,15 @@
 """A local cluster of real tablet-server processes on 127.0.0.1, without masters (the demo,
 the integration tests, the nemesis, benchmarks; masters.py adds masters to one).
 
-``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.tserver.main``,
+``ProcessCluster(root, n)`` starts ``n`` processes of ``python -m revivify.impl.servers.tserver``,
 each with its own directory ``root/ts-<i>``, all writing traces into ``root/traces``. The
 first start binds the port it was given (0: any) and reads the port from the process's
 "listening" line; restarts reuse that port (peers know a server by its address). ``kill`` is
 SIGKILL (a crash), ``stop`` is SIGTERM (a clean stop); ``close`` kills whatever still runs.
-Each process is run by control.py (attached, or detached with ``detached=True``).
+Each process is run by control.py (attached, or detached with ``detached=True``). Each serves
+its status pages on ``--webserver-bind 127.0.0.1:<web port>`` (0, any free port, unless
+``web_ports`` says; ``args`` with a ``--webserver-bind`` of their own win) and ``s.web`` is
+the address its web line names.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from .control import (
     ProcessError,
     ServerProcess,
     await_listening,
+    await_web,
     kill_process,
     spawn,
     stop_process,
+    web_bind,
 )
 
 TSERVER_LISTENING = re.compile(r"revivify tserver ([0-9a-f]+) listening on (\S+)")
@@ -36,7 +41,8 @@ class ProcessCluster:
 
     def __init__(self, root: str, n: int, *, args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
-                 detached: bool = False, ports: Sequence[int] = ()) -> None:
+                 detached: bool = False, ports: Sequence[int] = (),
+                 web_ports: Sequence[int] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         self.args = list(args)
@@ -45,9 +51,11 @@ class ProcessCluster:
         self.detached = detached
         os.makedirs(self.trace_dir, exist_ok=True)
         assert not ports or len(ports) == n, (ports, n)
+        assert not web_ports or len(web_ports) == n, (web_ports, n)
         self.servers = [
             ServerProcess(i, os.path.join(root, f"ts-{i}"), self.trace_dir,
-                          os.path.join(root, f"ts-{i}.log"), port=ports[i] if ports else 0)
+                          os.path.join(root, f"ts-{i}.log"), port=ports[i] if ports else 0,
+                          web_port=web_ports[i] if web_ports else 0)
             for i in range(n)
         ]
 
@@ -77,9 +85,9 @@ class ProcessCluster:
         s = self.servers[i]
         if s.running:
             raise ProcessError(f"server {i} is already running")
-        cmd = [self.python, "-m", "revivify.impl.tserver.main", "--fs-root", s.fs_root,
+        cmd = [self.python, "-m", "revivify.impl.servers.tserver", "--fs-root", s.fs_root,
                "--rpc-bind", f"127.0.0.1:{s.port}", "--trace-dir", s.trace_dir,
-               *self.args, *extra]
+               *web_bind(s, [*self.args, *extra]), *self.args, *extra]
         spawn(s, cmd, detached=self.detached)
 
     def await_started(self, i: int) -> ServerProcess:
@@ -92,6 +100,7 @@ class ProcessCluster:
             raise ProcessError(f"server {i}: {exc} in its line {m.group(0)!r}") from None
         # A wiped directory comes back with a new identity: the line is the truth.
         s.uuid, s.port = m.group(1), port
+        await_web(s, f"server {i}", self.start_timeout)
         return s
 
     def kill(self, i: int) -> None:

@@ -4,7 +4,7 @@ A tablet server started with ``--masters A,B,C`` runs one `Heartbeater` task per
 address; each is independent of the others (a dead or partitioned master delays nobody).
 Every ``interval`` seconds it sends ``Master.Heartbeat``:
 
-    Heartbeat(server_uuid, incarnation, registration?, report?)
+    Heartbeat(server_uuid, incarnation, registration?, report?, web_address)
 
 * registration (this server's RPC address) on the first heartbeat to a master, and again
   whenever that master answers ``needs_register`` (it does not know this server, or knows
@@ -13,6 +13,12 @@ Every ``interval`` seconds it sends ``Master.Heartbeat``:
   registration, when the master asks (``needs_full_report``), and whenever the master is
   seen to become leader (``leader`` false -> true, or a new term while leader): KUDU-1374,
   the new leader decides again whatever its predecessor decided and never sent;
+* ``web_address``: where this server's status pages are, on every heartbeat (the masters'
+  pages link to them; "" without pages, or from a server older than the field, which the
+  master decodes alike). The answer names the master's own pages (``master_web``, linked
+  back from this server's pages), with the time of the answer (``answered_at``), and, from
+  the ready leader, the table and partition of each reported tablet (``places``, kept in the
+  host's ``tablet_places`` for its pages).
 * otherwise an INCREMENTAL report: the tablets whose reported facts (state, term, leader,
   committed config index, schema version) differ from what this master last acknowledged,
   edge-triggered: a tablet acknowledged in report N is left out of N+1 unless it changed
@@ -67,6 +73,7 @@ from .master_api import (
     ReplicaState,
     ReportedConsensus,
     ReportedReplica,
+    TabletPlace,
     TabletReport,
 )
 from .replica import config_from_storage
@@ -157,6 +164,8 @@ class Heartbeater:
     term: int = -1
     acked: dict[str, Signature] = attrs.field(factory=dict)
     responses: int = 0  # answered heartbeats (tests)
+    answered_at: float | None = None  # trio time of the last answer (the status page)
+    master_web: str = ""  # the master's status pages, as its last answer said
     # Told the master list each answer names (the pool's MasterList.learn), if any.
     on_masters: Callable[[int, list[str]], None] | None = None
 
@@ -171,12 +180,18 @@ class Heartbeater:
         report = TabletReport(full=full, seq=self.seq, replicas=replicas)
         self.seq += 1
         registration = None if self.registered else Registration(self.host.address)
-        return (Heartbeat(self.host.uuid, self.host.incarnation, registration, report), sent)
+        web: str = getattr(self.host, "web_address", "")
+        return (Heartbeat(self.host.uuid, self.host.incarnation, registration, report,
+                          web_address=web), sent)
 
     def absorb(self, hb: Heartbeat, sent: Mapping[str, Signature],
                response: HeartbeatResponse) -> None:
         """The master answered ``hb``: record what it acknowledged and what it asks for."""
         self.responses += 1
+        self.master_web = response.web_address
+        places: dict[str, TabletPlace] | None = getattr(self.host, "tablet_places", None)
+        if places is not None:
+            places.update(response.places)
         if hb.registration is not None:
             self.registered = True
         if hb.report is not None:
@@ -216,6 +231,7 @@ class Heartbeater:
                         response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
                         answered.inc()
                         self.absorb(hb, signatures, response)
+                        self.answered_at = trio.current_time()
                         failures = 0
                         await trio.sleep(self.interval)
             except WrongServerUuid as exc:

@@ -102,6 +102,18 @@ class Heartbeat(msgspec.Struct, frozen=True):
     incarnation: int
     registration: Registration | None = None
     report: TabletReport | None = None
+    # HOST:PORT of the server's status pages ("" none, or a server older than the field):
+    # the master's pages link to them.
+    web_address: str = ""
+
+
+class TabletPlace(msgspec.Struct, frozen=True):
+    """Where a reported tablet belongs, as the leader's catalog records it (for the tablet
+    server's status pages only: tablet servers keep no table of their own)."""
+
+    table_id: str
+    table_name: str
+    partition: int
 
 
 class HeartbeatResponse(msgspec.Struct, frozen=True):
@@ -114,6 +126,10 @@ class HeartbeatResponse(msgspec.Struct, frozen=True):
     # says nothing (no catalog here yet, or a master older than these fields).
     masters: list[str] = msgspec.field(default_factory=list)
     masters_index: int = -1
+    web_address: str = ""  # the answering master's status pages ("" none): linked back
+    # The table and partition of each tablet of the report just processed, from the ready
+    # leader's catalog ({} from another master, or one older than the field).
+    places: dict[str, TabletPlace] = msgspec.field(default_factory=dict)
 
 
 class AlterSchema(msgspec.Struct, frozen=True):
@@ -137,5 +153,6 @@ __all__ = [
     "ReplicaState",
     "ReportedConsensus",
     "ReportedReplica",
+    "TabletPlace",
     "TabletReport",
 ]

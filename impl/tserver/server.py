@@ -82,6 +82,7 @@ from .api import Kind
 from .copy.service import TabletCopies
 from .heartbeat import HeartbeatPool, run_heartbeaters
 from .manager.shell import TabletManager
+from .master_api import TabletPlace
 from .replica import Replica, Tracer, config_to_storage
 from .schema import SchemaVersions, register_alter_schema
 from .stuck import watch_stop
@@ -320,6 +321,10 @@ class TabletServer:
         # Where Raft senders said they listen, by UUID (``_heard_from``), oldest first.
         self._heard_at: dict[str, str] = {}
         self.heartbeats: HeartbeatPool | None = None  # the heartbeaters, if --masters
+        self.web_address = ""  # HOST:PORT of the status pages, once they serve (heartbeats)
+        # Each tablet's table and partition as the leader master's answers name them (soft
+        # state for the status pages: tablet servers record no table of their own).
+        self.tablet_places: dict[str, TabletPlace] = {}
         self._nursery: trio.Nursery | None = None
         self.lamport_hooks = LamportHooks(get=self._lamport_get, observe=self._lamport_observe)
         self.raft_options = raft.Options(election_ticks=options.election_ticks,
@@ -656,12 +661,17 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                        startup_gate: Callable[[str], Awaitable[None]] | None = None,
                        extend_service: Callable[[Service], None] | None = None,
                        metrics: ServerMetrics | None = None,
+                       on_bound: Callable[[TabletServer, trio.Nursery], Awaitable[None]]
+                       | None = None,
                        ) -> AsyncIterator[TabletServer]:
     """Run a tablet server until the block exits (then stop it cleanly: server_stop).
     ``startup_gate`` (tests): awaited before each tablet's startup. ``extend_service``:
     registers more methods on the same RPC service (a master's, impl/master/server.py).
     ``metrics``: the registry to count in (a master's, shared with its own families); by
-    default one of the server's own, as ``options`` say."""
+    default one of the server's own, as ``options`` say. ``on_bound``: awaited once RPC
+    serves and before the tablets on disk are opened, with the server's nursery (the status
+    pages start there, impl/servers: so they answer while the WALs replay, and ``/healthz``
+    can say how many tablets are left)."""
     opening = time.monotonic()  # the start-up summary's "opened in": directory to READY
     server = TabletServer(options, disk or os_disk(), network, metrics)  # faults: test-only
     server.tablets.startup_gate = startup_gate
@@ -681,6 +691,8 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
                 serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network, metrics=server.metrics.rpc))
             server.address = format_address(options.rpc_host, rpc.port)
+            if on_bound is not None:
+                await on_bound(server, nursery)
             await server.tablets.start_all()
             logger.info("%s", server.startup_summary(time.monotonic() - opening))
             nursery.start_soon(server.ticker)

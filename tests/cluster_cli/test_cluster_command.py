@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from pathlib import Path
 
 from clusterproc import as_json, assert_traces_clean, cleaned_up, here, ok, ok_here, revivify
@@ -38,12 +39,16 @@ def test_one_master_round_trip_keeps_data_across_stop_and_start(tmp_path: Path) 
         assert [t["name"] for t in doc["tservers"]] == ["ts0", "ts1"]
         for server in doc["masters"] + doc["tservers"]:
             assert set(server) == {"name", "uuid", "address", "pid", "alive", "log",
-                                   "server_log"}
+                                   "server_log", "web"}
             assert server["alive"] and server["uuid"] and server["pid"] > 0
             # The console (stdout, stderr) and the server's own log, at INFO: its start-up.
             assert os.path.exists(server["log"])
             with open(server["server_log"]) as f:
                 assert "serving on" in f.read()
+            # Every server shows itself on the free port the start gave it.
+            assert server["web"].startswith("http://127.0.0.1:")
+            with urllib.request.urlopen(server["web"] + "/api/v1/", timeout=30) as page:
+                assert json.load(page)["uuid"] == server["uuid"]
         with open(doc["masters"][0]["server_log"]) as f:  # the one master became ready
             assert "ready leader in term" in f.read()
         # The record is on disk, complete, and its processes outlived the command.
@@ -95,6 +100,10 @@ def test_one_master_round_trip_keeps_data_across_stop_and_start(tmp_path: Path) 
         restarted = clusterfile.load(root)
         assert [(r.uuid, r.port) for r in restarted.masters + restarted.tservers] == \
             [(r.uuid, r.port) for r in record.masters + record.tservers]
+        # ...and their pages on the same web ports.
+        assert [r.web for r in restarted.masters + restarted.tservers] == \
+            [r.web for r in record.masters + record.tservers]
+        assert all(r.web.endswith(f":{r.web_port}") for r in restarted.masters)
         assert ok_here("row", "get", "--root", root, "--table", "t1", "greeting",
                        *PATIENT).stdout.strip() == "hello"
         ok("cluster", "stop", "--root", root)

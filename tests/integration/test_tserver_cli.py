@@ -12,7 +12,7 @@ import pytest
 
 from revivify.impl.processes.tservers import ProcessCluster
 
-RUN = [sys.executable, "-m", "revivify.impl.tserver.main"]
+RUN = [sys.executable, "-m", "revivify.impl.servers.tserver"]
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess[str]:

@@ -65,7 +65,7 @@ def test_master_add_then_remove(tmp_path: pytest.TempPathFactory) -> None:
 
         new = ServerProcess(1, os.path.join(root, "m-new"), cluster.trace_dir,
                             os.path.join(root, "m-new.log"), port=free_port())
-        spawn(new, [sys.executable, "-m", "revivify.impl.master.main", "--fs-root",
+        spawn(new, [sys.executable, "-m", "revivify.impl.servers.master", "--fs-root",
                     new.fs_root, "--rpc-bind", new.address, "--trace-dir", new.trace_dir,
                     "--join", "--masters", f"{old.address},{new.address}"])
         try:
@@ -109,7 +109,7 @@ def spawn_joiner(root: str, cluster: MasterProcesses, index: int, others: list[s
     """A master started with ``--join`` (it waits for the catalog to be copied to it)."""
     new = ServerProcess(index, os.path.join(root, f"m-new{index}"), cluster.trace_dir,
                         os.path.join(root, f"m-new{index}.log"), port=free_port())
-    spawn(new, [sys.executable, "-m", "revivify.impl.master.main", "--fs-root",
+    spawn(new, [sys.executable, "-m", "revivify.impl.servers.master", "--fs-root",
                 new.fs_root, "--rpc-bind", new.address, "--trace-dir", new.trace_dir,
                 "--join", "--masters", ",".join([*others, new.address]), *extra])
     new.uuid = await_listening(new, MASTER_LISTENING, "a joining master", 30).group(1)

@@ -129,8 +129,10 @@ class CopySession:
         self.anchor = anchor
         self.files = files
         self.last_used = now
+        self.started = now
         self.lock = threading.Lock()
         self.released = False
+        self.bytes_served = 0  # chunk bytes read for the destination (re-reads count again)
 
     def read(self, kind: str, name: str, offset: int, max_length: int) -> DataChunk:
         with self.lock:
@@ -152,6 +154,7 @@ class CopySession:
                     self.tablet_id,
                     f"{kind} file {name!r} shrank below its snapshot size {pinned.size}",
                 )
+            self.bytes_served += length
             return DataChunk(data, offset, pinned.size, zlib.crc32(data))
 
     def release(self) -> None:
@@ -177,6 +180,20 @@ def _release(anchor: Anchor | None, files: Iterable[PinnedFile]) -> None:
             errors.append(exc)
     if errors:
         raise errors[0]
+
+
+@attrs.frozen
+class SourceSessionView:
+    """One source session, copied out for the status pages (``describe``)."""
+
+    session_id: str
+    requester: str
+    tablet_id: str
+    bytes_served: int
+    total_bytes: int
+    files: int
+    elapsed_seconds: float
+    idle_seconds: float
 
 
 class CopySessionManager:
@@ -277,6 +294,16 @@ class CopySessionManager:
     def session_ids(self) -> list[str]:
         with self._lock:
             return sorted(self._sessions)
+
+    def describe(self) -> list[SourceSessionView]:
+        """A copy of every live session as the status pages show it, by session id."""
+        now = self._clock()
+        with self._lock:
+            sessions = sorted(self._sessions.values(), key=lambda s: s.session_id)
+            return [SourceSessionView(
+                s.session_id, s.requester, s.tablet_id, s.bytes_served,
+                sum(f.size for f in s.files.values()), len(s.files), now - s.started,
+                now - s.last_used) for s in sessions if not s.released]
 
     def open_handles(self) -> int:
         """How many file handles the live sessions hold (0 once every session ended)."""

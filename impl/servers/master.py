@@ -5,6 +5,7 @@
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
                         [--tserver-failed-after-ms 3000] [--no-heal] [--join]
+                        [--webserver-bind HOST:PORT|off]
                         [--log-level INFO] [--log-format text|json] [--log-file PATH]
                         [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
@@ -12,7 +13,8 @@
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
 creates the catalog tablet with all of them as voters (membership.py). The process prints one
 line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
-then a follower, or a leader not ready yet: ``revivify master status`` says when it is),
+then a follower, or a leader not ready yet: ``revivify master status`` says when it is), then
+``revivify master <uuid> web on http://HOST:PORT`` once its status pages serve (impl/web),
 logs to FS_ROOT/logs/master.log (WARNING and above to stderr too: impl/observe/logs.py),
 and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
 unusable directory: a one-line error, exit 2.
@@ -23,15 +25,27 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 
 import trio
 
+from revivify.impl.master.server import MasterOptions, MasterServer, normalize, open_master
 from revivify.impl.observe.logs import add_log_flags, setup_logging
 from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address
-from revivify.impl.tserver.main import UsageError, run_server_process
+from revivify.impl.tserver.server import TabletServer
+from revivify.impl.web.apps import master_app
 
-from .server import MasterOptions, normalize, open_master
+from .process import (
+    MASTER_WEB_PORT,
+    Launch,
+    UsageError,
+    Web,
+    add_web_flag,
+    parse_web_bind,
+    run_server_process,
+    start_web,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,10 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "catalog (default 50000)")
     add_log_flags(p, "master")
     add_metrics_flags(p)
+    add_web_flag(p, MASTER_WEB_PORT)
     return p
 
 
-def parse(argv: list[str]) -> MasterOptions:
+def parse(argv: list[str]) -> Launch:
     args = build_parser().parse_args(argv)
     try:
         host, port = parse_address(args.rpc_bind)
@@ -113,11 +128,12 @@ def parse(argv: list[str]) -> MasterOptions:
                          "--creation-timeout-s and --write-timeout-s must be positive")
     if args.flush_mb <= 0 or args.log_retain_entries < 0:
         raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
+    web = parse_web_bind(args.webserver_bind, host, MASTER_WEB_PORT)
     try:
         setup_logging(args, args.fs_root, "master")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
+    return Launch(MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
                          masters=tuple(masters), trace_dir=args.trace_dir,
                          tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
@@ -129,13 +145,24 @@ def parse(argv: list[str]) -> MasterOptions:
                          flush_threshold=int(args.flush_mb * (1 << 20)),
                          log_retain_entries=args.log_retain_entries,
                          metrics=not args.no_metrics,
-                         metrics_per_tablet=args.metrics_per_tablet)
+                         metrics_per_tablet=args.metrics_per_tablet), web)
 
 
-async def serve(options: MasterOptions) -> None:
+async def serve(launch: Launch) -> None:
+    started = time.time()
+    web = Web()
+
+    async def pages(master: MasterServer, ts: TabletServer, nursery: trio.Nursery) -> None:
+        nonlocal web
+        app = master_app(master, ts, started_at=started)
+        web = await start_web(nursery, launch.web, app, "master", ts.uuid)
+        master.web_address = web.address  # heartbeat answers and Master.Status carry it
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_master(options) as master:
+        async with open_master(launch.options, on_bound=pages) as master:
             print(f"revivify master {master.uuid} listening on {master.address}", flush=True)
+            if web.line is not None:
+                print(web.line, flush=True)
             async for _ in signals:
                 break
 

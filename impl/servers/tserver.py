@@ -4,15 +4,18 @@
                          [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
                          [--no-fsync] [--flush-mb 8] [--seed N]
                          [--masters HOST:PORT,... [--heartbeat-ms 500]]
+                         [--webserver-bind HOST:PORT|off]
                          [--log-level INFO] [--log-format text|json] [--log-file PATH]
                          [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
 The first start formats DIR (a new server UUID). The process prints one line
 ``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
-it), logs to FS_ROOT/logs/tserver.log (WARNING and above to stderr too; the log flags
-are impl/observe/logs.py's), and stops cleanly on SIGTERM or SIGINT (Ctrl-C): it stops
-serving, drains and closes every WAL and traces ``server_stop``; exit 0. Bad arguments, or a
-directory it cannot use (unreadable, corrupt instance file): a one-line error, exit 2.
+it), then ``revivify tserver <uuid> web on http://HOST:PORT`` once its status pages serve
+(impl/web; servers/process.py), logs to FS_ROOT/logs/tserver.log (WARNING and above to
+stderr too; the log flags are impl/observe/logs.py's), and stops cleanly on SIGTERM or
+SIGINT (Ctrl-C): it stops serving, drains and closes every WAL and traces ``server_stop``;
+exit 0. Bad arguments, or a directory it cannot use (unreadable, corrupt instance file): a
+one-line error, exit 2.
 """
 
 from __future__ import annotations
@@ -20,18 +23,27 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+import time
 
 import trio
 
 from revivify.impl.observe.logs import add_log_flags, setup_logging
 from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address
-from revivify.impl.storage.errors import StorageError
+from revivify.impl.tserver.manager.shell import FAULT_POINTS
+from revivify.impl.tserver.server import ServerOptions, TabletServer, open_tserver
+from revivify.impl.web.apps import tserver_app
 
-from .manager.shell import FAULT_POINTS
-from .server import ServerOptions, open_tserver
+from .process import (
+    TSERVER_WEB_PORT,
+    Launch,
+    UsageError,
+    Web,
+    add_web_flag,
+    parse_web_bind,
+    run_server_process,
+    start_web,
+)
 
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
 
@@ -90,14 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="heartbeat interval to each master in milliseconds (default 500)")
     add_log_flags(p, "tserver")
     add_metrics_flags(p)
+    add_web_flag(p, TSERVER_WEB_PORT)
     return p
 
 
-class UsageError(Exception):
-    pass
-
-
-def parse(argv: list[str]) -> ServerOptions:
+def parse(argv: list[str]) -> Launch:
     args = build_parser().parse_args(argv)  # SystemExit: 0 for --help, 2 for bad usage
     try:
         host, port = parse_address(args.rpc_bind, allow_any_port=True)
@@ -125,11 +134,12 @@ def parse(argv: list[str]) -> ServerOptions:
             masters.append(item)
     if args.heartbeat_ms < 1:
         raise UsageError("--heartbeat-ms must be at least 1")
+    web = parse_web_bind(args.webserver_bind, host, TSERVER_WEB_PORT)
     try:
         setup_logging(args, args.fs_root, "tserver")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
+    return Launch(ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
                          trace_dir=args.trace_dir, tick_seconds=args.tick_ms / 1000,
                          election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
@@ -143,54 +153,30 @@ def parse(argv: list[str]) -> ServerOptions:
                          fault_slow_copy_ms=max(0, args.fault_slow_copy_ms),
                          masters=tuple(masters), heartbeat_seconds=args.heartbeat_ms / 1000,
                          metrics=not args.no_metrics,
-                         metrics_per_tablet=args.metrics_per_tablet)
+                         metrics_per_tablet=args.metrics_per_tablet), web)
 
 
-async def serve(options: ServerOptions) -> None:
+async def serve(launch: Launch) -> None:
+    started = time.time()
+    web = Web()
+
+    async def pages(server: TabletServer, nursery: trio.Nursery) -> None:
+        nonlocal web
+        app = tserver_app(server, started_at=started)
+        web = await start_web(nursery, launch.web, app, "tserver", server.uuid)
+        server.web_address = web.address  # heartbeats carry it to the masters
+
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with open_tserver(options) as server:
+        async with open_tserver(launch.options, on_bound=pages) as server:
             print(f"revivify tserver {server.uuid} listening on {server.address}", flush=True)
+            if web.line is not None:
+                print(web.line, flush=True)
             async for _ in signals:
                 break
 
 
 def run_main(argv: list[str]) -> int:
     return run_server_process("revivify tserver run", argv, parse, serve)
-
-
-def run_server_process(command: str, argv: list[str], parse: Callable[[list[str]], Any],
-                       serve: Callable[[Any], Awaitable[None]]) -> int:
-    """Parse, then serve until SIGTERM/SIGINT: exit 0, or 2 with one line for bad usage or
-    a directory the server cannot use (shared by ``tserver run`` and ``master run``)."""
-    try:
-        options = parse(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    except UsageError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        trio.run(serve, options)
-    except (StorageError, OSError, BaseExceptionGroup) as exc:
-        cause = _first_disk_error(exc)
-        if cause is None:
-            raise
-        where = f"cannot use {options.fs_root}: " if isinstance(cause, StorageError) else ""
-        print(f"{command}: {where}{cause}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _first_disk_error(exc: BaseException) -> StorageError | OSError | None:
-    """The storage or OS error that stopped the server (trio may wrap it in a group)."""
-    if isinstance(exc, StorageError | OSError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _first_disk_error(inner)
-            if found is not None:
-                return found
-    return None
 
 
 __all__ = ["build_parser", "run_main"]
