@@ -18,10 +18,25 @@ with its catalog index) and ``CatalogGlobal`` decides them, in both engines
   committed in a term below t (i is at least that write's index). The first ready of a
   node in a term is kept (the lowest index: a later rebuild in the same term only knows
   more), each write's (term, index).
+* ``ReadyHoldsCommittedRecords``: what a ready at catalog index i rebuilt holds every
+  record a traced write committed at an index <= i, in any term (spec/catalog.py says why
+  ids and why any term). Each write emits one ``facts.CatalogRecord`` per record it
+  holds; the global table keeps, per record id, the write that first holds it (the
+  lowest index: a record in the catalog at j is in it at every index after, C1). Each
+  ready's fact carries the ids it holds (``MasterReady.holds``) and every ready is kept,
+  not only a term's first: a later rebuild in the same term (after a failed write) may
+  lose rows the first had.
+
+``ReadyLeaderElected`` is not across masters: it compares a node's ``master_ready`` with
+its own catalog replica's replayed state at that line, which the driver hands to
+``CatalogReplay.feed`` (``ReplicaView``; local.py reads it from the node's live keys, in
+both engines, since each node is replayed whole by one task).
 
 Memory: one ``MasterState`` per node being replayed (the catalog, a few hundred bytes per
-record) and, globally, one fact per ready and per catalog write: catalog writes are rare
-next to the data path's events.
+record) and, globally, one fact per ready (with its ids: the catalog's size, once per
+election or rebuild) and per catalog write, one per record per write, and per record id
+one first write: all bounded by the catalog's size times the number of elections plus the
+writes' records, rare next to the data path's events.
 """
 
 from __future__ import annotations
@@ -32,7 +47,7 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from revivify.checker.facts import CatalogWrite, FactSink, MasterReady
+from revivify.checker.facts import CatalogRecord, CatalogWrite, FactSink, MasterReady
 from revivify.checker.replay import Violation
 from revivify.contract.events import (
     CATALOG_TABLET,
@@ -49,8 +64,10 @@ from revivify.spec.catalog import (
     Commit,
     MasterState,
     Ready,
+    ReplicaView,
     TableRow,
     TabletRow,
+    record_key,
     restart,
 )
 
@@ -69,6 +86,18 @@ def _tablet(t: CatalogTablet) -> TabletRow:
     return TabletRow(t.id, t.table, t.partition, t.state, t.config_index, frozenset(t.peers))
 
 
+def keys_of(tables: list[CatalogTable], tablets: list[CatalogTablet]) -> list[str]:
+    """The records' ids as ReadyHoldsCommittedRecords compares them, sorted."""
+    return sorted([record_key("table", t.id) for t in tables]
+                  + [record_key("tablet", t.id) for t in tablets])
+
+
+def holds_of(tables: list[CatalogTable], tablets: list[CatalogTablet]) -> str:
+    """A ready's record ids as one fact field (facts hold strings): sorted, one space
+    between (ids are UUIDs, never holding a space)."""
+    return " ".join(keys_of(tables, tablets))
+
+
 @attrs.define
 class CatalogReplay:
     """One node's master events through the catalog spec (module docstring)."""
@@ -82,7 +111,10 @@ class CatalogReplay:
     events: int = 0
 
     def feed(self, file: str, line: int, inc: int, lamport: int, event: str,
-             args_b: bytes) -> None:
+             args_b: bytes, replica: ReplicaView | None = None) -> None:
+        """One master event. ``replica``: the node's catalog replica as the tablet replay
+        left it at this line (read for ``master_ready`` only; None when the node's trace
+        has no event of it)."""
         self.events += 1
         if inc != self.inc:
             if self.inc >= 0:
@@ -98,12 +130,17 @@ class CatalogReplay:
             return
         broken: tuple[str, str] | None
         if isinstance(a, MasterReadyArgs):
-            self.sink.fact(MasterReady(a.term, a.index, self.node, file, line, lamport))
+            self.sink.fact(MasterReady(a.term, a.index, self.node, file, line, lamport,
+                                       holds_of(a.tables, a.tablets)))
             self.state, broken = self.spec.ready(self.state, Ready(
-                a.term, a.index, tuple(map(_table, a.tables)), tuple(map(_tablet, a.tablets))))
+                a.term, a.index, tuple(map(_table, a.tables)), tuple(map(_tablet, a.tablets)),
+                replica))
         elif isinstance(a, CatalogCommitArgs):
             self.sink.fact(CatalogWrite(a.term, a.index, self.node, file, line, lamport,
                                         a.op))
+            for key in keys_of(a.tables, a.tablets):
+                self.sink.fact(CatalogRecord(a.term, a.index, self.node, file, line, lamport,
+                                             key))
             self.state, broken = self.spec.commit(self.state, Commit(
                 a.term, a.index, a.op, tuple(map(_table, a.tables)),
                 tuple(map(_tablet, a.tablets))))
@@ -131,6 +168,10 @@ class CatalogGlobal:
     readies: dict[int, dict[str, tuple[int, int, str, int]]] = attrs.Factory(dict)
     # each write: (term, index, node, file, line)
     commits: set[tuple[int, int, str, str, int]] = attrs.Factory(set)
+    # per record id: the write that first holds it (index, term, node, file, line)
+    firsts: dict[str, tuple[int, int, str, str, int]] = attrs.Factory(dict)
+    # every ready: (file, line, term, index, node, the record ids it holds)
+    rebuilt: set[tuple[str, int, int, int, str, frozenset[str]]] = attrs.Factory(set)
 
     def ready(self, f: MasterReady) -> None:
         """A master became ready: keep each node's first ready per term."""
@@ -139,6 +180,15 @@ class CatalogGlobal:
         old = by_node.get(f.node)
         if old is None or seen < old:
             by_node[f.node] = seen
+        self.rebuilt.add((f.file, f.line, f.term, f.index, f.node,
+                          frozenset(f.holds.split())))
+
+    def record(self, f: CatalogRecord) -> None:
+        """A committed write holds record ``f.key``: keep its lowest-index write."""
+        seen = (f.index, f.term, f.node, f.file, f.line)
+        old = self.firsts.get(f.key)
+        if old is None or seen < old:
+            self.firsts[f.key] = seen
 
     def write(self, f: CatalogWrite) -> None:
         """A master committed a catalog write."""
@@ -179,7 +229,37 @@ class CatalogGlobal:
                             failed="ReadyHoldsCommitted",
                             witnesses=(f"{top[3]}:{top[4]} {top[2]} term={top[0]} "
                                        f"index={top[1]}",)))
+        if "ReadyHoldsCommittedRecords" in self.rules and self.firsts:
+            out.extend(self._missing_records())
+        return out
+
+    def _missing_records(self) -> list[Violation]:
+        """ReadyHoldsCommittedRecords: per ready, the records first written at or below
+        its index that it lacks; one finding per ready, naming the lowest-index one."""
+        firsts = sorted((first, key) for key, first in self.firsts.items())
+        out: list[Violation] = []
+        for f, ln, term, index, node, holds in sorted(self.rebuilt):
+            missing: list[tuple[tuple[int, int, str, str, int], str]] = []
+            for first, key in firsts:  # by index: stop at the first above the ready's
+                if first[0] > index:
+                    break
+                if key not in holds:
+                    missing.append((first, key))
+            if not missing:
+                continue
+            (w_index, w_term, w_node, _, _), key = missing[0]
+            out.append(Violation(
+                kind="ReadyHoldsCommittedRecords", severity="violation", file=f, line=ln,
+                subject=f"catalog term={term} node={node}",
+                message=f"master {node} became ready in term {term} at catalog index "
+                        f"{index} without {len(missing)} record(s) committed at or below "
+                        f"that index, the first {key}, which {w_node} committed at index "
+                        f"{w_index} in term {w_term}",
+                node=node, tablet=CATALOG_TABLET, event="master_ready",
+                failed="ReadyHoldsCommittedRecords",
+                witnesses=tuple(f"{w[3]}:{w[4]} {w[2]} term={w[1]} index={w[0]} {k}"
+                                for w, k in missing[:5])))
         return out
 
 
-__all__ = ["CatalogGlobal", "CatalogReplay"]
+__all__ = ["CatalogGlobal", "CatalogReplay", "holds_of", "keys_of"]

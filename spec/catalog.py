@@ -18,6 +18,9 @@ Actions, each a guard (named: the checker reports the name) and an effect, in ``
     ready(term, index, catalog)    the leader-ready gate opened: the rebuilt catalog
                                    replaces what the node held
         ReadyTermMonotonic         never ready in a term below one it was ready in
+        ReadyLeaderElected         the node's own catalog replica, as its Raft events
+                                   left it in this incarnation, leads ``term``: it won
+                                   the election of that term and has not left it
     commit(term, index, records)   a catalog write committed and applied
         ReadyLeaderWrites          only the ready leader of ``term`` writes
         CatalogIndexMonotonic      above the last index it applied
@@ -45,6 +48,35 @@ Across masters (checker/catalog.py, from the facts of every node):
     ReadyHoldsCommitted            a master ready in term t at index i has applied every
                                    write committed in a term below t (i >= its index): the
                                    catalog a new leader serves from lacks nothing committed
+    ReadyHoldsCommittedRecords     ...and what it rebuilt holds it: every record a traced
+                                   write committed at an index <= i (any term) is in the
+                                   catalog of a master_ready at index i. Comparing indexes
+                                   alone accepts a rebuild that claims index i but lost
+                                   rows (a scan of the wrong snapshot, a skipped range)
+
+Why ReadyHoldsCommittedRecords compares record ids and not whole records or a hash chain:
+a write that failed at its master (KUDU-495) is not traced but may commit later, so the
+checker never knows every write below i, and the latest traced version of a record need
+not be the one at i (a hash chain over the writes has the same gap, and the rebuild reads
+rows, not the log, which copies and log GC truncate). Presence needs no such knowledge:
+rows are never deleted (C1), an entry at index j <= i committed once is the same entry on
+every replica that applied i (State Machine Safety), so a record written at j is a row of
+every catalog rebuilt at i, whoever wrote it and in whatever term. Its cost is bounded by
+the catalog: per record id the lowest index a traced write wrote it at, per ready the ids
+it holds (facts.CatalogRecord, facts.MasterReady.holds).
+
+Why ReadyLeaderElected reads the replica's replayed state and not a global table of
+``become_leader`` facts: the gate opens only while the replica leads (impl/master/gate.py
+checks ``is_leader`` under the write lock and traces ``master_ready`` without yielding),
+and the replica's ``become_leader`` and ``step_down``/``learn_term`` are traced when they
+happen, in the same file, in seq order; so at the ``master_ready`` line the replay of the
+catalog replica (checker/local.py) must be leader with cmeta term ``term``, in this
+incarnation (a restart forgets leadership). That is stronger than "won term t somewhere":
+it also rejects a gate that opens after its replica was deposed. It applies to a node
+whose trace holds its catalog replica's events at all (a real master always does: it
+creates or starts the replica before its gate can open); the catalog-only corpora of
+tests/trace/bad_catalog.py, which write master events alone, are not constrained by it
+(``Ready.replica`` None).
 
 Why these are sound for a correct master (impl/master/server.py): it traces ``master_ready``
 under the write lock once it leads, has committed an entry of its term and applied its
@@ -134,11 +166,24 @@ def _upsert(s: MasterState, tables: Iterable[TableRow],
 # Each returns None when the step is allowed, else the message of the broken rule.
 
 @attrs.frozen
+class ReplicaView:
+    """The node's catalog replica when the gate opened, as the tablet replay left it:
+    its cmeta ``term``, whether it leads, and whether that state is of the incarnation the
+    ``master_ready`` is in (False: the replica has no event since the restart)."""
+
+    term: int
+    leader: bool
+    this_incarnation: bool
+
+
+@attrs.frozen
 class Ready:
     term: int
     index: int
     tables: tuple[TableRow, ...]
     tablets: tuple[TabletRow, ...]
+    # None: the node's trace holds no event of its catalog replica (module docstring).
+    replica: ReplicaView | None = None
 
 
 @attrs.frozen
@@ -154,6 +199,28 @@ def ready_term_monotonic(s: MasterState, a: Ready) -> str | None:
     if a.term < s.max_ready_term:
         return f"ready in term {a.term} after being ready in term {s.max_ready_term}"
     return None
+
+
+def ready_leader_elected(s: MasterState, a: Ready) -> str | None:
+    r = a.replica
+    if r is None:
+        return None
+    if not r.this_incarnation:
+        return (f"ready in term {a.term} before its catalog replica took any step in this "
+                f"incarnation (a restart forgets leadership)")
+    if not r.leader or r.term != a.term:
+        return (f"ready in term {a.term} but its catalog replica "
+                + (f"leads term {r.term}" if r.leader else
+                   f"is not leader in term {r.term}")
+                + (f", never elected in term {a.term}" if r.term != a.term else
+                   " (it lost the election or stepped down)"))
+    return None
+
+
+def record_key(kind: str, record_id: str) -> str:
+    """A record's id as ReadyHoldsCommittedRecords compares it: the catalog row's key
+    (``table/<id>``, ``tablet/<id>``), so that a table and a tablet never share one."""
+    return f"{kind}/{record_id}"
 
 
 def ready_leader_writes(s: MasterState, a: Commit) -> str | None:
@@ -258,7 +325,8 @@ class CatalogSpec:
     invariant: Callable[[MasterState], str | None] | None = half_created
     invariant_name: str = "NoHalfCreatedTable"
     # The checks across masters this spec asks for (decided by checker/catalog.py).
-    global_rules: frozenset[str] = frozenset({"OneReadyLeaderPerTerm", "ReadyHoldsCommitted"})
+    global_rules: frozenset[str] = frozenset({"OneReadyLeaderPerTerm", "ReadyHoldsCommitted",
+                                              "ReadyHoldsCommittedRecords"})
 
     def without(self, name: str) -> CatalogSpec:
         if name == self.invariant_name:
@@ -308,7 +376,8 @@ class CatalogSpec:
 
 
 DEFAULT: Final = CatalogSpec({
-    "ready": (Rule("ReadyTermMonotonic", ready_term_monotonic),),
+    "ready": (Rule("ReadyTermMonotonic", ready_term_monotonic),
+              Rule("ReadyLeaderElected", ready_leader_elected)),
     "commit": (Rule("ReadyLeaderWrites", ready_leader_writes),
                Rule("CatalogIndexMonotonic", catalog_index_monotonic)),
     "call": (Rule("ReadyLeaderCalls", ready_leader_calls),
@@ -317,4 +386,5 @@ DEFAULT: Final = CatalogSpec({
 })
 
 __all__ = ["DEFAULT", "Call", "CatalogSpec", "Commit", "MasterState",
-           "Ready", "Rule", "TableRow", "TabletRow", "half_created", "restart"]
+           "Ready", "ReplicaView", "Rule", "TableRow", "TabletRow", "half_created",
+           "record_key", "restart"]

@@ -5,7 +5,11 @@ A case is a few masters' trace files written through the real trace writer
 (``impl/trace.py``, so every line is what the contract allows) with the master events only:
 the catalog checks need nothing else. Half the cases end with every master stopped
 (``server_stop``), half with the guilty master crashed (its file just ends, as after a
-kill -9): the catalog's rules must hold either way. Each case goes to
+kill -9): the catalog's rules must hold either way; the rules of issue 32
+(``ReadyHoldsCommittedRecords``, ``ReadyLeaderElected``) have one case of each. The cases of
+``ReadyLeaderElected`` need the catalog replica's own Raft events: they are written by the
+spec's ``Recorder`` (checker/walks.py, as bad_v3.py's) for tablet ``sys-catalog``, the
+master events added to its files, with terms and UUIDs no other case here uses. Each case goes to
 ``traces/bad/catalog-<name>/`` with its ``expected.json`` (the kind, and the file and line
 it must be rejected at). ``CLEAN`` is the same kind of history with nothing broken (a
 failover in the middle of a table's life), written to ``traces/legal/``. Regenerate::
@@ -22,7 +26,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from revivify.checker.walks import Recorder
 from revivify.contract.events import (
+    CATALOG_TABLET,
     CatalogCommitArgs,
     CatalogTable,
     CatalogTablet,
@@ -30,6 +38,7 @@ from revivify.contract.events import (
     MasterReadyArgs,
 )
 from revivify.impl.trace import TraceWriter
+from revivify.spec.system import default_spec
 
 A, B, C = "a1" * 16, "b2" * 16, "c3" * 16  # masters
 TS = ("d4" * 16, "e5" * 16, "f6" * 16)  # tablet servers
@@ -71,6 +80,18 @@ class History:
     def uuid(self, node: str) -> str:
         return node[:-4] + self.salt
 
+    def rid(self, record_id: str) -> str:
+        """A table's or tablet's id in this case."""
+        return record_id[:-4] + self.salt
+
+    def _tables(self, tables: list[CatalogTable]) -> list[CatalogTable]:
+        return [CatalogTable(self.rid(t.id), t.name, t.state, t.schema_version, t.num_tablets)
+                for t in tables]
+
+    def _tablets(self, tablets: list[CatalogTablet]) -> list[CatalogTablet]:
+        return [CatalogTablet(self.rid(t.id), self.rid(t.table), t.partition, t.state,
+                              t.config_index, t.peers) for t in tablets]
+
     def start(self, node: str, inc: int) -> None:
         w = TraceWriter(self.root, self.uuid(node), inc, wall_ns=lambda: 0)
         self.writers[(node, inc)] = w
@@ -90,20 +111,21 @@ class History:
               catalog: tuple[list[CatalogTable], list[CatalogTablet]] = ([], []),
               at: bool = False) -> None:
         self.event(node, inc, "master_ready",
-                   MasterReadyArgs(term + self.off, index + self.off, *catalog), at)
+                   MasterReadyArgs(term + self.off, index + self.off,
+                                   self._tables(catalog[0]), self._tablets(catalog[1])), at)
 
     def commit(self, node: str, inc: int, term: int, index: int, op: str,
                tables: list[CatalogTable], tablets: list[CatalogTablet],
                at: bool = False) -> None:
         self.event(node, inc, "catalog_commit",
-                   CatalogCommitArgs(term + self.off, index + self.off, op, tables, tablets),
-                   at)
+                   CatalogCommitArgs(term + self.off, index + self.off, op,
+                                     self._tables(tables), self._tablets(tablets)), at)
 
     def call(self, node: str, inc: int, term: int, method: str, tid: str, dest: str,
              at: bool = False, **kw: Any) -> None:
         self.event(node, inc, "master_call",
-                   MasterCallArgs(term + self.off, method, tid, dest, **kw),  # type: ignore[arg-type]
-                   at)
+                   MasterCallArgs(term + self.off, method, self.rid(tid), dest,  # type: ignore[arg-type]
+                                  **kw), at)
 
     def stop(self, node: str, inc: int) -> None:
         self.event(node, inc, "server_stop")
@@ -265,6 +287,99 @@ def stale_ready(h: History) -> None:
     h.stop(B, 1)
 
 
+@case("catalog-ready-misses-records", "ReadyHoldsCommittedRecords",
+      "the leader commits CreateTable at index 2 and is killed; the next leader becomes "
+      "ready at index 3 (so it claims the write) with a rebuilt catalog that lacks the "
+      "table and its tablets (a rebuild that lost rows), and is stopped")
+def ready_misses_records(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.ready(B, 1, 2, 3, at=True)
+    h.stop(B, 1)
+
+
+@case("catalog-ready-misses-records-killed", "ReadyHoldsCommittedRecords",
+      "the leader commits CreateTable at index 2 and stops; the next leader becomes ready "
+      "at exactly index 2 without the table and its tablets, and is killed")
+def ready_misses_records_killed(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.stop(A, 1)
+    h.ready(B, 1, 2, 2, at=True)
+
+
+# The cases of ReadyLeaderElected: a master's catalog replica, through the spec's own
+# steps (Recorder), and its master_ready. name -> (build, what it shows); the build
+# returns the recorder and the master_ready line the case must be rejected at.
+ElectedCase = Callable[[], tuple[Recorder, dict[str, Any]]]
+ELECTED: dict[str, tuple[ElectedCase, str]] = {}
+
+
+def elected_case(name: str, what: str) -> Callable[[ElectedCase], ElectedCase]:
+    def add(build: ElectedCase) -> ElectedCase:
+        ELECTED[name] = (build, what)
+        return build
+    return add
+
+
+def masters(seed: int) -> Recorder:
+    """Three masters whose catalog replicas exist (created, config index 0)."""
+    return Recorder.new(default_spec(3), seed, created=True, tablet=CATALOG_TABLET)
+
+
+def master_ready(r: Recorder, i: int, term: int, index: int) -> dict[str, Any]:
+    """Master i's gate opens in ``term`` at ``index`` with an empty catalog."""
+    return r.emit(i, "master_ready", msgspec.to_builtins(MasterReadyArgs(term, index, [], [])),
+                  None)
+
+
+@elected_case("catalog-ready-without-election",
+              "a master's catalog replica wins term 1; the master's gate opens in term 2, "
+              "a term its replica never campaigned in; every master stopped")
+def ready_without_election() -> tuple[Recorder, dict[str, Any]]:
+    r = masters(3201)
+    r.elect(0, 1, 1, (0, 0))
+    at = master_ready(r, 0, 2, 0)
+    r.stop_all()
+    return r, at
+
+
+@elected_case("catalog-ready-without-election-killed",
+              "a master's catalog replica wins term 4 and is deposed: another wins term 5 "
+              "and it learns term 5; its gate then opens in term 5, which its replica "
+              "never won (a gate reading the term after the step down), and it is killed")
+def ready_after_deposed() -> tuple[Recorder, dict[str, Any]]:
+    r = masters(3202)
+    for i in range(3):
+        r.step(i, "learn_term", t=3)
+    r.elect(0, 1, 4, (0, 0))
+    r.elect(1, 2, 5, (0, 0))
+    r.step(0, "learn_term", t=5)
+    at = master_ready(r, 0, 5, 0)
+    r.crash(0)
+    r.stop(1)
+    r.stop(2)
+    return r, at
+
+
+def ready_after_election() -> Recorder:
+    """The legal shape: the replica wins term 1, commits its no-op with a follower, and
+    the gate opens in term 1 at index 1. Not in traces/legal/: every legal case there is
+    checked together as one cluster, and catalog-failover's masters are ready in terms 1
+    and 2 (tests/trace/test_catalog_checks.py writes it where it checks it)."""
+    r = masters(3203)
+    r.elect(0, 1, 1, (0, 0))
+    r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(1, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(0, "commit", index=1, op_term=1)
+    master_ready(r, 0, 1, 1)
+    return r.stop_all()
+
+
 def clean(h: History) -> None:
     """A table's life across a failover: created by A, A killed, B ready with the whole
     catalog; a report makes a tablet RUNNING, an evicted replica is tombstoned, the table
@@ -305,6 +420,15 @@ def write(root: str) -> list[str]:
         with open(os.path.join(d, "expected.json"), "w") as f:
             json.dump(expected, f, indent=2)
             f.write("\n")
+    for name, (ebuild, what) in ELECTED.items():
+        d = os.path.join(root, "bad", name)
+        shutil.rmtree(d, ignore_errors=True)
+        r, at = ebuild()
+        r.write(d)
+        lines = r.files[(at["node"], at["inc"])]
+        _expected(d, {"kind": "ReadyLeaderElected", "description": what, "exit_code": 1,
+                      "at": {"file": f"{at['node']}.{at['inc']:04d}.jsonl",
+                             "line": next(n for n, ln in enumerate(lines, 1) if ln is at)}})
     d = os.path.join(root, "legal", "catalog-failover")
     shutil.rmtree(d, ignore_errors=True)
     h = History(d, 0)
@@ -319,7 +443,13 @@ def write(root: str) -> list[str]:
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(legal, f, indent=2)
         f.write("\n")
-    return list(CASES)
+    return [*CASES, *ELECTED]
+
+
+def _expected(d: str, expected: dict[str, Any]) -> None:
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from revivify.checker.spark import validate_spark
 from revivify.spec.catalog import DEFAULT
 from revivify.spec.mutants import CATALOG_MUTANTS
 
+from .bad_catalog import ready_after_election
 from .conftest import TRACES
 
 CASES = sorted(p for p in (TRACES / "bad").iterdir() if p.name.startswith("catalog-"))
@@ -43,13 +44,41 @@ def test_bad_case_is_rejected_by_its_rule_only(case: Path) -> None:
     assert report.exit_code() == 1
 
 
+@pytest.fixture(scope="module")
+def elected(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The legal shape of ReadyLeaderElected: the master's catalog replica elected and
+    its no-op committed, then the gate opens in that term (bad_catalog.py)."""
+    d = tmp_path_factory.mktemp("catalog-ready-after-election")
+    ready_after_election().write(str(d))
+    return d
+
+
 def test_the_clean_history_passes() -> None:
     report = check_paths([str(LEGAL)])
     assert report.findings == {} and report.exit_code() == 0, report.text()
 
 
+def test_a_ready_after_its_election_passes(elected: Path) -> None:
+    report = check_paths([str(elected)])
+    assert report.findings == {} and report.exit_code() == 0, report.text()
+
+
+def test_each_new_rule_has_a_stopped_and_a_killed_case() -> None:
+    """Issue 32's rules: each has a case whose guilty master stops and one where it is
+    killed (its last file has no server_stop)."""
+    for rule in ("ReadyHoldsCommittedRecords", "ReadyLeaderElected"):
+        ends = set()
+        for case in CASES:
+            e = expected(case)
+            if e["kind"] != rule:
+                continue
+            guilty = (case / e["at"]["file"]).read_text().splitlines()
+            ends.add('"server_stop"' in guilty[-1])
+        assert ends == {True, False}, rule
+
+
 @pytest.mark.parametrize("name", sorted(CATALOG_MUTANTS))
-def test_each_mutant_lets_a_bad_case_through(name: str) -> None:
+def test_each_mutant_lets_a_bad_case_through(name: str, elected: Path) -> None:
     """With the rule dropped, the case that breaks it passes: the rule, not some other
     check, is what rejects it."""
     mutant = CATALOG_MUTANTS[name]
@@ -59,16 +88,23 @@ def test_each_mutant_lets_a_bad_case_through(name: str) -> None:
     for case in mine:
         report = check_paths([str(case)], catalog=mutant)
         assert rule not in report.kinds(), (case.name, report.text())
-    # ...and the legal history still passes with every rule in place.
-    assert check_paths([str(LEGAL)], catalog=mutant).findings == {}
+    # ...and the legal histories still pass with one rule dropped.
+    for legal in (LEGAL, elected):  # each its own cluster (both elect in term 1)
+        assert check_paths([str(legal)], catalog=mutant).findings == {}
 
 
 def test_cases_together() -> None:
     """Each case has its own masters, terms and indexes: checked together (as one
     cluster's history), each is found, and nothing else."""
-    report = check_paths([str(c) for c in CASES])
+    # ReadyHoldsCommittedRecords reads every ready as the whole catalog of ONE cluster at
+    # its index: a case's ready would have to hold the records every earlier case
+    # committed. Each case's catalog is its own, so together that rule is left out (each
+    # of its cases is found alone, above).
+    alone = "ReadyHoldsCommittedRecords"
+    report = check_paths([str(c) for c in CASES], catalog=DEFAULT.without(alone))
     found = {(v.kind, Path(v.file).parent.name) for v in report.findings.values()}
-    assert found == {(expected(c)["kind"], c.name) for c in CASES}
+    assert found == {(expected(c)["kind"], c.name) for c in CASES
+                     if expected(c)["kind"] != alone}
 
 
 @pytest.mark.spark
