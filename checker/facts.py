@@ -378,9 +378,10 @@ class _CatalogStep(_Record, frozen=True, gc=False):
 
 class MasterReady(_CatalogStep, frozen=True, gc=False):
     """A master became ready in ``term`` at catalog ``index`` (``OneReadyLeaderPerTerm``,
-    ``ReadyHoldsCommitted``), holding the records ``holds`` (``table/<id>`` and
-    ``tablet/<id>``, sorted, space-separated: ``ReadyHoldsCommittedRecords``; as long as
-    the catalog, once per election or rebuild)."""
+    ``ReadyHoldsCommitted``), holding the records ``holds`` (``<key>@<version>#<digest>``
+    per record, the key ``table/<id>`` or ``tablet/<id>``, sorted, space-separated:
+    ``ReadyHoldsCommittedRecords``; as long as the catalog, once per election or
+    rebuild)."""
 
     KIND = "mready"
     COLUMNS = (CATALOG_TABLET, "node", "file", "line", "holds", "term", "index", 0,
@@ -390,12 +391,16 @@ class MasterReady(_CatalogStep, frozen=True, gc=False):
 
 class CatalogRecord(_CatalogStep, frozen=True, gc=False):
     """A catalog write committed at ``index`` in ``term`` holds the record ``key``
-    (``table/<id>`` or ``tablet/<id>``): one per record of each write
-    (``ReadyHoldsCommittedRecords``)."""
+    (``table/<id>`` or ``tablet/<id>``) at row ``version``, whose contents hash to
+    ``digest``: one per record of each write (``ReadyHoldsCommittedRecords``). The
+    digest rides in the ``tablet`` column, which this kind has no other use for."""
 
     KIND = "crecord"
-    COLUMNS = (CATALOG_TABLET, "node", "file", "line", "key", "term", "index", 0, "lamport")
+    COLUMNS = ("digest", "node", "file", "line", "key", "term", "index", "version",
+               "lamport")
     key: str
+    version: int
+    digest: str
 
 
 class CatalogWrite(_CatalogStep, frozen=True, gc=False):

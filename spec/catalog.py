@@ -48,22 +48,30 @@ Across masters (checker/catalog.py, from the facts of every node):
     ReadyHoldsCommitted            a master ready in term t at index i has applied every
                                    write committed in a term below t (i >= its index): the
                                    catalog a new leader serves from lacks nothing committed
-    ReadyHoldsCommittedRecords     ...and what it rebuilt holds it: every record a traced
-                                   write committed at an index <= i (any term) is in the
-                                   catalog of a master_ready at index i. Comparing indexes
-                                   alone accepts a rebuild that claims index i but lost
-                                   rows (a scan of the wrong snapshot, a skipped range)
+    ReadyHoldsCommittedRecords     ...and what it rebuilt holds it: for every record the
+                                   last traced write at an index j <= i (any term) wrote,
+                                   the catalog of a master_ready at index i holds that
+                                   record, at the write's row version or later, and at
+                                   the same version the very same record. Comparing
+                                   indexes alone accepts a rebuild that claims index i
+                                   but lost rows or writes (a scan of a stale snapshot)
 
-Why ReadyHoldsCommittedRecords compares record ids and not whole records or a hash chain:
-a write that failed at its master (KUDU-495) is not traced but may commit later, so the
-checker never knows every write below i, and the latest traced version of a record need
-not be the one at i (a hash chain over the writes has the same gap, and the rebuild reads
-rows, not the log, which copies and log GC truncate). Presence needs no such knowledge:
-rows are never deleted (C1), an entry at index j <= i committed once is the same entry on
-every replica that applied i (State Machine Safety), so a record written at j is a row of
-every catalog rebuilt at i, whoever wrote it and in whatever term. Its cost is bounded by
-the catalog: per record id the lowest index a traced write wrote it at, per ready the ids
-it holds (facts.CatalogRecord, facts.MasterReady.holds).
+Why ReadyHoldsCommittedRecords compares (record id, row version, digest) and not the
+whole catalog or a hash chain of the writes: a write that failed at its master (KUDU-495)
+is not traced but may commit later, so the checker never knows every write below i, and
+a chain or a digest of the catalog at i cannot be recomputed from the traced writes (nor
+by the master: its rebuild reads rows, not the log, which copies and log GC truncate).
+What needs no such knowledge: rows are never deleted (C1); an entry at j <= i committed
+once is the same entry on every replica that applied i (State Machine Safety), whoever
+wrote it and in whatever term; and a row's version counts its writes (impl C4: a write
+holds the previous version + 1, and two writes of one snapshot never both commit), so
+along the committed log a row's versions only grow, one write per version. Hence at i
+the row exists, its version is at least that of the last traced write at or below i
+(an untraced write may only have raised it), and if it is equal the row is that write's
+(same digest). Records traced with version 0 (no version given) are compared by
+presence only. The cost is the records the traced writes hold (facts.CatalogRecord, two
+ints and two short strings each) plus, per ready, its records (facts.MasterReady.holds):
+the size of the catalog once per election or rebuild.
 
 Why ReadyLeaderElected reads the replica's replayed state and not a global table of
 ``become_leader`` facts: the gate opens only while the replica leads (impl/master/gate.py

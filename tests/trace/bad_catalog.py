@@ -48,14 +48,16 @@ T0, T1 = "70" * 16, "71" * 16  # the table's two tablets
 STRANGER = "99" * 16  # a tablet no catalog has heard of
 
 
-def table(state: str = "RUNNING", version: int = 1, tablets: int = 2) -> CatalogTable:
-    return CatalogTable(TABLE, "orders", state, version, tablets)  # type: ignore[arg-type]
+def table(state: str = "RUNNING", version: int = 1, tablets: int = 2,
+          row: int = 0) -> CatalogTable:
+    """The table's record; ``row``: its row version (0: not given, as before issue 32)."""
+    return CatalogTable(TABLE, "orders", state, version, tablets, row)  # type: ignore[arg-type]
 
 
 def tablet(tid: str, part: int, state: str = "RUNNING", config_index: int = 0,
-           peers: tuple[str, ...] = TS) -> CatalogTablet:
+           peers: tuple[str, ...] = TS, row: int = 0) -> CatalogTablet:
     return CatalogTablet(tid, TABLE, part, state, config_index,  # type: ignore[arg-type]
-                         sorted(peers))
+                         sorted(peers), row)
 
 
 WHOLE = ([table()], [tablet(T0, 0), tablet(T1, 1)])
@@ -85,12 +87,12 @@ class History:
         return record_id[:-4] + self.salt
 
     def _tables(self, tables: list[CatalogTable]) -> list[CatalogTable]:
-        return [CatalogTable(self.rid(t.id), t.name, t.state, t.schema_version, t.num_tablets)
-                for t in tables]
+        return [CatalogTable(self.rid(t.id), t.name, t.state, t.schema_version, t.num_tablets,
+                             t.version) for t in tables]
 
     def _tablets(self, tablets: list[CatalogTablet]) -> list[CatalogTablet]:
         return [CatalogTablet(self.rid(t.id), self.rid(t.table), t.partition, t.state,
-                              t.config_index, t.peers) for t in tablets]
+                              t.config_index, t.peers, t.version) for t in tablets]
 
     def start(self, node: str, inc: int) -> None:
         w = TraceWriter(self.root, self.uuid(node), inc, wall_ns=lambda: 0)
@@ -138,8 +140,8 @@ class History:
 def create_table(h: History, node: str, inc: int, term: int, index: int) -> None:
     """CreateTable done right: one write with the table and both tablets, then the
     calls to every replica."""
-    h.commit(node, inc, term, index, "create_table", [table()],
-             [tablet(T0, 0, "CREATING"), tablet(T1, 1, "CREATING")])
+    h.commit(node, inc, term, index, "create_table", [table(row=1)],
+             [tablet(T0, 0, "CREATING", row=1), tablet(T1, 1, "CREATING", row=1)])
     for tid in (T0, T1):
         for ts in TS:
             h.call(node, inc, term, "create_tablet", tid, ts)
@@ -312,6 +314,21 @@ def ready_misses_records_killed(h: History) -> None:
     h.ready(B, 1, 2, 2, at=True)
 
 
+@case("catalog-ready-holds-stale-record", "ReadyHoldsCommittedRecords",
+      "the leader creates the table (row version 1) and alters it (version 2, at index 3), "
+      "and is killed; the next leader becomes ready at index 4 holding the table at "
+      "version 1: the rebuild lost the committed alter (it would serve the old schema)")
+def ready_holds_stale(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.commit(A, 1, 1, 3, "alter_table", [table("ALTERING", 2, row=2)], [])
+    h.ready(B, 1, 2, 4, ([table(row=1)], [tablet(T0, 0, "CREATING", row=1),
+                                          tablet(T1, 1, "CREATING", row=1)]), at=True)
+    h.stop(B, 1)
+
+
 # The cases of ReadyLeaderElected: a master's catalog replica, through the spec's own
 # steps (Recorder), and its master_ready. name -> (build, what it shows); the build
 # returns the recorder and the master_ready line the case must be rejected at.
@@ -389,16 +406,18 @@ def clean(h: History) -> None:
     h.start(C, 1)
     h.ready(A, 1, 1, 1)
     create_table(h, A, 1, 1, 2)
-    h.ready(B, 1, 2, 3, ([table()], [tablet(T0, 0, "CREATING"), tablet(T1, 1, "CREATING")]))
+    h.ready(B, 1, 2, 3, ([table(row=1)], [tablet(T0, 0, "CREATING", row=1),
+                                          tablet(T1, 1, "CREATING", row=1)]))
     for tid in (T0, T1):  # the nudges of the new leader
         h.call(B, 1, 2, "create_tablet", tid, TS[0])
     h.commit(B, 1, 2, 4, "tablet_report", [], [tablet(T0, 0, config_index=5,
-                                                      peers=(TS[0], TS[1], TS4))])
+                                                      peers=(TS[0], TS[1], TS4), row=2)])
     h.call(B, 1, 2, "delete_tablet", T0, TS[2], mode="TOMBSTONE", cas_config_index=5)
-    h.commit(B, 1, 2, 5, "alter_table", [table("ALTERING", 2)], [])
+    h.commit(B, 1, 2, 5, "alter_table", [table("ALTERING", 2, row=2)], [])
     h.call(B, 1, 2, "alter_schema", T1, TS[1], schema_version=2)
-    h.commit(B, 1, 2, 6, "delete_table", [table("REMOVED", 2)],
-             [tablet(T0, 0, "DELETED", 5, (TS[0], TS[1], TS4)), tablet(T1, 1, "DELETED")])
+    h.commit(B, 1, 2, 6, "delete_table", [table("REMOVED", 2, row=3)],
+             [tablet(T0, 0, "DELETED", 5, (TS[0], TS[1], TS4), row=3),
+              tablet(T1, 1, "DELETED", row=2)])
     for ts in TS:
         h.call(B, 1, 2, "delete_tablet", T1, ts, mode="DELETED")
     h.stop(B, 1)
