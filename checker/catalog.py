@@ -53,7 +53,7 @@ import attrs
 import msgspec
 
 from revivify.checker.facts import CatalogRecord, CatalogWrite, FactSink, MasterReady
-from revivify.checker.replay import Violation
+from revivify.checker.replay import KeyState, Replayer, Violation
 from revivify.contract.events import (
     CATALOG_TABLET,
     CatalogCommitArgs,
@@ -126,6 +126,19 @@ def parse_holds(holds: str) -> dict[str, tuple[int, str]]:
         version, _, d = rest.partition("#")
         out[key] = (int(version or 0), d)
     return out
+
+
+def catalog_replica(r: Replayer, k: KeyState | None, node: str,
+                    inc: int) -> ReplicaView | None:
+    """The catalog replica's key ``k`` of ``node`` as the tablet replay ``r`` left it,
+    seen from a ``master_ready`` of incarnation ``inc``; None when the node's trace has
+    no event of it (``k`` None or another node's key). Concretizes a key in shape mode:
+    its state is then positions, not the state (checker/logshape.py)."""
+    if k is None or k.node != node or k.state < 0:
+        return None
+    r.concretize(k)
+    s = r.states.tuples[k.state]
+    return ReplicaView(term=int(s.term), leader=bool(s.leader), this_incarnation=k.inc == inc)
 
 
 @attrs.define
@@ -290,7 +303,8 @@ class CatalogGlobal:
             (w_index, w_version, _, w_term, w_node, _, _), key, what = problems[0]
             out.append(Violation(
                 kind="ReadyHoldsCommittedRecords", severity="violation", file=f, line=ln,
-                subject=f"catalog term={term} node={node}",
+                # every ready is checked: two of one node in a term are two findings
+                subject=f"catalog term={term} node={node} index={index}",
                 message=f"master {node} became ready in term {term} at catalog index "
                         f"{index} with {len(problems)} record(s) not as committed at or "
                         f"below that index; the first: {key}, which {w_node} committed at "
@@ -303,4 +317,5 @@ class CatalogGlobal:
         return out
 
 
-__all__ = ["CatalogGlobal", "CatalogReplay", "digest", "holds_of", "keys_of", "parse_holds"]
+__all__ = ["CatalogGlobal", "CatalogReplay", "catalog_replica", "digest", "holds_of", "keys_of",
+           "parse_holds"]

@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from revivify.checker.catalog import CatalogReplay
+from revivify.checker.catalog import CatalogReplay, catalog_replica
 from revivify.checker.facts import Blind, Deny, FactSink, Incarnation, KeyLast, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
@@ -396,15 +396,9 @@ class _NodeReplay:
     def _catalog_replica(self, ev: Envelope) -> ReplicaView | None:
         """The node's catalog replica as its replay stands at this line (events are fed
         in seq order, the replica's and the master's interleaved as written), for
-        ReadyLeaderElected (spec/catalog.py); None when the node's trace has no event of
-        it. Read once per ``master_ready``: nothing on the hot path."""
-        k = self.keys.get(CATALOG_TABLET)
-        if k is None or k.node != ev.node or k.state < 0:
-            return None
-        self.r.concretize(k)  # a shape-mode state is positions, not the state itself
-        s = self.r.states.tuples[k.state]
-        return ReplicaView(term=int(s.term), leader=bool(s.leader),
-                           this_incarnation=k.inc == ev.inc)
+        ReadyLeaderElected (spec/catalog.py). Read once per ``master_ready``: nothing on
+        the hot path."""
+        return catalog_replica(self.r, self.keys.get(CATALOG_TABLET), ev.node, ev.inc)
 
     def _new_key(self, old: KeyState | None, tablet: str, node: str) -> KeyState:
         """The key of ``tablet`` on ``node``, its first event here; ``old``: the key the

@@ -16,7 +16,7 @@ from revivify.checker.catalog import CatalogGlobal
 from revivify.checker.facts import CatalogRecord, MasterReady
 from revivify.checker.local import check_paths
 from revivify.checker.spark import validate_spark
-from revivify.spec.catalog import DEFAULT
+from revivify.spec.catalog import DEFAULT, MasterState, Ready, ReplicaView
 from revivify.spec.mutants import CATALOG_MUTANTS
 
 from .bad_catalog import ready_after_election
@@ -162,3 +162,22 @@ def test_records_compared_by_version_and_digest(holds: str, found: str | None) -
     else:
         (v,) = got
         assert found in v.message and "version 2 at index 5" in v.message, v.message
+
+
+@pytest.mark.parametrize(("replica", "found"), [
+    (None, None),  # no catalog replica event in the node's trace: not constrained
+    (ReplicaView(term=3, leader=True, this_incarnation=True), None),
+    (ReplicaView(term=2, leader=True, this_incarnation=True), "never elected in term 3"),
+    (ReplicaView(term=3, leader=False, this_incarnation=True), "not leader in term 3"),
+    (ReplicaView(term=4, leader=False, this_incarnation=True), "never elected in term 3"),
+    (ReplicaView(term=3, leader=True, this_incarnation=False), "restart forgets"),
+])
+def test_ready_leader_elected_reads_the_replica(replica: ReplicaView | None,
+                                               found: str | None) -> None:
+    """ReadyLeaderElected on the spec's own guard: ready in term 3."""
+    _, broken = DEFAULT.ready(MasterState(), Ready(3, 0, (), (), replica))
+    if found is None:
+        assert broken is None
+    else:
+        assert broken is not None and broken[0] == "ReadyLeaderElected", broken
+        assert found in broken[1], broken[1]
