@@ -3,8 +3,9 @@ shown able to fail on what a real master process writes, not only on hand-made t
 
 Each test starts a real cluster (one master, three tablet servers) whose master runs with
 one bug (mutants/sitecustomize.py, injected through PYTHONPATH: the product has no hook
-for it), creates a table, stops the cluster and checks the traces: the finding must be the
-rule the bug breaks. The same scenario without a bug checks clean in
+for it), creates a table (then restarts the master, for a bug of its rebuild), stops the
+cluster and checks the traces: the finding must be the rule the bug breaks; for issue 32's
+rules, the checker's mutant without the rule must accept the same traces. The same scenario without a bug checks clean in
 test_master_processes.py.
 """
 

@@ -5,8 +5,8 @@ A case is a few masters' trace files written through the real trace writer
 (``impl/trace.py``, so every line is what the contract allows) with the master events only:
 the catalog checks need nothing else. Half the cases end with every master stopped
 (``server_stop``), half with the guilty master crashed (its file just ends, as after a
-kill -9): the catalog's rules must hold either way; the rules of issue 32
-(``ReadyHoldsCommittedRecords``, ``ReadyLeaderElected``) have one case of each. The cases of
+kill -9): the catalog's rules must hold either way; each rule of issue 32
+(``ReadyHoldsCommittedRecords``, ``ReadyLeaderElected``) has at least one case of each. The cases of
 ``ReadyLeaderElected`` need the catalog replica's own Raft events: they are written by the
 spec's ``Recorder`` (checker/walks.py, as bad_v3.py's) for tablet ``sys-catalog``, the
 master events added to its files, with terms and UUIDs no other case here uses. Each case goes to

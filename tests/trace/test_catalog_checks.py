@@ -2,7 +2,10 @@
 trace that breaks it (traces/bad/catalog-*, written by bad_catalog.py) and is rejected at
 its line, by the local and the Spark engine; each rule dropped (spec/mutants.py
 CATALOG_MUTANTS) lets at least one of them through, so every rule is live; a master's
-clean history across a failover passes."""
+clean history across a failover passes. Issue 32's rules (ReadyHoldsCommittedRecords,
+ReadyLeaderElected) have a case whose guilty master stops and one where it is killed,
+each checking clean, exit 0, under its rule's mutant; their comparisons are also tested
+on the facts and on the spec's guard directly."""
 
 from __future__ import annotations
 
