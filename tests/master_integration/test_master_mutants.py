@@ -5,8 +5,8 @@ Each test starts a real cluster (one master, three tablet servers) whose master 
 one bug (mutants/sitecustomize.py, injected through PYTHONPATH: the product has no hook
 for it), creates a table (then restarts the master, for a bug of its rebuild), stops the
 cluster and checks the traces: the finding must be the rule the bug breaks; for issue 32's
-rules, the checker's mutant without the rule must accept the same traces. The same scenario without a bug checks clean in
-test_master_processes.py.
+rules, the checker's mutant without the rule must accept the same traces. The same
+scenario without a bug checks clean in test_master_processes.py.
 """
 
 from __future__ import annotations
