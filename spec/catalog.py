@@ -74,12 +74,16 @@ ints and two short strings each) plus, per ready, its records (facts.MasterReady
 the size of the catalog once per election or rebuild.
 
 Why ReadyLeaderElected reads the replica's replayed state and not a global table of
-``become_leader`` facts: the gate opens only while the replica leads (impl/master/gate.py
-checks ``is_leader`` under the write lock and traces ``master_ready`` without yielding),
-and the replica's ``become_leader`` and ``step_down``/``learn_term`` are traced when they
-happen, in the same file, in seq order; so at the ``master_ready`` line the replay of the
-catalog replica (checker/local.py) must be leader with cmeta term ``term``, in this
-incarnation (a restart forgets leadership). That is stronger than "won term t somewhere":
+``become_leader`` facts: the gate opens only while the replica leads and has committed
+an entry of its term (impl/master/gate.py checks both under the write lock and traces
+``master_ready`` without yielding). The replica's steps are traced in the core's order
+(impl/consensus/plan.py), and nothing of a term commits before that term's
+``become_leader`` fact is written (no message leaves before the steps emitted before it
+are traced, and the leader counts itself only after its own append, a later step), so
+the ``become_leader`` of ``term`` and every earlier step down are in the file, in seq
+order, before the ``master_ready`` line; a step down after the check comes after it. At
+that line the replay of the catalog replica (checker/local.py) must therefore be leader
+with cmeta term ``term``, in this incarnation (a restart forgets leadership). That is stronger than "won term t somewhere":
 it also rejects a gate that opens after its replica was deposed. It applies to a node
 whose trace holds its catalog replica's events at all (a real master always does: it
 creates or starts the replica before its gate can open); the catalog-only corpora of
