@@ -83,8 +83,9 @@ are traced, and the leader counts itself only after its own append, a later step
 the ``become_leader`` of ``term`` and every earlier step down are in the file, in seq
 order, before the ``master_ready`` line; a step down after the check comes after it. At
 that line the replay of the catalog replica (checker/local.py) must therefore be leader
-with cmeta term ``term``, in this incarnation (a restart forgets leadership). That is stronger than "won term t somewhere":
-it also rejects a gate that opens after its replica was deposed. It applies to a node
+with cmeta term ``term``, in this incarnation (a restart forgets leadership). That is
+stronger than "won term t somewhere": it also rejects a gate that opens after its replica
+was deposed. It applies to a node
 whose trace holds its catalog replica's events at all (a real master always does: it
 creates or starts the replica before its gate can open); the catalog-only corpora of
 tests/trace/bad_catalog.py, which write master events alone, are not constrained by it
