@@ -18,22 +18,42 @@ with its catalog index) and ``CatalogGlobal`` decides them, in both engines
   committed in a term below t (i is at least that write's index). The first ready of a
   node in a term is kept (the lowest index: a later rebuild in the same term only knows
   more), each write's (term, index).
+* ``ReadyHoldsCommittedRecords``: what a ready at catalog index i rebuilt holds, for
+  every record a traced write committed at an index <= i (in any term), that record at
+  the write's row version or a later one, and the write's very record at the same
+  version (spec/catalog.py says why this comparison and why any term). Each write emits
+  one ``facts.CatalogRecord`` per record it holds (its id, row version and a digest of
+  the record); the global table keeps them per record id. Each ready's fact carries the
+  same of every record it holds (``MasterReady.holds``) and every ready is kept, not
+  only a term's first: a later rebuild in the same term (after a failed write) may lose
+  rows the first had.
+
+``ReadyLeaderElected`` is not across masters: it compares a node's ``master_ready`` with
+its own catalog replica's replayed state at that line, which the driver hands to
+``CatalogReplay.feed`` (``ReplicaView``; local.py reads it from the node's live keys, in
+both engines, since each node is replayed whole by one task).
 
 Memory: one ``MasterState`` per node being replayed (the catalog, a few hundred bytes per
-record) and, globally, one fact per ready and per catalog write: catalog writes are rare
-next to the data path's events.
+record) and, globally, one fact per ready (with ~60 bytes per record it holds: the
+catalog's size, once per election or rebuild) and per catalog write, and one per record
+per write (two ints and two short strings): bounded by the catalog's size times the
+number of elections, plus the records the traced writes hold, which is what the traces'
+``catalog_commit`` lines hold anyway; catalog writes are rare next to the data path's
+events.
 """
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import attrs
 import msgspec
 
-from revivify.checker.facts import CatalogWrite, FactSink, MasterReady
-from revivify.checker.replay import Violation
+from revivify.checker.facts import CatalogRecord, CatalogWrite, FactSink, MasterReady
+from revivify.checker.replay import KeyState, Replayer, Violation
 from revivify.contract.events import (
     CATALOG_TABLET,
     CatalogCommitArgs,
@@ -49,10 +69,15 @@ from revivify.spec.catalog import (
     Commit,
     MasterState,
     Ready,
+    ReplicaView,
     TableRow,
     TabletRow,
+    record_key,
     restart,
 )
+
+# A traced write of one record: (index, row version, digest, term, node, file, line).
+_RecordWrite: TypeAlias = tuple[int, int, str, int, str, str, int]
 
 _DECODERS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
     "master_ready": msgspec.json.Decoder(MasterReadyArgs),
@@ -69,6 +94,53 @@ def _tablet(t: CatalogTablet) -> TabletRow:
     return TabletRow(t.id, t.table, t.partition, t.state, t.config_index, frozenset(t.peers))
 
 
+def digest(r: CatalogTable | CatalogTablet) -> str:
+    """A record's contents as 16 hex digits (blake2b-64 of its canonical JSON, peers
+    sorted): two records at one row version must have the same digest. 64 bits: a
+    collision between a write and a rebuilt record that differ is a 2^-64 event per
+    comparison, not a design risk."""
+    if isinstance(r, CatalogTablet):
+        r = msgspec.structs.replace(r, peers=sorted(r.peers))
+    return hashlib.blake2b(msgspec.json.encode(r), digest_size=8).hexdigest()
+
+
+def keys_of(tables: list[CatalogTable], tablets: list[CatalogTablet]
+            ) -> list[tuple[str, int, str]]:
+    """The records as ReadyHoldsCommittedRecords compares them, sorted: (id as
+    ``spec.catalog.record_key`` spells it, row version, digest)."""
+    return sorted([(record_key("table", t.id), t.version, digest(t)) for t in tables]
+                  + [(record_key("tablet", t.id), t.version, digest(t)) for t in tablets])
+
+
+def holds_of(tables: list[CatalogTable], tablets: list[CatalogTablet]) -> str:
+    """A ready's records as one fact field (facts hold strings): ``key@version#digest``,
+    sorted, one space between (ids are UUIDs: no space, ``@`` or ``#`` in them)."""
+    return " ".join(f"{k}@{v}#{d}" for k, v, d in keys_of(tables, tablets))
+
+
+def parse_holds(holds: str) -> dict[str, tuple[int, str]]:
+    """``holds_of``'s string back: record key -> (version, digest)."""
+    out: dict[str, tuple[int, str]] = {}
+    for token in holds.split():
+        key, _, rest = token.partition("@")
+        version, _, d = rest.partition("#")
+        out[key] = (int(version or 0), d)
+    return out
+
+
+def catalog_replica(r: Replayer, k: KeyState | None, node: str,
+                    inc: int) -> ReplicaView | None:
+    """The catalog replica's key ``k`` of ``node`` as the tablet replay ``r`` left it,
+    seen from a ``master_ready`` of incarnation ``inc``; None when the node's trace has
+    no event of it (``k`` None or another node's key). Concretizes a key in shape mode:
+    its state is then positions, not the state (checker/logshape.py)."""
+    if k is None or k.node != node or k.state < 0:
+        return None
+    r.concretize(k)
+    s = r.states.tuples[k.state]
+    return ReplicaView(term=int(s.term), leader=bool(s.leader), this_incarnation=k.inc == inc)
+
+
 @attrs.define
 class CatalogReplay:
     """One node's master events through the catalog spec (module docstring)."""
@@ -82,7 +154,10 @@ class CatalogReplay:
     events: int = 0
 
     def feed(self, file: str, line: int, inc: int, lamport: int, event: str,
-             args_b: bytes) -> None:
+             args_b: bytes, replica: ReplicaView | None = None) -> None:
+        """One master event. ``replica``: the node's catalog replica as the tablet replay
+        left it at this line (read for ``master_ready`` only; None when the node's trace
+        has no event of it)."""
         self.events += 1
         if inc != self.inc:
             if self.inc >= 0:
@@ -98,12 +173,17 @@ class CatalogReplay:
             return
         broken: tuple[str, str] | None
         if isinstance(a, MasterReadyArgs):
-            self.sink.fact(MasterReady(a.term, a.index, self.node, file, line, lamport))
+            self.sink.fact(MasterReady(a.term, a.index, self.node, file, line, lamport,
+                                       holds_of(a.tables, a.tablets)))
             self.state, broken = self.spec.ready(self.state, Ready(
-                a.term, a.index, tuple(map(_table, a.tables)), tuple(map(_tablet, a.tablets))))
+                a.term, a.index, tuple(map(_table, a.tables)), tuple(map(_tablet, a.tablets)),
+                replica))
         elif isinstance(a, CatalogCommitArgs):
             self.sink.fact(CatalogWrite(a.term, a.index, self.node, file, line, lamport,
                                         a.op))
+            for key, version, d in keys_of(a.tables, a.tablets):
+                self.sink.fact(CatalogRecord(a.term, a.index, self.node, file, line, lamport,
+                                             key, version, d))
             self.state, broken = self.spec.commit(self.state, Commit(
                 a.term, a.index, a.op, tuple(map(_table, a.tables)),
                 tuple(map(_tablet, a.tablets))))
@@ -131,6 +211,11 @@ class CatalogGlobal:
     readies: dict[int, dict[str, tuple[int, int, str, int]]] = attrs.Factory(dict)
     # each write: (term, index, node, file, line)
     commits: set[tuple[int, int, str, str, int]] = attrs.Factory(set)
+    # per record id: every traced write of it (index, version, digest, term, node, file,
+    # line); a set, so that a fact merged twice is one write
+    writes: dict[str, set[_RecordWrite]] = attrs.Factory(dict)
+    # every ready: (file, line, term, index, node, its records as ``holds_of`` spells them)
+    rebuilt: set[tuple[str, int, int, int, str, str]] = attrs.Factory(set)
 
     def ready(self, f: MasterReady) -> None:
         """A master became ready: keep each node's first ready per term."""
@@ -139,6 +224,12 @@ class CatalogGlobal:
         old = by_node.get(f.node)
         if old is None or seen < old:
             by_node[f.node] = seen
+        self.rebuilt.add((f.file, f.line, f.term, f.index, f.node, f.holds))
+
+    def record(self, f: CatalogRecord) -> None:
+        """A committed write holds record ``f.key``: keep the write."""
+        self.writes.setdefault(f.key, set()).add(
+            (f.index, f.version, f.digest, f.term, f.node, f.file, f.line))
 
     def write(self, f: CatalogWrite) -> None:
         """A master committed a catalog write."""
@@ -179,7 +270,52 @@ class CatalogGlobal:
                             failed="ReadyHoldsCommitted",
                             witnesses=(f"{top[3]}:{top[4]} {top[2]} term={top[0]} "
                                        f"index={top[1]}",)))
+        if "ReadyHoldsCommittedRecords" in self.rules and self.writes:
+            out.extend(self._stale_records())
+        return out
+
+    def _stale_records(self) -> list[Violation]:
+        """ReadyHoldsCommittedRecords: per ready at index i, per record, the last traced
+        write of it at an index <= i; the ready must hold the record, at that write's
+        version or later, and at the same version the same record (versions 0: not
+        given, presence only). One finding per ready, naming its lowest-index problem."""
+        by_key = {key: sorted(ws) for key, ws in self.writes.items()}
+        indexes = {key: [w[0] for w in ws] for key, ws in by_key.items()}
+        out: list[Violation] = []
+        for f, ln, term, index, node, holds_s in sorted(self.rebuilt):
+            holds = parse_holds(holds_s)
+            problems: list[tuple[_RecordWrite, str, str]] = []
+            for key, ws in by_key.items():
+                pos = bisect.bisect_right(indexes[key], index)
+                if pos == 0:
+                    continue  # first written above i: not yet in the catalog at i
+                w = ws[pos - 1]  # the last write at or below i (the highest version there)
+                held = holds.get(key)
+                if held is None:
+                    problems.append((w, key, "lacks it"))
+                elif held[0] and w[1] and held[0] < w[1]:
+                    problems.append((w, key, f"holds version {held[0]}"))
+                elif held[0] == w[1] and held[0] and held[1] != w[2]:
+                    problems.append((w, key, f"holds version {held[0]} with other contents"))
+            if not problems:
+                continue
+            problems.sort()
+            (w_index, w_version, _, w_term, w_node, _, _), key, what = problems[0]
+            out.append(Violation(
+                kind="ReadyHoldsCommittedRecords", severity="violation", file=f, line=ln,
+                # every ready is checked: two of one node in a term are two findings
+                subject=f"catalog term={term} node={node} index={index}",
+                message=f"master {node} became ready in term {term} at catalog index "
+                        f"{index} with {len(problems)} record(s) not as committed at or "
+                        f"below that index; the first: {key}, which {w_node} committed at "
+                        f"version {w_version} at index {w_index} in term {w_term}: the "
+                        f"rebuilt catalog {what}",
+                node=node, tablet=CATALOG_TABLET, event="master_ready",
+                failed="ReadyHoldsCommittedRecords",
+                witnesses=tuple(f"{w[5]}:{w[6]} {w[4]} term={w[3]} index={w[0]} {k} "
+                                f"version={w[1]}: {what}" for w, k, what in problems[:5])))
         return out
 
 
-__all__ = ["CatalogGlobal", "CatalogReplay"]
+__all__ = ["CatalogGlobal", "CatalogReplay", "catalog_replica", "digest", "holds_of", "keys_of",
+           "parse_holds"]

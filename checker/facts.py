@@ -378,10 +378,29 @@ class _CatalogStep(_Record, frozen=True, gc=False):
 
 class MasterReady(_CatalogStep, frozen=True, gc=False):
     """A master became ready in ``term`` at catalog ``index`` (``OneReadyLeaderPerTerm``,
-    ``ReadyHoldsCommitted``)."""
+    ``ReadyHoldsCommitted``), holding the records ``holds`` (``<key>@<version>#<digest>``
+    per record, the key ``table/<id>`` or ``tablet/<id>``, sorted, space-separated:
+    ``ReadyHoldsCommittedRecords``; as long as the catalog, once per election or
+    rebuild)."""
 
     KIND = "mready"
-    COLUMNS = (CATALOG_TABLET, "node", "file", "line", "", "term", "index", 0, "lamport")
+    COLUMNS = (CATALOG_TABLET, "node", "file", "line", "holds", "term", "index", 0,
+               "lamport")
+    holds: str
+
+
+class CatalogRecord(_CatalogStep, frozen=True, gc=False):
+    """A catalog write committed at ``index`` in ``term`` holds the record ``key``
+    (``table/<id>`` or ``tablet/<id>``) at row ``version``, whose contents hash to
+    ``digest``: one per record of each write (``ReadyHoldsCommittedRecords``). The
+    digest rides in the ``tablet`` column, which this kind has no other use for."""
+
+    KIND = "crecord"
+    COLUMNS = ("digest", "node", "file", "line", "key", "term", "index", "version",
+               "lamport")
+    key: str
+    version: int
+    digest: str
 
 
 class CatalogWrite(_CatalogStep, frozen=True, gc=False):
@@ -396,12 +415,13 @@ GlobalFact: TypeAlias = (Leader | CommitRun | ServerFormat | Incarnation | Lead 
                          | LeaderCommit | Hold | OwnTermAppend | ConfigCommit | RunStart
                          | CommittedRun | LeaderLog | Truncation | EntryTermAppend
                          | FollowerCommit | Named | KeyLast | Deny | Blind | MasterReady
-                         | CatalogWrite)
+                         | CatalogWrite | CatalogRecord)
 
 RECORDS: Final[tuple[type[GlobalFact], ...]] = (
     Leader, CommitRun, ServerFormat, Incarnation, Lead, Elect, Vote, LeaderCommit, Hold,
     OwnTermAppend, ConfigCommit, RunStart, CommittedRun, LeaderLog, Truncation,
-    EntryTermAppend, FollowerCommit, Named, KeyLast, Deny, Blind, MasterReady, CatalogWrite)
+    EntryTermAppend, FollowerCommit, Named, KeyLast, Deny, Blind, MasterReady, CatalogWrite,
+    CatalogRecord)
 # The kinds whose rows a Spark plan that runs the global checks in Spark still passes to
 # the driver as they are (every kind but the three it aggregates itself: leaders, commit
 # runs, formats; see ``spark.global_findings``).
@@ -461,7 +481,8 @@ def from_columns(kind: str, columns: Columns) -> GlobalFact:
 
 
 __all__ = [
-    "COLUMN_NAMES", "DRIVER_KINDS", "RECORDS", "Blind", "CatalogWrite", "Columns",
+    "COLUMN_NAMES", "DRIVER_KINDS", "RECORDS", "Blind", "CatalogRecord", "CatalogWrite",
+    "Columns",
     "CommitRun", "CommittedRun", "ConfigCommit", "Deny", "Elect", "EntryTermAppend",
     "FactSink", "FollowerCommit", "GlobalFact", "Hold", "Incarnation", "KeyLast", "Lead", "Leader",
     "LeaderCommit", "LeaderLog", "MasterReady", "Named", "OwnTermAppend", "RunStart",

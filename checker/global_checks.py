@@ -10,7 +10,7 @@ needs several keys is checked here, from the *facts* the core emits:
 * ``CommitTermMismatch``: for each (tablet, index), every replica that commits it commits the
   same term (Raft state-machine safety, as the traces can show it);
 * ``OneReadyLeaderPerTerm``, ``ReadyHoldsCommitted``: the masters' checks across nodes
-  (checker/catalog.py, from its ``mready`` and ``ccommit`` facts);
+  (checker/catalog.py, from its ``mready``, ``ccommit`` and ``crecord`` facts);
 * ``UuidReused``: a node UUID is formatted at most once (a wiped server comes back with a
   new UUID; seed 001, "Failure of a disk with consensus metadata").
 * ``LeaderWithoutMajority``, ``CommitWithoutMajority``: a leader won its term with the
@@ -78,6 +78,7 @@ from revivify.checker.catalog import CatalogGlobal
 from revivify.checker.facts import (
     RECORDS,
     Blind,
+    CatalogRecord,
     CatalogWrite,
     CommitRun,
     CommittedRun,
@@ -341,6 +342,9 @@ class GlobalChecks:
 
     def _catalog_write(self, f: CatalogWrite) -> None:
         self.catalog.write(f)
+
+    def _catalog_record(self, f: CatalogRecord) -> None:
+        self.catalog.record(f)
 
     def _complete(self, node: str) -> bool:
         """All of the node's incarnations 1..n are in the input (a lost *last* file cannot
@@ -798,5 +802,6 @@ _MERGES: Final[dict[type[GlobalFact], Callable[[GlobalChecks, Any], None]]] = {
     FollowerCommit: GlobalChecks._follower_commit, Named: GlobalChecks._named,
     KeyLast: GlobalChecks._key_last, Deny: GlobalChecks._deny, Blind: GlobalChecks._blind,
     MasterReady: GlobalChecks._master_ready, CatalogWrite: GlobalChecks._catalog_write,
+    CatalogRecord: GlobalChecks._catalog_record,
 }
 assert set(_MERGES) == set(RECORDS), "a kind of fact without its merge"

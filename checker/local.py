@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 import msgspec
 
-from revivify.checker.catalog import CatalogReplay
+from revivify.checker.catalog import CatalogReplay, catalog_replica
 from revivify.checker.facts import Blind, Deny, FactSink, Incarnation, KeyLast, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.replay import (
@@ -77,8 +77,9 @@ from revivify.checker.traces import (
     refused_line,
     tablet_error,
 )
+from revivify.contract.events import CATALOG_TABLET
 from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
-from revivify.spec.catalog import CatalogSpec
+from revivify.spec.catalog import CatalogSpec, ReplicaView
 
 _NO_LAMPORT = float("inf")  # no int is above it: the fast order check fails
 
@@ -388,8 +389,16 @@ class _NodeReplay:
         elif event != "server_start":
             if self.masters is None:
                 self.masters = CatalogReplay(ev.node, self.sink, self.add, self.catalog)
-            self.masters.feed(f, line, ev.inc, ev.lamport, event, bytes(ev.args))
+            replica = self._catalog_replica(ev) if event == "master_ready" else None
+            self.masters.feed(f, line, ev.inc, ev.lamport, event, bytes(ev.args), replica)
         return 0
+
+    def _catalog_replica(self, ev: Envelope) -> ReplicaView | None:
+        """The node's catalog replica as its replay stands at this line (events are fed
+        in seq order, the replica's and the master's interleaved as written), for
+        ReadyLeaderElected (spec/catalog.py). Read once per ``master_ready``: nothing on
+        the hot path."""
+        return catalog_replica(self.r, self.keys.get(CATALOG_TABLET), ev.node, ev.inc)
 
     def _new_key(self, old: KeyState | None, tablet: str, node: str) -> KeyState:
         """The key of ``tablet`` on ``node``, its first event here; ``old``: the key the

@@ -298,12 +298,21 @@ CatalogTabletState = Literal["CREATING", "RUNNING", "REPLACED", "DELETED"]
 CallMethod = Literal["create_tablet", "delete_tablet", "alter_schema", "change_config"]
 
 
+# ``version`` is the row's write count (impl/master/catalog.py C4: each write of a row
+# holds its previous version + 1, 1 for a new row): along the committed catalog log a
+# row's versions only grow, one write per version, so a rebuilt record at a lower version
+# than a write committed at or below the rebuild's index is stale, and one at the same
+# version must equal that write's record (ReadyHoldsCommittedRecords). 0: not given (a
+# version-4 writer before it was added; the checks then compare presence only).
+
+
 class CatalogTable(msgspec.Struct, forbid_unknown_fields=True):
     id: str
     name: str
     state: CatalogTableState
     schema_version: int
     num_tablets: int
+    version: int = 0
 
 
 class CatalogTablet(msgspec.Struct, forbid_unknown_fields=True):
@@ -313,6 +322,7 @@ class CatalogTablet(msgspec.Struct, forbid_unknown_fields=True):
     state: CatalogTabletState
     config_index: int  # the opid_index of the committed config the record holds
     peers: list[str]  # that config's members (UUIDs)
+    version: int = 0
 
 
 class MasterReadyArgs(_Args):

@@ -18,6 +18,9 @@ Actions, each a guard (named: the checker reports the name) and an effect, in ``
     ready(term, index, catalog)    the leader-ready gate opened: the rebuilt catalog
                                    replaces what the node held
         ReadyTermMonotonic         never ready in a term below one it was ready in
+        ReadyLeaderElected         the node's own catalog replica, as its Raft events
+                                   left it in this incarnation, leads ``term``: it won
+                                   the election of that term and has not left it
     commit(term, index, records)   a catalog write committed and applied
         ReadyLeaderWrites          only the ready leader of ``term`` writes
         CatalogIndexMonotonic      above the last index it applied
@@ -45,6 +48,48 @@ Across masters (checker/catalog.py, from the facts of every node):
     ReadyHoldsCommitted            a master ready in term t at index i has applied every
                                    write committed in a term below t (i >= its index): the
                                    catalog a new leader serves from lacks nothing committed
+    ReadyHoldsCommittedRecords     ...and what it rebuilt holds it: for every record the
+                                   last traced write at an index j <= i (any term) wrote,
+                                   the catalog of a master_ready at index i holds that
+                                   record, at the write's row version or later, and at
+                                   the same version the very same record. Comparing
+                                   indexes alone accepts a rebuild that claims index i
+                                   but lost rows or writes (a scan of a stale snapshot)
+
+Why ReadyHoldsCommittedRecords compares (record id, row version, digest) and not the
+whole catalog or a hash chain of the writes: a write that failed at its master (KUDU-495)
+is not traced but may commit later, so the checker never knows every write below i, and
+a chain or a digest of the catalog at i cannot be recomputed from the traced writes (nor
+by the master: its rebuild reads rows, not the log, which copies and log GC truncate).
+What needs no such knowledge: rows are never deleted (C1); an entry at j <= i committed
+once is the same entry on every replica that applied i (State Machine Safety), whoever
+wrote it and in whatever term; and a row's version counts its writes (impl C4: a write
+holds the previous version + 1, and two writes of one snapshot never both commit), so
+along the committed log a row's versions only grow, one write per version. Hence at i
+the row exists, its version is at least that of the last traced write at or below i
+(an untraced write may only have raised it), and if it is equal the row is that write's
+(same digest). Records traced with version 0 (no version given) are compared by
+presence only. The cost is the records the traced writes hold (facts.CatalogRecord, two
+ints and two short strings each) plus, per ready, its records (facts.MasterReady.holds):
+the size of the catalog once per election or rebuild.
+
+Why ReadyLeaderElected reads the replica's replayed state and not a global table of
+``become_leader`` facts: the gate opens only while the replica leads and has committed
+an entry of its term (impl/master/gate.py checks both under the write lock and traces
+``master_ready`` without yielding). The replica's steps are traced in the core's order
+(impl/consensus/plan.py), and nothing of a term commits before that term's
+``become_leader`` fact is written (no message leaves before the steps emitted before it
+are traced, and the leader counts itself only after its own append, a later step), so
+the ``become_leader`` of ``term`` and every earlier step down are in the file, in seq
+order, before the ``master_ready`` line; a step down after the check comes after it. At
+that line the replay of the catalog replica (checker/local.py) must therefore be leader
+with cmeta term ``term``, in this incarnation (a restart forgets leadership). That is
+stronger than "won term t somewhere": it also rejects a gate that opens after its replica
+was deposed. It applies to a node
+whose trace holds its catalog replica's events at all (a real master always does: it
+creates or starts the replica before its gate can open); the catalog-only corpora of
+tests/trace/bad_catalog.py, which write master events alone, are not constrained by it
+(``Ready.replica`` None).
 
 Why these are sound for a correct master (impl/master/server.py): it traces ``master_ready``
 under the write lock once it leads, has committed an entry of its term and applied its
@@ -134,11 +179,24 @@ def _upsert(s: MasterState, tables: Iterable[TableRow],
 # Each returns None when the step is allowed, else the message of the broken rule.
 
 @attrs.frozen
+class ReplicaView:
+    """The node's catalog replica when the gate opened, as the tablet replay left it:
+    its cmeta ``term``, whether it leads, and whether that state is of the incarnation the
+    ``master_ready`` is in (False: the replica has no event since the restart)."""
+
+    term: int
+    leader: bool
+    this_incarnation: bool
+
+
+@attrs.frozen
 class Ready:
     term: int
     index: int
     tables: tuple[TableRow, ...]
     tablets: tuple[TabletRow, ...]
+    # None: the node's trace holds no event of its catalog replica (module docstring).
+    replica: ReplicaView | None = None
 
 
 @attrs.frozen
@@ -154,6 +212,28 @@ def ready_term_monotonic(s: MasterState, a: Ready) -> str | None:
     if a.term < s.max_ready_term:
         return f"ready in term {a.term} after being ready in term {s.max_ready_term}"
     return None
+
+
+def ready_leader_elected(s: MasterState, a: Ready) -> str | None:
+    r = a.replica
+    if r is None:
+        return None
+    if not r.this_incarnation:
+        return (f"ready in term {a.term} before its catalog replica took any step in this "
+                f"incarnation (a restart forgets leadership)")
+    if not r.leader or r.term != a.term:
+        return (f"ready in term {a.term} but its catalog replica "
+                + (f"leads term {r.term}" if r.leader else
+                   f"is not leader in term {r.term}")
+                + (f", never elected in term {a.term}" if r.term != a.term else
+                   " (it lost the election or stepped down)"))
+    return None
+
+
+def record_key(kind: str, record_id: str) -> str:
+    """A record's id as ReadyHoldsCommittedRecords compares it: the catalog row's key
+    (``table/<id>``, ``tablet/<id>``), so that a table and a tablet never share one."""
+    return f"{kind}/{record_id}"
 
 
 def ready_leader_writes(s: MasterState, a: Commit) -> str | None:
@@ -258,7 +338,8 @@ class CatalogSpec:
     invariant: Callable[[MasterState], str | None] | None = half_created
     invariant_name: str = "NoHalfCreatedTable"
     # The checks across masters this spec asks for (decided by checker/catalog.py).
-    global_rules: frozenset[str] = frozenset({"OneReadyLeaderPerTerm", "ReadyHoldsCommitted"})
+    global_rules: frozenset[str] = frozenset({"OneReadyLeaderPerTerm", "ReadyHoldsCommitted",
+                                              "ReadyHoldsCommittedRecords"})
 
     def without(self, name: str) -> CatalogSpec:
         if name == self.invariant_name:
@@ -308,7 +389,8 @@ class CatalogSpec:
 
 
 DEFAULT: Final = CatalogSpec({
-    "ready": (Rule("ReadyTermMonotonic", ready_term_monotonic),),
+    "ready": (Rule("ReadyTermMonotonic", ready_term_monotonic),
+              Rule("ReadyLeaderElected", ready_leader_elected)),
     "commit": (Rule("ReadyLeaderWrites", ready_leader_writes),
                Rule("CatalogIndexMonotonic", catalog_index_monotonic)),
     "call": (Rule("ReadyLeaderCalls", ready_leader_calls),
@@ -317,4 +399,5 @@ DEFAULT: Final = CatalogSpec({
 })
 
 __all__ = ["DEFAULT", "Call", "CatalogSpec", "Commit", "MasterState",
-           "Ready", "Rule", "TableRow", "TabletRow", "half_created", "restart"]
+           "Ready", "ReplicaView", "Rule", "TableRow", "TabletRow", "half_created",
+           "record_key", "restart"]

@@ -7,7 +7,8 @@ committed and applied (the records that write holds, as they are after it), and
 ``master_call`` when a call to a tablet server is released (once, before its first
 attempt). The checker replays them against the masters' ordering contract; this module
 only says what the facts are, never what is allowed (the implementation does not consult
-the spec).
+the spec). Each record carries its row's ``version`` (C4), which lets the checker compare
+a rebuilt catalog with the writes committed before it record by record.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ _MODES: Final[dict[str, Literal["DELETED", "TOMBSTONE"]]] = {
 
 
 def table_fact(t: TableRecord) -> CatalogTable:
-    return CatalogTable(t.table_id, t.name, t.state.value, t.schema_version, t.num_tablets)
+    return CatalogTable(t.table_id, t.name, t.state.value, t.schema_version, t.num_tablets,
+                        t.version)
 
 
 def tablet_fact(t: TabletRecord) -> CatalogTablet:
     config = t.consensus.config
     return CatalogTablet(t.tablet_id, t.table_id, t.partition, t.state.value,
-                         config.opid_index, sorted(p.uuid for p in config.peers))
+                         config.opid_index, sorted(p.uuid for p in config.peers), t.version)
 
 
 def _split(records: Iterable[Record]) -> tuple[list[CatalogTable], list[CatalogTablet]]:

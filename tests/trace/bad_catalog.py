@@ -5,7 +5,11 @@ A case is a few masters' trace files written through the real trace writer
 (``impl/trace.py``, so every line is what the contract allows) with the master events only:
 the catalog checks need nothing else. Half the cases end with every master stopped
 (``server_stop``), half with the guilty master crashed (its file just ends, as after a
-kill -9): the catalog's rules must hold either way. Each case goes to
+kill -9): the catalog's rules must hold either way; each rule of issue 32
+(``ReadyHoldsCommittedRecords``, ``ReadyLeaderElected``) has at least one case of each. The cases of
+``ReadyLeaderElected`` need the catalog replica's own Raft events: they are written by the
+spec's ``Recorder`` (checker/walks.py, as bad_v3.py's) for tablet ``sys-catalog``, the
+master events added to its files, with terms and UUIDs no other case here uses. Each case goes to
 ``traces/bad/catalog-<name>/`` with its ``expected.json`` (the kind, and the file and line
 it must be rejected at). ``CLEAN`` is the same kind of history with nothing broken (a
 failover in the middle of a table's life), written to ``traces/legal/``. Regenerate::
@@ -22,7 +26,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from revivify.checker.walks import Recorder
 from revivify.contract.events import (
+    CATALOG_TABLET,
     CatalogCommitArgs,
     CatalogTable,
     CatalogTablet,
@@ -30,6 +38,7 @@ from revivify.contract.events import (
     MasterReadyArgs,
 )
 from revivify.impl.trace import TraceWriter
+from revivify.spec.system import default_spec
 
 A, B, C = "a1" * 16, "b2" * 16, "c3" * 16  # masters
 TS = ("d4" * 16, "e5" * 16, "f6" * 16)  # tablet servers
@@ -39,14 +48,16 @@ T0, T1 = "70" * 16, "71" * 16  # the table's two tablets
 STRANGER = "99" * 16  # a tablet no catalog has heard of
 
 
-def table(state: str = "RUNNING", version: int = 1, tablets: int = 2) -> CatalogTable:
-    return CatalogTable(TABLE, "orders", state, version, tablets)  # type: ignore[arg-type]
+def table(state: str = "RUNNING", version: int = 1, tablets: int = 2,
+          row: int = 0) -> CatalogTable:
+    """The table's record; ``row``: its row version (0: not given, as before issue 32)."""
+    return CatalogTable(TABLE, "orders", state, version, tablets, row)  # type: ignore[arg-type]
 
 
 def tablet(tid: str, part: int, state: str = "RUNNING", config_index: int = 0,
-           peers: tuple[str, ...] = TS) -> CatalogTablet:
+           peers: tuple[str, ...] = TS, row: int = 0) -> CatalogTablet:
     return CatalogTablet(tid, TABLE, part, state, config_index,  # type: ignore[arg-type]
-                         sorted(peers))
+                         sorted(peers), row)
 
 
 WHOLE = ([table()], [tablet(T0, 0), tablet(T1, 1)])
@@ -71,6 +82,18 @@ class History:
     def uuid(self, node: str) -> str:
         return node[:-4] + self.salt
 
+    def rid(self, record_id: str) -> str:
+        """A table's or tablet's id in this case."""
+        return record_id[:-4] + self.salt
+
+    def _tables(self, tables: list[CatalogTable]) -> list[CatalogTable]:
+        return [CatalogTable(self.rid(t.id), t.name, t.state, t.schema_version, t.num_tablets,
+                             t.version) for t in tables]
+
+    def _tablets(self, tablets: list[CatalogTablet]) -> list[CatalogTablet]:
+        return [CatalogTablet(self.rid(t.id), self.rid(t.table), t.partition, t.state,
+                              t.config_index, t.peers, t.version) for t in tablets]
+
     def start(self, node: str, inc: int) -> None:
         w = TraceWriter(self.root, self.uuid(node), inc, wall_ns=lambda: 0)
         self.writers[(node, inc)] = w
@@ -90,20 +113,21 @@ class History:
               catalog: tuple[list[CatalogTable], list[CatalogTablet]] = ([], []),
               at: bool = False) -> None:
         self.event(node, inc, "master_ready",
-                   MasterReadyArgs(term + self.off, index + self.off, *catalog), at)
+                   MasterReadyArgs(term + self.off, index + self.off,
+                                   self._tables(catalog[0]), self._tablets(catalog[1])), at)
 
     def commit(self, node: str, inc: int, term: int, index: int, op: str,
                tables: list[CatalogTable], tablets: list[CatalogTablet],
                at: bool = False) -> None:
         self.event(node, inc, "catalog_commit",
-                   CatalogCommitArgs(term + self.off, index + self.off, op, tables, tablets),
-                   at)
+                   CatalogCommitArgs(term + self.off, index + self.off, op,
+                                     self._tables(tables), self._tablets(tablets)), at)
 
     def call(self, node: str, inc: int, term: int, method: str, tid: str, dest: str,
              at: bool = False, **kw: Any) -> None:
         self.event(node, inc, "master_call",
-                   MasterCallArgs(term + self.off, method, tid, dest, **kw),  # type: ignore[arg-type]
-                   at)
+                   MasterCallArgs(term + self.off, method, self.rid(tid), dest,  # type: ignore[arg-type]
+                                  **kw), at)
 
     def stop(self, node: str, inc: int) -> None:
         self.event(node, inc, "server_stop")
@@ -116,8 +140,8 @@ class History:
 def create_table(h: History, node: str, inc: int, term: int, index: int) -> None:
     """CreateTable done right: one write with the table and both tablets, then the
     calls to every replica."""
-    h.commit(node, inc, term, index, "create_table", [table()],
-             [tablet(T0, 0, "CREATING"), tablet(T1, 1, "CREATING")])
+    h.commit(node, inc, term, index, "create_table", [table(row=1)],
+             [tablet(T0, 0, "CREATING", row=1), tablet(T1, 1, "CREATING", row=1)])
     for tid in (T0, T1):
         for ts in TS:
             h.call(node, inc, term, "create_tablet", tid, ts)
@@ -265,6 +289,114 @@ def stale_ready(h: History) -> None:
     h.stop(B, 1)
 
 
+@case("catalog-ready-misses-records", "ReadyHoldsCommittedRecords",
+      "the leader commits CreateTable at index 2 and is killed; the next leader becomes "
+      "ready at index 3 (so it claims the write) with a rebuilt catalog that lacks the "
+      "table and its tablets (a rebuild that lost rows), and is stopped")
+def ready_misses_records(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.ready(B, 1, 2, 3, at=True)
+    h.stop(B, 1)
+
+
+@case("catalog-ready-misses-records-killed", "ReadyHoldsCommittedRecords",
+      "the leader commits CreateTable at index 2 and stops; the next leader becomes ready "
+      "at exactly index 2 without the table and its tablets, and is killed")
+def ready_misses_records_killed(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.stop(A, 1)
+    h.ready(B, 1, 2, 2, at=True)
+
+
+@case("catalog-ready-holds-stale-record", "ReadyHoldsCommittedRecords",
+      "the leader creates the table (row version 1) and alters it (version 2, at index 3), "
+      "and is killed; the next leader becomes ready at index 4 holding the table at "
+      "version 1: the rebuild lost the committed alter (it would serve the old schema)")
+def ready_holds_stale(h: History) -> None:
+    h.start(A, 1)
+    h.start(B, 1)
+    h.ready(A, 1, 1, 1)
+    create_table(h, A, 1, 1, 2)
+    h.commit(A, 1, 1, 3, "alter_table", [table("ALTERING", 2, row=2)], [])
+    h.ready(B, 1, 2, 4, ([table(row=1)], [tablet(T0, 0, "CREATING", row=1),
+                                          tablet(T1, 1, "CREATING", row=1)]), at=True)
+    h.stop(B, 1)
+
+
+# The cases of ReadyLeaderElected: a master's catalog replica, through the spec's own
+# steps (Recorder), and its master_ready. name -> (build, what it shows); the build
+# returns the recorder and the master_ready line the case must be rejected at.
+ElectedCase = Callable[[], tuple[Recorder, dict[str, Any]]]
+ELECTED: dict[str, tuple[ElectedCase, str]] = {}
+
+
+def elected_case(name: str, what: str) -> Callable[[ElectedCase], ElectedCase]:
+    def add(build: ElectedCase) -> ElectedCase:
+        ELECTED[name] = (build, what)
+        return build
+    return add
+
+
+def masters(seed: int) -> Recorder:
+    """Three masters whose catalog replicas exist (created, config index 0)."""
+    return Recorder.new(default_spec(3), seed, created=True, tablet=CATALOG_TABLET)
+
+
+def master_ready(r: Recorder, i: int, term: int, index: int) -> dict[str, Any]:
+    """Master i's gate opens in ``term`` at ``index`` with an empty catalog."""
+    return r.emit(i, "master_ready", msgspec.to_builtins(MasterReadyArgs(term, index, [], [])),
+                  None)
+
+
+@elected_case("catalog-ready-without-election",
+              "a master's catalog replica wins term 1; the master's gate opens in term 2, "
+              "a term its replica never campaigned in; every master stopped")
+def ready_without_election() -> tuple[Recorder, dict[str, Any]]:
+    r = masters(3201)
+    r.elect(0, 1, 1, (0, 0))
+    at = master_ready(r, 0, 2, 0)
+    r.stop_all()
+    return r, at
+
+
+@elected_case("catalog-ready-without-election-killed",
+              "a master's catalog replica wins term 4 and is deposed: another wins term 5 "
+              "and it learns term 5; its gate then opens in term 5, which its replica "
+              "never won (a gate reading the term after the step down), and it is killed")
+def ready_after_deposed() -> tuple[Recorder, dict[str, Any]]:
+    r = masters(3202)
+    for i in range(3):
+        r.step(i, "learn_term", t=3)
+    r.elect(0, 1, 4, (0, 0))
+    r.elect(1, 2, 5, (0, 0))
+    r.step(0, "learn_term", t=5)
+    at = master_ready(r, 0, 5, 0)
+    r.crash(0)
+    r.stop(1)
+    r.stop(2)
+    return r, at
+
+
+def ready_after_election() -> Recorder:
+    """The legal shape: the replica wins term 1, commits its no-op with a follower, and
+    the gate opens in term 1 at index 1. Not in traces/legal/: every legal case there is
+    checked together as one cluster, and catalog-failover's masters are ready in terms 1
+    and 2 (tests/trace/test_catalog_checks.py writes it where it checks it)."""
+    r = masters(3203)
+    r.elect(0, 1, 1, (0, 0))
+    r.step(0, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(1, "log_append", first_index=1, op_term=1, op_index=1)
+    r.step(0, "commit", index=1, op_term=1)
+    master_ready(r, 0, 1, 1)
+    return r.stop_all()
+
+
 def clean(h: History) -> None:
     """A table's life across a failover: created by A, A killed, B ready with the whole
     catalog; a report makes a tablet RUNNING, an evicted replica is tombstoned, the table
@@ -274,16 +406,18 @@ def clean(h: History) -> None:
     h.start(C, 1)
     h.ready(A, 1, 1, 1)
     create_table(h, A, 1, 1, 2)
-    h.ready(B, 1, 2, 3, ([table()], [tablet(T0, 0, "CREATING"), tablet(T1, 1, "CREATING")]))
+    h.ready(B, 1, 2, 3, ([table(row=1)], [tablet(T0, 0, "CREATING", row=1),
+                                          tablet(T1, 1, "CREATING", row=1)]))
     for tid in (T0, T1):  # the nudges of the new leader
         h.call(B, 1, 2, "create_tablet", tid, TS[0])
     h.commit(B, 1, 2, 4, "tablet_report", [], [tablet(T0, 0, config_index=5,
-                                                      peers=(TS[0], TS[1], TS4))])
+                                                      peers=(TS[0], TS[1], TS4), row=2)])
     h.call(B, 1, 2, "delete_tablet", T0, TS[2], mode="TOMBSTONE", cas_config_index=5)
-    h.commit(B, 1, 2, 5, "alter_table", [table("ALTERING", 2)], [])
+    h.commit(B, 1, 2, 5, "alter_table", [table("ALTERING", 2, row=2)], [])
     h.call(B, 1, 2, "alter_schema", T1, TS[1], schema_version=2)
-    h.commit(B, 1, 2, 6, "delete_table", [table("REMOVED", 2)],
-             [tablet(T0, 0, "DELETED", 5, (TS[0], TS[1], TS4)), tablet(T1, 1, "DELETED")])
+    h.commit(B, 1, 2, 6, "delete_table", [table("REMOVED", 2, row=3)],
+             [tablet(T0, 0, "DELETED", 5, (TS[0], TS[1], TS4), row=3),
+              tablet(T1, 1, "DELETED", row=2)])
     for ts in TS:
         h.call(B, 1, 2, "delete_tablet", T1, ts, mode="DELETED")
     h.stop(B, 1)
@@ -305,6 +439,15 @@ def write(root: str) -> list[str]:
         with open(os.path.join(d, "expected.json"), "w") as f:
             json.dump(expected, f, indent=2)
             f.write("\n")
+    for name, (ebuild, what) in ELECTED.items():
+        d = os.path.join(root, "bad", name)
+        shutil.rmtree(d, ignore_errors=True)
+        r, at = ebuild()
+        r.write(d)
+        lines = r.files[(at["node"], at["inc"])]
+        _expected(d, {"kind": "ReadyLeaderElected", "description": what, "exit_code": 1,
+                      "at": {"file": f"{at['node']}.{at['inc']:04d}.jsonl",
+                             "line": next(n for n, ln in enumerate(lines, 1) if ln is at)}})
     d = os.path.join(root, "legal", "catalog-failover")
     shutil.rmtree(d, ignore_errors=True)
     h = History(d, 0)
@@ -319,7 +462,13 @@ def write(root: str) -> list[str]:
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(legal, f, indent=2)
         f.write("\n")
-    return list(CASES)
+    return [*CASES, *ELECTED]
+
+
+def _expected(d: str, expected: dict[str, Any]) -> None:
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

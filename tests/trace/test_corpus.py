@@ -11,6 +11,7 @@ from revivify.checker.cli import trace_main
 from revivify.checker.local import check_paths
 from revivify.checker.report import PER_FILE_KINDS, Report
 from revivify.contract.events import SCHEMA_VERSION
+from revivify.spec.catalog import DEFAULT as CATALOG
 
 from .conftest import TRACES
 
@@ -143,9 +144,15 @@ def test_bad_trace_rejected_at_its_line(case: Path) -> None:
 
 
 def test_located_cases_together() -> None:
-    """Each case has its own tablet and UUIDs: checked together, each is still found."""
-    report = check_paths([str(p) for p in AT])
-    assert all(rejected_at(report, p) for p in AT), report.text()
+    """Each case has its own tablet and UUIDs: checked together, each is still found.
+    ReadyHoldsCommittedRecords is left out: it reads every master_ready as the whole
+    catalog of ONE cluster (sys-catalog) at its index, so each catalog case's ready would
+    have to hold the records the cases before it committed (tests/trace/
+    test_catalog_checks.py checks its cases alone)."""
+    alone = "ReadyHoldsCommittedRecords"
+    report = check_paths([str(p) for p in AT], catalog=CATALOG.without(alone))
+    cases = [p for p in AT if json.loads((p / "expected.json").read_text())["kind"] != alone]
+    assert all(rejected_at(report, p) for p in cases), report.text()
 
 
 def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -46,11 +46,16 @@ def test_corpus_bad_together(spark: Any, plan: str) -> None:
                          [("files", False), ("files", True), ("dataframe", True)])
 def test_global_cases_rejected_at_their_lines(spark: Any, plan: str,
                                               global_in_spark: bool) -> None:
-    """The majority and causality cases, in one job: each rejected at its file:line."""
-    paths = [str(p) for p in AT]
+    """The majority and causality cases, in one job: each rejected at its file:line. Not
+    the catalog-* cases: together they are no one cluster's catalog (every ready would
+    have to hold the records the other cases committed, ReadyHoldsCommittedRecords), and
+    a finding's witnesses fold the other cases' findings into it; test_catalog_checks.py
+    checks each at its line alone, and all of them together with both engines agreeing."""
+    cases = [p for p in AT if not p.name.startswith("catalog-")]
+    paths = [str(p) for p in cases]
     report = validate_spark(paths, spark=spark, partitions=4, plan=plan,
                             global_in_spark=global_in_spark)
-    assert all(rejected_at(report, p) for p in AT), report.text()
+    assert all(rejected_at(report, p) for p in cases), report.text()
     assert report.identities() == check_paths(paths).identities()
 
 

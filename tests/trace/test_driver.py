@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from revivify.checker.catalog import CatalogReplay
+from revivify.checker.catalog import CatalogReplay, catalog_replica
 from revivify.checker.facts import CommitRun, Incarnation, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
 from revivify.checker.local import _input_error, check_paths, drain_facts, group_files
@@ -28,7 +28,7 @@ from revivify.checker.traces import (
     open_trace,
 )
 from revivify.checker.walks import random_walk
-from revivify.contract.events import MASTER_EVENTS
+from revivify.contract.events import CATALOG_TABLET, MASTER_EVENTS
 
 from .conftest import TRACES
 
@@ -78,8 +78,11 @@ def reference(paths: list[str]) -> Report:
                         elif item.event in MASTER_EVENTS:
                             if masters is None:
                                 masters = CatalogReplay(item.node, g, report.add)
+                            replica = catalog_replica(
+                                r, keys.get(CATALOG_TABLET), item.node, item.inc) \
+                                if item.event == "master_ready" else None
                             masters.feed(f, lineno, item.inc, item.lamport, item.event,
-                                         bytes(item.args))
+                                         bytes(item.args), replica)
                         continue
                     k = keys.get(item.tablet)
                     if k is None or k.node != item.node:

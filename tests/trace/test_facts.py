@@ -20,7 +20,7 @@ from revivify.checker.global_checks import GlobalChecks
 # The fields that hold strings (UUIDs, paths, JSON); "clean" and "copied" hold bools; the
 # rest ints.
 _STR_FIELDS = frozenset({"tablet", "node", "file", "voters", "candidate", "voter", "leader",
-                         "names", "voted_for", "op", "runs"})
+                         "names", "voted_for", "op", "runs", "holds", "key", "digest"})
 _BOOL_FIELDS = frozenset({"clean", "copied"})
 
 

@@ -53,7 +53,50 @@ def _table_before_tablets() -> None:
     setattr(service, "plan_create_table", plan_create_table)  # noqa: B010 (not exported)
 
 
-if _MUTANT == "calls_before_commit":
+def _rebuild_loses_rows() -> None:
+    """The gate's rebuild reads a stale, empty view of the catalog tablet (as a scan of the
+    flushed blocks alone would before the first flush) yet claims the index it applied:
+    after a restart the master serves a catalog without the tables it committed
+    (ReadyHoldsCommittedRecords; issue 32's first hole)."""
+    from revivify.impl.master import gate
+    from revivify.impl.master.catalog import Catalog
+
+    class Lossy(Catalog):
+        @classmethod
+        def from_rows(cls, rows: Any) -> Catalog:
+            return Catalog.from_rows(())
+
+    setattr(gate, "Catalog", Lossy)  # noqa: B010 (the gate's own name for it)
+
+
+def _gate_ignores_leadership() -> None:
+    """The gate opens once the catalog replica has applied its whole log, leader or not:
+    a follower (here the one master before its first election) passes as the ready
+    leader of its term (ReadyLeaderElected; issue 32's second hole)."""
+    import trio
+
+    from revivify.impl.master import gate
+
+    async def run(self: Any) -> None:
+        while True:
+            await trio.sleep(self._tick_seconds)
+            replica = self._embedded.catalog_replica()
+            if replica is None:
+                continue
+            status = replica.core.status()
+            caught_up = replica.store.applied_index >= status.last_index  # BUG: no leader
+            if (self.ready_term != status.term or self.needs_rebuild) and caught_up:
+                async with self.write_lock:
+                    self._open(replica)
+
+    gate.ReadyGate.run = run  # type: ignore[method-assign]
+
+
+if _MUTANT == "rebuild_loses_rows":
+    _rebuild_loses_rows()
+elif _MUTANT == "gate_ignores_leadership":
+    _gate_ignores_leadership()
+elif _MUTANT == "calls_before_commit":
     _calls_before_commit()
 elif _MUTANT == "table_before_tablets":
     _table_before_tablets()
