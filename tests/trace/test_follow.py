@@ -1,0 +1,177 @@
+"""``trace follow`` and ``trace check --state`` give the batch check's verdict.
+
+The follower (checker/follow.py) is fed the corpus as servers would write it: each node's
+files one after the other (a new incarnation's file only once the previous one is
+complete), the nodes interleaved at random, each file written in pieces cut at random
+bytes (so lines are torn and completed later), with polls at random points in between
+(the pauses). Its final report must be ``check_paths``' on the finished files, finding for
+finding, with the same counts and coverage; what it told while following must be in that
+report (or told withdrawn, module docstring of checker/follow.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from revivify.checker.follow import Follower
+from revivify.checker.keys import Violation
+from revivify.checker.local import check_paths
+from revivify.checker.report import Report
+from revivify.checker.traces import discover, first_envelope, name_incarnation
+
+from .conftest import TRACES
+
+# The corpus: every bad and legal case, and a spread of the spec walks.
+CASES = sorted(str(p) for p in (TRACES / "bad").iterdir() if p.is_dir()) + \
+    sorted(str(p) for p in (TRACES / "legal").iterdir() if p.is_dir()) + \
+    sorted(str(p) for p in (TRACES / "spec-walks").iterdir() if p.is_dir())[::4]
+
+
+def streams(case: str) -> list[list[str]]:
+    """The writers of a case: per node its files in incarnation order (one process after
+    the other), and each file no node can be found for on its own."""
+    files, _ = discover([case])
+    by_node: dict[str, list[tuple[int, str]]] = {}
+    alone: list[list[str]] = []
+    for f in files:
+        head = first_envelope(f) or name_incarnation(f)
+        if head is None:
+            alone.append([f])
+        else:
+            by_node.setdefault(head[0], []).append((head[1], f))
+    return [[f for _, f in sorted(v)] for _, v in sorted(by_node.items())] + alone
+
+
+def same(a: Report, b: Report) -> None:
+    assert [v.to_json() for v in b.sorted()] == [v.to_json() for v in a.sorted()]
+    assert (b.events, b.keys, b.server_events, b.files, b.coverage, b.frontiers) == \
+        (a.events, a.keys, a.server_events, a.files, a.coverage, a.frontiers)
+
+
+def _pieces(case: str, out: Path, rnd: random.Random) -> list[list[tuple[int, str, bytes]]]:
+    """Per writer (``streams``), its writes in order: (clock, destination, bytes), each
+    line cut at random bytes into several writes (a torn line, completed later)."""
+    writers: list[list[tuple[int, str, bytes]]] = []
+    for stream in streams(case):
+        ops: list[tuple[int, str, bytes]] = []
+        for f in stream:
+            dest = str(out / os.path.relpath(f, case))
+            lines = Path(f).read_bytes().splitlines(keepends=True) or [b""]
+            clock = 0
+            for line in lines:
+                # A malformed line is written with the clock of the line before it.
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    clock = int(json.loads(line)["lamport"])
+                cuts = sorted(rnd.sample(range(1, len(line)), min(max(len(line) - 1, 0),
+                                                                  rnd.choice((0, 0, 1, 2)))))
+                bounds = [0, *cuts, len(line)]
+                ops.extend((clock, dest, line[lo:hi]) for lo, hi in itertools.pairwise(bounds))
+        writers.append(ops)
+    return writers
+
+
+def write_live(case: str, out: Path, rnd: random.Random, fol: Follower,
+               causal: bool = False) -> None:
+    """Write ``case``'s files into ``out`` as servers would, polling ``fol`` at random:
+    the writers interleaved at random, or with ``causal`` in the order of their clocks
+    (ties at random), as a real cluster writes them (a line is written after every line
+    that happened before it, and Lamport clocks order those)."""
+    writers = _pieces(case, out, rnd)
+    while any(writers):
+        live = [w for w in writers if w]
+        if causal:
+            low = min(w[0][0] for w in live)
+            live = [w for w in live if w[0][0] == low]
+        _, dest, chunk = rnd.choice(live).pop(0)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "ab") as fh:
+            fh.write(chunk)
+        for _ in range(rnd.choice((0, 0, 0, 1, 1, 2))):
+            fol.poll()
+
+
+@given(case=st.sampled_from(CASES), rnd=st.randoms(use_true_random=False),
+       causal=st.booleans())
+def test_followed_corpus_gives_the_batch_verdict(case: str, rnd: random.Random,
+                                                 causal: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "traces"
+        out.mkdir()
+        told: list[Violation] = []
+        fol = Follower([str(out)], on_finding=told.append, global_every=0.0)
+        write_live(case, out, rnd, fol, causal)
+        fol.poll()
+        got = fol.finish()
+        want = check_paths([str(out)])
+        same(want, got)
+        check_told(told, want, strict=causal and "/bad/" not in case)
+
+
+def check_told(told: list[Violation], final: Report, strict: bool) -> None:
+    """Every finding told while following is in the final report (by identity, or folded
+    into the finding kept at its line), or was told withdrawn at the end; with ``strict``
+    (clean traces written in causal order) none is withdrawn."""
+    withdrawn = {v.identity() for v in told if v.severity == "withdrawn"}
+    assert not (strict and withdrawn), withdrawn
+    kept = final.identities()
+    at = {(v.file, v.line) for v in final.findings.values()}
+    for v in told:
+        if v.severity == "withdrawn" or v.identity() in withdrawn:
+            continue
+        assert v.identity() in kept or (v.file, v.line) in at, v
+
+
+@pytest.mark.parametrize("case", CASES[:3])
+def test_follow_once_is_check(case: str) -> None:
+    """No interleaving: one poll over the finished files, then the verdict."""
+    fol = Follower([case])
+    fol.poll()
+    same(check_paths([case]), fol.finish())
+
+
+def test_sim_run_followed(sim_traces: Path) -> None:
+    """A real Raft run (in-process cluster: appends, commits, a crash, a copy) followed in
+    random interleavings: the batch verdict each time."""
+    for seed in range(3):
+        rnd = random.Random(seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "traces"
+            out.mkdir()
+            told: list[Violation] = []
+            fol = Follower([str(out)], on_finding=told.append, global_every=0.0)
+            write_live(str(sim_traces), out, rnd, fol, causal=seed % 2 == 1)
+            got = fol.finish()
+            want = check_paths([str(out)])
+            same(want, got)
+            check_told(told, want, strict=seed % 2 == 1)
+
+
+def test_a_torn_line_is_held_until_completed(tmp_path: Path) -> None:
+    """A line without its newline is not replayed while the file may still grow: it is
+    neither a TornLine nor an event until it is whole (or the file is over)."""
+    src = next(p for p in (TRACES / "legal").iterdir() if p.is_dir())
+    f = sorted(src.glob("*.jsonl"))[0]
+    lines = f.read_bytes().splitlines(keepends=True)
+    dest = tmp_path / f.name
+    dest.write_bytes(lines[0] + lines[1][:10])
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    assert fol.replayer.events + sum(g.replay.stats.server_events
+                                     for g in fol.groups.values()) <= 1
+    assert "TornLine" not in fol.report.kinds()
+    with open(dest, "ab") as fh:
+        fh.write(lines[1][10:])
+    fol.poll()
+    assert "TornLine" not in fol.report.kinds()
+    shutil.rmtree(tmp_path / "unused", ignore_errors=True)
