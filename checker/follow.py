@@ -40,7 +40,7 @@ When a finding is printed (``Follower.poll``):
   no event (malformed, a sequence gap) makes the whole incarnation *blind*, which
   excuses every step after its start. The final verdict then leaves the finding out and
   the follower says it is withdrawn. Global findings are judged at most every
-  ``GLOBAL_EVERY`` seconds, and only when facts came in.
+  ``GLOBAL_EVERY`` seconds, and only when lines came in.
 
 Memory is the live state, not the history: per node its keys (``KeyState``, bounded by
 the spec's small state plus the context window), its ``FileOrder`` (at most
@@ -158,6 +158,7 @@ class _Group:
     files: list[_Tail] = attrs.Factory(list)
     cur: int = 0
     feed: SeqFeed | None = None
+    max_clock: int = -1  # the highest clock read in order in any of its files
 
     def add(self, t: _Tail) -> None:
         """A file of the node: in incarnation order among those not begun (one of a lower
@@ -184,6 +185,7 @@ class _Group:
             for chunk in t.read(over):
                 self.replay.push_lines(self.feed, chunk)
                 fed = True
+            self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
             if not over:
                 break
             self.replay.close_file(self.feed)
@@ -234,7 +236,10 @@ class Follower:
     # Global findings seen but not yet told -> the highest clock read when first seen.
     pending: dict[tuple[str, str], float] = attrs.field(init=False, factory=dict)
     facts_seen: int = attrs.field(init=False, default=0)  # facts merged (``_Counting``)
-    facts_judged: int = attrs.field(init=False, default=-1)
+    # Polls that fed lines (new facts, or clocks moved on), and their count at the last
+    # judgement of the global findings.
+    fed: int = attrs.field(init=False, default=0)
+    fed_judged: int = attrs.field(init=False, default=0)
     judged_at: float = attrs.field(init=False, default=0.0)
     finished: bool = attrs.field(init=False, default=False)
 
@@ -253,7 +258,8 @@ class Follower:
             grew = t.grew() or grew
         self._assign(final=False)
         for g in self._in_order():
-            g.advance(final=False)
+            if g.advance(final=False):
+                self.fed += 1
         self._judge_globals()
         return grew
 
@@ -275,10 +281,12 @@ class Follower:
             drain_facts(r, self.globals_)
             report.server_events += g.replay.stats.server_events
             report.keys += g.replay.stats.keys
+        self.on_finding, tell = None, self.on_finding  # the verdict lists the rest
         for v in self.globals_.violations():
             self._add(v)
+        self.on_finding = tell
         for ident, v in self.told_global.items():
-            if ident not in report.findings and v.severity == "violation":
+            if ident not in report.findings and not _folded(v, report):
                 self._tell(attrs.evolve(v, severity="withdrawn"))
         report.events = r.events
         report.coverage = dict(r.coverage)
@@ -377,12 +385,14 @@ class Follower:
 
     def _judge_globals(self) -> None:
         """Tell the global findings that already stand (module docstring), at most every
-        ``global_every`` seconds and only when facts came in since the last time."""
+        ``global_every`` seconds and only when lines were fed since the last time."""
         now = time.monotonic()
-        if self.facts_seen == self.facts_judged or now - self.judged_at < self.global_every:
+        if self.fed == self.fed_judged or now - self.judged_at < self.global_every:
             return
-        self.facts_judged, self.judged_at = self.facts_seen, now
-        top = max((g.horizon() for g in self.groups.values()), default=-1)
+        self.fed_judged, self.judged_at = self.fed, now
+        # The highest clock read so far: the lines that prove a finding seen now are at
+        # or below it (a stopped node's last clock counts, not its infinite horizon).
+        top = max((g.max_clock for g in self.groups.values()), default=-1)
         tables, provisional = self.provisional()
         found = {v.identity(): v for v in provisional}
         for ident in [i for i in self.pending if i not in found]:
@@ -396,8 +406,6 @@ class Follower:
                 del self.pending[ident]
                 self.told_global[ident] = v
                 self._tell(v)
-        if self.pending:
-            self.facts_judged = -1  # judge again at the next poll: clocks may have moved
 
     def _bearing(self, v: Violation, tables: GlobalChecks) -> list[_Group] | None:
         """The nodes whose unread lines may bear on a global finding: those holding its
@@ -444,6 +452,13 @@ class _Counting:
         self.fol.globals_.fact(f)
 
 
+def _folded(v: Violation, report: Report) -> bool:
+    """Whether the verdict holds ``v`` folded into another finding (``Report.add``: one
+    fault seen by several checks is one finding, at one of its lines)."""
+    return any((f.file, f.line) == (v.file, v.line) or v.kind in f.also
+               for f in report.findings.values())
+
+
 def _head(lines: Iterable[bytes]) -> tuple[str, int] | None:
     """(node, incarnation) of the first line that decodes (``traces.first_envelope``)."""
     for raw in lines:
@@ -457,16 +472,29 @@ def _head(lines: Iterable[bytes]) -> tuple[str, int] | None:
 
 def follow(paths: list[str], on_finding: Callable[[Violation], None],
            stop: Callable[[], bool], until_idle: float | None = None,
-           interval: float = 0.15, max_frontier: int = DEFAULT_MAX_FRONTIER) -> Report:
+           interval: float = 0.15, max_frontier: int = DEFAULT_MAX_FRONTIER,
+           progress: Callable[[str], None] | None = None,
+           progress_seconds: float = 5.0) -> Report:
     """Follow ``paths`` until ``stop()`` (a signal) or, with ``until_idle``, until no file
-    grew for that many seconds; then the final verdict."""
+    grew for that many seconds; then the final verdict. ``progress`` hears a line about
+    every ``progress_seconds``."""
     fol = Follower(paths, max_frontier=max_frontier, on_finding=on_finding)
-    last = time.monotonic()
+    fol.poll()
+    if progress is not None:
+        progress(f"trace follow: following {len(fol.tails)} files under {len(paths)} "
+                 "path(s)")
+    last = tick = time.monotonic()
     while not stop():
         if fol.poll():
             last = time.monotonic()
         elif until_idle is not None and time.monotonic() - last >= until_idle:
             break
+        now = time.monotonic()
+        if progress is not None and now - tick >= progress_seconds:
+            tick = now
+            progress(f"trace follow: {len(fol.tails)} files, {fol.replayer.events:,} "
+                     f"events, {len(fol.report.findings)} findings, idle "
+                     f"{now - last:.0f} s")
         time.sleep(interval)
     return fol.finish()
 
