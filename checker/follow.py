@@ -100,6 +100,9 @@ class _Tail:
     head: bool = False  # its node and incarnation come from a line, not from its name
     done: bool = False
     held: list[bytes] = attrs.Factory(list)
+    # Why the file could not be read on (kind, message), and whether that was reported.
+    trouble: tuple[str, str] | None = None
+    told: bool = False
 
     @property
     def gz(self) -> bool:
@@ -128,9 +131,17 @@ class _Tail:
             return
         try:
             fh = open(self.path, "rb")  # noqa: SIM115 (closed below; a generator)
-        except OSError:
+        except OSError as exc:
+            self.trouble = self.trouble or ("UnreadableFile", str(exc))
             return
         with fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < self.offset:  # rewritten: what was checked is no longer there
+                self.trouble = self.trouble or ("FileShrank", (
+                    f"the file holds {size} bytes, fewer than the {self.offset} already "
+                    "checked: it was truncated or rewritten (trace files only grow); "
+                    "the rest of it is not read"))
+                return
             fh.seek(self.offset)
             rest = b""
             while True:
@@ -260,6 +271,7 @@ class Follower:
         for g in self._in_order():
             if g.advance(final=False):
                 self.fed += 1
+        self._troubles(final=False)
         self._judge_globals()
         return grew
 
@@ -275,6 +287,7 @@ class Follower:
         groups = self._in_order()
         for g in groups:
             g.advance(final=True)
+        self._troubles(final=True)
         for g in groups:
             for k in g.replay.keys.values():
                 r.finish_key(k)
@@ -297,6 +310,16 @@ class Follower:
     def live_bytes(self) -> int:
         """Bytes still to be read (the torn tails held back included): for progress."""
         return sum(max(0, t.size - t.offset) for t in self.tails.values() if not t.done)
+
+    def _troubles(self, final: bool) -> None:
+        """A file that shrank, at once (the check cannot be the batch check's any more);
+        a file that could not be opened, at the end (it may be being created)."""
+        for t in self.tails.values():
+            if t.trouble is not None and not t.told and (final or
+                                                         t.trouble[0] == "FileShrank"):
+                t.told = True
+                self._add(from_input_error(InputError(t.trouble[0], t.path, 0, "path",
+                                                      t.trouble[1])))
 
     def _discover(self, final: bool) -> bool:
         files, errors = discover(self.paths)

@@ -176,7 +176,8 @@ def test_a_torn_line_is_held_until_completed(tmp_path: Path) -> None:
         fh.write(lines[1][10:])
     fol.poll()
     assert "TornLine" not in fol.report.kinds()
-    shutil.rmtree(tmp_path / "unused", ignore_errors=True)
+    assert fol.replayer.events + sum(g.replay.stats.server_events
+                                     for g in fol.groups.values()) == 2
 
 
 # -- trace check --state -------------------------------------------------------------------
@@ -254,3 +255,18 @@ def test_a_state_of_another_version_or_damaged_is_refused(tmp_path: Path) -> Non
     state.write_bytes(good)
     with pytest.raises(StateError, match="max-frontier"):
         check_resumed([case], str(state), DEFAULT_MAX_FRONTIER + 1)
+
+
+def test_a_file_that_shrank_is_an_error(tmp_path: Path) -> None:
+    """A trace file only grows: one rewritten shorter after it was checked cannot be
+    followed (the batch check of it would not be the follower's): FileShrank, exit 2."""
+    src = next(p for p in (TRACES / "legal").iterdir() if p.is_dir())
+    for f in src.glob("*.jsonl"):
+        shutil.copy(f, tmp_path / f.name)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    victim = sorted(tmp_path.glob("*.jsonl"))[0]
+    victim.write_bytes(victim.read_bytes()[:50])
+    fol.poll()
+    assert "FileShrank" in fol.report.kinds()
+    assert fol.finish().exit_code() == 2
