@@ -212,9 +212,9 @@ def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
 class SeqFeed:
     """``_in_seq_order`` in push form, for a file read as it grows: its lines are given one
     by one (``push``), each answered with the events it releases in seq order; ``finish``
-    at the file's end. Only the general path (``FileOrder.see`` for every line): the fast
-    path of ``_in_seq_order`` only skips calls that would release the line and move
-    ``seq`` and ``lamport`` on, so both give the same events and findings. Plain data
+    at the file's end. The same fast path as ``_in_seq_order`` (a line in order skips
+    ``FileOrder.see``, which would only release it and move ``seq`` and ``lamport`` on),
+    written back at once (``resync``) since no local survives between pushes. Plain data
     (no callbacks kept): the follower's saved state holds it (checker/follow.py)."""
 
     file: str
@@ -245,6 +245,13 @@ class SeqFeed:
             add(_input_error(tablet_error(ev, f, i)))
             order.dropped += 1
             return []
+        fast = order.fast_state()
+        if fast is not None and ev.seq == fast[0] and ev.lamport > fast[1] and \
+                ev.node == order.node and ev.inc == order.inc:
+            # ``_in_seq_order``'s fast path: the next seq, a higher clock, nothing held
+            # (``FileOrder.see`` would release it and move both on: ``resync``).
+            order.resync(ev.seq + 1, ev.lamport)
+            return [(i, ev)]
         return self._release(order.see(i, ev), add, begin)
 
     def finish(self, add: Callable[[Violation], None],

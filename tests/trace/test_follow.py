@@ -270,3 +270,67 @@ def test_a_file_that_shrank_is_an_error(tmp_path: Path) -> None:
     fol.poll()
     assert "FileShrank" in fol.report.kinds()
     assert fol.finish().exit_code() == 2
+
+
+def _state(term: int, vote: str | None, last: tuple[int, int]) -> str:
+    v = "null" if vote is None else f'"{vote}"'
+    return ('{"superblock":{"data_state":"READY","last_opid":[0,0],"qdir":false},'
+            f'"cmeta":{{"term":{term},"voted_for":{v},"config_index":0}},'
+            f'"wal":{{"location":"LIVE","last_opid":[{last[0]},{last[1]}]}},'
+            '"blocks":"PRESENT","quarantine":null}')
+
+
+def _replicated_log(out: Path, entries: int, start: int = 1) -> None:
+    """Three replicas of one tablet (a version-3 trace: create, an election, then
+    ``entries`` appends committed everywhere), appended to the files in ``out``."""
+    nodes = [f"{i:08x}5f0c3a2b9d7e4c1f8a6b2d4e" for i in range(3)]
+    files = {n: out / f"{n}.0001.jsonl" for n in nodes}
+    seqs = {n: len(files[n].read_bytes().splitlines()) if files[n].exists() else 0
+            for n in nodes}
+    lines: dict[str, list[str]] = {n: [] for n in nodes}
+    clock = [start * 10]
+
+    def line(n: str, tablet: str | None, event: str, args: str, state: str | None) -> None:
+        clock[0] += 1
+        lines[n].append(json.dumps({
+            "v": 3, "node": n, "inc": 1, "seq": seqs[n] + len(lines[n]), "lamport": clock[0],
+            "wall_ns": 1, "tablet": tablet, "event": event, "args": json.loads(args),
+            "state": None if state is None else json.loads(state)}) + "\n")
+
+    lead = nodes[0]
+    if start == 1:
+        voters = json.dumps(nodes)
+        for n in nodes:
+            line(n, None, "server_format", "{}", None)
+            line(n, None, "server_start", "{}", None)
+            line(n, "t", "create_tablet", f'{{"config_index":0,"voters":{voters}}}',
+                 _state(0, None, (0, 0)))
+        line(lead, "t", "start_election", f'{{"me":"{lead}"}}', _state(1, lead, (0, 0)))
+        for n in nodes[1:]:
+            line(n, "t", "vote_granted", f'{{"candidate":"{lead}","t":1,'
+                 '"cand_last_term":0,"cand_last_index":0}', _state(1, lead, (0, 0)))
+        line(lead, "t", "become_leader", f'{{"me":"{lead}","t":1}}', _state(1, lead, (0, 0)))
+    for i in range(start, start + entries):
+        for n in nodes:
+            line(n, "t", "log_append", f'{{"first_index":{i},"prev_term":{int(i > 1)},'
+                 f'"terms":[[1,1]],"op_term":1,"op_index":{i}}}', _state(1, lead, (1, i)))
+        for n in nodes:
+            line(n, "t", "commit", f'{{"index":{i},"op_term":1}}', _state(1, lead, (1, i)))
+    for n in nodes:
+        with open(files[n], "a") as fh:
+            fh.writelines(lines[n])
+
+
+def test_the_saved_state_follows_the_live_state_not_the_history(tmp_path: Path) -> None:
+    """What the follower keeps (its saved state, a measure of its memory) does not grow
+    with the lines it replayed: 200 entries of one tablet, then 2,000 more."""
+    _replicated_log(tmp_path, 200)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    small = len(dumps(fol))
+    _replicated_log(tmp_path, 2000, start=201)
+    fol.poll()
+    big = len(dumps(fol))
+    report = fol.finish()
+    assert report.events > 6 * 2000 and report.exit_code() == 0, report.text()
+    assert big < 1.5 * small, (small, big)
