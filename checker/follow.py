@@ -57,12 +57,12 @@ a run over the new lines gives the verdict of one run over everything.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import msgspec
@@ -236,6 +236,9 @@ class Follower:
     catalog: CatalogSpec = CATALOG_SPEC
     on_finding: Callable[[Violation], None] | None = None
     global_every: float = GLOBAL_EVERY  # seconds between two judgements of the globals
+    # A judgement waits at least this many times as long as the last one took, so that
+    # judging takes at most 1 / (1 + factor) of the follower's time on a large state.
+    judge_factor: float = 4.0
     replayer: Replayer = attrs.field(init=False)
     globals_: GlobalChecks = attrs.field(init=False, factory=GlobalChecks)
     report: Report = attrs.field(init=False, factory=lambda: Report(engine="local"))
@@ -244,6 +247,10 @@ class Follower:
     # Identities of the findings told to ``on_finding``, and of the global ones among them.
     told: set[tuple[str, str]] = attrs.field(init=False, factory=set)
     told_global: dict[tuple[str, str], Violation] = attrs.field(init=False, factory=dict)
+    # Per (node, tablet): what ``finish_key`` flushed for the key last time, with the key
+    # and its signature then (``_pending_facts``).
+    flushed: dict[tuple[str, str], tuple[Any, KeyState, list[GlobalFact]]] = attrs.field(
+        init=False, factory=dict)
     # Global findings seen but not yet told -> the highest clock read when first seen.
     pending: dict[tuple[str, str], float] = attrs.field(init=False, factory=dict)
     facts_seen: int = attrs.field(init=False, default=0)  # facts merged (``_Counting``)
@@ -252,6 +259,8 @@ class Follower:
     fed: int = attrs.field(init=False, default=0)
     fed_judged: int = attrs.field(init=False, default=0)
     judged_at: float = attrs.field(init=False, default=0.0)
+    # Seconds the last judgement took (``judge_factor``).
+    judge_cost: float = attrs.field(init=False, default=0.0)
     finished: bool = attrs.field(init=False, default=False)
 
     def __attrs_post_init__(self) -> None:
@@ -410,11 +419,19 @@ class Follower:
         """Tell the global findings that already stand (module docstring), at most every
         ``global_every`` seconds and only when lines were fed since the last time."""
         now = time.monotonic()
-        if self.fed == self.fed_judged or now - self.judged_at < self.global_every:
+        if self.fed == self.fed_judged or \
+                now - self.judged_at < max(self.global_every,
+                                           self.judge_factor * self.judge_cost):
             return
         self.fed_judged, self.judged_at = self.fed, now
-        # The highest clock read so far: the lines that prove a finding seen now are at
-        # or below it (a stopped node's last clock counts, not its infinite horizon).
+        self._judge()
+        self.judge_cost = time.monotonic() - now
+
+    def _judge(self) -> None:
+        """Tell each global finding that stands now and that no unread line can bear on
+        any more: every node bearing on it has written past the highest clock read when
+        it first appeared (the lines that prove it are at or below that clock, and each
+        node's clocks increase along its file)."""
         top = max((g.max_clock for g in self.groups.values()), default=-1)
         tables, provisional = self.provisional()
         found = {v.identity(): v for v in provisional}
@@ -429,6 +446,30 @@ class Follower:
                 del self.pending[ident]
                 self.told_global[ident] = v
                 self._tell(v)
+
+    def _pending_facts(self, grp: _Group) -> list[GlobalFact]:
+        """The facts ``finish_key`` would flush for each of the node's keys now (on a
+        copy of the key), cached per key until the key takes another event (its context
+        window's newest line, its incarnation or its state moved)."""
+        r, out = self.replayer, []
+        dirty = []
+        for tablet, k in grp.replay.keys.items():
+            sig = (k.window[-1][:2] if k.window else None, k.inc, k.state, k.pos)
+            got = self.flushed.get((grp.node, tablet))
+            if got is not None and got[0] == sig and got[1] is k:
+                out.extend(got[2])
+            else:
+                dirty.append((tablet, k, sig))
+        if dirty:  # one pickle round trip copies them all (faster than deepcopy)
+            copies = pickle.loads(pickle.dumps([k for _, k, _ in dirty],
+                                               protocol=pickle.HIGHEST_PROTOCOL))
+            for (tablet, k, sig), kc in zip(dirty, copies, strict=True):
+                r.finish_key(kc)
+                facts = list(r.facts)
+                r.facts.clear()
+                self.flushed[(grp.node, tablet)] = (sig, k, facts)
+                out.extend(facts)
+        return out
 
     def _bearing(self, v: Violation, tables: GlobalChecks) -> list[_Group] | None:
         """The nodes whose unread lines may bear on a global finding: those holding its
@@ -449,18 +490,15 @@ class Follower:
         incarnation taken as crashed right after its last line (the widest excuse its
         crash could still give)."""
         r = self.replayer
-        g = copy.deepcopy(self.globals_)
+        g = pickle.loads(pickle.dumps(self.globals_, protocol=pickle.HIGHEST_PROTOCOL))
         assert not r.facts, "the facts are drained after every push"
         for grp in self.groups.values():
-            for k in grp.replay.keys.values():
-                r.finish_key(copy.deepcopy(k))
+            for f in self._pending_facts(grp):
+                g.fact(f)
             run = grp.running()
             if run is not None:
                 inc, first, last = run
                 g.incs.setdefault(grp.node, {}).setdefault(inc, (first, last, False))
-        for f in r.facts:
-            g.fact(f)
-        r.facts.clear()
         return g, g.violations()
 
 

@@ -111,7 +111,8 @@ def test_followed_corpus_gives_the_batch_verdict(case: str, rnd: random.Random,
         out = Path(tmp) / "traces"
         out.mkdir()
         told: list[Violation] = []
-        fol = Follower([str(out)], on_finding=told.append, global_every=0.0)
+        fol = Follower([str(out)], on_finding=told.append, global_every=0.0,
+                       judge_factor=0.0)
         write_live(case, out, rnd, fol, causal)
         fol.poll()
         got = fol.finish()
@@ -151,7 +152,8 @@ def test_sim_run_followed(sim_traces: Path) -> None:
             out = Path(tmp) / "traces"
             out.mkdir()
             told: list[Violation] = []
-            fol = Follower([str(out)], on_finding=told.append, global_every=0.0)
+            fol = Follower([str(out)], on_finding=told.append, global_every=0.0,
+                       judge_factor=0.0)
             write_live(str(sim_traces), out, rnd, fol, causal=seed % 2 == 1)
             got = fol.finish()
             want = check_paths([str(out)])
