@@ -5,6 +5,7 @@
   revivify trace validate PATH... --engine {local,spark} [--master URL] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
                                   [--plan {files,dataframe}] [--global-in-spark]
+                                  [--checkpoint DIR]
 
 ``follow`` tails the trace files under the paths as servers write them (checker/follow.py:
 when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
@@ -75,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="Spark master URL: local[*] (the default), local[N], "
                                 "spark://HOST:PORT (a standalone cluster), yarn, ...")
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
+            s.add_argument("--checkpoint", default=None, metavar="DIR",
+                           help="--engine spark, files plan: resume from DIR and save "
+                                "there what a later run needs (a path every worker "
+                                "shares)")
             s.add_argument("--partitions", type=int, default=0,
                            help="Spark tasks (default 4 x the cores)")
             s.add_argument("--plan", choices=("files", "dataframe"), default="files",
@@ -126,6 +131,8 @@ def trace_main(argv: list[str]) -> int:
     try:
         if args.cmd == "check" and args.state:
             report = _check_state(args.paths, args.state, args.max_frontier)
+        elif args.cmd == "validate" and args.checkpoint:
+            report = _validate_checkpoint(args)
         elif args.cmd == "validate" and args.engine == "spark":
             from revivify.checker.spark import validate_spark
 
@@ -149,7 +156,7 @@ def trace_main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         raise
     except _StateRefused as e:
-        print(f"revivify trace check: {e}", file=sys.stderr)
+        print(f"revivify trace {args.cmd}: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # the last line of defence: a message, not a traceback
         print(f"revivify trace {args.cmd}: internal error: {type(e).__name__}: {e}",
@@ -182,6 +189,30 @@ def _check_state(paths: list[str], state: str, max_frontier: int) -> Report:
         write_state(state, data)
     except OSError as e:
         raise _StateRefused(f"{state}: cannot save the state: {e.strerror or e}") from e
+    return report
+
+
+def _validate_checkpoint(args: argparse.Namespace) -> Report:
+    """``validate --engine spark --checkpoint DIR`` (checker/spark_resume.py)."""
+    if args.engine != "spark" or args.plan != "files" or args.global_in_spark:
+        raise _StateRefused("--checkpoint needs --engine spark with the files plan and "
+                            "the global checks on the driver")
+    from revivify.checker.resume import StateError
+    from revivify.checker.spark import spark_session, write_report_files
+    from revivify.checker.spark_resume import validate_spark_resumed
+
+    os.makedirs(args.checkpoint, exist_ok=True)
+    spark = spark_session(args.master)
+    try:
+        report = validate_spark_resumed(args.paths, args.checkpoint, spark,
+                                        max_frontier=args.max_frontier,
+                                        partitions=args.partitions or None)
+    except StateError as e:
+        raise _StateRefused(str(e)) from e
+    finally:
+        spark.stop()
+    if args.out:
+        write_report_files(report, args.out, parquet=False)
     return report
 
 

@@ -106,12 +106,33 @@ def dumps(fol: Follower) -> bytes:
         _attach(fol, *detached)
         for k, sid in zip(keys, sids, strict=True):
             k.state = sid
+    return wrap(body)
+
+
+def pack(obj: object) -> bytes:
+    """A state file's bytes holding ``obj`` (``unwrap`` reads it back)."""
+    return wrap(zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 3))
+
+
+def wrap(body: bytes) -> bytes:
+    """A state file's bytes around ``body``: the header and the checksum."""
     head = b"%s %d %s\n" % (MAGIC, FORMAT, code_version().encode())
     return head + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
 
 
 def loads(data: bytes, paths: list[str], max_frontier: int, what: str = "state") -> Follower:
     """The follower a state file saved, ready to poll ``paths`` (the new run's)."""
+    saved = unwrap(data, what)
+    if not isinstance(saved, _Saved):
+        raise StateError(f"{what}: not a trace state")
+    if saved.max_frontier != max_frontier:
+        raise StateError(f"{what}: saved with --max-frontier {saved.max_frontier}, not "
+                         f"{max_frontier}")
+    return _revive(saved, paths)
+
+
+def unwrap(data: bytes, what: str) -> Any:
+    """What ``pack`` packed, after the header and checksum checks."""
     head, _, rest = data.partition(b"\n")
     digest, _, body = rest.partition(b"\n")
     parts = head.split(b" ")
@@ -125,15 +146,9 @@ def loads(data: bytes, paths: list[str], max_frontier: int, what: str = "state")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         raise StateError(f"{what}: corrupt or truncated (its checksum does not match)")
     try:
-        saved = pickle.loads(zlib.decompress(body))
+        return pickle.loads(zlib.decompress(body))
     except Exception as exc:  # a checksum collision is not expected; say what it was
         raise StateError(f"{what}: unreadable ({type(exc).__name__})") from exc
-    if not isinstance(saved, _Saved):
-        raise StateError(f"{what}: not a trace state")
-    if saved.max_frontier != max_frontier:
-        raise StateError(f"{what}: saved with --max-frontier {saved.max_frontier}, not "
-                         f"{max_frontier}")
-    return _revive(saved, paths)
 
 
 def _revive(saved: _Saved, paths: list[str]) -> Follower:
