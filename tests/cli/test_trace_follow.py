@@ -144,3 +144,24 @@ def test_check_state_resumes_and_refuses_a_bad_state(tmp_path: Path) -> None:
                          text=True)
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "corrupt or truncated" in bad.stderr
+
+
+def test_sigint_ends_with_the_verdict_of_check(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) is the normal way out: the final verdict, trace check's exit code
+    (2 here: a torn line in the middle of a file that a later line follows is malformed
+    input), and no traceback."""
+    case = BAD / "commit-not-in-log"
+    for _, name, raw in lines_of(case):
+        append(tmp_path, name, raw)
+    name = sorted(tmp_path.glob("*.jsonl"))[0].name
+    append(tmp_path, name, b'{"v":3,"node":\n')
+    append(tmp_path, name, (tmp_path / name).read_bytes().splitlines(keepends=True)[0])
+    f = Follow(str(tmp_path))
+    time.sleep(0.5)
+    f.p.send_signal(signal.SIGINT)
+    rc, report = f.wait()
+    check = subprocess.run([*CMD, "check", str(tmp_path), "--json"], capture_output=True,
+                           text=True)
+    assert rc == check.returncode == 2
+    assert report["findings"] == json.loads(check.stdout)["findings"]
+    assert not any("Traceback" in line for line in f.err)
