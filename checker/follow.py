@@ -32,22 +32,30 @@ When a finding is printed (``Follower.poll``):
 * a finding at a crash boundary (the crash frontier: unlogged steps, ``MissingStartup``,
   ``MissingIncarnation``) when the node's next incarnation writes its first line: only
   then is the crash, and the state after it, known.
-* a global finding (across keys or nodes) when it holds even if every incarnation still
-  running crashed right after its last line so far (the widest excuse a crash can still
-  give it: ``_provisional``), and with every key's pending facts flushed as if it ended.
-  A running incarnation that ends cleanly excuses nothing, so such a finding stands,
-  with one exception the batch rules make: a later line of that incarnation that gives
-  no event (malformed, a sequence gap) makes the whole incarnation *blind*, which
-  excuses every step after its start. The final verdict then leaves the finding out and
-  the follower says it is withdrawn. Global findings are judged at most every
-  ``GLOBAL_EVERY`` seconds, and only when lines came in.
+* a global finding (across keys or nodes) when it holds on the facts so far, with every
+  key's pending facts flushed as if it ended and every incarnation still running taken as
+  crashed right after its last line (the widest excuse its crash could still give:
+  ``provisional``), *and* no unread line can bear on it any more: every node holding its
+  tablet or named by the tablet's events has written a line with a clock above the
+  highest clock read when the finding first appeared (``_judge``). The lines that prove it
+  were read by then, so their clocks are at or below that one; each node's clocks increase
+  along its file, so such a node has no unread line at or below it; and a line that
+  happened before the finding's lines has a lower clock (Lamport). A node that logged
+  ``server_stop`` counts at once; a node that is down without it (crashed, or idle) holds
+  the finding until its next incarnation writes past that clock, or the end: that is when
+  its crash frontier is known. What can still withdraw a finding told: a later line of a
+  running incarnation that gives no event makes the whole incarnation *blind* (the batch
+  rules then excuse every step after its start), and traces whose clocks break causality
+  (themselves a finding). The final verdict then leaves it out and the follower tells it
+  again as ``withdrawn``. Global findings are judged at most every ``GLOBAL_EVERY``
+  seconds, only when lines came in, and at most a fifth of the time (``judge_factor``).
 
 Memory is the live state, not the history: per node its keys (``KeyState``, bounded by
 the spec's small state plus the context window), its ``FileOrder`` (at most
 ``REORDER_WINDOW`` held lines), the global tables (which grow with tablets and terms, as
 in the batch check), and per file a ``_Tail`` (offsets). No event is kept once replayed.
 
-Resuming (``snapshot`` / ``restore``; the file format is checker/resume.py). The
+Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
 follower's state between two polls is plain data once the replayer's caches are left out:
 the saved state is exactly that, and ``trace check --state FILE`` is one poll of a
 restored (or new) follower, a snapshot, then ``finish`` on the live objects. A later run
@@ -319,10 +327,6 @@ class Follower:
         report.frontiers = dict(r.frontiers)
         report.files = len(self.tails)
         return report
-
-    def live_bytes(self) -> int:
-        """Bytes still to be read (the torn tails held back included): for progress."""
-        return sum(max(0, t.size - t.offset) for t in self.tails.values() if not t.done)
 
     def _troubles(self, final: bool) -> None:
         """A file that shrank, at once (the check cannot be the batch check's any more);
