@@ -111,13 +111,7 @@ def trace_main(argv: list[str]) -> int:
     if args.max_frontier < 0:
         print("revivify trace: --max-frontier must be >= 0", file=sys.stderr)
         return 2
-    # A PATH that does not exist is unusable input: one line each, exit 2, before any
-    # check (not a MissingPath finding inside a whole report, coverage and all).
-    missing = [p for p in args.paths if not os.path.exists(p)]
-    if missing:
-        for path in missing:
-            print(f"revivify trace {args.cmd}: {path}: no such file or directory",
-                  file=sys.stderr)
+    if _missing(args.cmd, args.paths):
         return 2
     t0 = time.perf_counter()
     every = float(os.environ.get("REVIVIFY_PROGRESS_SECONDS", "5"))
@@ -168,6 +162,15 @@ def trace_main(argv: list[str]) -> int:
     else:
         print(report.text())
     return report.exit_code()
+
+
+def _missing(cmd: str, paths: list[str]) -> bool:
+    """A PATH that does not exist is unusable input: one line each, exit 2, before any
+    check (not a MissingPath finding inside a whole report, coverage and all)."""
+    missing = [p for p in paths if not os.path.exists(p)]
+    for path in missing:
+        print(f"revivify trace {cmd}: {path}: no such file or directory", file=sys.stderr)
+    return bool(missing)
 
 
 class _StateRefused(Exception):
