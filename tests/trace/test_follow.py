@@ -336,3 +336,21 @@ def test_the_saved_state_follows_the_live_state_not_the_history(tmp_path: Path) 
     report = fol.finish()
     assert report.events > 6 * 2000 and report.exit_code() == 0, report.text()
     assert big < 1.5 * small, (small, big)
+
+
+def test_gzip_files_are_read_when_over(tmp_path: Path) -> None:
+    """A gzip'd trace (an archived incarnation) cannot be read while it is written: it is
+    read whole once it is over (a later incarnation, or the end); verdict and resumed
+    verdict are the batch check's."""
+    import gzip
+
+    case = TRACES / "bad" / "crashed-two-leaders"
+    for f in sorted(case.glob("*.jsonl")):
+        with gzip.open(tmp_path / (f.name + ".gz"), "wb") as gz:
+            gz.write(f.read_bytes())
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    same(check_paths([str(tmp_path)]), fol.finish())
+    state = tmp_path.parent / "gz-state"
+    resumed_check([str(tmp_path)], state)
+    same(check_paths([str(tmp_path)]), resumed_check([str(tmp_path)], state))
