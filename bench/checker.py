@@ -3,6 +3,11 @@
     python bench/checker.py [--events 10000000] [--dir /tmp/revivify-bench] [--no-spark]
                             [--rounds 3] [--no-dataframe]
     python bench/checker.py --real [--events 1000000] [--writes 3000] ...
+    python bench/checker.py --resume [--events 1000000]
+
+``--resume``: whether ``trace check --state`` costs O(new lines): a run over all but a
+share of each file, then the rest appended and a resumed run, timed against one check of
+the whole, for 1%, 5%, 20% and 50% new (``resume_main``).
 
 ``--real``: real server traces. An in-process cluster (impl/testing/cluster.py: three
 tablet servers on SimDisk, MemoryNetwork and trio's MockClock, the servers' own code)
@@ -393,8 +398,94 @@ def real_main(a: argparse.Namespace) -> int:
     return 0
 
 
+def _split(src: str, dest: str, share: float) -> int:
+    """``dest``: each file of ``src`` cut to its first ``share`` of lines; returns the
+    lines left out (what a later run will find new)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    left = 0
+    for name in sorted(os.listdir(src)):
+        with open(os.path.join(src, name), "rb") as fh:
+            lines = fh.readlines()
+        keep = int(len(lines) * share)
+        left += len(lines) - keep
+        with open(os.path.join(dest, name), "wb") as out:
+            out.writelines(lines[:keep])
+    return left
+
+
+def _append_rest(src: str, dest: str) -> None:
+    """Grow each file of ``dest`` to its whole in ``src`` (the servers wrote on)."""
+    for name in sorted(os.listdir(src)):
+        have = os.path.getsize(os.path.join(dest, name))
+        with open(os.path.join(src, name), "rb") as fh, \
+                open(os.path.join(dest, name), "ab") as out:
+            fh.seek(have)
+            out.write(fh.read())
+
+
+def _resumed_run(paths: list[str], state: str) -> tuple[float, int, str]:
+    """One ``trace check --state`` (restore, read, save, judge): CPU seconds (the
+    machine is shared: wall time would measure the others), findings, and the CPU
+    seconds of each phase."""
+    from revivify.checker.follow import Follower
+    from revivify.checker.resume import dumps, read_state, write_state
+
+    marks = [time.process_time()]
+    fol = read_state(state, paths, 1) or Follower(paths)
+    fol.global_every = float("inf")
+    marks.append(time.process_time())
+    fol.poll()
+    marks.append(time.process_time())
+    data = dumps(fol)
+    write_state(state, data)
+    marks.append(time.process_time())
+    report = fol.finish()
+    marks.append(time.process_time())
+    phases = ", ".join(f"{name} {b - a:.2f}" for name, a, b in
+                       zip(("restore", "read", "save", "judge"), marks, marks[1:],
+                           strict=False))
+    return marks[-1] - marks[0], len(report.findings), phases
+
+
+def resume_main(a: argparse.Namespace) -> int:
+    """``--resume``: does a resumed check cost O(new lines)? One corpus; a first run with
+    --state over all but a share of each file's lines, then the rest appended and a second
+    run resuming; its time against one check of the whole, for several shares. The
+    second run's time should follow the new lines (plus the live state: keys and global
+    tables, which the corpus keeps fixed), not the lines already checked."""
+    from revivify.checker.local import check_paths
+
+    big = os.path.join(a.dir, "resume-whole")
+    n_events, keys = generate(big, a.events, a.entries)
+    t = time.process_time()
+    whole = check_paths([big])
+    t_whole = time.process_time() - t
+    print(f"corpus: {n_events:,} events, {keys:,} keys; one check of the whole: "
+          f"{t_whole:.2f} s of CPU ({n_events / t_whole:,.0f} events/s), "
+          f"{len(whole.findings)} findings")
+    for new_share in (0.01, 0.05, 0.2, 0.5):
+        part = os.path.join(a.dir, "resume-part")
+        state = os.path.join(a.dir, "resume.state")
+        if os.path.exists(state):
+            os.unlink(state)
+        new = _split(big, part, 1 - new_share)
+        t_first, _, _ = _resumed_run([part], state)
+        size = os.path.getsize(state)
+        _append_rest(big, part)
+        t_second, found, phases = _resumed_run([part], state)
+        assert found == len(whole.findings), (found, len(whole.findings))
+        print(f"  {new_share:>4.0%} new ({new:,} lines): first run {t_first:.2f} s CPU, "
+              f"resumed run {t_second:.2f} s = {t_second / t_whole:.2f}x the whole check "
+              f"({new / max(t_second, 1e-9):,.0f} new lines/s), state {size / 1e6:.1f} MB"
+              f"\n        resumed run by phase (s): {phases}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--resume", action="store_true",
+                    help="whether a resumed check (trace check --state) costs O(new lines)")
     ap.add_argument("--real", action="store_true",
                     help="real server traces from the in-process cluster (module doc)")
     ap.add_argument("--writes", type=int, default=3000,
@@ -411,6 +502,9 @@ def main() -> int:
     ap.add_argument("--no-dataframe", action="store_true",
                     help="skip the dataframe plan (Spark shuffles every line: slow here)")
     a = ap.parse_args()
+    if a.resume:
+        a.events = a.events or 1_000_000
+        return resume_main(a)
     if a.real:
         a.events = a.events or 1_000_000
         return real_main(a)

@@ -1,9 +1,17 @@
 """``revivify trace ...``: check traces against the spec.
 
-  revivify trace check PATH... [--json] [--max-frontier K]
+  revivify trace check PATH... [--json] [--max-frontier K] [--state FILE]
+  revivify trace follow PATH... [--until-idle SECONDS] [--json] [--max-frontier K]
   revivify trace validate PATH... --engine {local,spark} [--master URL] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
                                   [--plan {files,dataframe}] [--global-in-spark]
+                                  [--checkpoint DIR]
+
+``follow`` tails the trace files under the paths as servers write them (checker/follow.py:
+when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
+file grew for that long; then it prints the final verdict as ``check`` does. ``check
+--state FILE`` resumes from the state a previous ``check --state FILE`` saved and saves its
+own (checker/resume.py); a state it cannot use is one line, exit 2.
 
 Exit codes: 0 clean (warnings allowed), 1 violations, 2 unusable input or bad arguments.
 Every failure is reported as a message naming the file, line and field; never a traceback.
@@ -15,11 +23,18 @@ silences it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from revivify.checker.replay import DEFAULT_MAX_FRONTIER
+from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Violation
+
+if TYPE_CHECKING:
+    from revivify.checker.report import Report
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,7 +49,7 @@ class _UsageError(Exception):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="revivify trace", description="check traces against the spec")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("check", "validate"):
+    for name in ("check", "validate", "follow"):
         s = sub.add_parser(name, help=f"trace {name}")
         s.add_argument("paths", nargs="*", metavar="PATH")
         s.add_argument("--json", action="store_true", help="machine-readable report")
@@ -44,6 +59,16 @@ def _parser() -> argparse.ArgumentParser:
                        help="unlogged steps accepted per key before a crash (default "
                             f"{DEFAULT_MAX_FRONTIER}: the writer loses at most the event "
                             "of the step in flight)")
+        if name == "check":
+            s.add_argument("--state", default=None, metavar="FILE",
+                           help="resume from FILE (if it exists) and save there what a "
+                                "later run needs to go on from here")
+        if name == "follow":
+            s.add_argument("--until-idle", type=float, default=None, metavar="SECONDS",
+                           help="exit once no trace file grew for SECONDS (default: run "
+                                "until SIGINT or SIGTERM)")
+            s.add_argument("--interval", type=float, default=0.15, metavar="SECONDS",
+                           help="how often the files are polled (default 0.15)")
         if name == "validate":
             s.add_argument("--engine", choices=("local", "spark"), default="local")
             s.add_argument("--master", "--spark-master", dest="master", default="local[*]",
@@ -51,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                            help="Spark master URL: local[*] (the default), local[N], "
                                 "spark://HOST:PORT (a standalone cluster), yarn, ...")
             s.add_argument("--out", default=None, help="write report.json and Parquet here")
+            s.add_argument("--checkpoint", default=None, metavar="DIR",
+                           help="--engine spark, files plan: resume from DIR and save "
+                                "there what a later run needs (a path every worker "
+                                "shares)")
             s.add_argument("--partitions", type=int, default=0,
                            help="Spark tasks (default 4 x the cores)")
             s.add_argument("--plan", choices=("files", "dataframe"), default="files",
@@ -82,13 +111,7 @@ def trace_main(argv: list[str]) -> int:
     if args.max_frontier < 0:
         print("revivify trace: --max-frontier must be >= 0", file=sys.stderr)
         return 2
-    # A PATH that does not exist is unusable input: one line each, exit 2, before any
-    # check (not a MissingPath finding inside a whole report, coverage and all).
-    missing = [p for p in args.paths if not os.path.exists(p)]
-    if missing:
-        for path in missing:
-            print(f"revivify trace {args.cmd}: {path}: no such file or directory",
-                  file=sys.stderr)
+    if _missing(args.cmd, args.paths):
         return 2
     t0 = time.perf_counter()
     every = float(os.environ.get("REVIVIFY_PROGRESS_SECONDS", "5"))
@@ -97,8 +120,14 @@ def trace_main(argv: list[str]) -> int:
         print(line, file=sys.stderr, flush=True)
 
     say_progress = None if args.quiet else say
+    if args.cmd == "follow":
+        return _follow(args, say_progress, every)
     try:
-        if args.cmd == "validate" and args.engine == "spark":
+        if args.cmd == "check" and args.state:
+            report = _check_state(args.paths, args.state, args.max_frontier)
+        elif args.cmd == "validate" and args.checkpoint:
+            report = _validate_checkpoint(args)
+        elif args.cmd == "validate" and args.engine == "spark":
             from revivify.checker.spark import validate_spark
 
             report = validate_spark(args.paths, master=args.master, out=args.out,
@@ -120,6 +149,9 @@ def trace_main(argv: list[str]) -> int:
                 write_report_files(report, args.out, parquet=False)
     except KeyboardInterrupt:
         raise
+    except _StateRefused as e:
+        print(f"revivify trace {args.cmd}: {e}", file=sys.stderr)
+        return 2
     except Exception as e:  # the last line of defence: a message, not a traceback
         print(f"revivify trace {args.cmd}: internal error: {type(e).__name__}: {e}",
               file=sys.stderr)
@@ -127,6 +159,98 @@ def trace_main(argv: list[str]) -> int:
     report.timings.setdefault("total_s", round(time.perf_counter() - t0, 3))
     if args.json:
         print(report.dumps())
+    else:
+        print(report.text())
+    return report.exit_code()
+
+
+def _missing(cmd: str, paths: list[str]) -> bool:
+    """A PATH that does not exist is unusable input: one line each, exit 2, before any
+    check (not a MissingPath finding inside a whole report, coverage and all)."""
+    missing = [p for p in paths if not os.path.exists(p)]
+    for path in missing:
+        print(f"revivify trace {cmd}: {path}: no such file or directory", file=sys.stderr)
+    return bool(missing)
+
+
+class _StateRefused(Exception):
+    pass
+
+
+def _check_state(paths: list[str], state: str, max_frontier: int) -> Report:
+    """``check --state``: restore, read on, save the state, then judge (the save comes
+    before ``finish``, which ends every file: checker/resume.py)."""
+    from revivify.checker.resume import StateError, check_resumed, dumps, write_state
+
+    try:
+        fol = check_resumed(paths, state, max_frontier)
+    except StateError as e:
+        raise _StateRefused(str(e)) from e
+    data = dumps(fol)
+    report = fol.finish()
+    try:
+        write_state(state, data)
+    except OSError as e:
+        raise _StateRefused(f"{state}: cannot save the state: {e.strerror or e}") from e
+    return report
+
+
+def _validate_checkpoint(args: argparse.Namespace) -> Report:
+    """``validate --engine spark --checkpoint DIR`` (checker/spark_resume.py)."""
+    if args.engine != "spark" or args.plan != "files" or args.global_in_spark:
+        raise _StateRefused("--checkpoint needs --engine spark with the files plan and "
+                            "the global checks on the driver")
+    from revivify.checker.resume import StateError
+    from revivify.checker.spark import spark_session, write_report_files
+    from revivify.checker.spark_resume import validate_spark_resumed
+
+    os.makedirs(args.checkpoint, exist_ok=True)
+    spark = spark_session(args.master)
+    try:
+        report = validate_spark_resumed(args.paths, args.checkpoint, spark,
+                                        max_frontier=args.max_frontier,
+                                        partitions=args.partitions or None)
+    except StateError as e:
+        raise _StateRefused(str(e)) from e
+    finally:
+        spark.stop()
+    if args.out:
+        write_report_files(report, args.out, parquet=False)
+    return report
+
+
+def _follow(args: argparse.Namespace, say: Callable[[str], None] | None,
+            every: float) -> int:
+    """``trace follow``: tell each finding as it is found, the verdict at the end."""
+    from revivify.checker.follow import follow
+    from revivify.checker.report import format_violation
+
+    stop: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.append(signum)
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def tell(v: Violation) -> None:
+        if args.json:
+            print(json.dumps({"finding": v.to_json()}, default=str), flush=True)
+        else:
+            print(format_violation(v), flush=True)
+
+    try:
+        report = follow(args.paths, tell, lambda: bool(stop), until_idle=args.until_idle,
+                        interval=args.interval, max_frontier=args.max_frontier,
+                        progress=say, progress_seconds=every)
+    except Exception as e:  # the last line of defence: a message, not a traceback
+        print(f"revivify trace follow: internal error: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 2
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    if args.json:
+        print(json.dumps({"report": report.to_json()}, default=str))
     else:
         print(report.text())
     return report.exit_code()

@@ -209,6 +209,64 @@ def _in_seq_order(f: str, fh: Iterable[bytes], order: FileOrder,
     yield from _released(order.finish(), add, None if begun else begin)
 
 
+@attrs.define
+class SeqFeed:
+    """``_in_seq_order`` in push form, for a file read as it grows: its lines are given one
+    by one (``push``), each answered with the events it releases in seq order; ``finish``
+    at the file's end. The same fast path as ``_in_seq_order`` (a line in order skips
+    ``FileOrder.see``, which would only release it and move ``seq`` and ``lamport`` on),
+    written back at once (``resync``) since no local survives between pushes. Plain data
+    (no callbacks kept): the follower's saved state holds it (checker/follow.py)."""
+
+    file: str
+    order: FileOrder = attrs.field(init=False)
+    line: int = 0  # lines pushed, blank ones included (line numbers are 1-based)
+    begun: bool = False  # the first event was released (``begin`` told)
+    stop_line: int = 0  # the line of the file's server_stop so far (0: none)
+
+    def __attrs_post_init__(self) -> None:
+        self.order = FileOrder(self.file)
+
+    def push(self, raw: bytes, add: Callable[[Violation], None],
+             begin: Callable[[int, Envelope], None]) -> list[tuple[int, Envelope]]:
+        self.line += 1
+        i, f, order = self.line, self.file, self.order
+        ev: Any
+        try:
+            ev = ENVELOPE_DECODE(raw)
+        except msgspec.MsgspecError:
+            ev = refused_line(raw, f, i)
+            if ev is None:
+                return []
+            if not isinstance(ev, Envelope):
+                add(_input_error(ev))
+                order.dropped += 1
+                return []
+        if (ev.tablet is None) is not (ev.event in NODE_EVENTS):
+            add(_input_error(tablet_error(ev, f, i)))
+            order.dropped += 1
+            return []
+        fast = order.fast_state()
+        if fast is not None and ev.seq == fast[0] and ev.lamport > fast[1] and \
+                ev.node == order.node and ev.inc == order.inc:
+            # ``_in_seq_order``'s fast path: the next seq, a higher clock, nothing held
+            # (``FileOrder.see`` would release it and move both on: ``resync``).
+            order.resync(ev.seq + 1, ev.lamport)
+            return [(i, ev)]
+        return self._release(order.see(i, ev), add, begin)
+
+    def finish(self, add: Callable[[Violation], None],
+               begin: Callable[[int, Envelope], None]) -> list[tuple[int, Envelope]]:
+        return self._release(self.order.finish(), add, begin)
+
+    def _release(self, seen: tuple[list[InputError], list[tuple[int, Envelope]]],
+                 add: Callable[[Violation], None],
+                 begin: Callable[[int, Envelope], None]) -> list[tuple[int, Envelope]]:
+        released = _released(seen, add, None if self.begun else begin)
+        self.begun = self.begun or bool(released)
+        return released
+
+
 def _released(seen: tuple[list[InputError], list[tuple[int, Envelope]]],
               add: Callable[[Violation], None],
               begin: Callable[[int, Envelope], None] | None) -> list[tuple[int, Envelope]]:
@@ -260,6 +318,10 @@ class _NodeReplay:
     since_reset: int = 0
     # A line of the current file gave no event: its incarnation's facts are partial.
     blind: bool = False
+    # Every key in flight in this replayer, not only this node's (``maybe_reset`` interns
+    # them afresh): None when this node is the only one in flight (the batch drivers);
+    # the follower (checker/follow.py) replays several nodes at once.
+    live_keys: Callable[[], Iterable[KeyState]] | None = None
 
     def replay_file(self, f: str, opener: Opener) -> None:
         """One file of the node: its events, in seq order, then what its end says (a clean
@@ -280,6 +342,43 @@ class _NodeReplay:
         finally:
             drain_facts(self.r, self.sink)
         self._file_end(f, order)
+
+    # -- The push form of ``replay_file`` (the follower, checker/follow.py): the same
+    # steps, the lines given as they are written instead of pulled from the file. Both
+    # forms run ``_events`` on the events ``FileOrder`` releases, so a file replayed in
+    # chunks gives what it gives replayed at once (tests/trace/test_follow.py).
+
+    def open_file(self, f: str) -> SeqFeed:
+        """The node's next file begins (``replay_file``'s first step)."""
+        self.blind = False
+        return SeqFeed(f)
+
+    def push_lines(self, feed: SeqFeed, raws: Iterable[bytes]) -> None:
+        """Lines of ``feed``'s file, in file order, each whole (with its newline; only
+        the file's last line may lack one, and only once the file is over)."""
+        begin = functools.partial(self._begin, feed.file)
+        released: list[tuple[int, Envelope]] = []
+        for raw in raws:
+            released.extend(feed.push(raw, self._input_problem, begin))
+        self._replay_released(feed, released)
+
+    def close_file(self, feed: SeqFeed) -> None:
+        """The file is over (``replay_file``'s last steps): what ``FileOrder`` still
+        holds, a clean end's checks, the facts, ``_file_end``."""
+        self._replay_released(feed, feed.finish(self._input_problem,
+                                                functools.partial(self._begin, feed.file)))
+        order = feed.order
+        if order.inc is not None and feed.stop_line:
+            for v in self.r.end_file(self.ns, self.keys, feed.file, feed.stop_line,
+                                     order.inc, self.clean) or ():
+                self.add(v)
+        drain_facts(self.r, self.sink)
+        self._file_end(feed.file, order)
+
+    def _replay_released(self, feed: SeqFeed, released: list[tuple[int, Envelope]]) -> None:
+        if released:
+            feed.stop_line = self._events(feed.file, iter(released)) or feed.stop_line
+        drain_facts(self.r, self.sink)
 
     def _input_problem(self, v: Violation) -> None:
         """A finding about the input itself (a line that gave no event, an order finding)."""
@@ -315,7 +414,8 @@ class _NodeReplay:
                 since_reset += 1
                 if since_reset >= RESET_EVERY:
                     since_reset = 0
-                    if r.maybe_reset(keys.values()):
+                    if r.maybe_reset(keys.values() if self.live_keys is None
+                                     else self.live_keys()):
                         memo_get = r.memo.get
                 k = keys.get(tablet)
                 if k is None or k.node != ev.node:

@@ -187,7 +187,7 @@ STC_CODES: Final = {v: k for k, v in STC_NAMES.items()}
 
 InputKind = Literal["TornLine", "MalformedLine", "UnknownEvent", "UnsupportedSchemaVersion",
                     "BadArgs", "BadState", "MixedFile", "EmptyFile", "MissingPath",
-                    "NoTraceFiles", "UnreadableFile"]
+                    "NoTraceFiles", "UnreadableFile", "FileShrank"]
 
 
 @attrs.frozen

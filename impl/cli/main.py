@@ -3,7 +3,9 @@
 Subcommands:
   prove                   z3 proofs of the spec (revivify.checker.prove)
   explore                 exhaustive bounded exploration of the spec (revivify.checker.explore)
-  trace check PATH...     replay traces against the spec, single process
+  trace check PATH...     replay traces against the spec, single process (--state FILE:
+                          resume from and save to FILE)
+  trace follow PATH...    the same while servers write them, findings as they come
   trace validate PATH...  the same on Spark (--engine spark)
   history check FILE      is a client history linearizable? (revivify.impl.cli.history)
   tserver status | run    a tablet server's state; run one (revivify.impl.servers.tserver)
@@ -53,8 +55,8 @@ USAGE = """usage: revivify COMMAND [ARGS...]
 commands:
   prove       prove the spec's invariants with z3 (inductive + bounded model checking)
   explore     enumerate every reachable spec state within bounds and check invariants
-  trace       check traces against the spec: 'trace check PATH...' or
-              'trace validate PATH... --engine spark'
+  trace       check traces against the spec: 'trace check PATH...',
+              'trace follow PATH...' (live) or 'trace validate PATH... --engine spark'
   history     'history check FILE --model register|kv': is a client history linearizable?
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
               'tserver list --masters HOST:PORT,...' (liveness as the masters see it),

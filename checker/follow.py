@@ -1,0 +1,574 @@
+"""Checking traces while they are written (``trace follow``) and resuming a check
+(``trace check --state``): the batch replay, fed as the files grow.
+
+The model of the input. A server incarnation appends whole lines to its own file; a
+killed one may leave a torn last line, and the next incarnation of that node opens a new
+file only after the previous process is gone. So at any moment each node has at most one
+file that may still grow: its highest incarnation's. The files of different nodes grow
+independently.
+
+How the batch check is followed. ``LocalChecker`` replays node by node, each node's files in
+incarnation order (``local.group_files``), each file's events in seq order
+(``FileOrder``), with one ``Replayer`` and one ``GlobalChecks``. The follower does exactly
+that, for every node at once: each node is a ``_Group`` whose ``_NodeReplay`` is fed the
+whole lines of its *current* file as they appear (``_NodeReplay.push_lines``, the push form
+of ``replay_file``: the same ``_events`` over the same ``FileOrder``). A line without its
+newline is held until it is completed. The current file is over, and is closed
+(``close_file``: its torn tail, the end of a clean incarnation, its facts) when a later
+incarnation of the node appears, or at the end (``finish``). A node's replay state does not
+depend on other nodes, and every merge of ``GlobalChecks`` is a min, a max or a union
+(global_checks.GlobalChecks.fact), so interleaving nodes changes neither the findings nor
+the global tables: ``finish`` ends every node as ``stream_node`` does and asks the global
+checks, and the verdict is the batch check's on the finished files
+(tests/trace/test_follow.py checks it on the corpus, line by line, in random interleavings,
+with torn tails and random pauses).
+
+When a finding is printed (``Follower.poll``):
+
+* a per-key finding (a step the spec refuses, an order or input finding, a term regression,
+  a double vote...) as soon as the line that proves it is whole: the replay of a key
+  depends only on its own lines. ``FileOrder`` holds a line whose seq is not the next one
+  until the missing seqs arrive (at most ``REORDER_WINDOW`` lines) or the file is over.
+* a finding at a crash boundary (the crash frontier: unlogged steps, ``MissingStartup``,
+  ``MissingIncarnation``) when the node's next incarnation writes its first line: only
+  then is the crash, and the state after it, known.
+* a global finding (across keys or nodes) when it holds on the facts so far, with every
+  key's pending facts flushed as if it ended and every incarnation still running taken as
+  crashed right after its last line (the widest excuse its crash could still give:
+  ``provisional``), *and* no unread line can bear on it any more: every node holding its
+  tablet or named by the tablet's events has written a line with a clock above the
+  highest clock read when the finding first appeared (``_judge``). The lines that prove it
+  were read by then, so their clocks are at or below that one; each node's clocks increase
+  along its file, so such a node has no unread line at or below it; and a line that
+  happened before the finding's lines has a lower clock (Lamport). A node that logged
+  ``server_stop`` counts at once; a node that is down without it (crashed, or idle) holds
+  the finding until its next incarnation writes past that clock, or the end: that is when
+  its crash frontier is known. What can still withdraw a finding told: a later line of a
+  running incarnation that gives no event makes the whole incarnation *blind* (the batch
+  rules then excuse every step after its start), and traces whose clocks break causality
+  (themselves a finding). The final verdict then leaves it out and the follower tells it
+  again as ``withdrawn``. Global findings are judged at most every ``GLOBAL_EVERY``
+  seconds, only when lines came in, and at most a fifth of the time (``judge_factor``).
+
+Memory is the live state, not the history: per node its keys (``KeyState``, bounded by
+the spec's small state plus the context window), its ``FileOrder`` (at most
+``REORDER_WINDOW`` held lines), the global tables (which grow with tablets and terms, as
+in the batch check), and per file a ``_Tail`` (offsets). No event is kept once replayed.
+
+Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
+follower's state between two polls is plain data once the replayer's caches are left out:
+the saved state is exactly that, and ``trace check --state FILE`` is one poll of a
+restored (or new) follower, a snapshot, then ``finish`` on the live objects. A later run
+restores the snapshot taken *before* ``finish`` and goes on from each file's offset, so
+a run over the new lines gives the verdict of one run over everything.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final
+
+import attrs
+import msgspec
+
+from revivify.checker.facts import GlobalFact
+from revivify.checker.global_checks import GlobalChecks
+from revivify.checker.keys import KeyState, Violation
+from revivify.checker.local import SeqFeed, _NodeReplay, drain_facts
+from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer
+from revivify.checker.report import Report, from_input_error
+from revivify.checker.traces import Envelope, InputError, discover, name_incarnation
+from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
+from revivify.spec.catalog import CatalogSpec
+
+# Bytes read from a file at a time: memory per poll is bounded by this, not by the file.
+CHUNK: Final = 1 << 22
+# The global checks are judged at most this often while following (seconds).
+GLOBAL_EVERY: Final = 0.5
+_HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
+
+
+@attrs.define
+class _Tail:
+    """One trace file as far as it has been read. ``offset``: the bytes of its whole
+    lines read (a torn last line is left for later); ``held``: whole lines read before
+    the file's node is known (its first decodable line names it; ``first_envelope``).
+    ``group``: the group it belongs to once known (a node, or ``"?" + path`` for a file
+    no node can be found for, as ``group_files``' orphans); ``done``: replayed to its end."""
+
+    path: str
+    inc: int = 0
+    offset: int = 0
+    size: int = -1
+    group: str | None = None
+    head: bool = False  # its node and incarnation come from a line, not from its name
+    done: bool = False
+    held: list[bytes] = attrs.Factory(list)
+    # Why the file could not be read on (kind, message), and whether that was reported.
+    trouble: tuple[str, str] | None = None
+    told: bool = False
+
+    @property
+    def gz(self) -> bool:
+        return self.path.endswith(".gz")
+
+    def grew(self) -> bool:
+        """Whether the file's size changed since last asked (activity, ``--until-idle``)."""
+        try:
+            size = os.path.getsize(self.path)
+        except OSError:
+            size = -1
+        changed = size != self.size
+        self.size = size
+        return changed
+
+    def read(self, final: bool) -> Iterator[list[bytes]]:
+        """The file's new whole lines, chunk by chunk, each with its newline; with
+        ``final`` also its torn last line (the file is over: the batch reader yields it
+        without its newline). A gzip file cannot be read while it is written: it is read
+        whole once, when it is final."""
+        if self.gz:
+            if final and self.offset == 0:
+                self.offset = 1  # read: a gzip file is read once
+                with gzip.open(self.path, "rb") as gz:
+                    yield list(gz)
+            return
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 (closed below; a generator)
+        except OSError as exc:
+            self.trouble = self.trouble or ("UnreadableFile", str(exc))
+            return
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < self.offset:  # rewritten: what was checked is no longer there
+                self.trouble = self.trouble or ("FileShrank", (
+                    f"the file holds {size} bytes, fewer than the {self.offset} already "
+                    "checked: it was truncated or rewritten (trace files only grow); "
+                    "the rest of it is not read"))
+                return
+            fh.seek(self.offset)
+            rest = b""
+            while True:
+                data = fh.read(CHUNK)
+                if not data:
+                    break
+                data = rest + data
+                cut = data.rfind(b"\n") + 1
+                rest = data[cut:]
+                if cut:
+                    self.offset += cut
+                    yield [x + b"\n" for x in data[:cut - 1].split(b"\n")]
+            if final and rest:
+                self.offset += len(rest)
+                yield [rest]
+
+
+@attrs.define
+class _Group:
+    """One node's files in the order the batch check replays them (incarnation, path),
+    the one being read (``cur``, fed through ``feed``) and its replay."""
+
+    node: str
+    replay: _NodeReplay
+    files: list[_Tail] = attrs.Factory(list)
+    cur: int = 0
+    feed: SeqFeed | None = None
+    max_clock: int = -1  # the highest clock read in order in any of its files
+
+    def add(self, t: _Tail) -> None:
+        """A file of the node: in incarnation order among those not begun (one of a lower
+        incarnation than the current file's, a late arrival, is replayed next)."""
+        at = len(self.files)
+        while at > self.cur + (self.feed is not None) and \
+                (self.files[at - 1].inc, self.files[at - 1].path) > (t.inc, t.path):
+            at -= 1
+        self.files.insert(at, t)
+
+    def advance(self, final: bool) -> bool:
+        """Feed the current file's new lines; close it and go on while a later file of the
+        node exists (or ``final``). True when a line was fed."""
+        fed = False
+        while self.cur < len(self.files):
+            t = self.files[self.cur]
+            if self.feed is None:
+                self.feed = self.replay.open_file(t.path)
+                if t.held:
+                    self.replay.push_lines(self.feed, t.held)
+                    t.held = []
+                    fed = True
+            over = final or self.cur + 1 < len(self.files)
+            for chunk in t.read(over):
+                self.replay.push_lines(self.feed, chunk)
+                fed = True
+            self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
+            if not over:
+                break
+            self.replay.close_file(self.feed)
+            self.feed = None
+            t.done = True
+            self.cur += 1
+        return fed
+
+    def horizon(self) -> float:
+        """The clock below which this node writes nothing more in its current
+        incarnation: its last clock read in order; infinite once it logged server_stop
+        (a clean end: nothing follows) or when it has no file being read."""
+        if self.feed is None or self.feed.stop_line:
+            return float("inf")
+        run = self.running()
+        return -1 if run is None else run[2]
+
+    def running(self) -> tuple[int, int, int] | None:
+        """(incarnation, first clock, last clock) of the file being read, if it has
+        released an event in order (``FileOrder``)."""
+        if self.feed is None:
+            return None
+        o = self.feed.order
+        if o.inc is None or o.first_lamport is None or o.lamport is None:
+            return None
+        return o.inc, o.first_lamport, o.lamport
+
+
+@attrs.define
+class Follower:
+    """The batch check (``LocalChecker``) fed as files grow: ``poll`` reads what is new,
+    ``finish`` gives the verdict on the files as they are. ``on_finding`` hears each
+    finding once, as it is found (module docstring: when)."""
+
+    paths: list[str]
+    max_frontier: int = DEFAULT_MAX_FRONTIER
+    catalog: CatalogSpec = CATALOG_SPEC
+    on_finding: Callable[[Violation], None] | None = None
+    global_every: float = GLOBAL_EVERY  # seconds between two judgements of the globals
+    # Where the facts go instead of ``globals_`` (the Spark checkpoint's tasks send them
+    # to the driver, which holds the global tables: checker/spark_resume.py).
+    fact_tap: Callable[[GlobalFact], None] | None = None
+    # A judgement waits at least this many times as long as the last one took, so that
+    # judging takes at most 1 / (1 + factor) of the follower's time on a large state.
+    judge_factor: float = 4.0
+    replayer: Replayer = attrs.field(init=False)
+    globals_: GlobalChecks = attrs.field(init=False, factory=GlobalChecks)
+    report: Report = attrs.field(init=False, factory=lambda: Report(engine="local"))
+    tails: dict[str, _Tail] = attrs.field(init=False, factory=dict)
+    groups: dict[str, _Group] = attrs.field(init=False, factory=dict)
+    # Identities of the findings told to ``on_finding``, and of the global ones among them.
+    told: set[tuple[str, str]] = attrs.field(init=False, factory=set)
+    told_global: dict[tuple[str, str], Violation] = attrs.field(init=False, factory=dict)
+    # Per (node, tablet): what ``finish_key`` flushed for the key last time, with the key
+    # and its signature then (``_pending_facts``).
+    flushed: dict[tuple[str, str], tuple[Any, KeyState, list[GlobalFact]]] = attrs.field(
+        init=False, factory=dict)
+    # Global findings seen but not yet told -> the highest clock read when first seen.
+    pending: dict[tuple[str, str], float] = attrs.field(init=False, factory=dict)
+    facts_seen: int = attrs.field(init=False, default=0)  # facts merged (``_Counting``)
+    # Polls that fed lines (new facts, or clocks moved on), and their count at the last
+    # judgement of the global findings.
+    fed: int = attrs.field(init=False, default=0)
+    fed_judged: int = attrs.field(init=False, default=0)
+    judged_at: float = attrs.field(init=False, default=0.0)
+    # Seconds the last judgement took (``judge_factor``).
+    judge_cost: float = attrs.field(init=False, default=0.0)
+    finished: bool = attrs.field(init=False, default=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.replayer = Replayer(max_frontier=self.max_frontier)
+        self.globals_.catalog.rules = self.catalog.global_rules
+        self.globals_.max_frontier = self.max_frontier
+
+    # -- reading ----------------------------------------------------------------------
+
+    def poll(self) -> bool:
+        """Read every file's new whole lines and replay them; tell new findings. True when
+        anything grew (a new file, a longer one)."""
+        grew = self._discover(final=False)
+        for t in self.tails.values():
+            grew = t.grew() or grew
+        self._assign(final=False)
+        for g in self._in_order():
+            if g.advance(final=False):
+                self.fed += 1
+        self._troubles(final=False)
+        self._judge_globals()
+        return grew
+
+    def finish(self, judge: bool = True) -> Report:
+        """The verdict on the files as they are now: every file read to its end (torn
+        tails included), every node ended as ``stream_node`` ends it, the global checks
+        (not with ``judge`` False: another holds the global tables, ``fact_tap``).
+        The follower is spent afterwards (its keys are finished)."""
+        assert not self.finished, "finish() twice"
+        self.finished = True
+        self._discover(final=True)
+        self._assign(final=True)
+        r, report = self.replayer, self.report
+        groups = self._in_order()
+        for g in groups:
+            g.advance(final=True)
+        self._troubles(final=True)
+        for g in groups:
+            for k in g.replay.keys.values():
+                r.finish_key(k)
+            drain_facts(r, _Counting(self))
+            report.server_events += g.replay.stats.server_events
+            report.keys += g.replay.stats.keys
+        self.on_finding, tell = None, self.on_finding  # the verdict lists the rest
+        for v in self.globals_.violations() if judge else ():
+            self._add(v)
+        self.on_finding = tell
+        for ident, v in self.told_global.items():
+            if ident not in report.findings and not _folded(v, report):
+                self._tell(attrs.evolve(v, severity="withdrawn"))
+        report.events = r.events
+        report.coverage = dict(r.coverage)
+        report.frontiers = dict(r.frontiers)
+        report.files = len(self.tails)
+        return report
+
+    def _troubles(self, final: bool) -> None:
+        """A file that shrank, at once (the check cannot be the batch check's any more);
+        a file that could not be opened, at the end (it may be being created)."""
+        for t in self.tails.values():
+            if t.trouble is not None and not t.told and (final or
+                                                         t.trouble[0] == "FileShrank"):
+                t.told = True
+                self._add(from_input_error(InputError(t.trouble[0], t.path, 0, "path",
+                                                      t.trouble[1])))
+
+    def _discover(self, final: bool) -> bool:
+        files, errors = discover(self.paths)
+        if final:  # a directory still empty, a path gone: the batch check's findings
+            for e in errors:
+                self._add(from_input_error(e))
+        new = [f for f in files if f not in self.tails]
+        for f in new:
+            self.tails[f] = _Tail(f)
+        return bool(new)
+
+    def _assign(self, final: bool) -> None:
+        """Give each new file its node (``group_files``' rules): the node and incarnation
+        of its first decodable line; for a file with none (empty, or only a torn or
+        malformed line), those of its name if that node has files (only at the end, or once
+        a later incarnation of that node shows it is over); else a group of its own."""
+        waiting = sorted((t for t in self.tails.values() if t.group is None),
+                         key=lambda t: t.path)
+        for t in waiting:
+            for chunk in t.read(final):
+                t.held.extend(chunk)
+            head = _head(t.held)
+            if head is not None:
+                t.head = True
+                self._join(t, *head)
+        for t in waiting:
+            if t.group is not None:
+                continue
+            named = name_incarnation(t.path)
+            g = self.groups.get(named[0]) if named is not None else None
+            if named is not None and g is not None and \
+                    (final or any(o.inc > named[1] for o in g.files if o.head)):
+                self._join(t, *named)
+            elif final:
+                t.group = "?" + t.path
+                g = self.groups[t.group] = self._group("")
+                g.add(t)
+
+    def _join(self, t: _Tail, node: str, inc: int) -> None:
+        """``t`` is incarnation ``inc`` of ``node``; a second file of one incarnation is
+        ``DuplicateIncarnation`` and is not replayed (``group_files``)."""
+        t.inc = inc
+        g = self.groups.get(node)
+        if g is None:
+            g = self.groups[node] = self._group(node)
+        twin = next((o for o in g.files if o.inc == inc), None)
+        t.group = node
+        if twin is not None:
+            t.done = True
+            t.held = []
+            self._add(from_input_error(InputError(
+                "DuplicateIncarnation", t.path, 0, "inc",
+                f"node {node} incarnation {inc} is also in {twin.path}; this file "
+                "is not checked (one file per incarnation)")))
+            return
+        g.add(t)
+
+    def _group(self, node: str) -> _Group:
+        nr = _NodeReplay(self.replayer, _Counting(self), self._add, self.catalog)
+        nr.live_keys = self._live_keys
+        return _Group(node, nr)
+
+    def _in_order(self) -> list[_Group]:
+        """The batch check's order: nodes sorted, then the files of no node."""
+        return [self.groups[n] for n in sorted(self.groups, key=lambda n: (n[:1] == "?", n))]
+
+    def _live_keys(self) -> Iterator[KeyState]:
+        for g in self.groups.values():
+            yield from g.replay.keys.values()
+
+    # -- findings ---------------------------------------------------------------------
+
+    def _add(self, v: Violation) -> None:
+        self.report.add(v)
+        ident = v.identity()
+        if ident in self.report.findings:
+            self._tell(v)
+
+    def _tell(self, v: Violation) -> None:
+        ident = v.identity()
+        if ident in self.told and v.severity != "withdrawn":
+            return
+        self.told.add(ident)
+        if self.on_finding is not None:
+            self.on_finding(v)
+
+    def _judge_globals(self) -> None:
+        """Tell the global findings that already stand (module docstring), at most every
+        ``global_every`` seconds and only when lines were fed since the last time."""
+        now = time.monotonic()
+        if self.fed == self.fed_judged or \
+                now - self.judged_at < max(self.global_every,
+                                           self.judge_factor * self.judge_cost):
+            return
+        self.fed_judged, self.judged_at = self.fed, now
+        self._judge()
+        self.judge_cost = time.monotonic() - now
+
+    def _judge(self) -> None:
+        """Tell each global finding that stands now and that no unread line can bear on
+        any more: every node bearing on it has written past the highest clock read when
+        it first appeared (the lines that prove it are at or below that clock, and each
+        node's clocks increase along its file)."""
+        top = max((g.max_clock for g in self.groups.values()), default=-1)
+        tables, provisional = self.provisional()
+        found = {v.identity(): v for v in provisional}
+        for ident in [i for i in self.pending if i not in found]:
+            del self.pending[ident]
+        for ident, v in found.items():
+            if ident in self.told:
+                continue
+            seen = self.pending.setdefault(ident, top)
+            bearing = self._bearing(v, tables)
+            if bearing is not None and all(g.horizon() > seen for g in bearing):
+                del self.pending[ident]
+                self.told_global[ident] = v
+                self._tell(v)
+
+    def _pending_facts(self, grp: _Group) -> list[GlobalFact]:
+        """The facts ``finish_key`` would flush for each of the node's keys now (on a
+        copy of the key), cached per key until the key takes another event (its context
+        window's newest line, its incarnation or its state moved)."""
+        r, out = self.replayer, []
+        dirty = []
+        for tablet, k in grp.replay.keys.items():
+            sig = (k.window[-1][:2] if k.window else None, k.inc, k.state, k.pos)
+            got = self.flushed.get((grp.node, tablet))
+            if got is not None and got[0] == sig and got[1] is k:
+                out.extend(got[2])
+            else:
+                dirty.append((tablet, k, sig))
+        if dirty:  # one pickle round trip copies them all (faster than deepcopy)
+            copies = pickle.loads(pickle.dumps([k for _, k, _ in dirty],
+                                               protocol=pickle.HIGHEST_PROTOCOL))
+            for (tablet, k, sig), kc in zip(dirty, copies, strict=True):
+                r.finish_key(kc)
+                facts = list(r.facts)
+                r.facts.clear()
+                self.flushed[(grp.node, tablet)] = (sig, k, facts)
+                out.extend(facts)
+        return out
+
+    def _bearing(self, v: Violation, tables: GlobalChecks) -> list[_Group] | None:
+        """The nodes whose unread lines may bear on a global finding: those holding its
+        tablet or named by its tablet's events (``GlobalChecks.named``: configs,
+        candidates, copy sources); every node for a finding of no tablet. None while a
+        node so named has no file yet (its lines are all unread)."""
+        if not v.tablet:
+            return list(self.groups.values())
+        named = tables.named.get(v.tablet, set())
+        if any(n not in self.groups for n in named):
+            return None
+        return [g for g in self.groups.values()
+                if g.node in named or v.tablet in g.replay.keys]
+
+    def provisional(self) -> tuple[GlobalChecks, list[Violation]]:
+        """The global findings on the facts so far, on a copy of the tables (returned with
+        them): every key's pending facts flushed as if it ended now, every running
+        incarnation taken as crashed right after its last line (the widest excuse its
+        crash could still give)."""
+        r = self.replayer
+        g = pickle.loads(pickle.dumps(self.globals_, protocol=pickle.HIGHEST_PROTOCOL))
+        assert not r.facts, "the facts are drained after every push"
+        for grp in self.groups.values():
+            for f in self._pending_facts(grp):
+                g.fact(f)
+            run = grp.running()
+            if run is not None:
+                inc, first, last = run
+                g.incs.setdefault(grp.node, {}).setdefault(inc, (first, last, False))
+        return g, g.violations()
+
+
+@attrs.define
+class _Counting:
+    """The global tables as a ``FactSink``, counting the facts (a change to judge)."""
+
+    fol: Follower
+
+    def fact(self, f: GlobalFact) -> None:
+        self.fol.facts_seen += 1
+        if self.fol.fact_tap is not None:
+            self.fol.fact_tap(f)
+        else:
+            self.fol.globals_.fact(f)
+
+
+def _folded(v: Violation, report: Report) -> bool:
+    """Whether the verdict holds ``v`` folded into another finding (``Report.add``: one
+    fault seen by several checks is one finding, at one of its lines)."""
+    return any((f.file, f.line) == (v.file, v.line) or v.kind in f.also
+               for f in report.findings.values())
+
+
+def _head(lines: Iterable[bytes]) -> tuple[str, int] | None:
+    """(node, incarnation) of the first line that decodes (``traces.first_envelope``)."""
+    for raw in lines:
+        try:
+            ev = _HEAD.decode(raw)
+        except msgspec.MsgspecError:
+            continue
+        return ev.node, ev.inc
+    return None
+
+
+def follow(paths: list[str], on_finding: Callable[[Violation], None],
+           stop: Callable[[], bool], until_idle: float | None = None,
+           interval: float = 0.15, max_frontier: int = DEFAULT_MAX_FRONTIER,
+           progress: Callable[[str], None] | None = None,
+           progress_seconds: float = 5.0) -> Report:
+    """Follow ``paths`` until ``stop()`` (a signal) or, with ``until_idle``, until no file
+    grew for that many seconds; then the final verdict. ``progress`` hears a line about
+    every ``progress_seconds``."""
+    fol = Follower(paths, max_frontier=max_frontier, on_finding=on_finding)
+    fol.poll()
+    if progress is not None:
+        progress(f"trace follow: following {len(fol.tails)} files under {len(paths)} "
+                 "path(s)")
+    last = tick = time.monotonic()
+    while not stop():
+        if fol.poll():
+            last = time.monotonic()
+        elif until_idle is not None and time.monotonic() - last >= until_idle:
+            break
+        now = time.monotonic()
+        if progress is not None and now - tick >= progress_seconds:
+            tick = now
+            progress(f"trace follow: {len(fol.tails)} files, {fol.replayer.events:,} "
+                     f"events, {len(fol.report.findings)} findings, idle "
+                     f"{now - last:.0f} s")
+        time.sleep(interval)
+    return fol.finish()
+
+
+__all__ = ["Follower", "follow"]

@@ -1,0 +1,356 @@
+"""``trace follow`` and ``trace check --state`` give the batch check's verdict.
+
+The follower (checker/follow.py) is fed the corpus as servers would write it: each node's
+files one after the other (a new incarnation's file only once the previous one is
+complete), the nodes interleaved at random, each file written in pieces cut at random
+bytes (so lines are torn and completed later), with polls at random points in between
+(the pauses). Its final report must be ``check_paths``' on the finished files, finding for
+finding, with the same counts and coverage; what it told while following must be in that
+report (or told withdrawn, module docstring of checker/follow.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from revivify.checker.follow import Follower
+from revivify.checker.keys import Violation
+from revivify.checker.local import check_paths
+from revivify.checker.replay import DEFAULT_MAX_FRONTIER
+from revivify.checker.report import Report
+from revivify.checker.resume import StateError, check_resumed, dumps, write_state
+from revivify.checker.traces import discover, first_envelope, name_incarnation
+
+from .conftest import TRACES
+
+# The corpus: every bad and legal case, and a spread of the spec walks.
+CASES = sorted(str(p) for p in (TRACES / "bad").iterdir() if p.is_dir()) + \
+    sorted(str(p) for p in (TRACES / "legal").iterdir() if p.is_dir()) + \
+    sorted(str(p) for p in (TRACES / "spec-walks").iterdir() if p.is_dir())[::4]
+
+
+def streams(case: str) -> list[list[str]]:
+    """The writers of a case: per node its files in incarnation order (one process after
+    the other), and each file no node can be found for on its own."""
+    files, _ = discover([case])
+    by_node: dict[str, list[tuple[int, str]]] = {}
+    alone: list[list[str]] = []
+    for f in files:
+        head = first_envelope(f) or name_incarnation(f)
+        if head is None:
+            alone.append([f])
+        else:
+            by_node.setdefault(head[0], []).append((head[1], f))
+    return [[f for _, f in sorted(v)] for _, v in sorted(by_node.items())] + alone
+
+
+def same(a: Report, b: Report) -> None:
+    assert [v.to_json() for v in b.sorted()] == [v.to_json() for v in a.sorted()]
+    assert (b.events, b.keys, b.server_events, b.files, b.coverage, b.frontiers) == \
+        (a.events, a.keys, a.server_events, a.files, a.coverage, a.frontiers)
+
+
+def _pieces(case: str, out: Path, rnd: random.Random) -> list[list[tuple[int, str, bytes]]]:
+    """Per writer (``streams``), its writes in order: (clock, destination, bytes), each
+    line cut at random bytes into several writes (a torn line, completed later)."""
+    writers: list[list[tuple[int, str, bytes]]] = []
+    for stream in streams(case):
+        ops: list[tuple[int, str, bytes]] = []
+        for f in stream:
+            dest = str(out / os.path.relpath(f, case))
+            lines = Path(f).read_bytes().splitlines(keepends=True) or [b""]
+            clock = 0
+            for line in lines:
+                # A malformed line is written with the clock of the line before it.
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    clock = int(json.loads(line)["lamport"])
+                cuts = sorted(rnd.sample(range(1, len(line)), min(max(len(line) - 1, 0),
+                                                                  rnd.choice((0, 0, 1, 2)))))
+                bounds = [0, *cuts, len(line)]
+                ops.extend((clock, dest, line[lo:hi]) for lo, hi in itertools.pairwise(bounds))
+        writers.append(ops)
+    return writers
+
+
+def write_live(case: str, out: Path, rnd: random.Random, fol: Follower,
+               causal: bool = False) -> None:
+    """Write ``case``'s files into ``out`` as servers would, polling ``fol`` at random:
+    the writers interleaved at random, or with ``causal`` in the order of their clocks
+    (ties at random), as a real cluster writes them (a line is written after every line
+    that happened before it, and Lamport clocks order those)."""
+    writers = _pieces(case, out, rnd)
+    while any(writers):
+        live = [w for w in writers if w]
+        if causal:
+            low = min(w[0][0] for w in live)
+            live = [w for w in live if w[0][0] == low]
+        _, dest, chunk = rnd.choice(live).pop(0)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "ab") as fh:
+            fh.write(chunk)
+        for _ in range(rnd.choice((0, 0, 0, 1, 1, 2))):
+            fol.poll()
+
+
+@given(case=st.sampled_from(CASES), rnd=st.randoms(use_true_random=False),
+       causal=st.booleans())
+def test_followed_corpus_gives_the_batch_verdict(case: str, rnd: random.Random,
+                                                 causal: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "traces"
+        out.mkdir()
+        told: list[Violation] = []
+        fol = Follower([str(out)], on_finding=told.append, global_every=0.0,
+                       judge_factor=0.0)
+        write_live(case, out, rnd, fol, causal)
+        fol.poll()
+        got = fol.finish()
+        want = check_paths([str(out)])
+        same(want, got)
+        check_told(told, want, strict=causal)
+
+
+def check_told(told: list[Violation], final: Report, strict: bool) -> None:
+    """Every finding told while following is in the final report (by identity, or folded
+    into the finding kept at its line), or was told withdrawn at the end; with ``strict``
+    (clean traces written in causal order) none is withdrawn."""
+    withdrawn = {v.identity() for v in told if v.severity == "withdrawn"}
+    assert not (strict and withdrawn), withdrawn
+    kept = final.identities()
+    at = {(v.file, v.line) for v in final.findings.values()}
+    for v in told:
+        if v.severity == "withdrawn" or v.identity() in withdrawn:
+            continue
+        assert v.identity() in kept or (v.file, v.line) in at, v
+
+
+@pytest.mark.parametrize("case", CASES[:3])
+def test_follow_once_is_check(case: str) -> None:
+    """No interleaving: one poll over the finished files, then the verdict."""
+    fol = Follower([case])
+    fol.poll()
+    same(check_paths([case]), fol.finish())
+
+
+def test_sim_run_followed(sim_traces: Path) -> None:
+    """A real Raft run (in-process cluster: appends, commits, a crash, a copy) followed in
+    random interleavings: the batch verdict each time."""
+    for seed in range(3):
+        rnd = random.Random(seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "traces"
+            out.mkdir()
+            told: list[Violation] = []
+            fol = Follower([str(out)], on_finding=told.append, global_every=0.0,
+                       judge_factor=0.0)
+            write_live(str(sim_traces), out, rnd, fol, causal=seed % 2 == 1)
+            got = fol.finish()
+            want = check_paths([str(out)])
+            same(want, got)
+            check_told(told, want, strict=seed % 2 == 1)
+
+
+def test_a_torn_line_is_held_until_completed(tmp_path: Path) -> None:
+    """A line without its newline is not replayed while the file may still grow: it is
+    neither a TornLine nor an event until it is whole (or the file is over)."""
+    src = next(p for p in (TRACES / "legal").iterdir() if p.is_dir())
+    f = sorted(src.glob("*.jsonl"))[0]
+    lines = f.read_bytes().splitlines(keepends=True)
+    dest = tmp_path / f.name
+    dest.write_bytes(lines[0] + lines[1][:10])
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    assert fol.replayer.events + sum(g.replay.stats.server_events
+                                     for g in fol.groups.values()) <= 1
+    assert "TornLine" not in fol.report.kinds()
+    with open(dest, "ab") as fh:
+        fh.write(lines[1][10:])
+    fol.poll()
+    assert "TornLine" not in fol.report.kinds()
+    assert fol.replayer.events + sum(g.replay.stats.server_events
+                                     for g in fol.groups.values()) == 2
+
+
+# -- trace check --state -------------------------------------------------------------------
+
+
+def resumed_check(paths: list[str], state: Path) -> Report:
+    """What ``trace check --state`` does: restore (or begin), read, save, judge."""
+    fol = check_resumed(paths, str(state), DEFAULT_MAX_FRONTIER)
+    data = dumps(fol)
+    report = fol.finish()
+    write_state(str(state), data)
+    return report
+
+
+@given(case=st.sampled_from(CASES), rnd=st.randoms(use_true_random=False),
+       batches=st.integers(2, 5))
+def test_batches_resumed_give_the_whole(case: str, rnd: random.Random, batches: int) -> None:
+    """The corpus written in pieces (torn lines included) and checked after each of 2 to 5
+    batches, each run resuming from the state the last one saved: each run's verdict is
+    the batch check's of the files as they are then, and the last one's the whole's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "traces"
+        out.mkdir()
+        state = Path(tmp) / "state"
+        writers = _pieces(case, out, rnd)
+        ops = []
+        while any(writers):
+            ops.append(rnd.choice([w for w in writers if w]).pop(0))
+        cuts = sorted(rnd.sample(range(1, len(ops)), min(batches - 1, len(ops) - 1)))
+        for lo, hi in itertools.pairwise([0, *cuts, len(ops)]):
+            for _, dest, chunk in ops[lo:hi]:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "ab") as fh:
+                    fh.write(chunk)
+            same(check_paths([str(out)]), resumed_check([str(out)], state))
+
+
+def test_sim_run_resumed(sim_traces: Path, tmp_path: Path) -> None:
+    """A real Raft run checked in 4 batches gives the verdict of one check."""
+    rnd = random.Random(7)
+    out = tmp_path / "traces"
+    out.mkdir()
+    writers = _pieces(str(sim_traces), out, rnd)
+    ops = []
+    while any(writers):
+        ops.append(rnd.choice([w for w in writers if w]).pop(0))
+    for lo, hi in itertools.pairwise([0, len(ops) // 5, len(ops) // 2, len(ops) - 3,
+                                      len(ops)]):
+        for _, dest, chunk in ops[lo:hi]:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "ab") as fh:
+                fh.write(chunk)
+        report = resumed_check([str(out)], tmp_path / "state")
+    same(check_paths([str(out)]), report)
+    assert report.events > 100
+
+
+def test_a_state_of_another_version_or_damaged_is_refused(tmp_path: Path) -> None:
+    case = CASES[0]
+    state = tmp_path / "state"
+    resumed_check([case], state)
+    good = state.read_bytes()
+    head, _, rest = good.partition(b"\n")
+    bad = {
+        "another version": head.rsplit(b" ", 1)[0] + b" 0123456789abcdef\n" + rest,
+        "truncated": good[:-20],
+        "damaged": good[:-5] + bytes(5),
+        "not a state": b"hello\n",
+    }
+    for what, data in bad.items():
+        state.write_bytes(data)
+        with pytest.raises(StateError) as e:
+            check_resumed([case], str(state), DEFAULT_MAX_FRONTIER)
+        assert "\n" not in str(e.value), what
+    state.write_bytes(good)
+    with pytest.raises(StateError, match="max-frontier"):
+        check_resumed([case], str(state), DEFAULT_MAX_FRONTIER + 1)
+
+
+def test_a_file_that_shrank_is_an_error(tmp_path: Path) -> None:
+    """A trace file only grows: one rewritten shorter after it was checked cannot be
+    followed (the batch check of it would not be the follower's): FileShrank, exit 2."""
+    src = next(p for p in (TRACES / "legal").iterdir() if p.is_dir())
+    for f in src.glob("*.jsonl"):
+        shutil.copy(f, tmp_path / f.name)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    victim = sorted(tmp_path.glob("*.jsonl"))[0]
+    victim.write_bytes(victim.read_bytes()[:50])
+    fol.poll()
+    assert "FileShrank" in fol.report.kinds()
+    assert fol.finish().exit_code() == 2
+
+
+def _state(term: int, vote: str | None, last: tuple[int, int]) -> str:
+    v = "null" if vote is None else f'"{vote}"'
+    return ('{"superblock":{"data_state":"READY","last_opid":[0,0],"qdir":false},'
+            f'"cmeta":{{"term":{term},"voted_for":{v},"config_index":0}},'
+            f'"wal":{{"location":"LIVE","last_opid":[{last[0]},{last[1]}]}},'
+            '"blocks":"PRESENT","quarantine":null}')
+
+
+def _replicated_log(out: Path, entries: int, start: int = 1) -> None:
+    """Three replicas of one tablet (a version-3 trace: create, an election, then
+    ``entries`` appends committed everywhere), appended to the files in ``out``."""
+    nodes = [f"{i:08x}5f0c3a2b9d7e4c1f8a6b2d4e" for i in range(3)]
+    files = {n: out / f"{n}.0001.jsonl" for n in nodes}
+    seqs = {n: len(files[n].read_bytes().splitlines()) if files[n].exists() else 0
+            for n in nodes}
+    lines: dict[str, list[str]] = {n: [] for n in nodes}
+    clock = [start * 10]
+
+    def line(n: str, tablet: str | None, event: str, args: str, state: str | None) -> None:
+        clock[0] += 1
+        lines[n].append(json.dumps({
+            "v": 3, "node": n, "inc": 1, "seq": seqs[n] + len(lines[n]), "lamport": clock[0],
+            "wall_ns": 1, "tablet": tablet, "event": event, "args": json.loads(args),
+            "state": None if state is None else json.loads(state)}) + "\n")
+
+    lead = nodes[0]
+    if start == 1:
+        voters = json.dumps(nodes)
+        for n in nodes:
+            line(n, None, "server_format", "{}", None)
+            line(n, None, "server_start", "{}", None)
+            line(n, "t", "create_tablet", f'{{"config_index":0,"voters":{voters}}}',
+                 _state(0, None, (0, 0)))
+        line(lead, "t", "start_election", f'{{"me":"{lead}"}}', _state(1, lead, (0, 0)))
+        for n in nodes[1:]:
+            line(n, "t", "vote_granted", f'{{"candidate":"{lead}","t":1,'
+                 '"cand_last_term":0,"cand_last_index":0}', _state(1, lead, (0, 0)))
+        line(lead, "t", "become_leader", f'{{"me":"{lead}","t":1}}', _state(1, lead, (0, 0)))
+    for i in range(start, start + entries):
+        for n in nodes:
+            line(n, "t", "log_append", f'{{"first_index":{i},"prev_term":{int(i > 1)},'
+                 f'"terms":[[1,1]],"op_term":1,"op_index":{i}}}', _state(1, lead, (1, i)))
+        for n in nodes:
+            line(n, "t", "commit", f'{{"index":{i},"op_term":1}}', _state(1, lead, (1, i)))
+    for n in nodes:
+        with open(files[n], "a") as fh:
+            fh.writelines(lines[n])
+
+
+def test_the_saved_state_follows_the_live_state_not_the_history(tmp_path: Path) -> None:
+    """What the follower keeps (its saved state, a measure of its memory) does not grow
+    with the lines it replayed: 200 entries of one tablet, then 2,000 more."""
+    _replicated_log(tmp_path, 200)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    small = len(dumps(fol))
+    _replicated_log(tmp_path, 2000, start=201)
+    fol.poll()
+    big = len(dumps(fol))
+    report = fol.finish()
+    assert report.events > 6 * 2000 and report.exit_code() == 0, report.text()
+    assert big < 1.5 * small, (small, big)
+
+
+def test_gzip_files_are_read_when_over(tmp_path: Path) -> None:
+    """A gzip'd trace (an archived incarnation) cannot be read while it is written: it is
+    read whole once it is over (a later incarnation, or the end); verdict and resumed
+    verdict are the batch check's."""
+    import gzip
+
+    case = TRACES / "bad" / "crashed-two-leaders"
+    for f in sorted(case.glob("*.jsonl")):
+        with gzip.open(tmp_path / (f.name + ".gz"), "wb") as gz:
+            gz.write(f.read_bytes())
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    same(check_paths([str(tmp_path)]), fol.finish())
+    state = tmp_path.parent / "gz-state"
+    resumed_check([str(tmp_path)], state)
+    same(check_paths([str(tmp_path)]), resumed_check([str(tmp_path)], state))
