@@ -120,10 +120,9 @@ class RpcClient:
         self._outgoing, self._to_write = trio.open_memory_channel[bytes](MAX_QUEUED_FRAMES)
         self._background = trio.CancelScope()
         self._close_reason: str | None = None
-        # trio.current_time() when the last bytes arrived from the server (when the
-        # connection opened, before any): what a caller watching the link's liveness
-        # compares with when it sent (impl/client/connections.py, impl/tserver/server.py).
-        self.last_received = trio.current_time()
+        # How many reads brought bytes from the server: a caller watching the link's
+        # liveness compares it before and after a call (impl/client/connections.py).
+        self.receipts = 0
 
     @property
     def closed(self) -> bool:
@@ -248,7 +247,7 @@ class RpcClient:
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 self._close(f"receive failed: {exc!r}")
                 return
-            self.last_received = trio.current_time()
+            self.receipts += 1
             try:
                 if not data:
                     decoder.feed_eof()

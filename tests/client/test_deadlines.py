@@ -190,3 +190,38 @@ def test_a_master_call_ends_by_the_deadline_it_is_given_and_by_its_own() -> None
                 assert trio.current_time() - started == pytest.approx(0.5)
 
     run_mock(body)
+
+
+# ---------------------------------------------------------------------------- silent links
+
+
+def test_a_connection_silent_since_the_call_is_redialled_after_the_call_timeout() -> None:
+    """A link that lost its packets and came back (a healed partition): the chunks sent
+    meanwhile are stuck, and on one stream everything after them waits too (TCP's
+    retransmission back-off; a MemoryNetwork pipe delivers in order). The call times out,
+    nothing having arrived since it was sent, so the connection is dropped and the retry
+    dials afresh: the write succeeds one call timeout after the heal. Before, every retry
+    went over the stuck connection and the write ran out of time (10 s)."""
+    async def body() -> None:
+        net = MemoryNetwork(random.Random(0))
+        async with memory_cluster(net, n=1) as cluster:
+            cluster.add_tablet(TABLET, leader=0)
+            options = ClientOptions(deadline=10.0, call_timeout=1.0,
+                                    backoff=Backoff(initial=0.05, max=0.2))
+            async with open_tablet_client(cluster.addresses, TABLET, network=net.host(CLIENT),
+                                          options=options) as client:
+                await client.put(b"k", b"1")
+                slow(net, ["ts-1"], STALLED)  # packets lost from now on ...
+                async with trio.open_nursery() as nursery:
+                    async def heal() -> None:
+                        await trio.sleep(0.5)
+                        slow(net, ["ts-1"], LinkFaults())  # ... until the heal
+
+                    nursery.start_soon(heal)
+                    started = trio.current_time()
+                    written = await client.put(b"k", b"2")
+                    assert trio.current_time() - started <= 1.5
+                assert not written.duplicate
+                assert cluster.tablets[TABLET].rows[b"k"] == b"2"
+
+    run_mock(body)
