@@ -246,6 +246,7 @@ class PeerSender:
         self.sent = False  # something was cast since the last probe
         self.heard_again = trio.Event()  # set by ``heard``: the peer reached us
         self.drops = 0  # links dropped for want of an answer (tests, logs)
+        self.drops_in_a_row = 0  # since the last answered ping
 
     def heard(self) -> None:
         """A Raft message from this peer arrived (on its link to us): the path works, so a
@@ -348,10 +349,14 @@ class PeerSender:
                     return
                 except RpcError:
                     pass  # refused (a server without Raft.Ping): an answer all the same
+                self.drops_in_a_row = 0
                 continue
             self.drops += 1
-            logger.info("to %s at %s: no answer within %gs; reconnecting", self.dest,
-                        self.address, self.liveness)
+            # Said once per outage (a cut network drops the link every cycle until it heals).
+            logger.log(logging.INFO if self.drops_in_a_row == 0 else logging.DEBUG,
+                       "to %s at %s: no answer within %gs; reconnecting", self.dest,
+                       self.address, self.liveness)
+            self.drops_in_a_row += 1
             client.abort(f"no answer to a ping within {self.liveness:g}s")
             self.wake.set()
             return
