@@ -9,7 +9,9 @@ reset, so connections stay open and their retransmissions back off, which is the
 The rules live in a table of their own, named after this process and a counter, so they
 match nothing but this test's ports and can be removed at once whatever happens: the
 context manager deletes the table on the way out, exception or not (and `heal` deletes it
-earlier when the test wants the heal timed). Other tables (Docker's, another engineer's)
+earlier when the test wants the heal timed); a test process killed mid-partition leaves
+its table behind, and the next `cut` deletes it (`sweep_stale`: a table of this helper's
+naming whose process is gone). Other tables (Docker's, another engineer's)
 are left alone: a drop in any base chain is final in nftables, whatever they accept.
 
 Needs root and the ``nft`` binary (the Makefile installs nftables when it is missing);
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -81,10 +84,37 @@ table inet {self.table} {{
         return self.table in out.split()
 
 
+def sweep_stale() -> list[str]:
+    """Delete the tables of test processes that died before they could (SIGKILLed mid-
+    partition): only tables named by this helper whose process is gone. Returns them."""
+    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
+                         check=False).stdout
+    swept = []
+    for name in out.split():
+        m = re.fullmatch(r"revivify_cut_(\d+)_\d+", name)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        subprocess.run(["nft", "delete", "table", "inet", name], capture_output=True,
+                       check=False)
+        swept.append(name)
+    return swept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextmanager
 def cut(ports: Sequence[int]) -> Iterator[Partition]:
     """Drop every loopback TCP packet to or from ``ports`` for the block (module
     docstring); the rules are removed when the block ends, however it ends."""
+    sweep_stale()
     partition = Partition(ports)
     try:
         partition.apply()

@@ -134,6 +134,7 @@ async def _master_view(address: str) -> master_api.MasterStatus | None:
     return None
 
 
+@pytest.mark.slow  # (make test runs the tablet servers' case; this one with -m slow)
 def test_a_leader_master_cut_off_rejoins_within_the_bound_after_the_heal(
         tmp_path: pytest.TempPathFactory) -> None:
     reason = unavailable()
