@@ -41,10 +41,12 @@ makes one real call on it, ``Raft.Ping`` (answered Ack at once, in the peer's RP
 never behind a disk). An answer of any kind (an error too: an older server without the
 method) proves both directions of THIS connection work right now, and that every cast
 queued before the ping was delivered (one TCP stream is in order). A ping unanswered for
-``liveness`` seconds, or a connect that has not completed within ``liveness``, drops the
-link; the sender redials (backoff 50 ms doubling up to ``liveness``, cut short the moment
-the peer is heard from: a Raft message from it proves the path is back). An idle link
-(nothing cast since the last probe) is not probed.
+``liveness`` seconds drops the link, and the sender redials (backoff 50 ms doubling up to
+``liveness``, cut short the moment the peer is heard from: a Raft message from it proves
+the path is back); a connect that has not completed within ``liveness`` is abandoned and
+tried again at once (its SYN was lost: waiting more would only wait for the kernel's
+retransmission, 1 s, then 3 s, ...). An idle link (nothing cast since the last probe) is
+not probed.
 
     liveness = max(3 * heartbeat interval, LIVENESS_FLOOR = 0.5 s)
 
@@ -53,11 +55,12 @@ round trip), so three missed heartbeats' worth is a dead link, not a slow one; t
 keeps a loaded 2-core machine's scheduling hiccups and a short tick from dropping healthy
 links (a false drop costs a reconnect and the casts queued on it, which Raft re-sends).
 With the defaults (tick 50 ms, heartbeat 2 ticks, election 10 ticks: timeout 0.5 to 1 s)
-liveness is 0.5 s: a dead link is noticed within 0.67 s and redialled within another
-0.5 s, so after a heal a tablet with a reachable majority elects within about two
-election timeouts (tests/availability/test_partition_heal.py measures it with a kernel
-partition). The socket options of impl/rpc/transport.py (TCP_USER_TIMEOUT, keepalive)
-are the slower backstop for every other connection.
+liveness is 0.5 s: a dead link is noticed within 0.67 s, and once the network heals a
+link is up again within 0.5 s (the dial under way when it healed), so a tablet with a
+reachable majority elects within about two election timeouts
+(tests/availability/test_partition_heal.py measures it with a kernel partition). The
+socket options of impl/rpc/transport.py (TCP_USER_TIMEOUT, keepalive) are the slower
+backstop for every other connection.
 """
 
 from __future__ import annotations
@@ -322,8 +325,13 @@ class PeerSender:
                             self.client = None
                             self.draining = False
                 if dial.cancelled_caught and not connected:
+                    # The SYN (or its answer) was lost: the dial already waited the whole
+                    # bound, so dial again at once (the backoff is for refusals, which
+                    # come back at once); a healed path then connects within the bound.
                     logger.debug("to %s at %s: not connected within %gs", self.dest,
                                  self.address, self.liveness)
+                    self.queue.clear()
+                    continue
             except (RpcError, OSError) as exc:
                 if not isinstance(exc, ConnectionClosed):
                     logger.debug("to %s at %s: %s", self.dest, self.address, exc)
