@@ -38,10 +38,14 @@ carries only replies, which nobody answers.
 
 So the link is probed: while it carries traffic, every ``liveness / 3`` seconds the sender
 makes one real call on it, ``Raft.Ping`` (answered Ack at once, in the peer's RPC loop,
-never behind a disk). An answer of any kind (an error too: an older server without the
-method) proves both directions of THIS connection work right now, and that every cast
-queued before the ping was delivered (one TCP stream is in order). A ping unanswered for
-``liveness`` seconds drops the link, and the sender redials (backoff 50 ms doubling up to
+never behind a disk), unless the peer answered our requests meanwhile: a Raft response
+from it (AppendResponse, VoteResponse) means requests we sent reached it, which is what a
+ping would show (so a leader's links to followers that keep up need no pings; a
+follower's link, which carries only responses nobody answers, is pinged). An answer of
+any kind to a ping (an error too: an older server without the method) proves both
+directions of THIS connection work right now, and that every cast queued before the ping
+was delivered (one TCP stream is in order). A ping unanswered for ``liveness`` seconds
+drops the link, and the sender redials (backoff 50 ms doubling up to
 ``liveness``, cut short the moment the peer is heard from: a Raft message from it proves
 the path is back); a connect that has not completed within ``liveness`` is abandoned and
 tried again at once (its SYN was lost: waiting more would only wait for the kernel's
@@ -83,7 +87,7 @@ import msgspec
 import trio
 
 from revivify.impl.consensus import core as raft
-from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.consensus.messages import AppendResponse, Config, Message, VoteResponse
 from revivify.impl.observe.metrics import ServerMetrics
 from revivify.impl.rpc import (
     CallContext,
@@ -247,14 +251,19 @@ class PeerSender:
                                       * server.options.heartbeat_ticks)
         self.reconnect = peer_reconnect(self.liveness)
         self.sent = False  # something was cast since the last probe
+        self.answered = False  # a response to our requests came back since the last probe
         self.heard_again = trio.Event()  # set by ``heard``: the peer reached us
         self.drops = 0  # links dropped for want of an answer (tests, logs)
         self.drops_in_a_row = 0  # since the last answered ping
 
-    def heard(self) -> None:
-        """A Raft message from this peer arrived (on its link to us): the path works, so a
-        reconnection waiting out its backoff goes now."""
+    def heard(self, messages: list[Message]) -> None:
+        """Raft messages from this peer arrived (on its link to us): the path works, so a
+        reconnection waiting out its backoff goes now. A response among them (to an
+        AppendRequest or a vote request) proves that our requests reach the peer, so the
+        next probe is not needed ("Link liveness")."""
         self.heard_again.set()
+        if any(isinstance(m, AppendResponse | VoteResponse) for m in messages):
+            self.answered = True
 
     def push(self, tablet_id: str, messages: list[Message]) -> None:
         client = self.client
@@ -349,6 +358,10 @@ class PeerSender:
             if not self.sent:
                 continue  # idle: nothing to vouch for
             self.sent = False
+            if self.answered:  # the peer answered our requests meanwhile: proof enough
+                self.answered = False
+                self.drops_in_a_row = 0
+                continue
             with trio.move_on_after(self.liveness):
                 try:
                     await client.call(api.RAFT_PING, api.Empty(), api.Ack)
@@ -578,7 +591,7 @@ class TabletServer:
             self._heard_from(ctx.src_uuid, req.src_address)
         sender = self.peers.get(ctx.src_uuid)
         if sender is not None:
-            sender.heard()  # the path from it works: our link to it may redial now
+            sender.heard(req.messages)  # the path from it works (and maybe ours to it)
         voter = self.tablets.voter(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))

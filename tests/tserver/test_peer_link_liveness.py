@@ -16,14 +16,17 @@ The test's own calls come from another host whose links are never stalled.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 import trio
 import trio.testing
 
+from revivify.impl.rpc import CallContext
 from revivify.impl.testing import LinkFaults
 from revivify.impl.testing.cluster import open_cluster
-from revivify.impl.tserver.server import LIVENESS_FLOOR, link_liveness
+from revivify.impl.tserver import api
+from revivify.impl.tserver.server import LIVENESS_FLOOR, TabletServer, link_liveness
 
 TABLET = "t-live"
 STALLED = LinkFaults(delay=100_000.0)
@@ -67,3 +70,39 @@ def test_stalled_links_are_redialled_and_a_leader_elected_after_the_heal(
     after = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     print(f"\na leader {after:.2f}s (simulated) after the heal")
     assert after <= 2 * ELECTION_MAX
+
+
+def test_only_links_without_answers_are_pinged(tmp_path: pytest.TempPathFactory,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader's links to followers that keep up carry AppendRequests answered by
+    AppendResponses: proof enough, no ping. A follower's link to its leader carries only
+    responses, which nobody answers: pinged (every liveness / 3 s, so about 6 times a
+    second at the default 0.5 s bound)."""
+    pings: Counter[tuple[str, str]] = Counter()  # (from, to) server UUIDs
+    original = TabletServer.on_raft_ping
+
+    async def counting(self: TabletServer, req: api.Empty, ctx: CallContext) -> api.Ack:
+        pings[(ctx.src_uuid, self.uuid)] += 1
+        return await original(self, req, ctx)
+
+    monkeypatch.setattr(TabletServer, "on_raft_ping", counting)
+
+    async def body() -> tuple[str, list[str]]:
+        async with open_cluster(str(tmp_path), 3, seed=5) as cluster:
+            await cluster.start_all()
+            await cluster.create_tablet(TABLET)
+            leader = await cluster.wait_for_leader(TABLET)
+            await trio.sleep(2)
+            pings.clear()
+            await trio.sleep(10)
+            uuids = [cluster.uuids[i] for i in range(3)]
+            return uuids[leader], [u for u in uuids if u != uuids[leader]]
+
+    async def main() -> tuple[str, list[str]]:
+        with trio.fail_after(3600):
+            return await body()
+
+    leader, followers = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert all(pings[(leader, f)] == 0 for f in followers), pings
+    for f in followers:
+        assert 40 <= pings[(f, leader)] <= 70, pings  # ~6 a second for 10 s
