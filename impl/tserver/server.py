@@ -324,6 +324,8 @@ class PeerSender:
                         dial.deadline = math.inf
                         connected = True
                         failures = 0
+                        # what the last connection carried vouches for nothing on this one
+                        self.sent = self.answered = False
                         self.client = client
                         try:
                             async with trio.open_nursery() as nursery:
