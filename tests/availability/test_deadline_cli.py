@@ -9,10 +9,14 @@ dl (asking the masters for its locations): out of time ...", exit 2, the write "
 (it was sent nowhere). The time is measured against the CLI's own start-up (a command that
 fails at once on its usage), so only the work after start-up is held to the bound.
 
-What this does not show: the original code also ended by the deadline here (its message
-named Master.GetTableLocations, not the put); the overruns of issue 32 need a fast failure
-at the tablet followed by a silent master, which tests/client/test_deadlines.py builds
-deterministically for the library the CLI runs.
+The first test does not reproduce an overrun: the original code also ended by the deadline
+there (its message named Master.GetTableLocations, not the put). The second does: three
+masters and one tablet server, the leader master and the tablet server both SIGSTOPped.
+The put's location lookup succeeds only once the two other masters have elected a new
+leader (a second or two), and the tablet server never answers. Before the fix the tablet
+part then took a fresh deadline of its own, so the command ran into the CLI's backstop
+("no answer within the deadline of 3s", 0.25 s late, not saying what was waited for); now
+the library gives up at the deadline, naming the write and its last error.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from master_integration.test_master_processes import (
     wait_running,
 )
 
+from revivify.impl.cli.main import main as cli_main
 from revivify.impl.client.options import DEADLINE_SLACK
 from revivify.impl.processes.masters import MasterProcesses
 
@@ -79,3 +84,43 @@ def test_a_put_through_stalled_masters_ends_by_its_deadline_saying_why(
         assert "it was not applied" in put.stderr
         assert json.loads(put.stdout)["outcome"] == "failed"
         assert elapsed - startup <= DEADLINE + DEADLINE_SLACK + STARTUP_JITTER
+
+
+def test_a_put_whose_lookup_is_slow_and_whose_tablet_is_silent_ends_by_its_deadline(
+        tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI's ``main`` run in this process, right after the stops (a subprocess's
+    start-up would give the masters time to elect before the put asks them, and blur the
+    time measured)."""
+    with MasterProcesses(str(tmp_path), masters=3, tservers=1) as cluster:
+        cluster.start_all()
+        leader = ready_leader(cluster)
+        wait_live(cluster, 1)
+        masters = cluster.master_addresses
+        create_table(masters, "dl3", 1, 1)
+        wait_running(cluster, "dl3")
+        m = ",".join(masters)
+        put, _ = cli("row", "put", "--masters", m, "--table", "dl3", "k0", "v0")
+        assert put.returncode == 0, put.stderr
+
+        stopped = [cluster.masters[leader].proc, cluster.tservers.servers[0].proc]
+        pids = [proc.pid for proc in stopped if proc is not None]
+        assert len(pids) == 2
+        capsys.readouterr()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            code = cli_main(["row", "put", "--masters", m, "--table", "dl3", "k1", "v1",
+                             "--deadline", "3", "--call-timeout", "1", "--json"])
+            elapsed = time.monotonic() - started
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        out, err = capsys.readouterr()
+        print(f"\nrow put --deadline 3 (in process), leader master and tablet server "
+              f"stopped: {elapsed:.2f}s: {err.strip()}")
+        assert code == 2, err
+        assert "no answer within the deadline of" not in err  # not the CLI's backstop
+        assert "out of time (deadline reached)" in err, err
+        assert json.loads(out)["outcome"] in ("failed", "unknown")
+        assert elapsed <= 3 + DEADLINE_SLACK
