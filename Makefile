@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JAVA_STAMP := $(VENV)/.java
 CHROMIUM_STAMP := $(VENV)/.chromium
+NFT_STAMP := $(VENV)/.nft
 PYTEST_FLAGS ?=
 # make test runs the suite in parallel workers (pytest-xdist): most tests wait on real
 # processes, so two workers on two cores roughly halve the wall time. Tests that need a
@@ -98,6 +99,17 @@ $(CHROMIUM_STAMP): | $(STAMP)
 
 chromium: $(CHROMIUM_STAMP)
 
+# The partition tests (tests/availability/test_partition_heal.py) cut loopback ports with
+# nftables rules: install nft from Debian's packages when missing (as root; without root
+# the tests skip, saying why).
+$(NFT_STAMP): | $(STAMP)
+	@if ! command -v nft >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing nftables for the kernel partition tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq nftables >/dev/null; \
+	fi
+	touch $(NFT_STAMP)
+
 # mypy cannot follow the editable install's import hook, so give it a path where the
 # import names exist: .mypy-path/revivify/{spec,contract,checker,impl} -> the real folders.
 # A file target per link, so a tree made before a package was added gains its link.
@@ -120,10 +132,10 @@ lint: $(STAMP) $(MYPY_LINKS)
 	$(BIN)/lint-imports --no-cache --no-logo
 	@echo "lint: clean"
 
-test: lint $(JAVA_STAMP) $(CHROMIUM_STAMP)
+test: lint $(JAVA_STAMP) $(CHROMIUM_STAMP) $(NFT_STAMP)
 	$(BIN)/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_FLAGS)
 
-fast: $(STAMP)
+fast: $(STAMP) $(NFT_STAMP)
 	$(BIN)/pytest -q -m "not slow and not spark" -x $(PYTEST_FLAGS)
 
 # The Spark engine on a real standalone cluster on 127.0.0.1 (a master and two workers

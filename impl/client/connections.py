@@ -20,6 +20,15 @@ manager with its own background tasks, so it needs a task to hold it open). A co
 that closed (ConnectionClosed: the server went away or broke the protocol) is replaced on the
 next call to that address; a failed connect raises ConnectFailed to the caller and leaves
 nothing behind. At most one connect per address runs at a time.
+
+A connection that went silent is dropped too (issue 32). TCP does not notice a path that
+drops packets for a long time (after a network partition heals, a connection waits for
+its next retransmission, which backs off up to 120 s), so a call that gets no answer within
+the call timeout (`bounded_call`'s NoAnswer) while NOTHING at all arrived on its connection
+since the call was sent drops that connection: the next call to the address dials afresh,
+and a healed path serves it at once. A connection that did receive something meanwhile
+(other calls' answers: the server is alive, this call is just slow) is kept. A stalled
+server costs the same either way (a new connection to it is as silent as the old one).
 """
 
 from __future__ import annotations
@@ -122,12 +131,20 @@ class ServerConnections:
 
         NoAnswer.maybe_sent is True when a connection to the server was open at that moment:
         the request may have left (a request is only sent on an open connection, after the
-        handshake), so it may still run there. The connection stays: a late answer to the
-        abandoned call is dropped by the RPC client, and other calls share it.
+        handshake), so it may still run there. The connection stays if anything arrived
+        on it since the call was sent (a late answer to the abandoned call is dropped by
+        the RPC client, and other calls share it); if nothing did, it is dropped and the
+        next call redials (module docstring: a silent connection).
         """
+        before = self._held.get(address)
+        receipts = before.client.receipts if before is not None else 0
         with trio.move_on_after(seconds):
             return await self.call(address, method, request, response_type)
-        raise NoAnswer(address, seconds, maybe_sent=self.connected(address))
+        maybe_sent = self.connected(address)
+        held = self._held.get(address)
+        if held is not None and held is before and held.client.receipts == receipts:
+            self._drop(address)  # silent since the call left: redial (module docstring)
+        raise NoAnswer(address, seconds, maybe_sent=maybe_sent)
 
     async def _client(self, address: str) -> RpcClient:
         if self._closed:

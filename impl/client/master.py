@@ -84,7 +84,7 @@ from .errors import (
     ServerUnreachable,
     WrongServerKind,
 )
-from .options import ClientOptions, parse_address
+from .options import ClientOptions, deadline_at, parse_address
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -130,15 +130,18 @@ class MasterClient:
         """The remembered leader master (None until found, or after it failed)."""
         return self._leader
 
-    async def call(self, method: str, body: msgspec.Struct, response: type[T]) -> T:
-        """``method`` answered by the ready leader master (module docstring)."""
+    async def call(self, method: str, body: msgspec.Struct, response: type[T], *,
+                   deadline: float | None = None) -> T:
+        """``method`` answered by the ready leader master (module docstring); by
+        ``deadline`` (absolute trio time: an enclosing operation's, e.g. a table client's
+        location refresh) if given, else by now + the options' deadline."""
         options = self.options
         attempts = 0
         last: BaseException | None = None
         maybe_ran = False
         followed_hint = False
         refused_by = "?"
-        deadline = trio.current_time() + options.deadline
+        deadline = deadline_at(options, deadline)
         with trio.CancelScope(deadline=deadline):
             while True:
                 attempts += 1
@@ -190,13 +193,15 @@ class MasterClient:
             raise Rejected(refused_by, last)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
 
-    async def call_any(self, method: str, body: msgspec.Struct, response: type[T]) -> T:
-        """A read with a freshness bound, answered by any master (module docstring)."""
+    async def call_any(self, method: str, body: msgspec.Struct, response: type[T], *,
+                       deadline: float | None = None) -> T:
+        """A read with a freshness bound, answered by any master (module docstring);
+        ``deadline`` as for `call`."""
         assert method in READ_ONLY, f"{method} changes the catalog: call() the leader"
         options = self.options
         attempts = 0
         last: BaseException | None = None
-        deadline = trio.current_time() + options.deadline
+        deadline = deadline_at(options, deadline)
         with trio.CancelScope(deadline=deadline):
             while True:
                 attempts += 1
@@ -307,13 +312,15 @@ async def open_master_client(masters: Sequence[str], *, network: Network | None 
 
 async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
                       response: type[T], options: ClientOptions | None = None, *,
-                      network: Network | None = None, any_master: bool = False) -> T:
+                      network: Network | None = None, any_master: bool = False,
+                      deadline: float | None = None) -> T:
     """``method`` answered by the ready leader master (a one-shot MasterClient); with
-    ``any_master``, a read whose body names a freshness bound, by any master (call_any)."""
+    ``any_master``, a read whose body names a freshness bound, by any master (call_any);
+    ``deadline`` as for MasterClient.call."""
     async with open_master_client(masters, network=network, options=options) as client:
         if any_master:
-            return await client.call_any(method, body, response)
-        return await client.call(method, body, response)
+            return await client.call_any(method, body, response, deadline=deadline)
+        return await client.call(method, body, response, deadline=deadline)
 
 
 async def master_status(address: str, options: ClientOptions | None = None, *,

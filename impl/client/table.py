@@ -34,6 +34,12 @@ and fetched again:
     NoLeader / a deadline of the tablet client that found no leader among the servers
 
 and the call is tried again, with the client's backoff, until ``ClientOptions.deadline``.
+That deadline is one absolute time, taken when the operation starts (or given by the
+caller) and handed to everything the operation does: each tablet-client attempt, each
+location refresh through the masters, a scan's every tablet (options.py, "The deadline
+guarantee"). A refresh that runs out of time raises DeadlineExceeded for the table
+operation ("put on table t ... asking the masters for its locations"), not the masters'
+own error: the caller learns which operation ran out and at which step.
 A write that gives up says whether any of its attempts may have been applied
 (outcome_unknown), whichever tablet-client attempt it was.
 A NotLeader inside one tablet is not a reason to ask the masters: the tablet client follows
@@ -80,7 +86,7 @@ from .errors import (
     Unavailable,
 )
 from .master import MasterClient, master_call, open_master_client
-from .options import ClientOptions, parse_address
+from .options import ClientOptions, deadline_at, parse_address
 from .tablet import TabletClient
 
 T = TypeVar("T")
@@ -161,17 +167,18 @@ class TableClient:
 
     # ------------------------------------------------------------------ locations
 
-    async def refresh(self) -> Routes:
-        """Fetch the table's locations from the leader master and cache them."""
+    async def refresh(self, *, deadline: float | None = None) -> Routes:
+        """Fetch the table's locations from the leader master and cache them (by
+        ``deadline``, absolute, if given: an operation's; else within the options')."""
         try:
             if self._master is not None:
                 reply = await self._master.call(api.MASTER_TABLE_LOCATIONS,
                                                 self._locations_request,
-                                                api.TableLocationsReply)
+                                                api.TableLocationsReply, deadline=deadline)
             else:
                 reply = await master_call(self.masters, api.MASTER_TABLE_LOCATIONS,
                                           self._locations_request, api.TableLocationsReply,
-                                          self.options)
+                                          self.options, deadline=deadline)
         except Rejected as exc:
             error = exc.error
             if isinstance(error, api.Refused) and error.reason == "NOT_FOUND":
@@ -186,8 +193,9 @@ class TableClient:
                 client.learn_addresses(route.addresses)
         return routes
 
-    async def routes(self) -> Routes:
-        return self._routes if self._routes is not None else await self.refresh()
+    async def routes(self, *, deadline: float | None = None) -> Routes:
+        return (self._routes if self._routes is not None
+                else await self.refresh(deadline=deadline))
 
     def _client(self, route: TabletRoute) -> TabletClient:
         client = self._tablets.get(route.tablet_id)
@@ -199,17 +207,36 @@ class TableClient:
             self._tablets[route.tablet_id] = client
         return client
 
+    async def _locate(self, what: str, attempts: int, last: BaseException | None,
+                      maybe_ran: bool, deadline: float, *, fresh: bool) -> Routes:
+        """The cached routes (``fresh``: refreshed) within ``deadline``; a refresh that runs
+        out of time is the table operation's DeadlineExceeded (module docstring)."""
+        try:
+            if fresh:
+                return await self.refresh(deadline=deadline)
+            return await self.routes(deadline=deadline)
+        except DeadlineExceeded as exc:
+            raise DeadlineExceeded(
+                f"{what} on table {self.name} (asking the masters for its locations)",
+                attempts, exc.last_error or last,
+                outcome_unknown=maybe_ran or exc.outcome_unknown) from None
+
     async def _on_tablet(self, key: bytes | None, partition: int | None, what: str,
-                         op: Callable[[TabletClient], Awaitable[T]]) -> T:
-        """Run ``op`` on the tablet of ``key`` (or of bucket ``partition``), refreshing the
-        locations and trying again on the errors the module docstring lists."""
-        deadline = trio.current_time() + self.options.deadline
+                         op: Callable[[TabletClient, float], Awaitable[T]],
+                         deadline: float | None = None) -> T:
+        """Run ``op(tablet client, deadline)`` on the tablet of ``key`` (or of bucket
+        ``partition``), refreshing the locations and trying again on the errors the module
+        docstring lists, all by the one ``deadline`` (absolute; now + the options' if
+        None)."""
+        deadline = deadline_at(self.options, deadline)
         attempts = 0
         last: BaseException | None = None
         maybe_ran = False  # an earlier attempt may have been applied (a write)
+        fresh = False
         while True:
             attempts += 1
-            routes = await self.routes()
+            routes = await self._locate(what, attempts, last, maybe_ran, deadline,
+                                        fresh=fresh)
             bucket = (hash_bucket(key, routes.num_tablets) if key is not None
                       else partition if partition is not None else -1)
             route = routes.by_partition.get(bucket)
@@ -218,7 +245,7 @@ class TableClient:
                 last = TabletNotRunningError(tablet_id, bucket, state)  # retried: below
             if route is not None:
                 try:
-                    return await op(self._client(route))
+                    return await op(self._client(route), deadline)
                 except (TabletNotFoundError, NoLeader) as exc:
                     last = exc
                 except Unavailable as exc:
@@ -235,25 +262,31 @@ class TableClient:
                 raise DeadlineExceeded(f"{what} on table {self.name}", attempts, last,
                                        outcome_unknown=maybe_ran)
             await trio.sleep(delay)
-            await self.refresh()
+            fresh = True  # the next attempt asks the masters again
 
     # ------------------------------------------------------------------ data
 
-    async def put(self, key: bytes, value: bytes) -> Written:
-        return await self._on_tablet(key, None, "put", lambda t: t.put(key, value))
+    async def put(self, key: bytes, value: bytes, *, deadline: float | None = None
+                  ) -> Written:
+        return await self._on_tablet(key, None, "put",
+                                     lambda t, at: t.put(key, value, deadline=at), deadline)
 
-    async def delete(self, key: bytes) -> Written:
-        return await self._on_tablet(key, None, "delete", lambda t: t.delete(key))
+    async def delete(self, key: bytes, *, deadline: float | None = None) -> Written:
+        return await self._on_tablet(key, None, "delete",
+                                     lambda t, at: t.delete(key, deadline=at), deadline)
 
-    async def get(self, key: bytes) -> bytes | None:
-        return await self._on_tablet(key, None, "get", lambda t: t.get(key))
+    async def get(self, key: bytes, *, deadline: float | None = None) -> bytes | None:
+        return await self._on_tablet(key, None, "get",
+                                     lambda t, at: t.get(key, deadline=at), deadline)
 
-    async def tablet_of(self, key: bytes) -> str:
+    async def tablet_of(self, key: bytes, *, deadline: float | None = None) -> str:
         """The id of the tablet that holds ``key`` (as the cached locations say)."""
-        routes = await self.routes()
+        deadline = deadline_at(self.options, deadline)
+        routes = await self._locate("tablet of a key", 1, None, False, deadline, fresh=False)
         route = routes.route(key)
         if route is None:
-            routes = await self.refresh()
+            routes = await self._locate("tablet of a key", 1, None, False, deadline,
+                                        fresh=True)
             route = routes.route(key)
         if route is None:
             bucket = hash_bucket(key, routes.num_tablets)
@@ -264,18 +297,21 @@ class TableClient:
         return route.tablet_id
 
     async def scan(self, start: bytes | None = None, end: bytes | None = None,
-                   limit: int | None = None) -> list[tuple[bytes, bytes]]:
+                   limit: int | None = None, *, deadline: float | None = None
+                   ) -> list[tuple[bytes, bytes]]:
         """Rows with start <= key < end from every tablet, in key order, at most ``limit``
-        (module docstring)."""
+        (module docstring); every tablet within the one deadline."""
         if limit is not None and limit < 0:
             raise InvalidRequest(f"scan limit {limit} is negative")
-        routes = await self.routes()
+        deadline = deadline_at(self.options, deadline)
+        routes = await self._locate("scan", 1, None, False, deadline, fresh=False)
         per_tablet: list[list[tuple[bytes, bytes]]] = []
         for partition in range(routes.num_tablets):
             # Each tablet's first `limit` rows suffice: the merged first `limit` rows are
             # among them. Tablets one after another: a CLI's scan, not a parallel reader.
             per_tablet.append(await self._on_tablet(
-                None, partition, "scan", lambda t: t.scan(start, end, limit)))
+                None, partition, "scan",
+                lambda t, at: t.scan(start, end, limit, deadline=at), deadline))
         merged = list(heapq.merge(*per_tablet, key=lambda row: row[0]))
         return merged if limit is None else merged[:limit]
 

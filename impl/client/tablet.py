@@ -24,6 +24,11 @@ Call timeout (options.py). Each call, the discovery questions and the call to th
 alike, is bounded by ``ClientOptions.call_timeout``: a leader that does not answer in time
 (NoAnswer) is forgotten and looked for again, like one whose connection broke.
 
+Deadlines (options.py, "The deadline guarantee"). Every operation takes an optional
+``deadline``, an absolute ``trio.current_time()`` (a table operation's, table.py); without
+one it takes now + ``ClientOptions.deadline``. A scan keeps the one it started with for
+every page, and a config change without an index for its leader-info read too.
+
 Retries (policy and backoff: options.py). A failed call is retried when the error means "not
 here, or not now": NotLeader (its hint, if new, is followed at once), TabletNotRunning,
 TabletNotFound at the cached leader, OperationAborted, ServerShuttingDown, WrongServerUuid
@@ -123,7 +128,7 @@ from .errors import (
     RetriesExhausted,
     TabletNotFoundError,
 )
-from .options import ClientOptions, parse_address
+from .options import ClientOptions, deadline_at, parse_address
 
 T = TypeVar("T")
 ResponseT = TypeVar("ResponseT")
@@ -191,50 +196,65 @@ class TabletClient:
 
     # ------------------------------------------------------------------ data
 
-    async def put(self, key: bytes, value: bytes) -> Written:
-        return await self.write([RowOp("put", key, value)])
+    async def put(self, key: bytes, value: bytes, *, deadline: float | None = None
+                  ) -> Written:
+        return await self.write([RowOp("put", key, value)], deadline=deadline)
 
-    async def delete(self, key: bytes) -> Written:
-        return await self.write([RowOp("delete", key)])
+    async def delete(self, key: bytes, *, deadline: float | None = None) -> Written:
+        return await self.write([RowOp("delete", key)], deadline=deadline)
 
-    async def write(self, ops: Sequence[RowOp]) -> Written:
-        """Apply `ops` in order, atomically, exactly once (module docstring)."""
+    async def write(self, ops: Sequence[RowOp], *, deadline: float | None = None) -> Written:
+        """Apply `ops` in order, atomically, exactly once (module docstring). `deadline`:
+        an absolute trio time to end by (module docstring, "Deadlines")."""
+        deadline = deadline_at(self.options, deadline)
         ops = list(ops)
         try:
             validate_ops(ops)
         except InvalidWrite as exc:
             raise InvalidRequest(str(exc)) from None
-        async with self._write_lock:
+        with trio.CancelScope(deadline=deadline) as waiting:  # for an earlier write
+            await self._write_lock.acquire()
+        if waiting.cancelled_caught:
+            raise DeadlineExceeded("write (waiting for this client's earlier write)", 0, None)
+        try:
             request = Write(self.tablet_id, self.client_id, next(self._seqs), ops)
 
             async def attempt(address: str) -> Written:
                 return await self._call(address, DATA_WRITE, request, Written)
 
-            return await self._retry(f"write seq {request.seq}", attempt, mutating=True)
+            return await self._retry(f"write seq {request.seq}", attempt, mutating=True,
+                                     deadline=deadline)
+        finally:
+            self._write_lock.release()
 
-    async def get(self, key: bytes) -> bytes | None:
+    async def get(self, key: bytes, *, deadline: float | None = None) -> bytes | None:
         """The value at `key`, or None (a linearizable read at the leader)."""
         request = Read(self.tablet_id, key)
 
         async def attempt(address: str) -> ReadResult:
             return await self._call(address, DATA_READ, request, ReadResult)
 
-        result = await self._retry("read", attempt)
+        result = await self._retry("read", attempt, deadline=deadline)
         return result.value if result.found else None
 
     async def scan(self, start: bytes | None = None, end: bytes | None = None,
-                   limit: int | None = None) -> list[tuple[bytes, bytes]]:
-        """Rows with start <= key < end (None: unbounded), in key order, at most `limit`."""
+                   limit: int | None = None, *, deadline: float | None = None
+                   ) -> list[tuple[bytes, bytes]]:
+        """Rows with start <= key < end (None: unbounded), in key order, at most `limit`;
+        every page within the one deadline."""
         if limit is not None and limit < 0:
             raise InvalidRequest(f"scan limit {limit} is negative")
         rows: list[tuple[bytes, bytes]] = []
-        async for page in self.scan_pages(start, end, limit):
+        async for page in self.scan_pages(start, end, limit, deadline=deadline):
             rows.extend(page)
         return rows
 
     async def scan_pages(self, start: bytes | None = None, end: bytes | None = None,
-                         limit: int | None = None) -> AsyncIterator[list[tuple[bytes, bytes]]]:
-        """The scan, a page at a time (each page one leader read; module docstring)."""
+                         limit: int | None = None, *, deadline: float | None = None
+                         ) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        """The scan, a page at a time (each page one leader read; module docstring), every
+        page within the deadline taken when the first is asked for."""
+        deadline = deadline_at(self.options, deadline)
         remaining = limit
         cursor = start
         while remaining is None or remaining > 0:
@@ -246,7 +266,7 @@ class TabletClient:
             async def attempt(address: str, request: Scan = request) -> ScanResult:
                 return await self._call(address, DATA_SCAN, request, ScanResult)
 
-            page = await self._retry("scan", attempt)
+            page = await self._retry("scan", attempt, deadline=deadline)
             rows = [(bytes(k), bytes(v)) for k, v in page.rows]
             if remaining is not None:
                 rows = rows[:remaining]
@@ -259,7 +279,7 @@ class TabletClient:
 
     # ------------------------------------------------------------------ administration
 
-    async def leader_info(self) -> ReplicaInfo:
+    async def leader_info(self, *, deadline: float | None = None) -> ReplicaInfo:
         """The leader's ConsensusState (its term, config and config_index)."""
         request = TabletRef(self.tablet_id)
 
@@ -270,18 +290,20 @@ class TabletClient:
                                 info.term)
             return info
 
-        return await self._retry("consensus state", attempt)
+        return await self._retry("consensus state", attempt, deadline=deadline)
 
     async def change_config(self, change: ConfigChange,
-                            cas_config_index: int | None = None) -> ConfigChanged:
+                            cas_config_index: int | None = None, *,
+                            deadline: float | None = None) -> ConfigChanged:
         """Apply `change` if the committed config is still at `cas_config_index`.
 
         None: read the leader's committed config index first (the compare-and-set still
         protects against a change that lands between that read and this write).
         Raises ChangeRefused when the leader says no.
         """
+        deadline = deadline_at(self.options, deadline)  # the read below included
         if cas_config_index is None:
-            cas_config_index = (await self.leader_info()).config_index
+            cas_config_index = (await self.leader_info(deadline=deadline)).config_index
         request = ChangeConfig(self.tablet_id, change, cas_config_index)
         maybe_ran = False
 
@@ -298,9 +320,10 @@ class TabletClient:
                 raise
 
         return await self._retry(f"config change {change.kind} {change.peer.uuid}", attempt,
-                                 mutating=True)
+                                 mutating=True, deadline=deadline)
 
-    async def step_down(self, new_leader: str | None = None) -> str:
+    async def step_down(self, new_leader: str | None = None, *,
+                        deadline: float | None = None) -> str:
         """Ask the leader to step down (to `new_leader` if given); the UUID of that leader."""
         request = StepDown(self.tablet_id, new_leader)
 
@@ -308,7 +331,8 @@ class TabletClient:
             await self._call(address, ADMIN_STEP_DOWN, request, Ack)
             return self._connections.known_uuid(address) or address
 
-        return await self._retry("step down", attempt, mutating=True, repeatable=False)
+        return await self._retry("step down", attempt, mutating=True, repeatable=False,
+                                 deadline=deadline)
 
     # ------------------------------------------------------------------ the retry loop
 
@@ -319,11 +343,13 @@ class TabletClient:
                                                     method, request, response_type)
 
     async def _retry(self, operation: str, attempt: Callable[[str], Awaitable[T]], *,
-                     mutating: bool = False, repeatable: bool = True) -> T:
+                     mutating: bool = False, repeatable: bool = True,
+                     deadline: float | None = None) -> T:
         """Run `attempt(leader address)` until it succeeds or the policy gives up.
 
         `mutating`: the call changes state, so a failure in flight leaves its outcome
-        unknown (reported in the error); `repeatable`: it may be sent again after that.
+        unknown (reported in the error); `repeatable`: it may be sent again after that;
+        `deadline`: the operation's (absolute; module docstring, "Deadlines").
         """
         options = self.options
         attempts = 0
@@ -331,7 +357,7 @@ class TabletClient:
         maybe_ran = False
         in_flight = False
         tried: str | None = None
-        deadline = trio.current_time() + options.deadline
+        deadline = deadline_at(options, deadline)
         with trio.CancelScope(deadline=deadline) as scope:
             while True:
                 attempts += 1

@@ -120,6 +120,9 @@ class RpcClient:
         self._outgoing, self._to_write = trio.open_memory_channel[bytes](MAX_QUEUED_FRAMES)
         self._background = trio.CancelScope()
         self._close_reason: str | None = None
+        # How many reads brought bytes from the server: a caller watching the link's
+        # liveness compares it before and after a call (impl/client/connections.py).
+        self.receipts = 0
 
     @property
     def closed(self) -> bool:
@@ -128,6 +131,11 @@ class RpcClient:
     @property
     def pending_calls(self) -> int:
         return len(self._pending)
+
+    def abort(self, reason: str) -> None:
+        """Close the connection now: a caller judged it dead (no answer in time). Every
+        pending and later call raises ConnectionClosed(reason), as on a lost connection."""
+        self._close(reason)
 
     async def call(
         self, method: str, request: msgspec.Struct, response_type: type[ResponseT]
@@ -239,6 +247,7 @@ class RpcClient:
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 self._close(f"receive failed: {exc!r}")
                 return
+            self.receipts += 1
             try:
                 if not data:
                     decoder.feed_eof()

@@ -30,11 +30,35 @@ The contract every Network keeps (the shells rely on nothing else):
   half-close; the server does not need that.
 * `listener_address` and `peer_name` only describe things, for RpcServer.addresses and for
   log lines; they never fail on a stream or listener the network itself made.
+
+Dead peers on TCP (issue 32). A TCP connection whose packets are being dropped (a cut
+network, a partition healed later) is not closed by the kernel for about 15 minutes
+(``tcp_retries2``), and its retransmissions back off up to 120 s: after the path heals,
+nothing flows until the next retransmission. An idle connection to a vanished host is never
+noticed at all. So every RPC socket, client and server side alike, gets (`tune_socket`):
+
+    TCP_USER_TIMEOUT  10 s   data sent and not acknowledged for this long: the kernel
+                             aborts the connection (the caller sees a broken stream)
+    SO_KEEPALIVE      on     an idle connection is probed ...
+    TCP_KEEPIDLE      5 s    ... after this long without traffic,
+    TCP_KEEPINTVL     2 s    ... every this often,
+    TCP_KEEPCNT       3      ... and dropped after this many unanswered probes (and, since
+                             TCP_USER_TIMEOUT is set, once 10 s pass with a probe unanswered)
+
+so a dead connection, busy or idle, is closed within about 11 s. These are backstops: they
+bound what nobody above watches (a server's answer to a vanished client, a heartbeat
+connection). The links that matter for availability watch themselves and are much
+quicker: the Raft peer links (impl/tserver/server.py, PeerSender, "Link liveness") and the
+clients' connections (impl/client/connections.py). Server-side sockets get them from their
+listening socket: Linux copies a listener's socket options to every socket it accepts
+(tests/rpc/test_socket_options.py checks that it does).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypeAlias
+import contextlib
+import socket
+from typing import Final, Protocol, TypeAlias
 
 import trio
 
@@ -64,17 +88,49 @@ class Network(Protocol):
         ...
 
 
+TCP_USER_TIMEOUT_MS: Final = 10_000
+TCP_KEEPIDLE_S: Final = 5
+TCP_KEEPINTVL_S: Final = 2
+TCP_KEEPCNT: Final = 3
+
+
+def socket_options() -> list[tuple[int, int, int]]:
+    """(level, option, value) of every option `tune_socket` sets (module docstring); the
+    ones this platform lacks are left out (TCP_USER_TIMEOUT and TCP_KEEP* are Linux's)."""
+    wanted: list[tuple[int, str, int]] = [
+        (socket.SOL_SOCKET, "SO_KEEPALIVE", 1),
+        (socket.IPPROTO_TCP, "TCP_KEEPIDLE", TCP_KEEPIDLE_S),
+        (socket.IPPROTO_TCP, "TCP_KEEPINTVL", TCP_KEEPINTVL_S),
+        (socket.IPPROTO_TCP, "TCP_KEEPCNT", TCP_KEEPCNT),
+        (socket.IPPROTO_TCP, "TCP_USER_TIMEOUT", TCP_USER_TIMEOUT_MS),
+    ]
+    return [(level, getattr(socket, name), value) for level, name, value in wanted
+            if hasattr(socket, name)]
+
+
+def tune_socket(sock: trio.socket.SocketType) -> None:
+    """Bound how long a dead TCP peer goes unnoticed (module docstring). An option the
+    socket refuses (not TCP: a Unix socket in a test) is skipped: best effort."""
+    for level, option, value in socket_options():
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, option, value)
+
+
 class TcpNetwork:
     """Real TCP through trio's high-level networking: the default Network."""
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        return await trio.open_tcp_stream(host, port)
+        stream = await trio.open_tcp_stream(host, port)
+        tune_socket(stream.socket)
+        return stream
 
     async def open_listeners(
         self, host: str, port: int
     ) -> list[trio.abc.Listener[trio.abc.Stream]]:
-        listeners: list[trio.abc.Listener[trio.abc.Stream]] = list(
-            await trio.open_tcp_listeners(port, host=host))
+        listeners: list[trio.abc.Listener[trio.abc.Stream]] = []
+        for listener in await trio.open_tcp_listeners(port, host=host):
+            tune_socket(listener.socket)  # every accepted socket inherits them (Linux)
+            listeners.append(listener)
         return listeners
 
     def listener_address(self, listener: trio.abc.Listener[trio.abc.Stream]) -> Address:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,7 +27,6 @@ from typing import Any
 import attrs
 import trio
 
-from revivify.impl.observe.logs import TailHandler, tail_handler
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.storage.errors import StorageError
 

@@ -63,6 +63,8 @@ class Kind(enum.Enum):
 
 
 RAFT_MESSAGE: Final = "Raft.Message"
+# Answered Ack at once: a Raft peer link's liveness probe (server.py, "Link liveness").
+RAFT_PING: Final = "Raft.Ping"
 ADMIN_STATUS: Final = "Admin.Status"
 ADMIN_CREATE_TABLET: Final = "Admin.CreateTablet"
 ADMIN_CONSENSUS_STATE: Final = "Admin.ConsensusState"
@@ -359,6 +361,7 @@ __all__ = [
     "DATA_SCAN",
     "DATA_WRITE",
     "RAFT_MESSAGE",
+    "RAFT_PING",
     "Ack",
     "ChangeConfig",
     "ConfigChangeRefused",

@@ -51,6 +51,7 @@ every answer is from a master older than the list (index -1), the flag's list st
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Protocol
 
@@ -58,7 +59,7 @@ import attrs
 import trio
 
 from revivify.impl.observe.metrics import OFF, ServerMetrics
-from revivify.impl.rpc import RpcError, WrongServerUuid, open_rpc_client
+from revivify.impl.rpc import ConnectionClosed, RpcError, WrongServerUuid, open_rpc_client
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.rpc.backoff import Backoff
 
@@ -83,6 +84,19 @@ logger = logging.getLogger(__name__)
 
 # Between failed attempts to reach one master: 0.1 s doubling to the interval's multiple.
 _RECONNECT: Final = Backoff(initial=0.1, max=2.0, multiplier=2.0, jitter=0)
+
+# A heartbeat unanswered this long drops its connection, and the next goes on a new one
+# (issue 32): one long-lived connection whose packets were lost would otherwise wait for
+# TCP's next retransmission after the network heals (the socket's TCP_USER_TIMEOUT, 10 s,
+# being the slower backstop), and the master would count the server dead meanwhile. Six
+# intervals, at least 3 s: a leader master answers a heartbeat after at most a catalog
+# write (a Raft round and an fsync), well inside that even on a loaded machine.
+HEARTBEAT_CALL_FLOOR: Final = 3.0
+
+
+def heartbeat_call_timeout(interval: float) -> float:
+    """Seconds one heartbeat may go unanswered: max(6 intervals, HEARTBEAT_CALL_FLOOR)."""
+    return max(6 * interval, HEARTBEAT_CALL_FLOOR)
 
 # What makes a tablet "changed" for an incremental report.
 Signature = tuple[str, int, str | None, int, int | None]
@@ -168,6 +182,7 @@ class Heartbeater:
     master_web: str = ""  # the master's status pages, as its last answer said
     # Told the master list each answer names (the pool's MasterList.learn), if any.
     on_masters: Callable[[int, list[str]], None] | None = None
+    failures: int = 0  # attempts to reach the master that failed in a row
 
     def build(self) -> tuple[Heartbeat, Mapping[str, Signature]]:
         """The next heartbeat, and the signatures its report would acknowledge."""
@@ -213,27 +228,43 @@ class Heartbeater:
         if self.on_masters is not None and response.masters_index >= 0:
             self.on_masters(response.masters_index, response.masters)
 
+    async def _beat(self, host: str, port: int, bound: float, dial: trio.CancelScope
+                    ) -> None:
+        """Heartbeat on one connection until it fails (raises); ``dial`` bounds the connect
+        and is lifted once connected."""
+        async with open_rpc_client(host, port, self.master_uuid, self.host.uuid,
+                                   app_errors=api.APP_ERRORS,
+                                   network=getattr(self.host, "network", None)) as client:
+            dial.deadline = math.inf
+            # The server's counters (a test's host may have none: then nothing is counted).
+            metrics: ServerMetrics = getattr(self.host, "metrics", OFF)
+            sent, answered = (metrics.tserver.heartbeats_sent,
+                              metrics.tserver.heartbeats_answered)
+            while True:
+                hb, signatures = self.build()
+                sent.inc()
+                response: HeartbeatResponse | None = None
+                with trio.move_on_after(bound):
+                    response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
+                if response is None:  # leaving the block drops the connection
+                    raise ConnectionClosed(f"no answer to a heartbeat within {bound:g}s")
+                answered.inc()
+                self.absorb(hb, signatures, response)
+                self.answered_at = trio.current_time()
+                self.failures = 0
+                await trio.sleep(self.interval)
+
     async def run(self) -> None:
         host, port = parse_address(self.master_address)
-        failures = 0
-        # The server's counters (a test's host may have none: then nothing is counted).
-        metrics: ServerMetrics = getattr(self.host, "metrics", OFF)
-        sent, answered = metrics.tserver.heartbeats_sent, metrics.tserver.heartbeats_answered
+        bound = heartbeat_call_timeout(self.interval)
         while True:
             try:
-                async with open_rpc_client(host, port, self.master_uuid, self.host.uuid,
-                                           app_errors=api.APP_ERRORS,
-                                           network=getattr(self.host, "network", None)
-                                           ) as client:
-                    while True:
-                        hb, signatures = self.build()
-                        sent.inc()
-                        response = await client.call(MASTER_HEARTBEAT, hb, HeartbeatResponse)
-                        answered.inc()
-                        self.absorb(hb, signatures, response)
-                        self.answered_at = trio.current_time()
-                        failures = 0
-                        await trio.sleep(self.interval)
+                # The connect too is bounded: a SYN lost to a cut network is retried by
+                # the kernel for two minutes, backing off to 64 s.
+                with trio.move_on_after(bound) as dial:
+                    await self._beat(host, port, bound, dial)
+                if dial.cancelled_caught:
+                    raise ConnectionClosed(f"not connected within {bound:g}s")
             except WrongServerUuid as exc:
                 # The master's UUID is learnt from its refusal (the first call names none).
                 if self.master_uuid and self.master_uuid != exc.expected:
@@ -243,8 +274,8 @@ class Heartbeater:
                 self.master_uuid = exc.expected
             except (RpcError, OSError) as exc:
                 logger.debug("heartbeat to %s: %s", self.master_address, exc)
-                failures += 1
-                await trio.sleep(min(self.interval, _RECONNECT.delay(failures)))
+                self.failures += 1
+                await trio.sleep(min(self.interval, _RECONNECT.delay(self.failures)))
 
 
 def normalize_address(address: str) -> str:

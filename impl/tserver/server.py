@@ -24,6 +24,47 @@ acknowledged write was committed, so a majority fsync'd it.
 Raft messages between servers are one-way ``Raft.Message`` calls, batched per destination
 by one sender task per peer (``PeerSender``); a message that cannot be delivered is
 dropped (Raft retries by itself: heartbeats, re-sent appends, new elections).
+
+Link liveness (issue 32)
+------------------------
+A peer link is one long-lived TCP connection that carries casts one way: nothing on it is
+ever answered when all goes well (the peer's replies are casts of their own, on the peer's
+link to us). So a link whose packets are lost (a cut network) looks exactly like a healthy
+one from the sender's side, and after the cut heals it stays silent until the kernel's next
+retransmission, which backs off up to 120 s: a partition of 60 s kept a master from its
+peers for 45 s more. Nor can the replies coming back be the proof: they travel on the
+peer's link, which may be fine while ours is stuck, and a follower's link to its leader
+carries only replies, which nobody answers.
+
+So the link is probed: while it carries traffic, every ``liveness / 3`` seconds the sender
+makes one real call on it, ``Raft.Ping`` (answered Ack at once, in the peer's RPC loop,
+never behind a disk), unless the peer answered our requests meanwhile: a Raft response
+from it (AppendResponse, VoteResponse) means requests we sent reached it, which is what a
+ping would show (so a leader's links to followers that keep up need no pings; a
+follower's link, which carries only responses nobody answers, is pinged). An answer of
+any kind to a ping (an error too: an older server without the method) proves both
+directions of THIS connection work right now, and that every cast queued before the ping
+was delivered (one TCP stream is in order). A ping unanswered for ``liveness`` seconds
+drops the link, and the sender redials (backoff 50 ms doubling up to
+``liveness``, cut short the moment the peer is heard from: a Raft message from it proves
+the path is back); a connect that has not completed within ``liveness`` is abandoned and
+tried again at once (its SYN was lost: waiting more would only wait for the kernel's
+retransmission, 1 s, then 3 s, ...). An idle link (nothing cast since the last probe) is
+not probed.
+
+    liveness = max(3 * heartbeat interval, LIVENESS_FLOOR = 0.5 s)
+
+Three heartbeats: a healthy peer answers a ping in well under one (it is an RPC-loop
+round trip), so three missed heartbeats' worth is a dead link, not a slow one; the floor
+keeps a loaded 2-core machine's scheduling hiccups and a short tick from dropping healthy
+links (a false drop costs a reconnect and the casts queued on it, which Raft re-sends).
+With the defaults (tick 50 ms, heartbeat 2 ticks, election 10 ticks: timeout 0.5 to 1 s)
+liveness is 0.5 s: a dead link is noticed within 0.67 s, and once the network heals a
+link is up again within 0.5 s (the dial under way when it healed), so a tablet with a
+reachable majority elects within about two election timeouts
+(tests/availability/test_partition_heal.py measures it with a kernel partition). The
+socket options of impl/rpc/transport.py (TCP_USER_TIMEOUT, keepalive) are the slower
+backstop for every other connection.
 """
 
 from __future__ import annotations
@@ -31,6 +72,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import posixpath
 import re
@@ -47,7 +89,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from revivify.impl.consensus import core as raft
-from revivify.impl.consensus.messages import Config, Message
+from revivify.impl.consensus.messages import AppendResponse, Config, Message, VoteResponse
 from revivify.impl.observe.metrics import ServerMetrics, gauge
 from revivify.impl.rpc import (
     CallContext,
@@ -167,9 +209,20 @@ def split_for_calls(messages: list[Message], limit: int) -> list[list[Message]]:
 
 # How many Raft senders' addresses a server keeps (``TabletServer._heard_from``).
 MAX_HEARD_AT: Final = 4096
-# Between reconnections to a peer: 50 ms doubling to 1 s (no jitter: one sender per peer,
-# and Raft's own timers already differ per server).
-PEER_RECONNECT: Final = Backoff(initial=0.05, max=1.0, multiplier=2.0, jitter=0)
+# A peer link's liveness bound is never below this (module docstring, "Link liveness").
+LIVENESS_FLOOR: Final = 0.5
+
+
+def link_liveness(heartbeat_seconds: float) -> float:
+    """Seconds a peer link may go unanswered (a probe) or unconnected (a dial) before it
+    is dropped and redialled: max(3 heartbeat intervals, LIVENESS_FLOOR)."""
+    return max(3 * heartbeat_seconds, LIVENESS_FLOOR)
+
+
+def peer_reconnect(liveness: float) -> Backoff:
+    """Between reconnections to a peer: 50 ms doubling up to the liveness bound (no
+    jitter: one sender per peer, and Raft's own timers already differ per server)."""
+    return Backoff(initial=min(0.05, liveness), max=liveness, multiplier=2.0, jitter=0)
 
 
 class PeerSender:
@@ -187,6 +240,10 @@ class PeerSender:
     once the steps the message depends on are durable and traced: plan.py). Otherwise
     the messages join the queue and the task sends them in order. Order per destination
     (plan rule 4) holds because push never overtakes the queue or a batch in progress.
+
+    Liveness (module docstring, "Link liveness"): a probe task pings the link while it
+    carries traffic and drops it when a ping goes unanswered for ``liveness`` seconds; a
+    dial is given up after ``liveness`` too.
     """
 
     def __init__(self, server: TabletServer, dest: str, address: str) -> None:
@@ -198,6 +255,23 @@ class PeerSender:
         self.client: RpcClient | None = None  # while connected
         self.draining = False  # the task is sending a batch taken from the queue
         self.scope = trio.CancelScope()  # cancelled when another sender replaces this one
+        self.liveness = link_liveness(server.options.tick_seconds
+                                      * server.options.heartbeat_ticks)
+        self.reconnect = peer_reconnect(self.liveness)
+        self.sent = False  # something was cast since the last probe
+        self.answered = False  # a response to our requests came back since the last probe
+        self.heard_again = trio.Event()  # set by ``heard``: the peer reached us
+        self.drops = 0  # links dropped for want of an answer (tests, logs)
+        self.drops_in_a_row = 0  # since the last answered ping
+
+    def heard(self, messages: list[Message]) -> None:
+        """Raft messages from this peer arrived (on its link to us): the path works, so a
+        reconnection waiting out its backoff goes now. A response among them (to an
+        AppendRequest or a vote request) proves that our requests reach the peer, so the
+        next probe is not needed ("Link liveness")."""
+        self.heard_again.set()
+        if any(isinstance(m, AppendResponse | VoteResponse) for m in messages):
+            self.answered = True
 
     def push(self, tablet_id: str, messages: list[Message]) -> None:
         client = self.client
@@ -214,6 +288,7 @@ class PeerSender:
                 except ConnectionClosed:
                     break  # the task finds the connection gone and reconnects
                 parts.pop(0)
+                self.sent = True
             if not parts:
                 return
             messages = [m for part in parts for m in part]
@@ -244,36 +319,90 @@ class PeerSender:
         host, port = parse_address(self.address)
         failures = 0  # reconnection attempts that failed in a row
         while True:
+            # The dial is bounded by the liveness bound: a SYN lost to a cut network is
+            # otherwise retried by the kernel for two minutes, backing off to 64 s.
+            connected = False
             try:
-                async with open_rpc_client(host, port, self.dest, self.server.uuid,
-                                           lamport=self.server.lamport_hooks,
-                                           app_errors=api.APP_ERRORS,
-                                           network=self.server.network,
-                                           on_cast_error=self._refused) as client:
-                    failures = 0
-                    self.client = client
-                    try:
-                        await self._drain(client)
-                    finally:
-                        self.client = None
-                        self.draining = False
+                with trio.move_on_after(self.liveness) as dial:
+                    async with open_rpc_client(host, port, self.dest, self.server.uuid,
+                                               lamport=self.server.lamport_hooks,
+                                               app_errors=api.APP_ERRORS,
+                                               network=self.server.network,
+                                               on_cast_error=self._refused) as client:
+                        dial.deadline = math.inf
+                        connected = True
+                        failures = 0
+                        # what the last connection carried vouches for nothing on this one
+                        self.sent = self.answered = False
+                        self.client = client
+                        try:
+                            async with trio.open_nursery() as nursery:
+                                nursery.start_soon(self._probe, client)
+                                await self._drain(client)  # returns once the link is gone
+                                nursery.cancel_scope.cancel()
+                        finally:
+                            self.client = None
+                            self.draining = False
+                if dial.cancelled_caught and not connected:
+                    # The SYN (or its answer) was lost: the dial already waited the whole
+                    # bound, so dial again at once (the backoff is for refusals, which
+                    # come back at once); a healed path then connects within the bound.
+                    logger.debug("to %s at %s: not connected within %gs", self.dest,
+                                 self.address, self.liveness)
+                    self.queue.clear()
+                    continue
             except (RpcError, OSError) as exc:
                 if not isinstance(exc, ConnectionClosed):
                     logger.debug("to %s at %s: %s", self.dest, self.address, exc)
-                self.queue.clear()  # stale by the time we reconnect
-                failures += 1
-                await trio.sleep(PEER_RECONNECT.delay(failures))
+            self.queue.clear()  # stale by the time we reconnect
+            failures += 1
+            self.heard_again = trio.Event()
+            with trio.move_on_after(self.reconnect.delay(failures)):
+                await self.heard_again.wait()
+
+    async def _probe(self, client: RpcClient) -> None:
+        """Ping the link while it carries traffic; abort it when a ping is not answered
+        within ``liveness`` (module docstring, "Link liveness")."""
+        while True:
+            await trio.sleep(self.liveness / 3)
+            if not self.sent:
+                continue  # idle: nothing to vouch for
+            self.sent = False
+            if self.answered:  # the peer answered our requests meanwhile: proof enough
+                self.answered = False
+                self.drops_in_a_row = 0
+                continue
+            with trio.move_on_after(self.liveness):
+                try:
+                    await client.call(api.RAFT_PING, api.Empty(), api.Ack)
+                except ConnectionClosed:
+                    self.wake.set()  # the drain notices the closed link
+                    return
+                except RpcError:
+                    pass  # refused (a server without Raft.Ping): an answer all the same
+                self.drops_in_a_row = 0
+                continue
+            self.drops += 1
+            # Said once per outage (a cut network drops the link every cycle until it heals).
+            logger.log(logging.INFO if self.drops_in_a_row == 0 else logging.DEBUG,
+                       "to %s at %s: no answer within %gs; reconnecting", self.dest,
+                       self.address, self.liveness)
+            self.drops_in_a_row += 1
+            client.abort(f"no answer to a ping within {self.liveness:g}s")
+            self.wake.set()
+            return
 
     async def _drain(self, client: RpcClient) -> None:
         """Send what push queued, in order, until the connection fails."""
         while True:
             while not self.queue:
-                if client.closed:  # push found it gone, or nothing was sent since
-                    raise ConnectionClosed("connection lost")
+                if client.closed:  # push found it gone, the probe dropped it, or it broke
+                    return
                 await self.wake.wait()
                 self.wake = trio.Event()
             batch, self.queue = self.queue, []
             self.draining = True
+            self.sent = True
             grouped: dict[str, list[Message]] = {}
             for tablet_id, m in batch:
                 grouped.setdefault(tablet_id, []).append(m)
@@ -284,6 +413,8 @@ class PeerSender:
                             tablet_id, part, self.server.address))
                     except FrameTooLarge as exc:
                         self._too_large(exc)
+                    except ConnectionClosed:
+                        return
             self.draining = False
 
 
@@ -477,11 +608,18 @@ class TabletServer:
                 raise api.InvalidArgument(f"bad src_address {req.src_address!r}: "
                                           f"{exc}") from None
             self._heard_from(ctx.src_uuid, req.src_address)
+        sender = self.peers.get(ctx.src_uuid)
+        if sender is not None:
+            sender.heard(req.messages)  # the path from it works (and maybe ours to it)
         voter = self.tablets.voter(req.tablet_id)
         if voter is not None:
             voter.deliver(list(req.messages))
             return api.Ack()
         self._replica(req.tablet_id).deliver(list(req.messages))
+        return api.Ack()
+
+    async def on_raft_ping(self, req: api.Empty, ctx: CallContext) -> api.Ack:
+        """A peer's link liveness probe ("Link liveness"): answered at once."""
         return api.Ack()
 
     async def on_status(self, req: api.Empty, ctx: CallContext) -> api.ServerStatus:
@@ -586,6 +724,7 @@ class TabletServer:
     def service(self) -> Service:
         s = Service("tserver")
         s.register(api.RAFT_MESSAGE, api.RaftMessages, api.Ack, self.on_raft_message)
+        s.register(api.RAFT_PING, api.Empty, api.Ack, self.on_raft_ping)
         s.register(api.ADMIN_STATUS, api.Empty, api.ServerStatus, self.on_status)
         s.register(api.ADMIN_CREATE_TABLET, api.CreateTablet, api.TabletCreated,
                    self.on_create_tablet)

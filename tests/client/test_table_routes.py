@@ -35,7 +35,8 @@ class FakeMaster:
         self.reply = reply
         self.requests: list[msgspec.Struct] = []
 
-    async def call(self, method: str, body: msgspec.Struct, response: type[Any]) -> Any:
+    async def call(self, method: str, body: msgspec.Struct, response: type[Any], *,
+                   deadline: float | None = None) -> Any:
         assert method == api.MASTER_TABLE_LOCATIONS
         self.requests.append(body)
         return self.reply
