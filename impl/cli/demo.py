@@ -11,14 +11,16 @@ written as trace files and checked clean.
 Part two, the cluster, driving the real ``revivify`` commands, each its own process, as a
 person at a terminal would (the demo is also a test of the CLI):
 
- 1. ``cluster start --num-masters 3 --num-tservers 4`` in a fresh directory;
+ 1. ``cluster start --num-masters 3 --num-tservers 4`` in a fresh directory; each server's
+    status pages (its web address, from ``cluster status``) listed;
  2. ``table create demo --tablets 4 --replicas 3``;
  3. writers start: 4 clients writing distinct keys through the masters (the client
     library, in a thread of this process: a command per row would measure Python's
     start-up), every acknowledged write recorded, every outcome-unknown one too; they run
     until stage 11;
  4. ``cluster kill`` of a tablet server (SIGKILL): ``ksck`` says NOT HEALTHY,
-    under-replicated;
+    under-replicated, and so does the leader master's ``/metrics``
+    (``revivify_master_tablets{health="under_replicated"}``, quoted in the summary);
  5. the masters re-replicate by tablet copy on their own: ``ksck --json`` polled, a line
     per tablet as it turns HEALTHY again, the time from the kill;
  6. the dead server restarted (``cluster restart``): its removed replicas become tombstones,
@@ -29,7 +31,9 @@ person at a terminal would (the demo is also a test of the CLI):
     extra master, so the demo starts the process), ``master add``, caught up as a VOTER,
     ``master remove``, stopped (stages 8 and 9 not with ``--short``);
  9. ``tserver retire`` of a tablet server: every replica moved off it;
-10. ``ksck`` healthy; 11. the writers stop; 12. ``cluster stop`` then ``cluster start``;
+10. ``ksck`` healthy; 11. the writers stop, and the tablet servers' ``/metrics`` say how many
+    WAL bytes they appended and how many elections they won (quoted in the summary);
+12. ``cluster stop`` then ``cluster start``;
 13. ``row scan --json`` of the table: every acknowledged row read back (exit 1 if any is
     lost); 14. ``cluster stop``;
 15. every trace checked by ``trace check`` and (not with ``--quick``) by ``trace validate
@@ -254,6 +258,9 @@ class Demo:
                    f"{time.monotonic() - started:.1f} s (under {self.cluster_dir})")
         self.figure("cluster start", f"{time.monotonic() - started:.1f} s")
         masters = [m["address"] for m in status["masters"]]
+        self.stage("status pages: " + ", ".join(
+            f"{s['name']} {s['web']}" for s in status["masters"] + status["tservers"]
+            if s.get("web")))
 
         created = self.cli_json(*self.at("table", "create", "demo", "--tablets", str(TABLETS),
                                          "--replicas", str(REPLICAS)))
@@ -281,6 +288,15 @@ class Demo:
                    f"({len(writers.acked) / max(seconds, 0.1):.0f} acked writes/s)")
         self.figure("rows acknowledged", f"{len(writers.acked)} "
                     f"({len(writers.unknown)} outcome unknown, {writers.failed} failed)")
+        live = self.cli_json(*self.at("cluster", "status"), expect=(0, 1))["tservers"]
+        wal = sum(scrape(s["web"]).get(("revivify_wal_appended_bytes_total", ()), 0.0)
+                  for s in live if s.get("web") and s["alive"])
+        won = sum(scrape(s["web"]).get(("revivify_raft_elections_won_total", ()), 0.0)
+                  for s in live if s.get("web") and s["alive"])
+        self.stage(f"the tablet servers' /metrics: {wal / (1 << 20):.1f} MiB appended to their "
+                   f"WALs, {won:g} elections won (since each server's last start)")
+        self.figure("WAL MiB appended, elections won (/metrics)", f"{wal / (1 << 20):.1f}, "
+                    f"{won:g}")
         for line in writers.errors[:5]:
             self.note(f"writer error: {line}")
 
@@ -314,6 +330,12 @@ class Demo:
         under = sum(t["status"] == "UNDER_REPLICATED" for t in self.tablets(report))
         self.stage(f"cluster kill {victim['name']} (SIGKILL): ksck NOT HEALTHY, {under} "
                    f"tablet(s) under-replicated")
+        seen = self.leader_master_metric(status, "revivify_master_tablets",
+                                         health="under_replicated")
+        if seen is not None:
+            self.detail(f"the leader master's /metrics: revivify_master_tablets"
+                        f"{{health=\"under_replicated\"}} {seen:g}")
+            self.figure("under-replicated tablets after the kill (/metrics)", f"{seen:g}")
         self.stage("the masters re-replicate by tablet copy (ksck polled):")
         healed: dict[str, float] = {}
 
@@ -489,6 +511,19 @@ class Demo:
         return [t for table in doc["tables"] if table["name"] == "demo"
                 for t in table["tablets"]]
 
+    def leader_master_metric(self, status: dict[str, Any], name: str, **labels: str
+                             ) -> float | None:
+        """``name{labels}`` on the /metrics of the master that says it is the ready leader
+        (``revivify_master_ready`` 1); None if no master's page answered so."""
+        want = tuple(sorted(labels.items()))
+        for m in status["masters"]:
+            if not m.get("web"):
+                continue
+            values = scrape(m["web"])
+            if values.get(("revivify_master_ready", ())) == 1.0:
+                return values.get((name, want))
+        return None
+
     def wait_for(self, what: str, probe: Callable[[], bool], seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while not probe():
@@ -537,6 +572,22 @@ class Demo:
                 time.sleep(0.05)
         if self.writers is not None:
             self.writers.stop()
+
+
+def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A server's /metrics, parsed by prometheus_client's own parser: (sample name, sorted
+    labels) -> value; empty if the page does not answer (a server that is down)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(web + "/metrics", timeout=10) as page:
+            text = page.read().decode()
+    except OSError:
+        return {}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 def print_summary(demo: Demo, seconds: float, verdict: str) -> None:

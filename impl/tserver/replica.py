@@ -26,6 +26,7 @@ come with the lifecycle).
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import random
@@ -68,6 +69,14 @@ T = TypeVar("T")
 Blocking = Callable[..., Awaitable[Any]]  # run a blocking call (a worker thread, or inline)
 
 
+# What a tablet's status page shows of its trace (impl/web): the newest events per tablet,
+# kept in memory as the writer wrote them (references, formatted only when a page asks), for
+# at most RECENT_TABLETS tablets (the least recently traced forgotten first).
+RECENT_PER_TABLET = 20
+RECENT_TABLETS = 4096
+RecentEvent = tuple[int, str, Any]  # (lamport clock, event name, its args)
+
+
 class Tracer:
     """The process's trace writer, as the server's parts use it. ``silence()`` is a simulated
     crash (impl/testing/cluster.py): a killed process writes nothing more."""
@@ -75,6 +84,11 @@ class Tracer:
     def __init__(self, writer: TraceWriter) -> None:
         self.writer = writer
         self.silenced = False
+        self.recent: dict[str, collections.deque[RecentEvent]] = {}
+
+    def recent_events(self, tablet: str) -> list[RecentEvent]:
+        """The tablet's newest traced events, newest first."""
+        return list(reversed(self.recent.get(tablet, ())))
 
     @property
     def lamport(self) -> int:
@@ -88,7 +102,16 @@ class Tracer:
               tablet: str | None = None) -> int:
         if self.silenced:
             return self.writer.lamport
-        return self.writer.event(event, args, state, tablet)
+        lamport = self.writer.event(event, args, state, tablet)
+        if tablet is not None:
+            recent = self.recent.pop(tablet, None)  # re-inserted: the dict's order is recency
+            if recent is None:
+                recent = collections.deque(maxlen=RECENT_PER_TABLET)
+                if len(self.recent) >= RECENT_TABLETS:
+                    del self.recent[next(iter(self.recent))]
+            recent.append((lamport, event, args))
+            self.recent[tablet] = recent
+        return lamport
 
     def silence(self) -> None:
         self.silenced = True

@@ -19,6 +19,7 @@ import importlib.metadata
 import time
 from typing import Any
 
+import msgspec
 import trio
 from starlette.requests import Request
 
@@ -167,6 +168,14 @@ def _log_doc(server: TabletServer, tablet_id: str) -> list[dict[str, Any]]:
             for e in reversed(entries)]
 
 
+def _trace_doc(server: TabletServer, tablet_id: str) -> list[dict[str, Any]]:
+    """The tablet's newest trace events (the Tracer's memory of them), newest first."""
+    if server.trace is None:
+        return []
+    return [{"lamport": lamport, "event": event, "args": msgspec.to_builtins(args)}
+            for lamport, event, args in server.trace.recent_events(tablet_id)]
+
+
 def tablet_view(server: TabletServer) -> View:
     async def view(request: Request) -> dict[str, Any]:
         tablet_id = id_param(request)
@@ -181,6 +190,7 @@ def tablet_view(server: TabletServer) -> View:
         return {"uuid": server.uuid, "address": server.address, "replica": found[0],
                 "progress": _progress_doc(server, tablet_id),
                 "log": _log_doc(server, tablet_id),
+                "trace": _trace_doc(server, tablet_id),
                 "copying": copy_info_doc(job.info()) if job is not None else None,
                 "source_sessions": sources, "masters": masters_doc(server)}
     return view

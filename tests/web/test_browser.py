@@ -22,11 +22,13 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -129,6 +131,7 @@ def test_pages_in_a_browser(tmp_path: Path, browser: webdriver.Chrome) -> None:
         _follower_links_to_leader(visit, cluster, m.web)
         victim = _follow_links(visit, m.web, cluster, described)
         _tserver_pages(visit, cluster, described)
+        _a_write_moves_the_wal_counters(cluster)
         _kill_and_heal(visit, m.web, cluster, victim, described)
         assert len(visit.taken) >= 15 and all(p.stat().st_size > 0 for p in visit.taken)
 
@@ -236,6 +239,26 @@ def _tserver_pages(visit: Visitor, cluster: MasterProcesses, described: dict[str
     assert described["tablets"]
 
 
+def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A server's /metrics through prometheus_client's own parser (which refuses anything
+    that is not the exposition format): (sample, sorted labels) -> value."""
+    with urllib.request.urlopen(f"http://{web}/metrics", timeout=30) as page:
+        text = page.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _a_write_moves_the_wal_counters(cluster: MasterProcesses) -> None:
+    key = ("revivify_wal_appended_bytes_total", ())
+    webs = [s.web for s in cluster.tservers.servers if s.running and s.web]
+    before = sum(scrape(w).get(key, 0.0) for w in webs)
+    cli_json("row", "put", "metrics-key", "v" * 100, "--masters", cluster.master_list,
+             "--table", "t1")
+    # Three replicas append the row (and its commit): every one of them counts its bytes.
+    wait_for("the WAL counters to move", 30, lambda: sum(
+        scrape(w).get(key, 0.0) for w in webs) >= before + 3 * 100 or None)
+
+
 def _kill_and_heal(visit: Visitor, web: str, cluster: MasterProcesses, victim: str,
                    described: dict[str, Any]) -> None:
     index = next(s.index for s in cluster.tservers.servers if s.uuid == victim)
@@ -258,8 +281,18 @@ def _kill_and_heal(visit: Visitor, web: str, cluster: MasterProcesses, victim: s
     wait_for("a tablet UNDER_REPLICATED on /table", 30,
              lambda: "UNDER_REPLICATED" in health())
     visit.check("table-under-replicated")
+    # The leader master's /metrics says the same as its pages, as Prometheus would scrape it.
+    under = ("revivify_master_tablets", (("health", "under_replicated"),))
+    healthy = ("revivify_master_tablets", (("health", "healthy"),))
+    wait_for("under_replicated >= 1 on the leader master's /metrics", 30,
+             lambda: scrape(web).get(under, 0) >= 1 or None)
     wait_for("every tablet HEALTHY again on /table", 120,
              lambda: health() == ["HEALTHY", "HEALTHY"])
     visit.check("table-healed")
+    def healed_metrics() -> bool | None:
+        values = scrape(web)
+        return (values.get(under) == 0 and values.get(healthy, 0) >= 2) or None
+
+    wait_for("under_replicated back to 0 on the leader master's /metrics", 60, healed_metrics)
     healed = cli_json("table", "describe", "t1", "--masters", cluster.master_list)
     assert all(victim not in {r["uuid"] for r in t["replicas"]} for t in healed["tablets"])

@@ -207,6 +207,12 @@ def test_tablet_server_twins_match_the_cli(tmp_path: Path) -> None:
         assert tablet["replica"]["role"] == "LEADER"
         assert [x["uuid"] for x in tablet["progress"]] == [p.server.uuid]
         assert tablet["log"][0]["index"] == tablet["replica"]["last_opid"][1]
+        # Its newest trace events, newest first: it became leader in its current term.
+        events = tablet["trace"]
+        assert events and [e["lamport"] for e in events] == sorted(
+            (e["lamport"] for e in events), reverse=True)
+        assert any(e["event"] == "become_leader" for e in events), events
+        assert "Newest trace events" in page.text and "become_leader" in page.text
         # Filtering by state; nothing is copying.
         assert len((await fetch(p.server_web, "/api/v1/tablets?state=RUNNING")).json()
                    ["replicas"]) == 2
