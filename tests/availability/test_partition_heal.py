@@ -44,7 +44,7 @@ pytestmark = pytest.mark.timeout(300)
 
 TABLET = "t-heal"
 HOLD = 30.0  # seconds the partition lasts
-TICK, ELECTION_TICKS = 0.05, 10  # the servers' defaults (impl/tserver/main.py)
+TICK, ELECTION_TICKS = 0.05, 10  # the servers' defaults (impl/servers/tserver.py)
 ELECTION_MAX = 2 * ELECTION_TICKS * TICK  # the randomised timeout's upper end: 1 s
 LEADER_BOUND = 2 * ELECTION_MAX
 CLIENT_BOUND = 3 * ELECTION_MAX

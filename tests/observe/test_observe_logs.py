@@ -22,8 +22,8 @@ from revivify.impl.observe.logs import (
     tail_handler,
 )
 
-TSERVER = [sys.executable, "-m", "revivify.impl.tserver.main"]
-MASTER = [sys.executable, "-m", "revivify.impl.master.main"]
+TSERVER = [sys.executable, "-m", "revivify.impl.servers.tserver"]
+MASTER = [sys.executable, "-m", "revivify.impl.servers.master"]
 
 
 def args(*argv: str) -> argparse.Namespace:
