@@ -61,6 +61,7 @@ commands:
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
               'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
               'tserver retire UUID --masters ...' (move every replica off it),
+              'tserver unregister UUID --masters ...' (forget a dead server hosting nothing),
               or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
   master      'master status --master HOST:PORT', 'master list --masters ...', 'master run ...'
   table       'table create NAME | delete NAME | alter NAME | list | describe NAME'
@@ -170,6 +171,10 @@ def _tserver(argv: list[str]) -> int:
         from revivify.impl.cli.moves import tserver_retire_main
 
         return tserver_retire_main(argv[1:])
+    if argv and argv[0] == "unregister":
+        from revivify.impl.cli.master import tserver_unregister_main
+
+        return tserver_unregister_main(argv[1:])
     from revivify.impl.cli.admin import tserver_main
 
     return tserver_main(argv)

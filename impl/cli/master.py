@@ -38,7 +38,7 @@ from revivify.impl.client.documents import (
     table_locations_doc,
     tserver_entry_doc,
 )
-from revivify.impl.client.master import master_call, master_status
+from revivify.impl.client.master import master_call, master_call_at, master_status
 from revivify.impl.master import api
 from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 
@@ -328,4 +328,42 @@ def tserver_list_main(argv: list[str]) -> int:
     return execute("revivify tserver list", args, work)
 
 
-__all__ = ["master_main", "table_main", "tserver_list_main"]
+# ---------------------------------------------------------------------------- tserver unregister
+
+
+def tserver_unregister_main(argv: list[str]) -> int:
+    """``revivify tserver unregister UUID --masters ...``: forget a dead tablet server that
+    hosts no replica (Kudu's ``kudu tserver unregister``). The ready leader checks its
+    catalog and forgets it; then every other master is told to forget it too (each refuses
+    while the server is live to it). A server that heartbeats again comes back."""
+    parser = Parser(prog="revivify tserver unregister",
+                    parents=[common_flags(), _masters(), call_timeout_flag()],
+                    description="forget a dead tablet server that hosts no replica")
+    parser.add_argument("uuid", metavar="UUID")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
+
+    async def work() -> Outcome:
+        options = client_options(args)
+        first = await master_call(args.masters, api.MASTER_UNREGISTER_TSERVER,
+                                  api.UnregisterTServerRequest(args.uuid),
+                                  api.UnregisterTServerReply, options)
+        status = await master_status(args.masters[0], options)
+        others = sorted({*args.masters, *status.masters} - {status.leader_address})
+        told: dict[str, bool] = {first.master_uuid: first.forgotten}
+        for address in others:
+            reply = await master_call_at(address, api.MASTER_UNREGISTER_TSERVER,
+                                         api.UnregisterTServerRequest(args.uuid, False),
+                                         api.UnregisterTServerReply, options)
+            told[reply.master_uuid] = reply.forgotten
+        if not any(told.values()):
+            return Outcome(1, {"uuid": args.uuid, "masters": told}, "",
+                           complaint=f"no master knew tablet server {args.uuid}")
+        return Outcome(0, {"uuid": args.uuid, "masters": told},
+                       f"tablet server {args.uuid} unregistered ({len(told)} masters told)")
+
+    return execute("revivify tserver unregister", args, work)
+
+
+__all__ = ["master_main", "table_main", "tserver_list_main", "tserver_unregister_main"]

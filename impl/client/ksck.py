@@ -232,16 +232,26 @@ def _check_masters(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
 
 
 def _check_tservers(facts: Facts, verdict: Verdict) -> list[dict[str, Any]]:
+    """A dead server that the catalog places no replica on is a warning, not a problem (as
+    Kudu's ksck: nothing is lost with it); ``tserver unregister`` forgets it."""
+    hosting = {r.uuid for _, where, _ in facts.tables if where is not None
+               for tablet in where.tablets for r in tablet.replicas}
     rows: list[dict[str, Any]] = []
     for t in sorted(facts.tservers or [], key=lambda t: t.address):
         answer = facts.servers.get(t.address, Answer(None, "not asked"))
         error = answer.error
         if error is None and answer.value.uuid != t.uuid:
             error = f"answers as {answer.value.uuid}, not {t.uuid} (wiped?)"
-        if not t.live:
+        if not t.live and t.uuid not in hosting and facts.catalog_error is None:
+            verdict.warnings.append(
+                f"tablet server {t.uuid} ({t.address}) is dead (no heartbeat for "
+                f"{t.seconds_since_heartbeat:.1f}s) and hosts no replica: 'revivify tserver "
+                f"unregister {t.uuid}' forgets it")
+        elif not t.live:
             verdict.problems.append(f"tablet server {t.uuid} ({t.address}) is dead: no "
                                     f"heartbeat for {t.seconds_since_heartbeat:.1f}s")
-        if error is not None:
+        forgettable = not t.live and t.uuid not in hosting and facts.catalog_error is None
+        if error is not None and not forgettable:  # the warning above speaks for its silence
             verdict.problems.append(f"tablet server {t.uuid} ({t.address}) does not answer: "
                                     f"{error}")
         rows.append({"uuid": t.uuid, "address": t.address, "live": t.live,

@@ -323,6 +323,24 @@ async def master_call(masters: Sequence[str], method: str, body: msgspec.Struct,
         return await client.call(method, body, response, deadline=deadline)
 
 
+async def master_call_at(address: str, method: str, body: msgspec.Struct,
+                         response: type[T], options: ClientOptions | None = None, *,
+                         network: Network | None = None) -> T:
+    """``method`` of the one master at ``address``, whatever its role (an operator's call
+    that every master must answer for itself: ``tserver unregister``), within the call
+    timeout; ServerUnreachable or NoAnswer if it cannot be reached."""
+    parse_address(address)
+    async with open_master_client([address], network=network, options=options) as client:
+        timeout = client.options.call_timeout
+        with trio.move_on_after(timeout):
+            try:
+                await client._connections.uuid_of(address)
+                return await client._connections.call(address, method, body, response)
+            except ConnectionClosed as exc:
+                raise ServerUnreachable(address, exc.reason, exc) from None
+        raise NoAnswer(address, timeout, maybe_sent=True)
+
+
 async def master_status(address: str, options: ClientOptions | None = None, *,
                         network: Network | None = None) -> api.MasterStatus:
     """One master's view of itself (any role), within the call timeout (NoAnswer, a
@@ -335,5 +353,6 @@ async def master_status(address: str, options: ClientOptions | None = None, *,
             raise ServerUnreachable(address, exc.reason, exc) from None
 
 
-__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "master_call", "master_status",
+__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "master_call", "master_call_at",
+           "master_status",
            "open_master_client"]

@@ -91,6 +91,7 @@ MASTER_REMOVE_REPLICA: Final = "Master.RemoveReplica"
 MASTER_MOVE_REPLICA: Final = "Master.MoveReplica"
 MASTER_ADD_MASTER: Final = "Master.AddMaster"
 MASTER_REMOVE_MASTER: Final = "Master.RemoveMaster"
+MASTER_UNREGISTER_TSERVER: Final = "Master.UnregisterTabletServer"
 MASTER_READ_INDEX: Final = "Master.ReadIndex"
 
 # The catalog tablet's well-known id: one tablet, hosted by every master.
@@ -282,6 +283,20 @@ class MoveReplicaRequest(msgspec.Struct, frozen=True):
     to_uuid: str | None = None
 
 
+class UnregisterTServerRequest(msgspec.Struct, frozen=True):
+    """Forget a dead tablet server (Kudu's ``kudu tserver unregister``). ``check_catalog``:
+    refuse while a live tablet's config names it (the ready leader checks its catalog; the
+    CLI then tells every other master, which only checks that the server is dead)."""
+
+    uuid: str
+    check_catalog: bool = True
+
+
+class UnregisterTServerReply(msgspec.Struct, frozen=True):
+    master_uuid: str
+    forgotten: bool  # False: this master did not know the server (already forgotten)
+
+
 class MasterChangeRequest(msgspec.Struct, frozen=True):
     """A change of the catalog tablet's Raft config, one master at a time. AddMaster names
     the new master's ``address`` (it must run with ``master run --join``: it waits for the
@@ -406,6 +421,7 @@ __all__ = [
     "MASTER_REMOVE_REPLICA",
     "MASTER_STATUS",
     "MASTER_TABLE_LOCATIONS",
+    "MASTER_UNREGISTER_TSERVER",
     "REASONS",
     "AlterTableRequest",
     "CatalogWriteFailed",
@@ -438,5 +454,7 @@ __all__ = [
     "TabletLocationInfo",
     "TabletServerEntry",
     "TabletServerList",
+    "UnregisterTServerReply",
+    "UnregisterTServerRequest",
     "refusal",
 ]

@@ -98,6 +98,8 @@ class MasterService:
                          api.MoveReplicaReply, self.on_move_replica)
         service.register(api.MASTER_ADD_MASTER, api.MasterChangeRequest,
                          api.MasterChangeReply, self.on_add_master)
+        service.register(api.MASTER_UNREGISTER_TSERVER, api.UnregisterTServerRequest,
+                         api.UnregisterTServerReply, self.on_unregister_tserver)
         service.register(api.MASTER_REMOVE_MASTER, api.MasterChangeRequest,
                          api.MasterChangeReply, self.on_remove_master)
 
@@ -159,6 +161,31 @@ class MasterService:
             api.TabletServerEntry(i.uuid, i.address, i.live, round(i.seconds_since_heartbeat, 3),
                                   i.state.value, self.web_addresses.get(i.uuid, ""))
             for i in self._embedded.tmap().describe(self._embedded.now())])
+
+    async def on_unregister_tserver(self, req: api.UnregisterTServerRequest,
+                                    ctx: CallContext) -> api.UnregisterTServerReply:
+        """Forget a dead tablet server that hosts nothing (api.UnregisterTServerRequest)."""
+        self._embedded.require_started()
+        tmap = self._embedded.tmap()
+        entry = tmap.entry(req.uuid)
+        if entry is None:
+            return api.UnregisterTServerReply(self._embedded.uuid, False)
+        now = self._embedded.now()
+        if tmap.is_live(req.uuid, now):
+            raise api.Refused("ILLEGAL_STATE", f"tablet server {req.uuid} is live (heartbeat "
+                              f"{now - entry.last_heartbeat:.1f}s ago): stop it first", 0)
+        if req.check_catalog:
+            catalog, _ = await self._reads.view(None)  # the ready leader's own catalog
+            hosted = [t.tablet_id for t in catalog.tablets.values()
+                      if t.live and t.is_member(req.uuid)]
+            if hosted:
+                raise api.Refused("ILLEGAL_STATE", f"tablet server {req.uuid} still hosts "
+                                  f"{len(hosted)} replica(s) (e.g. tablet {hosted[0]}): "
+                                  "wait for healing or 'tserver retire' it first", 0)
+        forgotten = tmap.forget(req.uuid, self._embedded.now())
+        logger.info("tablet server %s (%s) unregistered by an operator", req.uuid,
+                    entry.address)
+        return api.UnregisterTServerReply(self._embedded.uuid, forgotten)
 
     # ------------------------------------------------------------------ tables
 

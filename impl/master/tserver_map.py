@@ -239,6 +239,13 @@ class TabletServerMap:
         if entry is not None and entry.state is RegState.REPORTING:
             self._servers[uuid] = attrs.evolve(entry, state=RegState.REGISTERED)
 
+    def forget(self, uuid: str, now: float) -> bool:
+        """Drop a dead server from the map (an operator's unregister); True if it was known.
+        A live server is never forgotten (the caller refuses first); a forgotten server that
+        heartbeats again is UNKNOWN, so it is asked to register and comes back."""
+        assert not self.is_live(uuid, now), "only a dead server is forgotten"
+        return self._servers.pop(uuid, None) is not None
+
     # -- reads
 
     def entry(self, uuid: str) -> ServerEntry | None:
