@@ -17,6 +17,7 @@ The conventions it holds in one place (docs/sources.md, "The CLI's conventions")
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
@@ -59,6 +60,9 @@ class Outcome:
     complaint: str | None = None
 
 
+MASTERS_ENV = "REVIVIFY_MASTERS"
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
                ) -> argparse.Namespace | int:
     """The parsed arguments, or the exit code when there is nothing to run (help, error).
@@ -85,6 +89,11 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
             args.masters = clusterfile.master_addresses(root)
         except clusterfile.ClusterFileError as exc:
             return fail(_command_prog(parser, args), str(exc), 2)
+    elif hasattr(args, "cluster_root") and args.masters is None:
+        try:
+            args.masters = addresses_arg(os.environ.get(MASTERS_ENV, ""))
+        except argparse.ArgumentTypeError as exc:
+            return fail(_command_prog(parser, args), f"{MASTERS_ENV}: {exc}", 2)
     return args
 
 
@@ -169,11 +178,13 @@ def common_flags() -> Parser:
 def masters_flags(help_masters: str = "the masters, comma-separated (the leader is found "
                                        "among them)") -> Parser:
     """``--masters HOST:PORT,...`` or ``--root DIR`` (a local cluster's directory: the
-    masters of its ``cluster.json``), exactly one; `parse_args` fills ``args.masters``."""
+    masters of its ``cluster.json``), at most one; `parse_args` fills ``args.masters``. With
+    neither, the masters come from ``REVIVIFY_MASTERS`` in the environment (as etcdctl's
+    ``ETCDCTL_ENDPOINTS``): the command line wins over the environment."""
     p = Parser(add_help=False)
-    group = p.add_mutually_exclusive_group(required=True)
+    group = p.add_mutually_exclusive_group(required=not os.environ.get(MASTERS_ENV))
     group.add_argument("--masters", type=addresses_arg, metavar="HOST:PORT,...",
-                       help=help_masters)
+                       help=f"{help_masters}; default: ${MASTERS_ENV}")
     group.add_argument("--root", dest="cluster_root", metavar="DIR",
                        help="instead of --masters: the masters of the local cluster in DIR "
                             "(DIR/cluster.json, written by 'revivify cluster start')")

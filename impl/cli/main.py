@@ -77,7 +77,7 @@ commands:
   ksck        'ksck --masters ... | --root DIR': masters, tablet servers, tables, tablets
 
 Every command that takes --masters HOST:PORT,... also takes --root DIR (a local cluster's
-masters, from DIR/cluster.json).
+masters, from DIR/cluster.json); with neither, $REVIVIFY_MASTERS names the masters.
 
 'revivify COMMAND --help' describes each command.
 """
