@@ -21,6 +21,7 @@ one-line error, exit 2.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -46,6 +47,15 @@ from .process import (
 )
 
 DESCRIPTION = __doc__.split("\n\n")[0] if __doc__ else ""
+
+
+TEST_FLAGS_ENV = "REVIVIFY_TEST_FLAGS"
+
+
+def _test_only(text: str) -> str:
+    """A test-only flag's help: hidden from operators (the flag is still accepted), shown
+    with ``REVIVIFY_TEST_FLAGS=1`` in the environment."""
+    return text if os.environ.get(TEST_FLAGS_ENV) == "1" else argparse.SUPPRESS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,15 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="WAL entries kept behind the flushed index for lagging peers; a "
                         "peer further behind is re-created by a tablet copy (default 50000)")
     p.add_argument("--fault-corrupt-copy-chunks", type=int, default=0, metavar="N",
-                   help="TEST ONLY: as a copy source, corrupt the first N chunks served "
-                        "(the destination must refuse and fetch them again)")
+                   help=_test_only("TEST ONLY: as a copy source, corrupt the first N chunks served "
+                        "(the destination must refuse and fetch them again)"))
     p.add_argument("--fault-slow-copy-ms", type=int, default=0, metavar="MS",
-                   help="TEST ONLY: as a copy source, wait MS milliseconds before serving "
-                        "each chunk (so tests can act in the middle of a copy)")
+                   help=_test_only("TEST ONLY: as a copy source, wait MS milliseconds before "
+                                   "serving each chunk (so tests can act in the middle of a "
+                                   "copy)"))
     p.add_argument("--fault-crash-after", default=None, choices=FAULT_POINTS, metavar="STEP",
-                   help="TEST ONLY: exit abruptly right after the named durable step is "
+                   help=_test_only("TEST ONLY: exit abruptly right after the named durable step is "
                         "traced (one of: " + ", ".join(FAULT_POINTS) + "), like Kudu's "
-                        "--fault_crash_after_* flags")
+                        "--fault_crash_after_* flags"))
     p.add_argument("--masters", default="", metavar="HOST:PORT,...",
                    help="the masters to heartbeat, comma-separated (every one of them: "
                         "seed 004); without it the server runs alone")

@@ -97,3 +97,21 @@ def test_the_default_port_busy_turns_the_pages_off(tmp_path: Path) -> None:
     assert "listening on 127.0.0.2:" in first
     found = WEB.match(second)
     assert found is not None and found.group(3).startswith("127.0.0.2:8050: "), second
+
+
+def test_test_only_flags_are_hidden_from_operators() -> None:
+    """``tserver run --help`` does not offer the --fault-* flags (still accepted: the tests
+    pass them), unless REVIVIFY_TEST_FLAGS=1 asks for them."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "revivify.impl.cli.main", "tserver", "run", "--help"]
+    quiet = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items()
+                                if k != "REVIVIFY_TEST_FLAGS"})
+    shown = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "REVIVIFY_TEST_FLAGS": "1"})
+    assert quiet.returncode == 0 and "--fault-" not in quiet.stdout
+    assert "--webserver-bind" in quiet.stdout
+    assert shown.stdout.count("TEST ONLY") == 3
