@@ -48,7 +48,7 @@ class _UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="revivify trace", description="check traces against the spec")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{check,validate,follow}")
     for name in ("check", "validate", "follow"):
         s = sub.add_parser(name, help=f"trace {name}")
         s.add_argument("paths", nargs="*", metavar="PATH")

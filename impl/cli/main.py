@@ -261,9 +261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0 if args else 2
+    if args[0] in ("--version", "version"):
+        print(f"revivify {_version()}")
+        return 0
     command = COMMANDS.get(args[0])
     if command is None:
-        print(f"revivify: unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        import difflib  # only on this path: the CLI's start stays lean
+
+        close = difflib.get_close_matches(args[0], list(COMMANDS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        print(f"revivify: unknown command {args[0]!r}{hint}\n\n{USAGE}", end="",
+              file=sys.stderr)
         return 2
     try:
         code = command(args[1:])
@@ -280,6 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def _version() -> str:
+    """The installed distribution's version (a source tree without an install: unknown)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("revivify")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE

@@ -112,3 +112,22 @@ def test_a_server_whose_directory_is_unusable_exits_2_in_one_line(
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Not a directory" in r.stderr
+
+
+def test_version_and_did_you_mean() -> None:
+    """``--version`` names the installed version; an unknown command suggests the nearest
+    one; a noun without its verb lists the verbs (issue 31)."""
+    import subprocess
+    import sys
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *argv],
+                              capture_output=True, text=True, timeout=60)
+
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("revivify 0.")
+    typo = cli("tabel", "list")
+    assert typo.returncode == 2 and "did you mean 'table'?" in typo.stderr
+    bare = cli("trace")
+    assert bare.returncode == 2 and "{check,validate,follow}" in bare.stderr
+    assert "cmd" not in bare.stderr
