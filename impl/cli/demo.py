@@ -258,7 +258,7 @@ class Demo:
                    f"{time.monotonic() - started:.1f} s (under {self.cluster_dir})")
         self.figure("cluster start", f"{time.monotonic() - started:.1f} s")
         masters = [m["address"] for m in status["masters"]]
-        self.stage("status pages: " + ", ".join(
+        self.detail("status pages: " + ", ".join(
             f"{s['name']} {s['web']}" for s in status["masters"] + status["tservers"]
             if s.get("web")))
 
@@ -293,8 +293,8 @@ class Demo:
                   for s in live if s.get("web") and s["alive"])
         won = sum(scrape(s["web"]).get(("revivify_raft_elections_won_total", ()), 0.0)
                   for s in live if s.get("web") and s["alive"])
-        self.stage(f"the tablet servers' /metrics: {wal / (1 << 20):.1f} MiB appended to their "
-                   f"WALs, {won:g} elections won (since each server's last start)")
+        self.detail(f"the tablet servers' /metrics: {wal / (1 << 20):.1f} MiB appended to "
+                    f"their WALs, {won:g} elections won (since each server's last start)")
         self.figure("WAL MiB appended, elections won (/metrics)", f"{wal / (1 << 20):.1f}, "
                     f"{won:g}")
         for line in writers.errors[:5]:
