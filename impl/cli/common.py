@@ -89,7 +89,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
             args.masters = clusterfile.master_addresses(root)
         except clusterfile.ClusterFileError as exc:
             return fail(_command_prog(parser, args), str(exc), 2)
-    elif hasattr(args, "cluster_root") and args.masters is None:
+    elif getattr(args, "masters_from_env", False) and args.masters is None:
         try:
             args.masters = addresses_arg(os.environ.get(MASTERS_ENV, ""))
         except argparse.ArgumentTypeError as exc:
@@ -188,6 +188,7 @@ def masters_flags(help_masters: str = "the masters, comma-separated (the leader 
     group.add_argument("--root", dest="cluster_root", metavar="DIR",
                        help="instead of --masters: the masters of the local cluster in DIR "
                             "(DIR/cluster.json, written by 'revivify cluster start')")
+    p.set_defaults(masters_from_env=True)  # parse_args: neither flag, the environment's
     return p
 
 

@@ -259,6 +259,9 @@ def table_locations_text(reply: TableLocationsReply) -> str:
     replicas = f", {n} replica{'s' if n != 1 else ''} each" if n else ""
     head = (f"table {reply.name} {reply.table_id} v{reply.schema_version}: "
             f"{reply.num_tablets} tablet{'s' if reply.num_tablets != 1 else ''}{replicas}")
+    if reply.columns:
+        head += "\ncolumns: " + ", ".join(
+            f"{c.name} {c.type}{' key' if c.key else ''} (v{c.added_in})" for c in reply.columns)
     if not rows:
         return head
     return "\n".join([head, table(

@@ -79,6 +79,8 @@ def table_locations_doc(r: api.TableLocationsReply) -> dict[str, Any]:
     """``revivify table describe --json`` (without ``served_by``)."""
     return {"name": r.name, "table_id": r.table_id, "schema_version": r.schema_version,
             "num_tablets": r.num_tablets,
+            "columns": [{"name": c.name, "type": c.type, "key": c.key, "added_in": c.added_in}
+                        for c in r.columns],
             "tablets": [tablet_location_doc(t) for t in r.tablets]}
 
 

@@ -245,6 +245,15 @@ class TabletLocationInfo(msgspec.Struct, frozen=True):
     moving_from: str | None = None  # a replica move off that server is in progress
 
 
+class ColumnInfo(msgspec.Struct, frozen=True):
+    """One column of a table's schema, and the schema version that added it (0: create)."""
+
+    name: str
+    type: str
+    key: bool
+    added_in: int
+
+
 class TableLocationsReply(msgspec.Struct, frozen=True):
     table_id: str
     name: str
@@ -253,6 +262,7 @@ class TableLocationsReply(msgspec.Struct, frozen=True):
     tablets: list[TabletLocationInfo]
     num_replicas: int = 0  # the table's replica count (0: a master that did not say)
     served_by: ServedBy | None = None  # None: a master older than follower reads
+    columns: list[ColumnInfo] = []  # the schema ([]: a master that did not say)
 
 
 class ReplicaChangeRequest(msgspec.Struct, frozen=True):
@@ -425,6 +435,7 @@ __all__ = [
     "REASONS",
     "AlterTableRequest",
     "CatalogWriteFailed",
+    "ColumnInfo",
     "CreateTableRequest",
     "DeleteTableRequest",
     "Empty",

@@ -198,6 +198,9 @@ class TableRecord(msgspec.Struct, frozen=True):
     state: TableState
     version: int  # writes of this row (C4)
     state_message: str = ""
+    # The schema version that added each column of ``schema``, position by position (0: the
+    # create). Empty in rows written before it existed: read as every column from the create.
+    column_versions: tuple[int, ...] = ()
     # The id of the CreateTable request that made the table: a retry of that very request
     # answers OK with this table, anyone else's create of the name ALREADY_PRESENT.
     create_request: str = ""

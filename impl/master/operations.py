@@ -399,9 +399,14 @@ def plan_alter_table(catalog: Catalog, request: AlterTable, *,
     if not schema_changed and name == table.name:
         return InvalidArgument("the alter changes nothing")
     if schema_changed:
+        added_in = dict(zip((c.name for c in table.schema),
+                            table.column_versions or (0,) * len(table.schema), strict=True))
         altered = evolve(table, state=next_table_state(table.state, "alter"),
                                      name=name, schema=schema,
                                      schema_version=table.schema_version + 1,
+                                     column_versions=tuple(
+                                         added_in.get(c.name, table.schema_version + 1)
+                                         for c in schema),
                                      state_message=f"altering to schema version "
                                                    f"{table.schema_version + 1}",
                                      alter_request=request.request_id)

@@ -53,6 +53,8 @@ from collections.abc import Callable
 
 import attrs
 
+from revivify.impl.tablet.columns import Column
+
 from .catalog import Catalog, TableState, TabletState
 from .errors import NotFound
 
@@ -96,6 +98,8 @@ class TableLocations:
     num_tablets: int
     tablets: tuple[TabletLocation, ...]
     num_replicas: int = 0
+    # (column, the schema version that added it), in schema order.
+    columns: tuple[tuple[Column, int], ...] = ()
 
 
 def list_tables(catalog: Catalog) -> list[TableSummary]:
@@ -128,8 +132,10 @@ def table_locations(catalog: Catalog, name: str, *, address: Callable[[str], str
             tablet.tablet_id, tablet.partition, tablet.state, consensus.term, replicas,
             consensus.config.opid_index,
             None if tablet.move is None else tablet.move.from_uuid))
+    versions = table.column_versions or (0,) * len(table.schema)
     return TableLocations(table.table_id, table.name, table.schema_version, table.num_tablets,
-                          tuple(tablets), table.num_replicas)
+                          tuple(tablets), table.num_replicas,
+                          tuple(zip(table.schema, versions, strict=True)))
 
 
 @attrs.frozen

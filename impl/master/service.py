@@ -249,7 +249,8 @@ class MasterService:
             api.TabletLocationInfo(t.tablet_id, t.partition, t.state.value, t.term, [
                 api.ReplicaLocationInfo(r.uuid, r.address, r.member_type, r.leader, r.live)
                 for r in t.replicas], t.config_index, t.moving_from)
-            for t in found.tablets], found.num_replicas, served_by)
+            for t in found.tablets], found.num_replicas, served_by,
+            [api.ColumnInfo(c.name, c.type, c.key, added_in) for c, added_in in found.columns])
 
     async def on_read_index(self, req: api.Empty, ctx: CallContext) -> api.ReadIndexReply:
         self._embedded.require_started()

@@ -248,9 +248,7 @@ def table_view(master: MasterServer) -> View:
         health = {h: sum(1 for t in doc["tablets"] if t["health"] == h)
                   for h in (HEALTHY, RECOVERING, UNDER_REPLICATED, UNAVAILABLE)}
         return {**doc, "tablets": shown, "paging": paging, "state": record.state.value,
-                "num_replicas": reply.num_replicas, "health": health,
-                "columns": [{"name": c.name, "type": c.type, "key": c.key}
-                            for c in record.schema]}
+                "num_replicas": reply.num_replicas, "health": health}
     return view
 
 

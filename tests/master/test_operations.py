@@ -160,6 +160,9 @@ class TestAlterTable:
         after, reply, calls = run(catalog, plan)
         assert reply.schema_version == 1
         assert table(after).state is TableState.ALTERING
+        # Each column remembers the schema version that added it (the create's are 0).
+        assert [c.name for c in table(after).schema][-1] == "c"
+        assert table(after).column_versions == (0,) * (len(table(after).schema) - 1) + (1,)
         assert calls == ()  # no leader known yet: the reports will carry the alter
 
     def test_rename_keeps_state_and_reserves_the_new_name(self) -> None:

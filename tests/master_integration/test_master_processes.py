@@ -210,6 +210,20 @@ def test_single_master(tmp_path: pytest.TempPathFactory) -> None:
         wrong = cli("tserver", "status", "--tserver", masters[0])
         assert wrong.returncode == 2
         assert f"{masters[0]} is a master, not a tablet server" in wrong.stderr
+        # table describe shows the whole schema, each column with the version that added it.
+        assert cli("table", "create", "cols", "--masters", m, "--tablets", "1", "--replicas",
+                   "1").returncode == 0
+        assert cli("table", "alter", "cols", "--masters", m, "--add-column",
+                   "c1:int64").returncode == 0
+        described = cli("table", "describe", "cols", "--masters", m, "--json")
+        columns = json.loads(described.stdout)["columns"]
+        assert [(c["name"], c["type"], c["added_in"]) for c in columns][-1] == ("c1", "int64", 1)
+        assert all(c["added_in"] == 0 for c in columns[:-1]) and columns[0]["key"]
+        text = cli("table", "describe", "cols", "--masters", m).stdout
+        assert "c1 int64 (v1)" in text, text
+        again = cli("table", "alter", "cols", "--masters", m, "--add-column", "c1:int64")
+        assert again.returncode == 1 and "already exists" in again.stderr
+        assert cli("table", "delete", "cols", "--masters", m).returncode == 0
         for bad in ("-1", "0"):
             refused = cli("table", "create", "x", "--masters", m, "--tablets", bad)
             assert refused.returncode == 2 and "must be >= 1" in refused.stderr
