@@ -85,6 +85,17 @@ def pid_alive(pid: int, start_ticks: int) -> bool:
     return ticks is not None and start_ticks != 0 and ticks == start_ticks
 
 
+@attrs.frozen
+class Placement:
+    """Where a server process runs on the network: the address it binds and advertises, and
+    the network namespace (``ip netns``) it runs in; "" is the spawner's own. The nemesis
+    runs each server in a namespace of its own (impl/testing/nemesis/netns.py) so that a
+    partition can drop its packets in the kernel; everything else uses the default."""
+
+    host: str = "127.0.0.1"
+    netns: str = ""
+
+
 @attrs.define
 class ServerProcess:
     index: int
@@ -97,10 +108,15 @@ class ServerProcess:
     pid: int = 0  # the last process started (kept after it exits, for cluster.json)
     start_ticks: int = 0  # its start time (process_start_ticks): pid + this = one process
     log_offset: int = 0  # detached: the log's size at the spawn (where its output begins)
+    host: str = "127.0.0.1"  # the address it binds and advertises (Placement)
+    netns: str = ""  # the network namespace it runs in ("": the spawner's; Placement)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def place(self, placement: Placement) -> None:
+        self.host, self.netns = placement.host, placement.netns
 
     @property
     def running(self) -> bool:
@@ -122,6 +138,10 @@ def spawn(s: ServerProcess, cmd: Sequence[str], *, detached: bool = False) -> No
     if s.running:
         raise ProcessError(f"{os.path.basename(s.fs_root)} is already running (pid {s.pid})")
     os.makedirs(os.path.dirname(s.log_path) or ".", exist_ok=True)
+    if s.netns:
+        # `ip netns exec` enters the namespace and execs the command: the pid is the
+        # server's own, so signals and the pid + start time identity are unchanged.
+        cmd = ["ip", "netns", "exec", s.netns, *cmd]
     log = open(s.log_path, "ab")  # noqa: SIM115 (the child keeps it)
     try:
         s.log_offset = log.tell()
@@ -259,6 +279,7 @@ def stop_process(s: ServerProcess, what: str, timeout: float = 30.0) -> int:
 
 
 __all__ = [
+    "Placement",
     "ProcessError",
     "ServerProcess",
     "await_listening",

@@ -27,7 +27,15 @@ import sys
 from collections.abc import Sequence
 from types import TracebackType
 
-from .control import ServerProcess, await_listening, free_port, kill_process, spawn, stop_process
+from .control import (
+    Placement,
+    ServerProcess,
+    await_listening,
+    free_port,
+    kill_process,
+    spawn,
+    stop_process,
+)
 from .tservers import ProcessCluster
 
 MASTER_LISTENING = re.compile(r"revivify master ([0-9a-f]+) listening on (\S+)")
@@ -40,7 +48,8 @@ class MasterProcesses:
                  master_args: Sequence[str] = (), tserver_args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
                  detached: bool = False, master_ports: Sequence[int] = (),
-                 tserver_ports: Sequence[int] = ()) -> None:
+                 tserver_ports: Sequence[int] = (), master_placements: Sequence[Placement] = (),
+                 tserver_placements: Sequence[Placement] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         os.makedirs(self.trace_dir, exist_ok=True)
@@ -55,10 +64,13 @@ class MasterProcesses:
                           os.path.join(root, f"m-{i}.log"),
                           port=master_ports[i] if master_ports else free_port())
             for i in range(masters)]
+        assert not master_placements or len(master_placements) == masters
+        for m, placement in zip(self.masters, master_placements, strict=False):
+            m.place(placement)
         self.tservers = ProcessCluster(
             root, tservers, python=python, start_timeout=start_timeout,
             args=["--masters", self.master_list, *tserver_args], detached=detached,
-            ports=tserver_ports)
+            ports=tserver_ports, placements=tserver_placements)
 
     def __enter__(self) -> MasterProcesses:
         return self

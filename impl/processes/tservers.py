@@ -20,6 +20,7 @@ from types import TracebackType
 from revivify.impl.rpc.address import BadAddress, parse_address
 
 from .control import (
+    Placement,
     ProcessError,
     ServerProcess,
     await_listening,
@@ -36,7 +37,8 @@ class ProcessCluster:
 
     def __init__(self, root: str, n: int, *, args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
-                 detached: bool = False, ports: Sequence[int] = ()) -> None:
+                 detached: bool = False, ports: Sequence[int] = (),
+                 placements: Sequence[Placement] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         self.args = list(args)
@@ -50,6 +52,9 @@ class ProcessCluster:
                           os.path.join(root, f"ts-{i}.log"), port=ports[i] if ports else 0)
             for i in range(n)
         ]
+        assert not placements or len(placements) == n, (placements, n)
+        for s, placement in zip(self.servers, placements, strict=False):
+            s.place(placement)
 
     def __enter__(self) -> ProcessCluster:
         return self
@@ -78,7 +83,7 @@ class ProcessCluster:
         if s.running:
             raise ProcessError(f"server {i} is already running")
         cmd = [self.python, "-m", "revivify.impl.tserver.main", "--fs-root", s.fs_root,
-               "--rpc-bind", f"127.0.0.1:{s.port}", "--trace-dir", s.trace_dir,
+               "--rpc-bind", f"{s.host}:{s.port}", "--trace-dir", s.trace_dir,
                *self.args, *extra]
         spawn(s, cmd, detached=self.detached)
 

@@ -138,6 +138,9 @@ def render(summary: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = [
         ("profile / seed", f"{summary['profile']} / {summary['seed']}"),
         ("cluster", summary["cluster"]),
+        ("partitions made in", {"kernel": "the kernel (netns + nftables)",
+                                "rpc": "the RPC layer (fault file)"}.get(
+            summary.get("partitions", ""), str(summary.get("partitions")))),
         ("workload seconds", f"{summary['workload_seconds']:.1f}"),
         ("operations ok / failed / indeterminate",
          f"{ops['ok']} / {ops['fail']} / {ops['info']}"),
