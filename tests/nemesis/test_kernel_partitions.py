@@ -1,0 +1,215 @@
+"""Kernel partitions (impl/testing/nemesis/netns.py): a cut really drops packets between two
+server namespaces, in both directions, on new and established TCP connections, and never
+between a client (the root namespace) and a server; healing restores the link; lifting one
+cut leaves another pair's rules alone; close deletes everything the network made, and a new
+network deletes the leftovers of a run that was SIGKILLed.
+
+Needs root, ip and nft (skipped otherwise: the nemesis then runs with ``--partitions rpc``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from revivify.impl.testing.nemesis import netns
+from revivify.impl.testing.nemesis.netns import KernelNetwork
+
+pytestmark = pytest.mark.skipif(netns.unavailable() is not None,
+                                reason=f"kernel partitions: {netns.unavailable()}")
+
+PORT = 9000
+# An echo server: every line received is sent back.
+ECHO = f"""
+import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((HOST, {PORT}))
+s.listen()
+print("ready", flush=True)
+def serve(c):
+    with c:
+        while data := c.recv(100):
+            c.sendall(data)
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+"""
+# A client that connects (1 s timeout) and echoes one line: exit 0 and "ok" if it came back.
+PROBE = f"""
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], {PORT}), timeout=1.0) as c:
+        c.sendall(b"x"); sys.exit(0 if c.recv(1) == b"x" else 2)
+except OSError:
+    sys.exit(1)
+"""
+
+
+def state() -> tuple[list[str], list[str], str]:
+    """What a network could leave behind: namespaces, links and the root's nft ruleset."""
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    rules = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+    return (sorted(line.split()[0] for line in ns.splitlines() if line.strip()),
+            sorted(line.split(":", 2)[1].strip().split("@")[0] for line in links.splitlines()),
+            rules)
+
+
+@pytest.fixture
+def net() -> Iterator[KernelNetwork]:
+    network = KernelNetwork(["a", "b", "c"])
+    servers = []
+    try:
+        for name in "abc":
+            node = network.nodes[name]
+            p = subprocess.Popen(["ip", "netns", "exec", node.netns, sys.executable, "-c",
+                                  f"HOST = {node.host!r}\n{ECHO}"], stdout=subprocess.PIPE)
+            servers.append(p)
+            assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
+        yield network
+    finally:
+        for p in servers:
+            p.kill()
+            p.wait()
+        network.close()
+
+
+def reaches(net: KernelNetwork, src: str | None, dst: str) -> bool:
+    """Whether a TCP connect + echo from node `src` (None: the root namespace, where the
+    nemesis's clients run) to node `dst` succeeds within 1 s."""
+    cmd = [sys.executable, "-c", PROBE, net.nodes[dst].host]
+    if src is not None:
+        cmd = ["ip", "netns", "exec", net.nodes[src].netns, *cmd]
+    return subprocess.run(cmd, timeout=20).returncode == 0
+
+
+def test_a_cut_drops_server_traffic_not_client_traffic(net: KernelNetwork) -> None:
+    everyone = [(s, d) for s in "abc" for d in "abc" if s != d]
+    assert all(reaches(net, s, d) for s, d in everyone)
+    assert all(reaches(net, None, d) for d in "abc")
+    # No server reaches another through the loopback: it has no port there.
+    a = net.nodes["a"]
+    probe_lo = subprocess.run(["ip", "netns", "exec", a.netns, sys.executable, "-c", PROBE,
+                               "127.0.0.1"], timeout=20)
+    assert probe_lo.returncode == 1
+
+    net.set_cuts([("a", "b")])
+    assert not reaches(net, "a", "b") and not reaches(net, "b", "a")
+    assert reaches(net, "a", "c") and reaches(net, "c", "b")  # c bridges
+    assert all(reaches(net, None, d) for d in "abc")  # clients are never cut
+
+    net.set_cuts([])
+    assert reaches(net, "a", "b") and reaches(net, "b", "a")
+
+
+def test_an_established_connection_stalls_and_recovers(net: KernelNetwork) -> None:
+    """A connection opened before the cut: an echo across the cut times out (the kernel
+    drops the segments; the connection is not reset), and after the heal the same
+    connection delivers again once TCP retransmits."""
+    a, b = net.nodes["a"], net.nodes["b"]
+    # The client end runs inside a's namespace: a child that reads commands on stdin.
+    script = f"""
+import socket, sys
+c = socket.create_connection(({b.host!r}, {PORT}), timeout=1.0)
+for line in sys.stdin:
+    c.settimeout(float(line))
+    try:
+        c.sendall(b"y"); print("ok" if c.recv(1) == b"y" else "bad", flush=True)
+    except TimeoutError:
+        print("timeout", flush=True)
+"""
+    p = subprocess.Popen(["ip", "netns", "exec", a.netns, sys.executable, "-c", script],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        def echo(timeout: float) -> str:
+            assert p.stdin is not None and p.stdout is not None
+            p.stdin.write(f"{timeout}\n")
+            p.stdin.flush()
+            return p.stdout.readline().strip()
+
+        assert echo(1.0) == "ok"
+        net.set_cuts([("a", "b")])
+        assert echo(1.0) == "timeout"
+        net.set_cuts([])
+        # The "y" sent during the cut is retransmitted (back-off: 0.2 s, 0.4 s, 0.8 s ...)
+        # on the same connection: its echo is what the next recv reads.
+        assert echo(10.0) == "ok"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_lifting_one_cut_leaves_the_others(net: KernelNetwork) -> None:
+    net.set_cuts([("a", "b"), ("a", "c")])
+    assert sorted(net.tables("a")) == ["inet cut_b", "inet cut_c"]
+    assert net.tables("b") == ["inet cut_a"] and net.tables("c") == ["inet cut_a"]
+    net.set_cuts([("c", "a")])  # the same pair in the other order: kept, not re-made
+    assert net.tables("a") == ["inet cut_c"] and net.tables("b") == []
+    assert net.tables("c") == ["inet cut_a"]
+    assert reaches(net, "a", "b") and not reaches(net, "a", "c")
+
+
+def test_close_removes_everything() -> None:
+    before = state()
+    network = KernelNetwork(["x", "y"])
+    network.set_cuts([("x", "y")])
+    during = state()
+    made = set(during[0]) - set(before[0])
+    assert made == {f"{netns.PREFIX}{network.id}-{n}" for n in ("hub", "x", "y")}
+    assert set(during[1]) - set(before[1]) == {f"{netns.PREFIX}{network.id}r"}
+    assert during[2] == before[2]  # the root namespace's firewall is never touched
+    assert os.path.exists(os.path.join(netns.STATE_DIR, f"{network.id}.json"))
+    network.close()
+    network.close()  # idempotent
+    assert state() == before
+    assert not os.path.exists(os.path.join(netns.STATE_DIR, f"{network.id}.json"))
+
+
+def test_a_new_network_removes_a_killed_runs_leftovers() -> None:
+    before = state()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from revivify.impl.testing.nemesis.netns import "
+         "KernelNetwork\nn = KernelNetwork(['p', 'q'])\nn.set_cuts([('p', 'q')])\n"
+         "print(n.id, flush=True)\nimport time\ntime.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    run_id = child.stdout.readline().strip()
+    assert len(run_id) == 4
+    # A live run's network is never swept.
+    assert netns.sweep() == []
+    assert f"{netns.PREFIX}{run_id}-p" in state()[0]
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert f"{netns.PREFIX}{run_id}-p" in state()[0]  # no cleanup ran: leftovers
+    network = KernelNetwork(["z"])
+    try:
+        assert f"netns {netns.PREFIX}{run_id}-p" in network.swept
+        assert not any(n.startswith(f"{netns.PREFIX}{run_id}") for n in state()[0] + state()[1])
+    finally:
+        network.close()
+    assert state() == before
+
+
+def test_a_run_killed_by_sigterm_cleans_up(tmp_path: object) -> None:
+    """The nemesis itself: SIGTERM mid-run kills the servers and deletes the network."""
+    before = state()
+    workdir = os.path.join(str(tmp_path), "run")
+    p = subprocess.Popen([sys.executable, "-m", "revivify.impl.testing.nemesis", "--profile",
+                          "short", "--seed", "1", "--workdir", workdir],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert p.stdout is not None
+    deadline = time.monotonic() + 120
+    for line in p.stdout:  # wait until the workload runs: the servers are up
+        if "faults planned" in line or time.monotonic() > deadline:
+            break
+    assert len(state()[0]) > len(before[0])
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=120)
+    assert state() == before
