@@ -9,6 +9,7 @@ from types import FrameType
 
 import attrs
 
+from .netns import NetworkError
 from .runner import Options, run
 from .schedule import PROFILES
 
@@ -48,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         return run(Options(profile=profile, seed=args.seed, workdir=args.workdir,
                            keep=args.keep, json_out=args.json_out, self_test=args.self_test,
                            partitions=args.partitions))
+    except NetworkError as exc:  # before any server started: nothing else to clean
+        print(f"nemesis: {exc}; --partitions rpc makes the cuts in the RPC layer instead",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("nemesis: interrupted; every process killed, the fault file and the network "
               "removed",

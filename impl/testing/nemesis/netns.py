@@ -1,14 +1,14 @@
 """Partitions in the kernel: every server process in a network namespace of its own, a cut
 is nftables DROP rules inside the namespaces of the two servers it separates.
 
-Topology of one run (its names all begin with ``rvn<id>``, ``id`` four hex digits)::
+Topology of one run (its names all begin with ``rvnem<id>``, ``id`` four hex digits)::
 
     root namespace (the nemesis, its clients, the CLI)
-      rvn<id>r  10.A.B.254/24 ──veth── up0 ┐
-                                           ├─ br0 (a bridge, in namespace rvn<id>-hub)
-      rvn<id>-ts0: eth0 10.A.B.1/24 ─veth─ ┤
-      rvn<id>-ts1: eth0 10.A.B.2/24 ─veth─ ┤   ... one namespace per server
-      rvn<id>-m0:  eth0 10.A.B.k/24 ─veth─ ┘
+      rvnem<id>r  10.A.B.254/24 ──veth── up0 ┐
+                                             ├─ br0 (a bridge, in namespace rvnem<id>-hub)
+      rvnem<id>-ts0: eth0 10.A.B.1/24 ─veth─ ┤
+      rvnem<id>-ts1: eth0 10.A.B.2/24 ─veth─ ┤   ... one namespace per server
+      rvnem<id>-m0:  eth0 10.A.B.k/24 ─veth─ ┘
 
 Why the bridge lives in a namespace of its own (the "hub"): when br_netfilter is loaded
 (Docker loads it) bridged frames traverse the iptables FORWARD chain of the bridge's
@@ -51,7 +51,7 @@ import attrs
 
 from revivify.impl.processes.control import Placement, pid_alive, process_start_ticks
 
-PREFIX: Final = "rvn"
+PREFIX: Final = "rvnem"
 STATE_DIR: Final = "/run/revivify-nemesis"
 ROOT_HOST: Final = 254  # the root namespace's address on the bridge: 10.A.B.254
 _TIMEOUT: Final = 20.0
@@ -96,15 +96,23 @@ def _namespaces() -> list[str]:
 def _links() -> list[str]:
     out = []
     for line in _ip("-o", "link", "show").splitlines():
-        # "7: rvn1a2br@if6: <...>": the name ends at '@' or ':'.
+        # "7: rvnem1a2br@if6: <...>": the name ends at '@' or ':'.
         name = line.split(":", 2)[1].strip().split("@")[0]
         out.append(name)
     return out
 
 
+_HEX: Final = frozenset("0123456789abcdef")
+
+
 def _run_id(name: str) -> str | None:
-    if name.startswith(PREFIX) and len(name) >= len(PREFIX) + 4:
-        return name[len(PREFIX):len(PREFIX) + 4]
+    """The run id in a name this module made (PREFIX, four hex digits, then "r" or "-..."),
+    None for any other name."""
+    rid = name[len(PREFIX):len(PREFIX) + 4]
+    rest = name[len(PREFIX) + 4:]
+    if name.startswith(PREFIX) and len(rid) == 4 and set(rid) <= _HEX \
+            and (rest == "r" or rest.startswith("-")):
+        return rid
     return None
 
 

@@ -106,7 +106,7 @@ PROFILES: Final = {
     "masters": Profile("masters", 120.0, (
         KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE, PARTITION_HALVES,
         PARTITION_FLAP, POWER_LOSS_ALL, KILL_TWO, *MASTER_KINDS), masters=3, tservers=4,
-        tablets=4, ddl=True, cli_clients=1, hold=(2.0, 6.0), partition_hold=(1.0, 15.0),
+        tablets=4, ddl=True, cli_clients=1, hold=(2.0, 6.0), partition_hold=(1.0, 10.0),
         gap=(2.0, 4.0), op_deadline=10.0),
     # disk faults only.
     "disk": Profile("disk", 60.0, tuple(sorted(DISK))),
