@@ -4,25 +4,29 @@ between a client (the root namespace) and a server; healing restores the link; l
 cut leaves another pair's rules alone; close deletes everything the network made, and a new
 network deletes the leftovers of a run that was SIGKILLed.
 
-Needs root, ip and nft (skipped otherwise: the nemesis then runs with ``--partitions rpc``).
+The kernel tests need root, ip and nft (skipped otherwise: the nemesis then runs with
+``--partitions rpc``); the shapes of the partition kinds (TestShapes) are checked anywhere.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from revivify.impl.testing.nemesis import netns
+from revivify.impl.testing.nemesis.cluster import Cluster
 from revivify.impl.testing.nemesis.netns import KernelNetwork
 
-pytestmark = pytest.mark.skipif(netns.unavailable() is not None,
-                                reason=f"kernel partitions: {netns.unavailable()}")
+kernel = pytest.mark.skipif(netns.unavailable() is not None,
+                            reason=f"kernel partitions: {netns.unavailable()}")
 
 PORT = 9000
 # An echo server: every line received is sent back.
@@ -89,6 +93,7 @@ def reaches(net: KernelNetwork, src: str | None, dst: str) -> bool:
     return subprocess.run(cmd, timeout=20).returncode == 0
 
 
+@kernel
 def test_a_cut_drops_server_traffic_not_client_traffic(net: KernelNetwork) -> None:
     everyone = [(s, d) for s in "abc" for d in "abc" if s != d]
     assert all(reaches(net, s, d) for s, d in everyone)
@@ -108,6 +113,7 @@ def test_a_cut_drops_server_traffic_not_client_traffic(net: KernelNetwork) -> No
     assert reaches(net, "a", "b") and reaches(net, "b", "a")
 
 
+@kernel
 def test_an_established_connection_stalls_and_recovers(net: KernelNetwork) -> None:
     """A connection opened before the cut: an echo across the cut times out (the kernel
     drops the segments; the connection is not reset), and after the heal the same
@@ -146,6 +152,7 @@ for line in sys.stdin:
         p.wait()
 
 
+@kernel
 def test_lifting_one_cut_leaves_the_others(net: KernelNetwork) -> None:
     net.set_cuts([("a", "b"), ("a", "c")])
     assert sorted(net.tables("a")) == ["inet cut_b", "inet cut_c"]
@@ -156,6 +163,7 @@ def test_lifting_one_cut_leaves_the_others(net: KernelNetwork) -> None:
     assert reaches(net, "a", "b") and not reaches(net, "a", "c")
 
 
+@kernel
 def test_close_removes_everything() -> None:
     before = state()
     network = KernelNetwork(["x", "y"])
@@ -172,6 +180,7 @@ def test_close_removes_everything() -> None:
     assert not os.path.exists(os.path.join(netns.STATE_DIR, f"{network.id}.json"))
 
 
+@kernel
 def test_a_new_network_removes_a_killed_runs_leftovers() -> None:
     before = state()
     child = subprocess.Popen(
@@ -197,6 +206,7 @@ def test_a_new_network_removes_a_killed_runs_leftovers() -> None:
     assert state() == before
 
 
+@kernel
 def test_a_run_killed_by_sigterm_cleans_up(tmp_path: object) -> None:
     """The nemesis itself: SIGTERM mid-run kills the servers and deletes the network."""
     before = state()
@@ -213,3 +223,38 @@ def test_a_run_killed_by_sigterm_cleans_up(tmp_path: object) -> None:
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=120)
     assert state() == before
+
+
+class TestShapes:
+    """The cut pairs each partition kind makes (no process started: the rpc fallback's
+    Cluster, whose cuts land in the fault file under the servers' UUIDs)."""
+
+    def cluster(self, tmp_path: Path, masters: int, tservers: int) -> Cluster:
+        c = Cluster(str(tmp_path), masters=masters, tserver_args=[], tservers=tservers,
+                    partitions="rpc")
+        for i, s in enumerate(c.servers):
+            s.uuid = f"t{i}"
+        for i, m in enumerate(c.masters.masters if c.masters else []):
+            m.uuid = f"u{i}"
+        return c
+
+    def test_halves(self, tmp_path: Path) -> None:
+        c = self.cluster(tmp_path, 3, 4)
+        minority, majority = c.split(3)
+        assert minority == ["ts3", "ts0", "m0"]
+        assert sorted(majority) == ["m1", "m2", "ts1", "ts2"]
+        assert len(c.cuts) == 3 * 4
+        assert all((a in minority) != (b in minority) for a, b in c.cuts)
+        c3 = self.cluster(tmp_path / "three", 0, 3)
+        assert c3.split(1) == (["ts1"], ["ts0", "ts2"])
+
+    def test_one_master_and_bridge_and_the_fault_file(self, tmp_path: Path) -> None:
+        c = self.cluster(tmp_path, 3, 4)
+        c.isolate_master(2)
+        assert sorted(b for a, b in c.cuts) == ["m0", "m1", "ts0", "ts1", "ts2", "ts3"]
+        assert all(a == "m2" for a, _ in c.cuts)
+        c.cut_pair(0, 1)
+        doc = json.loads(Path(c.fault_path).read_text())
+        assert doc["cuts"] == [["t0", "t1"]]
+        c.lift_faults()
+        assert json.loads(Path(c.fault_path).read_text())["cuts"] == []
