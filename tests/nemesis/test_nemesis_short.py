@@ -55,6 +55,13 @@ def test_short_profile_passes(tmp_path: Path) -> None:
     assert not (tmp_path / "run" / "faults.json").exists()
     assert summary["partitions"] == PARTITIONS_HERE
     assert "partitions made in" in output
+    # The cluster caught up after the leader's cut was lifted (TCP connections that lived
+    # through a kernel cut retransmit before they deliver again), and the table says when.
+    faults = summary["faults"]
+    assert isinstance(faults, list)
+    cut = [f for f in faults if f["kind"] == "partition-leader"]
+    assert cut and all(isinstance(f["recovered_s"], float) for f in cut)
+    assert "slowest recovery after a cut" in output
 
 
 def test_short_profile_fails_on_a_lost_write(tmp_path: Path) -> None:
