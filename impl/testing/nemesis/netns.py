@@ -20,12 +20,17 @@ has, so no server reaches another through 127.0.0.1; the clients in the root nam
 reach every server over the bridge, and no cut names them.
 
 A cut between servers a and b: in a's namespace a table ``inet cut_<b>`` drops every packet
-from or to b's address (input and output hooks), and the mirror table in b's namespace.
-Either side alone would cut the pair; both make it hold if one namespace's rules were lost.
-Each cut pair is its own two tables, created and deleted alone, so lifting one cut never
-touches another pair's rules, and the cut is the kernel's: established TCP connections
-stay established and retransmit into the void (with exponential back-off), new ones time
-out on SYN, exactly as on a switch that lost the link.
+arriving from b's address (the input hook), and the mirror table in b's namespace drops
+every packet from a: each direction is dropped at its receiver. Each cut pair is its own
+two tables, created and deleted alone, so lifting one cut never touches another pair's
+rules. Why the input hook and never output: a packet dropped in the sender's own output
+hook is a LOCAL send failure to its TCP (the transmit returns an error), and Linux then
+retries every 500 ms (TCP_RESOURCE_PROBE_INTERVAL) without backing off, and fails a
+connect() at once: nothing like a network. Dropped on arrival, the packet left the sender
+as on a real wire and vanished, so the sender's TCP does what it does on a switch that lost
+the link: an established connection stays established and retransmits with exponential
+back-off (so it may deliver again only seconds after the heal), a new connection
+retransmits its SYN (1, 2, 4, 8 ... s apart).
 
 Cleanup: deleting a namespace deletes its veth end (and so the peer end), its addresses
 and its tables; the hub's deletion takes the bridge and the root veth's peer. ``close``
@@ -268,12 +273,11 @@ class KernelNetwork:
         for pair in make:
             for me, peer in _sides(pair):
                 addr = self.nodes[peer].host
+                # The input hook only: see the module docstring (why not output).
                 scripts.setdefault(me, []).append(
                     f"table inet {_table(peer)} {{\n"
                     f"  chain input {{ type filter hook input priority 0; policy accept;\n"
-                    f"    ip saddr {addr} drop\n  }}\n"
-                    f"  chain output {{ type filter hook output priority 0; policy accept;\n"
-                    f"    ip daddr {addr} drop\n  }}\n}}")
+                    f"    ip saddr {addr} drop\n  }}\n}}")
         for me, lines in sorted(scripts.items()):
             self.nft(me, "\n".join(lines) + "\n")
         self.cuts = want
