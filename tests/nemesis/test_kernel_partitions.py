@@ -59,14 +59,41 @@ except OSError:
 """
 
 
-def state() -> tuple[list[str], list[str], str]:
-    """What a network could leave behind: namespaces, links and the root's nft ruleset."""
+def everything() -> tuple[list[str], list[str], str]:
+    """Namespaces, root links and the root's nft ruleset, as they are now."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     rules = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
     return (sorted(line.split()[0] for line in ns.splitlines() if line.strip()),
             sorted(line.split(":", 2)[1].strip().split("@")[0] for line in links.splitlines()),
             rules)
+
+
+def state() -> tuple[list[str], list[str], str]:
+    """What a network could leave behind, without the networks of nemesis runs: another
+    test module (another xdist worker) may start and end runs meanwhile. A run's own names
+    are checked by `names_of`."""
+    ns, links, rules = everything()
+    return ([n for n in ns if not n.startswith(netns.PREFIX)],
+            [n for n in links if not n.startswith(netns.PREFIX)], rules)
+
+
+def names_of(run_id: str) -> list[str]:
+    """The namespaces and root links of run `run_id` that exist now."""
+    ns, links, _ = everything()
+    return [n for n in ns + links if n.startswith(f"{netns.PREFIX}{run_id}")]
+
+
+def run_of(pid: int) -> str | None:
+    """The id of the network process `pid` made (its state file), if any."""
+    for entry in os.listdir(netns.STATE_DIR) if os.path.isdir(netns.STATE_DIR) else []:
+        try:
+            doc = json.loads(Path(netns.STATE_DIR, entry).read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("pid") == pid:
+            return entry.removesuffix(".json")
+    return None
 
 
 @pytest.fixture
@@ -183,15 +210,14 @@ def test_close_removes_everything() -> None:
     before = state()
     network = KernelNetwork(["x", "y"])
     network.set_cuts([("x", "y")])
-    during = state()
-    made = set(during[0]) - set(before[0])
-    assert made == {f"{netns.PREFIX}{network.id}-{n}" for n in ("hub", "x", "y")}
-    assert set(during[1]) - set(before[1]) == {f"{netns.PREFIX}{network.id}r"}
-    assert during[2] == before[2]  # the root namespace's firewall is never touched
+    made = sorted(names_of(network.id))
+    assert made == sorted([f"{netns.PREFIX}{network.id}-{n}" for n in ("hub", "x", "y")]
+                          + [f"{netns.PREFIX}{network.id}r"])
+    assert state() == before  # nothing else: the root's firewall is never touched
     assert os.path.exists(os.path.join(netns.STATE_DIR, f"{network.id}.json"))
     network.close()
     network.close()  # idempotent
-    assert state() == before
+    assert names_of(network.id) == [] and state() == before
     assert not os.path.exists(os.path.join(netns.STATE_DIR, f"{network.id}.json"))
 
 
@@ -207,36 +233,37 @@ def test_a_new_network_removes_a_killed_runs_leftovers() -> None:
     run_id = child.stdout.readline().strip()
     assert len(run_id) == 4
     # A live run's network is never swept.
-    assert netns.sweep() == []
-    assert f"{netns.PREFIX}{run_id}-p" in state()[0]
+    assert not [x for x in netns.sweep() if run_id in x]
+    assert f"{netns.PREFIX}{run_id}-p" in names_of(run_id)
     child.send_signal(signal.SIGKILL)
     child.wait()
-    assert f"{netns.PREFIX}{run_id}-p" in state()[0]  # no cleanup ran: leftovers
+    assert f"{netns.PREFIX}{run_id}-p" in names_of(run_id)  # no cleanup ran: leftovers
     network = KernelNetwork(["z"])
     try:
         assert f"netns {netns.PREFIX}{run_id}-p" in network.swept
-        assert not any(n.startswith(f"{netns.PREFIX}{run_id}") for n in state()[0] + state()[1])
+        assert names_of(run_id) == []
     finally:
         network.close()
     assert state() == before
 
 
 @kernel
-def test_a_run_killed_by_sigterm_cleans_up(tmp_path: object) -> None:
+def test_a_run_killed_by_sigterm_cleans_up(tmp_path: Path) -> None:
     """The nemesis itself: SIGTERM mid-run kills the servers and deletes the network."""
     before = state()
-    workdir = os.path.join(str(tmp_path), "run")
     p = subprocess.Popen([sys.executable, "-m", "revivify.impl.testing.nemesis", "--profile",
-                          "short", "--seed", "1", "--workdir", workdir],
+                          "short", "--seed", "1", "--workdir", str(tmp_path / "run")],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert p.stdout is not None
     deadline = time.monotonic() + 120
     for line in p.stdout:  # wait until the workload runs: the servers are up
         if "faults planned" in line or time.monotonic() > deadline:
             break
-    assert len(state()[0]) > len(before[0])
+    run_id = run_of(p.pid)
+    assert run_id is not None and len(names_of(run_id)) == 5  # hub, 3 servers, root link
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=120)
+    assert names_of(run_id) == [] and run_of(p.pid) is None
     assert state() == before
 
 
