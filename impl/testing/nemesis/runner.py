@@ -530,9 +530,14 @@ def run(options: Options) -> int:
             "--flush-mb", "0.005"]
     master_args = ["--tick-ms", str(options.tick_ms),
                    "--election-ticks", str(options.election_ticks)]
-    cluster = Cluster(root, masters=options.profile.masters, tserver_args=args,
-                      tservers=options.profile.tservers, master_args=master_args,
-                      partitions=options.partitions)
+    try:
+        cluster = Cluster(root, masters=options.profile.masters, tserver_args=args,
+                          tservers=options.profile.tservers, master_args=master_args,
+                          partitions=options.partitions)
+    except BaseException:  # no network (netns.NetworkError): nothing ran, keep nothing
+        if options.workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
     if cluster.network is not None and cluster.network.swept:
         print(f"nemesis: removed an earlier run's leftovers: {cluster.network.swept}",
               file=sys.stderr)
