@@ -17,7 +17,7 @@ PYTEST_FLAGS ?=
 # TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: all test lint fast demo soak bench prove explore clean java chromium venv nemesis mutants
+.PHONY: all test lint fast demo soak bench prove explore clean java chromium nft venv nemesis mutants
 
 all: test
 
@@ -99,16 +99,21 @@ $(CHROMIUM_STAMP): | $(STAMP)
 
 chromium: $(CHROMIUM_STAMP)
 
-# The partition tests (tests/availability/test_partition_heal.py) cut loopback ports with
-# nftables rules: install nft from Debian's packages when missing (as root; without root
-# the tests skip, saying why).
+# The nemesis makes its partitions in the kernel (every server in a network namespace, a cut
+# is nftables DROP rules: impl/testing/nemesis/netns.py), which needs root, ip and nft. As
+# root, install nftables and iproute2 from Debian's packages when missing. Not root: nothing
+# to install that could help (the kernel tests skip; the nemesis needs --partitions rpc), and
+# no stamp, so that a later run as root installs them.
 $(NFT_STAMP): | $(STAMP)
-	@if ! command -v nft >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing nftables for the kernel partition tests"; \
+	@if [ "$$(id -u)" = 0 ] && ! { command -v nft && command -v ip; } >/dev/null; then \
+	  echo "installing nftables and iproute2 for the nemesis's kernel partitions"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq nftables >/dev/null; \
+	  apt-get update -qq && apt-get install -y -qq nftables iproute2 >/dev/null; \
 	fi
-	touch $(NFT_STAMP)
+	@if command -v nft >/dev/null && command -v ip >/dev/null; then touch $(NFT_STAMP); \
+	else echo "no nft/ip (not root?): nemesis partitions only with --partitions rpc"; fi
+
+nft: $(NFT_STAMP)
 
 # mypy cannot follow the editable install's import hook, so give it a path where the
 # import names exist: .mypy-path/revivify/{spec,contract,checker,impl} -> the real folders.
@@ -190,7 +195,8 @@ bench-master: $(STAMP)
 bench-copy: $(STAMP)
 	$(BIN)/python bench/tablet_copy.py $(BENCH_COPY_ARGS)
 
-# The nemesis (issue 20): real processes on 127.0.0.1 under seeded kills, pauses, partitions
+# The nemesis (issue 20): real processes, each in a network namespace of its own (issue 32;
+# PARTITIONS=rpc: on 127.0.0.1, cuts in the RPC layer), under seeded kills, pauses, partitions
 # and disk faults while clients run; exit 0 only if no acknowledged write was lost, the
 # histories are linearizable and the traces clean. The fault schedule is a function of SEED.
 # PROFILE: standard (every fault, tablet servers alone), masters (the same with 3 masters),
@@ -200,9 +206,11 @@ DURATION ?= 120
 SEED ?= 1
 PROFILE ?= standard
 NEMESIS_DIR ?=
-nemesis: $(STAMP)
+PARTITIONS ?= kernel
+nemesis: $(STAMP) $(NFT_STAMP)
 	$(BIN)/python -m revivify.impl.testing.nemesis --profile $(PROFILE) --seed $(SEED) \
-	  --duration $(DURATION) $(if $(NEMESIS_DIR),--workdir $(NEMESIS_DIR) --keep)
+	  --duration $(DURATION) --partitions $(PARTITIONS) \
+	  $(if $(NEMESIS_DIR),--workdir $(NEMESIS_DIR) --keep)
 
 # Mutants of the implementation (issue 20): seeded bugs in impl/, injected from outside
 # (tests/impl_mutants/sitecustomize.py), each run against the in-process scenarios + trace
@@ -212,7 +220,7 @@ nemesis: $(STAMP)
 MUTANTS ?=
 MUTANTS_JSON ?= build/mutants.json
 MUTANT_DETECTORS ?= sim,tests,nemesis
-mutants: $(STAMP)
+mutants: $(STAMP) $(NFT_STAMP)
 	$(BIN)/python tests/impl_mutants/impl_mutant_run.py --json $(MUTANTS_JSON) \
 	  --detectors $(MUTANT_DETECTORS) $(if $(MUTANTS),--only $(MUTANTS))
 

@@ -85,6 +85,17 @@ def pid_alive(pid: int, start_ticks: int) -> bool:
     return ticks is not None and start_ticks != 0 and ticks == start_ticks
 
 
+@attrs.frozen
+class Placement:
+    """Where a server process runs on the network: the address it binds and advertises, and
+    the network namespace (``ip netns``) it runs in; "" is the spawner's own. The nemesis
+    runs each server in a namespace of its own (impl/testing/nemesis/netns.py) so that a
+    partition can drop its packets in the kernel; everything else uses the default."""
+
+    host: str = "127.0.0.1"
+    netns: str = ""
+
+
 @attrs.define
 class ServerProcess:
     index: int
@@ -102,10 +113,15 @@ class ServerProcess:
     # Attached: stdout read past the last line taken (the web line follows the listening
     # line, possibly in the same read).
     pending: bytes = b""
+    host: str = "127.0.0.1"  # the address it binds and advertises (Placement)
+    netns: str = ""  # the network namespace it runs in ("": the spawner's; Placement)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def place(self, placement: Placement) -> None:
+        self.host, self.netns = placement.host, placement.netns
 
     @property
     def running(self) -> bool:
@@ -127,6 +143,10 @@ def spawn(s: ServerProcess, cmd: Sequence[str], *, detached: bool = False) -> No
     if s.running:
         raise ProcessError(f"{os.path.basename(s.fs_root)} is already running (pid {s.pid})")
     os.makedirs(os.path.dirname(s.log_path) or ".", exist_ok=True)
+    if s.netns:
+        # `ip netns exec` enters the namespace and execs the command: the pid is the
+        # server's own, so signals and the pid + start time identity are unchanged.
+        cmd = ["ip", "netns", "exec", s.netns, *cmd]
     log = open(s.log_path, "ab")  # noqa: SIM115 (the child keeps it)
     try:
         s.log_offset = log.tell()
@@ -176,12 +196,12 @@ def await_listening(s: ServerProcess, pattern: re.Pattern[str], what: str,
 
 
 def web_bind(s: ServerProcess, args: Sequence[str]) -> list[str]:
-    """The ``--webserver-bind`` flag for ``s``: its web port on 127.0.0.1, unless ``args``
-    name one already (theirs wins). Never the default port (8050/8051): several servers
-    run on this machine."""
+    """The ``--webserver-bind`` flag for ``s``: its web port on its own host (127.0.0.1, or
+    its namespace's address: Placement), unless ``args`` name one already (theirs wins).
+    Never the default port (8050/8051): several servers run on this machine."""
     if any(a == "--webserver-bind" or a.startswith("--webserver-bind=") for a in args):
         return []
-    return ["--webserver-bind", f"127.0.0.1:{s.web_port}"]
+    return ["--webserver-bind", f"{s.host}:{s.web_port}"]
 
 
 WEB_LINE = re.compile(r"revivify (?:master|tserver) [0-9a-f]+ web (?:on http://(\S+)|off)")
@@ -288,6 +308,7 @@ def stop_process(s: ServerProcess, what: str, timeout: float = 30.0) -> int:
 
 
 __all__ = [
+    "Placement",
     "ProcessError",
     "ServerProcess",
     "await_listening",

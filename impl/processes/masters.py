@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from .control import (
+    Placement,
     ServerProcess,
     await_listening,
     await_web,
@@ -52,7 +53,9 @@ class MasterProcesses:
                  python: str = sys.executable, start_timeout: float = 30.0,
                  detached: bool = False, master_ports: Sequence[int] = (),
                  tserver_ports: Sequence[int] = (), master_web_ports: Sequence[int] = (),
-                 tserver_web_ports: Sequence[int] = ()) -> None:
+                 tserver_web_ports: Sequence[int] = (),
+                 master_placements: Sequence[Placement] = (),
+                 tserver_placements: Sequence[Placement] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         os.makedirs(self.trace_dir, exist_ok=True)
@@ -68,10 +71,13 @@ class MasterProcesses:
                           port=master_ports[i] if master_ports else free_port(),
                           web_port=master_web_ports[i] if master_web_ports else 0)
             for i in range(masters)]
+        assert not master_placements or len(master_placements) == masters
+        for m, placement in zip(self.masters, master_placements, strict=False):
+            m.place(placement)
         self.tservers = ProcessCluster(
             root, tservers, python=python, start_timeout=start_timeout,
             args=["--masters", self.master_list, *tserver_args], detached=detached,
-            ports=tserver_ports, web_ports=tserver_web_ports)
+            ports=tserver_ports, web_ports=tserver_web_ports, placements=tserver_placements)
 
     def __enter__(self) -> MasterProcesses:
         return self

@@ -23,6 +23,7 @@ from types import TracebackType
 from revivify.impl.rpc.address import BadAddress, parse_address
 
 from .control import (
+    Placement,
     ProcessError,
     ServerProcess,
     await_listening,
@@ -42,7 +43,8 @@ class ProcessCluster:
     def __init__(self, root: str, n: int, *, args: Sequence[str] = (),
                  python: str = sys.executable, start_timeout: float = 30.0,
                  detached: bool = False, ports: Sequence[int] = (),
-                 web_ports: Sequence[int] = ()) -> None:
+                 web_ports: Sequence[int] = (),
+                 placements: Sequence[Placement] = ()) -> None:
         self.root = root
         self.trace_dir = os.path.join(root, "traces")
         self.args = list(args)
@@ -58,6 +60,9 @@ class ProcessCluster:
                           web_port=web_ports[i] if web_ports else 0)
             for i in range(n)
         ]
+        assert not placements or len(placements) == n, (placements, n)
+        for s, placement in zip(self.servers, placements, strict=False):
+            s.place(placement)
 
     def __enter__(self) -> ProcessCluster:
         return self
@@ -86,7 +91,7 @@ class ProcessCluster:
         if s.running:
             raise ProcessError(f"server {i} is already running")
         cmd = [self.python, "-m", "revivify.impl.servers.tserver", "--fs-root", s.fs_root,
-               "--rpc-bind", f"127.0.0.1:{s.port}", "--trace-dir", s.trace_dir,
+               "--rpc-bind", f"{s.host}:{s.port}", "--trace-dir", s.trace_dir,
                *web_bind(s, [*self.args, *extra]), *self.args, *extra]
         spawn(s, cmd, detached=self.detached)
 

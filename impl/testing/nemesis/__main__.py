@@ -9,6 +9,7 @@ from types import FrameType
 
 import attrs
 
+from .netns import NetworkError
 from .runner import Options, run
 from .schedule import PROFILES
 
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json-out", default=None, help="also write the summary JSON here")
     p.add_argument("--self-test", choices=["lose-write"], default=None,
                    help="record a phantom acknowledged write: the run must fail")
+    p.add_argument("--partitions", choices=["kernel", "rpc"], default="kernel",
+                   help="where cuts are made: kernel (every server in a network namespace, "
+                        "nftables drops; needs root, ip and nft) or rpc (the fault file: "
+                        "the RPC layer drops frames; the fallback where kernel cannot be)")
     args = p.parse_args(argv)
     if args.duration is not None and args.duration <= 0:
         p.error("--duration must be positive")
@@ -42,9 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run(Options(profile=profile, seed=args.seed, workdir=args.workdir,
-                           keep=args.keep, json_out=args.json_out, self_test=args.self_test))
+                           keep=args.keep, json_out=args.json_out, self_test=args.self_test,
+                           partitions=args.partitions))
+    except NetworkError as exc:  # before any server started: nothing else to clean
+        print(f"nemesis: {exc}; --partitions rpc makes the cuts in the RPC layer instead",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("nemesis: interrupted; every process killed, the fault file removed",
+        print("nemesis: interrupted; every process killed, the fault file and the network "
+              "removed",
               file=sys.stderr)
         return 130
 

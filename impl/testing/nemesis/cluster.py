@@ -1,12 +1,22 @@
 """The nemesis's view of the cluster: real processes (impl/processes/tservers.py's
-ProcessCluster, or masters.py's MasterProcesses for the masters profile), the fault file
-they read, and the few admin calls the nemesis makes itself, straight over RPC so that
-nothing it does to heal depends on the client library under test.
+ProcessCluster, or masters.py's MasterProcesses for the masters profile), the network their
+partitions are made in, the fault file they read, and the few admin calls the nemesis makes
+itself, straight over RPC so that nothing it does to heal depends on the client library
+under test.
 
-Partitions are cuts in the fault file (impl/faultfile.py, the RPC hook impl/rpc/faults.py):
-both ends drop every frame between two server UUIDs, so the servers see a real partition
-(calls hang, nothing is refused) without root, network namespaces or firewall rules; the
-workload's clients are in no cut and stay connected to every server. Disk faults are the
+Partitions are made in one of two ways, chosen when the cluster is built (``partitions``):
+
+* ``kernel`` (the default): every server process in a network namespace of its own, a cut
+  is nftables DROP rules in the namespaces of the two servers (netns.py). The servers' TCP
+  connections see what a real network does to them: packets lost, retransmitted with
+  back-off, connections that stay half-dead after the heal until a retransmission lands.
+* ``rpc`` (the fallback where the kernel's cannot be made: not root, no ip or nft): cuts in
+  the fault file (impl/faultfile.py, the RPC hook impl/rpc/faults.py): both ends drop every
+  frame between two server UUIDs, so calls hang and nothing is refused, but every TCP
+  connection stays healthy.
+
+Either way a cut names two servers (``ts<i>`` a tablet server, ``m<i>`` a master) and the
+workload's clients are in no cut: they reach every server all along. Disk faults are the
 fault file's "disk" entries (impl/storage/faults.py). The servers get the fault file's path
 through REVIVIFY_FAULT_FILE in their environment; the nemesis rewrites it with a rename.
 Every server also runs on the lazy disk (REVIVIFY_LAZY_DISK=1, impl/storage/lazy.py), so a
@@ -37,10 +47,13 @@ from revivify.impl.rpc.address import parse_address
 from revivify.impl.storage import lazy
 from revivify.impl.tserver import api
 
+from .netns import KernelNetwork
+
 T = TypeVar("T", bound=msgspec.Struct)
 
 ADMIN_UUID = "nemesis-admin"
 CALL_SECONDS = 2.0
+PARTITIONS = ("kernel", "rpc")
 
 
 class Cluster:
@@ -48,18 +61,40 @@ class Cluster:
     named by index: ``i`` a tablet server, ``master i`` a master (separate methods)."""
 
     def __init__(self, root: str, *, masters: int, tserver_args: Sequence[str],
-                 tservers: int = 3, master_args: Sequence[str] = ()) -> None:
+                 tservers: int = 3, master_args: Sequence[str] = (),
+                 partitions: str = "kernel") -> None:
+        assert partitions in PARTITIONS, partitions
         self.root = root
+        self.partitions = partitions
         self.fault_path = os.path.join(root, "faults.json")
         self.masters: MasterProcesses | None = None
-        if masters:
-            self.masters = MasterProcesses(root, masters=masters, tservers=tservers,
-                                         tserver_args=tserver_args, master_args=master_args)
-            self.tservers = self.masters.tservers
-        else:
-            self.tservers = ProcessCluster(root, tservers, args=list(tserver_args))
+        # kernel: the namespaces first, since every server binds its namespace's address
+        # and every tablet server is given the masters' addresses when it is made.
+        self.network = (KernelNetwork([f"m{i}" for i in range(masters)]
+                                      + [f"ts{i}" for i in range(tservers)])
+                        if partitions == "kernel" else None)
+        net = self.network
+        try:
+            if masters:
+                self.masters = MasterProcesses(
+                    root, masters=masters, tservers=tservers, tserver_args=tserver_args,
+                    master_args=master_args,
+                    master_placements=[net.placement(f"m{i}") for i in range(masters)]
+                    if net else (),
+                    tserver_placements=[net.placement(f"ts{i}") for i in range(tservers)]
+                    if net else ())
+                self.tservers = self.masters.tservers
+            else:
+                self.tservers = ProcessCluster(
+                    root, tservers, args=list(tserver_args),
+                    placements=[net.placement(f"ts{i}") for i in range(tservers)]
+                    if net else ())
+        except BaseException:
+            if net is not None:
+                net.close()
+            raise
         self.trace_dir = self.tservers.trace_dir
-        self.cuts: list[tuple[str, str]] = []
+        self.cuts: list[tuple[str, str]] = []  # node names: ts<i>, m<i>
         self.disk: list[dict[str, str]] = []
         self.paused: set[int] = set()
         self.paused_masters: set[int] = set()
@@ -204,8 +239,10 @@ class Cluster:
                 self.tservers.stop(i)
 
     def close(self) -> None:
-        """Kill whatever still runs (SIGKILL reaches a stopped process too) and remove the
-        fault file: safe to call at any point, more than once."""
+        """Kill whatever still runs (SIGKILL reaches a stopped process too), then remove the
+        fault file and the network (namespaces, links, cut tables): safe to call at any
+        point, more than once. The processes go first: a namespace a process is still in
+        outlives its deletion, unnamed, until the process exits."""
         try:
             if self.masters is not None:
                 self.masters.close()
@@ -215,33 +252,73 @@ class Cluster:
             for path in (self.fault_path, self.fault_path + ".tmp"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+            if self.network is not None:
+                self.network.close()
 
     # ------------------------------------------------------------------ the fault file
 
     def write_faults(self) -> None:
-        doc = {"cuts": [list(c) for c in self.cuts], "disk": self.disk}
+        cuts = [] if self.network is not None else [self._uuids(c) for c in self.cuts]
+        doc = {"cuts": cuts, "disk": self.disk}
         tmp = self.fault_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f)
         os.replace(tmp, self.fault_path)
 
+    def _uuids(self, pair: tuple[str, str]) -> list[str]:
+        """A cut's two node names as the UUIDs the fault file names servers by."""
+        out = []
+        for name in pair:
+            if name.startswith("ts"):
+                out.append(self.servers[int(name[2:])].uuid)
+            else:
+                out.append(self._master_processes().masters[int(name[1:])].uuid)
+        return out
+
+    @property
+    def node_names(self) -> list[str]:
+        """Every server's name in a cut: masters ``m<i>``, tablet servers ``ts<i>``."""
+        masters = len(self.masters.masters) if self.masters else 0
+        return [f"m{i}" for i in range(masters)] + [f"ts{i}" for i in range(len(self.servers))]
+
+    def set_cuts(self, cuts: Sequence[tuple[str, str]]) -> None:
+        """The cut pairs in force become `cuts` (node names): in the kernel (netns.py, each
+        pair lifted or made alone) or in the fault file."""
+        self.cuts = list(cuts)
+        if self.network is not None:
+            self.network.set_cuts(self.cuts)
+        else:
+            self.write_faults()
+
+    def isolate_node(self, name: str) -> None:
+        """Cut server `name` from every other server (tablet servers and masters)."""
+        self.set_cuts([(name, o) for o in self.node_names if o != name])
+
     def isolate(self, i: int) -> None:
-        """Cut server `i` from every other server (tablet servers and masters)."""
-        me = self.servers[i].uuid
-        others = [s.uuid for j, s in enumerate(self.servers) if j != i] + self.master_uuids
-        self.cuts = [(me, o) for o in others]
-        self.write_faults()
+        """Cut tablet server `i` from every other server (tablet servers and masters)."""
+        self.isolate_node(f"ts{i}")
 
     def isolate_master(self, i: int) -> None:
         """Cut master `i` from every other master and every tablet server."""
-        me = self._master_processes().masters[i].uuid
-        others = [u for j, u in enumerate(self.master_uuids) if j != i]
-        self.cuts = [(me, o) for o in others + [s.uuid for s in self.servers]]
-        self.write_faults()
+        self.isolate_node(f"m{i}")
 
     def cut_pair(self, i: int, j: int) -> None:
-        self.cuts = [(self.servers[i].uuid, self.servers[j].uuid)]
-        self.write_faults()
+        self.set_cuts([(f"ts{i}", f"ts{j}")])
+
+    def split(self, target: int) -> tuple[list[str], list[str]]:
+        """Cut the servers into a minority and a majority, every pair across the line cut
+        (Jepsen's halves): the minority is floor(n/2) tablet servers from `target` on and
+        floor(m/2) masters from master `target mod m` on; (minority, majority)."""
+        n = len(self.servers)
+        m = len(self.masters.masters) if self.masters else 0
+        minority = [f"ts{(target + k) % n}" for k in range(n // 2)]
+        minority += [f"m{(target + k) % m}" for k in range(m // 2)]
+        majority = [x for x in self.node_names if x not in minority]
+        self.set_cuts([(a, b) for a in minority for b in majority])
+        return minority, majority
+
+    def lift_cuts(self) -> None:
+        self.set_cuts([])
 
     def break_disk(self, i: int, subdir: str, op: str, errno: str) -> None:
         prefix = os.path.join(os.path.abspath(self.servers[i].fs_root), subdir)
@@ -249,7 +326,8 @@ class Cluster:
         self.write_faults()
 
     def lift_faults(self) -> None:
-        self.cuts, self.disk = [], []
+        self.disk = []
+        self.set_cuts([])
         self.write_faults()
 
     # ------------------------------------------------------------------ admin calls

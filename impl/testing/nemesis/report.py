@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .schedule import STALLS
+from .schedule import PARTITIONS, STALLS
 from .workload import ok_latencies
 
 
@@ -34,6 +34,10 @@ class FaultRecord:
     healed: float
     heal: str  # "lifted", "restarted", "resumed", "copied", "restarted (copy timed out)"...
     detail: str = ""
+    # Seconds from the heal until every replica was caught up (with masters: ksck healthy);
+    # None if not within the bound (runner.CATCH_UP_SECONDS). After a kernel partition this
+    # includes TCP's wait for its next retransmission on connections that lived through it.
+    recovered_s: float | None = None
 
 
 def lost_writes(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,6 +142,9 @@ def render(summary: dict[str, Any]) -> str:
     rows: list[tuple[str, str]] = [
         ("profile / seed", f"{summary['profile']} / {summary['seed']}"),
         ("cluster", summary["cluster"]),
+        ("partitions made in", {"kernel": "the kernel (netns + nftables)",
+                                "rpc": "the RPC layer (fault file)"}.get(
+            summary.get("partitions", ""), str(summary.get("partitions")))),
         ("workload seconds", f"{summary['workload_seconds']:.1f}"),
         ("operations ok / failed / indeterminate",
          f"{ops['ok']} / {ops['fail']} / {ops['info']}"),
@@ -150,6 +157,7 @@ def render(summary: dict[str, Any]) -> str:
         ("longest unavailability", f"{av['longest_unavailability_s']:.2f} s (at "
          f"{av['longest_unavailability_at_s']:.1f} s{_during(summary)})"),
         ("p99 latency (ok operations)", _seconds(av["p99_latency_s"])),
+        ("slowest recovery after a cut", _recovery(summary)),
         ("lost writes", str(summary["lost_writes"])),
         ("acknowledged writes readable", "yes" if summary["final_reads_ok"] else "NO"),
         ("linearizable (register / map)", f"{_yes(summary['linearizable']['register'])} / "
@@ -175,6 +183,19 @@ def _during(summary: dict[str, Any]) -> str:
         if f["injected"] <= at <= f["healed"]:
             return f", during {f['kind']} on {f['server']}"
     return ""
+
+
+def _recovery(summary: dict[str, Any]) -> str:
+    """The longest time from a partition's heal to the cluster caught up, and which."""
+    cuts = [f for f in summary.get("faults", []) if f["kind"] in PARTITIONS]
+    if not cuts:
+        return "no partition"
+    slow = [f for f in cuts if f.get("recovered_s") is None]
+    if slow:
+        return f"NOT within the bound after {len(slow)} of {len(cuts)} cut(s)"
+    worst = max(cuts, key=lambda f: f["recovered_s"])
+    return (f"{worst['recovered_s']:.2f} s (after {worst['kind']} on {worst['server']}, held "
+            f"{worst['healed'] - worst['injected']:.1f} s)")
 
 
 def _seconds(value: float | None) -> str:

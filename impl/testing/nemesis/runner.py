@@ -5,7 +5,8 @@ every key, stop cleanly, check the histories and the traces, summarise.
 
 Phases (each bounded; any failure still ends in cleanup):
 
-1. Start 3 tablet servers (and masters for the masters profile) on 127.0.0.1 with
+1. Start 3 tablet servers (and masters for the masters profile), each in a network
+   namespace of its own (``--partitions kernel``, netns.py; on 127.0.0.1 with ``rpc``), with
    REVIVIFY_FAULT_FILE set, create the tablet (3 replicas), wait for a leader.
 2. Workload (workload.py) and nemesis at once: the faults of schedule.py, one at a time,
    each injected at its offset (or as soon as the previous one is healed), held, healed.
@@ -23,7 +24,8 @@ Phases (each bounded; any failure still ends in cleanup):
    and every fault was healed. The availability target is reported met or missed, never a
    reason to fail (timing on a shared machine).
 
-Ctrl-C or SIGTERM at any point: every process is killed and the fault file removed.
+Ctrl-C or SIGTERM at any point: every process is killed, the fault file removed and the
+network (namespaces, links, cut tables) deleted.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Options:
     tick_ms: int = 50
     election_ticks: int = 10
     check_timeout: float = 120.0
+    partitions: str = "kernel"  # cluster.py: "kernel" (netns + nft) or "rpc" (fault file)
 
     @property
     def election_timeout(self) -> float:
@@ -250,11 +253,16 @@ class Run:
         elif fault.kind == sched.PAUSE:
             c.pause(target)
         elif fault.kind in (sched.PARTITION_ONE, sched.PARTITION_LEADER):
-            c.isolate(target)
+            await trio.to_thread.run_sync(c.isolate, target)
         elif fault.kind == sched.PARTITION_BRIDGE:
             a, b = [i for i in range(len(c.servers)) if i != target][:2]
-            c.cut_pair(a, b)
+            await trio.to_thread.run_sync(c.cut_pair, a, b)
             detail = f"servers {a} and {b} cut, {target} bridges"
+        elif fault.kind == sched.PARTITION_HALVES:
+            minority, majority = await trio.to_thread.run_sync(c.split, target)
+            detail = f"{' '.join(minority)} | {' '.join(majority)}"
+        elif fault.kind == sched.PARTITION_FLAP:
+            detail = await self.flap(target, fault.hold)
         elif fault.kind == sched.DISK_WAL_FSYNC:
             c.break_disk(target, "wals/", "fsync", "EIO")
         elif fault.kind == sched.DISK_DATA_WRITE:
@@ -263,12 +271,31 @@ class Run:
             c.break_disk(target, "", "write", "ENOSPC")
         else:
             raise AssertionError(f"unknown fault {fault.kind}")
-        await trio.sleep(fault.hold)
+        if fault.kind != sched.PARTITION_FLAP:  # a flap held itself
+            await trio.sleep(fault.hold)
         heal = await self.heal(fault.kind, target)
-        self.faults.append(FaultRecord(fault.kind, target, round(injected, 3),
-                                       round(self.now(), 3), heal, detail))
+        healed = self.now()
         self.log(f"healed {fault.kind} on {what} {target}: {heal}")
-        await self.caught_up()
+        recovered = round(self.now() - healed, 3) if await self.caught_up() else None
+        self.faults.append(FaultRecord(fault.kind, target, round(injected, 3),
+                                       round(healed, 3), heal, detail, recovered))
+
+    async def flap(self, target: int, hold: float) -> str:
+        """partition-flap: tablet server `target` cut off from every other server, healed,
+        cut off again, each FLAP_SECONDS, for `hold` seconds (ends cut or healed, whichever
+        the last step was; the heal lifts it). Each cut is new to TCP: connections that
+        survived the last one are in back-off when the next one begins."""
+        c = self.cluster
+        end = trio.current_time() + hold
+        flips = 0
+        while trio.current_time() < end:
+            if flips % 2 == 0:
+                await trio.to_thread.run_sync(c.isolate, target)
+            else:
+                await trio.to_thread.run_sync(c.lift_cuts)
+            flips += 1
+            await trio.sleep(min(sched.FLAP_SECONDS, max(0.0, end - trio.current_time())))
+        return f"{(flips + 1) // 2} cut(s) of {sched.FLAP_SECONDS:g} s"
 
     async def inject_cluster_fault(self, kind: str, target: int) -> str:
         """The masters' faults and the faults of two servers at once; what was hit."""
@@ -278,7 +305,7 @@ class Run:
         elif kind == sched.MASTER_PAUSE:
             c.pause_master(target)
         elif kind == sched.MASTER_PARTITION:
-            c.isolate_master(target)
+            await trio.to_thread.run_sync(c.isolate_master, target)
         elif kind == sched.KILL_TWO:
             other = (target + 1) % len(c.servers)
             await trio.to_thread.run_sync(c.kill, target)
@@ -295,24 +322,28 @@ class Run:
             return "every master and tablet server"
         return ""
 
-    async def caught_up(self) -> None:
+    async def caught_up(self) -> bool:
         """Before the next fault: every replica RUNNING and caught up with the leader's
         commit index (bounded by CATCH_UP_SECONDS; with masters, ksck healthy). A replica
         copied back or restarted is RUNNING before its log has caught up; a fault injected
         then leaves two replicas out of three impaired, which is not the one-stalled-server
         situation whose availability the summary's target measures (10-minute runs: a
-        SIGSTOP right after a copy gave the only windows over the target, 2.1 s)."""
+        SIGSTOP right after a copy gave the only windows over the target, 2.1 s). Whether
+        it did within the bound (the summary's ``recovered_s``; with masters each ksck is a
+        CLI process, so that figure is coarse, about a second)."""
         if self.cluster.masters is not None:
             if not await self.until_healthy(CATCH_UP_SECONDS):
                 self.log(f"the cluster not healthy within {CATCH_UP_SECONDS:g} s: next "
                          "fault anyway")
-            return
+                return False
+            return True
         with trio.move_on_after(CATCH_UP_SECONDS):
             while not await self.cluster.caught_up(self.tablet_id):
                 await trio.sleep(0.1)
-            return
+            return True
         self.log(f"replicas not all caught up within {CATCH_UP_SECONDS:g} s: next fault "
                  "anyway")
+        return False
 
     async def heal(self, kind: str, target: int) -> str:
         c = self.cluster
@@ -332,7 +363,7 @@ class Run:
         if kind == sched.PAUSE:
             c.resume(target)
             return "resumed"
-        c.lift_faults()
+        await trio.to_thread.run_sync(c.lift_faults)
         # Every server sees the lifted fault within one poll of the fault file
         # (impl/faultfile.py POLL_SECONDS): heal after that, or a tombstone may still hit it.
         await trio.sleep(4 * POLL_SECONDS)
@@ -477,6 +508,7 @@ def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
         "linearizable": linearizable, "trace_verdict": trace_verdict,
         "trace_report": doc if code != 0 else None,
         "self_test": options.self_test, "workdir": root,
+        "partitions": options.partitions,
         "passed": not problems, "problems": problems,
     }
 
@@ -498,8 +530,17 @@ def run(options: Options) -> int:
             "--flush-mb", "0.005"]
     master_args = ["--tick-ms", str(options.tick_ms),
                    "--election-ticks", str(options.election_ticks)]
-    cluster = Cluster(root, masters=options.profile.masters, tserver_args=args,
-                      tservers=options.profile.tservers, master_args=master_args)
+    try:
+        cluster = Cluster(root, masters=options.profile.masters, tserver_args=args,
+                          tservers=options.profile.tservers, master_args=master_args,
+                          partitions=options.partitions)
+    except BaseException:  # no network (netns.NetworkError): nothing ran, keep nothing
+        if options.workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    if cluster.network is not None and cluster.network.swept:
+        print(f"nemesis: removed an earlier run's leftovers: {cluster.network.swept}",
+              file=sys.stderr)
     the_run = Run(options, cluster)
     summary: dict[str, Any] | None = None
     try:

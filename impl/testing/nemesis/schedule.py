@@ -6,11 +6,14 @@ One thing is resolved only at run time: a fault aimed at "the leader" (TARGET_LE
 whichever server leads the tablet when it fires.
 
 Faults run one at a time: inject, hold, heal, a quiet gap, the next. One server at a time is
-affected (a bridge cuts one pair of servers), so a majority of the tablet's 3 replicas can
-always make progress, and the availability target (issue 20: with one server paused or cut
-off, successful operations continue) is measurable per fault. The exception is
-``power-loss-all``: every tablet server at once, so nothing is available until they are back
-(not a stall: the target does not apply), and what survives is only what was fsynced.
+affected (a bridge cuts one pair of servers; a flap cuts one server off and heals it every
+FLAP_SECONDS during the hold; halves cut a minority of the servers from the majority, so
+that a majority of every tablet's replicas and of the masters is on one side), so a majority
+of the tablet's 3 replicas can always make progress, and the availability target (issue 20:
+with one server paused or cut off, successful operations continue) is measurable per fault.
+The exception is ``power-loss-all``: every tablet server at once, so nothing is available
+until they are back (not a stall: the target does not apply), and what survives is only what
+was fsynced.
 
 Every server of a nemesis run writes through the lazy disk (impl/storage/lazy.py: unsynced
 contents live in the process), so every ``kill`` is a power loss of that server, not merely
@@ -29,6 +32,8 @@ PAUSE: Final = "pause"                      # SIGSTOP, SIGCONT when healed
 PARTITION_ONE: Final = "partition-one"      # one server cut from every other server
 PARTITION_LEADER: Final = "partition-leader"  # the leader cut from every other server
 PARTITION_BRIDGE: Final = "partition-bridge"  # two servers cut from each other, the third sees both
+PARTITION_HALVES: Final = "partition-halves"  # a minority of the servers cut from the majority
+PARTITION_FLAP: Final = "partition-flap"    # one server cut off and healed every ~1 s
 DISK_WAL_FSYNC: Final = "disk-wal-fsync"    # EIO on every fsync under FS_ROOT/wals/
 DISK_DATA_WRITE: Final = "disk-data-write"  # EIO on every write under FS_ROOT/data/
 DISK_FULL: Final = "disk-full"              # ENOSPC on every write under FS_ROOT/
@@ -43,8 +48,14 @@ KILL_TWO: Final = "kill-two"                # two tablet servers killed (target,
 MASTER_AND_TSERVER: Final = "master-and-tserver"  # a master and a tablet server killed
 ALL_DOWN: Final = "all-down"                # every master and tablet server killed, then back
 
+PARTITIONS: Final = frozenset({PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
+                              PARTITION_HALVES, PARTITION_FLAP, MASTER_PARTITION})
+"""Faults that cut servers from servers (in the kernel or the RPC layer: cluster.py)."""
+FLAP_SECONDS: Final = 1.0  # partition-flap: a cut applied, then lifted, each this long
+
 KINDS: Final = (KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
-                DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL, POWER_LOSS_ALL)
+                PARTITION_HALVES, PARTITION_FLAP, DISK_WAL_FSYNC, DISK_DATA_WRITE, DISK_FULL,
+                POWER_LOSS_ALL)
 MASTER_KINDS: Final = (MASTER_KILL, MASTER_PAUSE, MASTER_PARTITION, MASTER_AND_TSERVER,
                        ALL_DOWN)
 STALLS: Final = frozenset({PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
@@ -75,6 +86,10 @@ class Profile:
     cli_clients: int = 0  # map clients that run one 'revivify row' process per operation
     quiet: float = 2.0  # seconds of workload before the first fault
     hold: tuple[float, float] = (2.0, 4.0)  # a fault lasts this long (uniform)
+    # A partition's hold (uniform; None: `hold`). Jepsen holds partitions for seconds to a
+    # minute; long ones let TCP's retransmission back-off grow (to ~10 s and more by the
+    # heal), short ones catch elections racing the heal.
+    partition_hold: tuple[float, float] | None = None
     gap: tuple[float, float] = (1.0, 3.0)  # quiet between a heal and the next fault
     op_deadline: float = 6.0  # seconds an operation may take before it is given up
 
@@ -84,19 +99,22 @@ PROFILES: Final = {
     "short": Profile("short", 16.0, (KILL, PAUSE, PARTITION_LEADER, POWER_LOSS_ALL),
                      hold=(2.0, 3.0), gap=(1.0, 1.5)),
     # make nemesis: every kind of fault, tablet servers alone.
-    "standard": Profile("standard", 120.0, KINDS),
+    "standard": Profile("standard", 120.0, KINDS, partition_hold=(1.0, 20.0)),
     # the cluster: 3 masters, 4 tablet servers, a table of 4 tablets (so kills make the
     # masters re-replicate), DDL all along, the masters under fire, two faults at once,
     # power cuts; library and CLI clients.
     "masters": Profile("masters", 120.0, (
-        KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE, POWER_LOSS_ALL,
-        KILL_TWO, *MASTER_KINDS), masters=3, tservers=4, tablets=4, ddl=True,
-        cli_clients=1, hold=(2.0, 6.0), gap=(2.0, 4.0), op_deadline=10.0),
+        KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE, PARTITION_HALVES,
+        PARTITION_FLAP, POWER_LOSS_ALL, KILL_TWO, *MASTER_KINDS), masters=3, tservers=4,
+        tablets=4, ddl=True, cli_clients=1, hold=(2.0, 6.0), partition_hold=(1.0, 10.0),
+        gap=(2.0, 4.0), op_deadline=10.0),
     # disk faults only.
     "disk": Profile("disk", 60.0, tuple(sorted(DISK))),
     # power cuts (of one server, of all) between kills and pauses.
     "power": Profile("power", 120.0, (KILL, POWER_LOSS_ALL, PAUSE, PARTITION_ONE)),
 }
+MAX_HOLD: Final = 60.0
+assert all(max(p.partition_hold or p.hold) <= MAX_HOLD for p in PROFILES.values())
 
 
 @attrs.frozen
@@ -122,7 +140,9 @@ def schedule(profile: Profile, seed: int, servers: int | None = None) -> list[Fa
     t = profile.quiet
     while True:
         kind = first.pop(0) if first else rng.choice(profile.kinds)
-        hold = round(rng.uniform(*profile.hold), 2)
+        holds = profile.partition_hold if kind in PARTITIONS and profile.partition_hold \
+            else profile.hold
+        hold = round(rng.uniform(*holds), 2)
         target = _target(kind, rng, servers, profile.masters)
         if t + hold > profile.duration and faults:
             break
@@ -143,6 +163,7 @@ def _target(kind: str, rng: random.Random, servers: int, masters: int) -> int:
     return rng.randrange(servers)
 
 
-__all__ = ["ALL_DOWN", "DISK", "KILL_TWO", "KINDS", "MASTER_AND_TSERVER", "MASTER_KILL",
-           "MASTER_KINDS", "MASTER_PARTITION", "MASTER_PAUSE", "POWER_LOSS_ALL", "PROFILES",
+__all__ = ["ALL_DOWN", "DISK", "FLAP_SECONDS", "KILL_TWO", "KINDS", "MASTER_AND_TSERVER",
+           "MASTER_KILL", "MASTER_KINDS", "MASTER_PARTITION", "MASTER_PAUSE", "MAX_HOLD",
+           "PARTITIONS", "PARTITION_FLAP", "PARTITION_HALVES", "POWER_LOSS_ALL", "PROFILES",
            "STALLS", "TARGET_LEADER", "Fault", "Profile", "schedule"]
