@@ -330,8 +330,14 @@ class Demo:
         under = sum(t["status"] == "UNDER_REPLICATED" for t in self.tablets(report))
         self.stage(f"cluster kill {victim['name']} (SIGKILL): ksck NOT HEALTHY, {under} "
                    f"tablet(s) under-replicated")
-        seen = self.leader_master_metric(status, "revivify_master_tablets",
-                                         health="under_replicated")
+        # The leader master counts a tablet under-replicated once it counts the server dead
+        # (its --tserver-dead-after-ms after the last heartbeat): poll its /metrics till then.
+        seen: float | None = None
+        give_up = time.monotonic() + 30
+        while time.monotonic() < give_up and not seen:
+            seen = self.leader_master_metric(status, "revivify_master_tablets",
+                                             health="under_replicated")
+            time.sleep(0.5)
         if seen is not None:
             self.detail(f"the leader master's /metrics: revivify_master_tablets"
                         f"{{health=\"under_replicated\"}} {seen:g}")

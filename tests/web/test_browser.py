@@ -58,7 +58,7 @@ def wait_for(what: str, seconds: float, probe: Callable[[], T | None]) -> T:
     deadline = time.monotonic() + seconds
     while True:
         found = probe()
-        if found is not None and found is not False:
+        if found is not None and found is not False and found != "":
             return found
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {seconds:g}s")
@@ -106,10 +106,11 @@ class Visitor:
         return str(self.driver.find_element(By.CSS_SELECTOR, css).text)
 
 
-def leader_of(masters: str) -> str:
+def leader_of(masters: str) -> str | None:
+    """The ready leader master's address; None (wait_for waits on) until there is one."""
     rows = cli_json("master", "list", "--masters", masters)["masters"]
     ready = [m["address"] for m in rows if m.get("ready")]
-    return ready[0] if ready else ""
+    return ready[0] if ready else None
 
 
 def test_pages_in_a_browser(tmp_path: Path, browser: webdriver.Chrome) -> None:
