@@ -2,40 +2,9 @@
 
   revivify ksck --masters HOST:PORT,... | --root DIR [--json] [--deadline SECONDS]
 
-What it asks (existing RPCs only, through impl/client):
-
-1. every master, ``Master.Status``: reachable?, role, term, the leader it knows, ready, and
-   the catalog's voters (its committed config); the masters must agree on the leader, the
-   term and the voters;
-2. the leader master: the tablet servers it hears from (live or dead by their heartbeats),
-   the tables, and each table's tablet locations (the catalog's record of every tablet's
-   replicas);
-3. every tablet server, once (``Admin.Status``): does it answer itself, and each of its
-   replicas' own state (lifecycle state, role, term, committed index, committed config
-   index, active config).
-
-What it checks, per tablet (the catalog's replicas against what the replicas say):
-
-    UNAVAILABLE         fewer live voters than a majority of the catalog's voters
-    CONSENSUS_MISMATCH  a running replica's config differs from the catalog's record, or
-                        two replicas lead in the same term
-    UNDER_REPLICATED    fewer live voters than the replica count
-    RECOVERING          no leader (yet), or the tablet not RUNNING in the catalog
-    HEALTHY             none of the above
-
-the first that holds, in that order. A live voter is a VOTER in the catalog whose server
-answers and whose replica is RUNNING there. The replica count is the table's
-(``num_replicas`` in the locations; the catalog's voters for the tablet from a master that
-does not say). A replica is *lagging* when its committed index is behind the leader's: a
-warning, not a problem (every follower is a little behind under writes). A replica that is
-a tombstone where the catalog places a live one is *tombstoned* and is not a live voter;
-tombstones on other servers are listed, not problems. A replica move the masters are
-making (``moving_from``) is shown with the tablet.
-
-The cluster is healthy when every master answers, they agree on one leader, on its term
-and on the catalog's voters, a master is the ready leader, every tablet server is live and answers,
-and every tablet is HEALTHY. Exit 0 healthy; 1 not (every problem listed, then the
-summary line); 2 bad usage, or no master could be reached.
+What it asks and how it judges (the tablet statuses, when the cluster is healthy, the exit
+codes) is impl/client/ksck.py's, which the masters' ``/ksck`` page shares; this module is
+the command: its flags, its text and its JSON.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ tombstones on other servers are listed, not problems. A replica move the masters
 making (``moving_from``) is shown with the tablet.
 
 The cluster is healthy when every master answers, they agree on one leader, on its term
-and on the catalog's voters, a master is the ready leader, every tablet server is live and answers,
-and every tablet is HEALTHY. Exit 0 healthy; 1 not (every problem listed, then the
+and on the catalog's voters, a master is the ready leader, every tablet server is live and
+answers (a dead one that the catalog places no replica on is a warning, naming ``tserver
+unregister``), and every tablet is HEALTHY. Exit 0 healthy; 1 not (every problem listed, then the
 summary line); 2 bad usage, or no master could be reached.
 """
 
