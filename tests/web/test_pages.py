@@ -137,6 +137,13 @@ async def _create_table(master: str) -> api.TableCreatedReply:
         while True:  # both tablets led: the numbers stop moving
             st = await server_status_of_all(master)
             if len(st) == 2 and all(r.role == "LEADER" and r.commit_index >= 1 for r in st):
+                break
+            await trio.sleep(0.05)
+        while True:  # ... and the master knows it (a report processed: HEALTHY, not RECOVERING)
+            where = await master_call([master], api.MASTER_TABLE_LOCATIONS,
+                                      api.TableLocationsRequest("t1"), api.TableLocationsReply)
+            if all(t.state == "RUNNING" and any(r.leader for r in t.replicas)
+                   for t in where.tablets):
                 return reply
             await trio.sleep(0.05)
 
