@@ -49,6 +49,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -254,8 +255,33 @@ class KernelNetwork:
             _ip("-n", node.netns, "link", "set", "eth0", "up")
             _ip("-n", hub, "link", "set", port, "master", "br0", "up")
 
-    def placement(self, name: str) -> Placement:
-        return self.nodes[name].placement
+    def placement(self, name: str, *, wildcard: bool = False) -> Placement:
+        """Where node `name`'s server runs; ``wildcard``: it binds 0.0.0.0 and advertises
+        the node's address (Placement)."""
+        node = self.nodes[name]
+        return Placement(node.host, node.netns, wildcard)
+
+    def command(self, name: str, cmd: Sequence[str]) -> list[str]:
+        """``cmd`` as run inside node `name`'s namespace (a client on a "host" of its
+        own: tests/hosts)."""
+        return ["ip", "netns", "exec", self.nodes[name].netns, *cmd]
+
+    def connects(self, name: str, host: str, port: int, seconds: float = 2.0) -> bool:
+        """Whether a TCP connect from inside node `name`'s namespace to HOST:PORT completes
+        within ``seconds`` (refused, unreachable or timed out: False). A probe of which
+        servers one "host" can reach: its own loopback reaches no other namespace."""
+        probe = ("import socket,sys\n"
+                 "try:\n"
+                 f"    socket.create_connection(({host!r}, {port}), timeout={seconds}).close()\n"
+                 "except OSError:\n"
+                 "    sys.exit(1)\n")
+        done = subprocess.run(self.command(name, [sys.executable, "-c", probe]),
+                              capture_output=True, text=True, timeout=_TIMEOUT + seconds,
+                              check=False)
+        if done.returncode not in (0, 1):
+            raise NetworkError(f"probe in {name}: exit {done.returncode}: "
+                               f"{done.stderr.strip()}")
+        return done.returncode == 0
 
     # ------------------------------------------------------------------ cuts
 
