@@ -130,8 +130,12 @@ def test_a_cluster_across_six_hosts(
     put_rows(revivify, masters, range(ROWS, 2 * ROWS))
 
     # kill -9 of the leader master: the next one, found by its advertised address, serves.
-    leader = next(i for i, m in enumerate(mdoc["masters"]) if m["role"] == "LEADER")
-    index = cluster.master_addresses.index(mdoc["masters"][leader]["address"])
+    def leader_master() -> str | None:
+        found = doc("master", "list")
+        return next((m["address"] for m in found["masters"] if m["role"] == "LEADER"),
+                    None) if found else None
+
+    index = cluster.master_addresses.index(wait_for("a leader master", leader_master))
     cluster.kill_master(index)
     put_rows(revivify, masters, range(2 * ROWS, 3 * ROWS))
 
@@ -143,6 +147,8 @@ def test_a_cluster_across_six_hosts(
     replicas = {r["address"] for table in ksck["tables"] for tablet in table["tablets"]
                 for r in tablet["replicas"]}
     assert replicas == advertised, replicas  # the Raft configs name advertised addresses
+    for m in ksck["masters"]:  # and so does the catalog's
+        assert m["config"] == sorted(cluster.master_addresses), m
 
     rows = revivify("row", "scan", "--masters", masters, "--table", "t", "--json",
                     "--deadline", "60")
