@@ -3,7 +3,8 @@ in a network namespace of its own, and the client in a seventh.
 
 The namespaces are the nemesis's (impl/testing/nemesis/netns.py: one veth per namespace on
 a bridge in a hub namespace, one address each in a /24 no route of this machine uses, every
-name carrying the run's id, so two runs never meet and nothing else is touched). A
+name carrying the run's id, so two runs never meet; ``root=False``: not even a veth into
+the root namespace, whose links and routes stay as they were). A
 namespace's loopback reaches only its own processes, so a server that named itself by
 127.0.0.1, or by the wildcard it binds, could be reached by nobody: the cluster works only
 if every address that travels (the masters list, registrations, Raft configs, copy
@@ -52,7 +53,7 @@ T = TypeVar("T")
 def hosts(tmp_path: Path) -> Iterator[tuple[KernelNetwork, MasterProcesses]]:
     """The six servers' namespaces and the client's, and the cluster placed in them (not
     started). On the way out: every process killed, then every namespace deleted."""
-    net = KernelNetwork([*MASTERS, *TSERVERS, CLIENT])
+    net = KernelNetwork([*MASTERS, *TSERVERS, CLIENT], root=False)
     try:
         ports: set[int] = set()
         while len(ports) < len(TSERVERS):  # distinct: the loopback probe names each
@@ -86,6 +87,7 @@ def wait_for(what: str, probe: Callable[[], T | None], seconds: float = 120.0) -
 def test_a_cluster_across_six_hosts(
         hosts: tuple[KernelNetwork, MasterProcesses], tmp_path: Path) -> None:
     net, cluster = hosts
+    assert net.root_link not in net.names()  # the root namespace gained no link
     started = time.monotonic()
     cluster.start_all()
     masters = cluster.master_list
