@@ -17,6 +17,10 @@ class MasterOptions:
     fs_root: str
     rpc_host: str = "127.0.0.1"
     rpc_port: int = 0
+    # The HOST:PORT the other masters, the tablet servers and clients reach this master at
+    # (``--rpc-advertised-address``; "": the bind host and port): its entry in ``masters``
+    # and in the catalog tablet's Raft config (ServerOptions.advertised_address).
+    advertised_address: str = ""
     masters: tuple[str, ...] = ()  # every master's HOST:PORT, this one included; () = alone
     trace_dir: str | None = None
     tick_seconds: float = 0.05

@@ -161,7 +161,8 @@ async def open_master(options: MasterOptions, *, disk: Disk | None = None,
 
     ts_options = ServerOptions(
         fs_root=options.fs_root, rpc_host=options.rpc_host, rpc_port=options.rpc_port,
-        trace_dir=options.trace_dir, tick_seconds=options.tick_seconds,
+        advertised_address=options.advertised_address, trace_dir=options.trace_dir,
+        tick_seconds=options.tick_seconds,
         election_ticks=options.election_ticks, heartbeat_ticks=options.heartbeat_ticks,
         fsync=options.fsync, seed=options.seed, internal_tablets=(CATALOG,),
         threads=options.threads, flush_threshold=options.flush_threshold,

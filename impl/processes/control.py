@@ -90,10 +90,14 @@ class Placement:
     """Where a server process runs on the network: the address it binds and advertises, and
     the network namespace (``ip netns``) it runs in; "" is the spawner's own. The nemesis
     runs each server in a namespace of its own (impl/testing/nemesis/netns.py) so that a
-    partition can drop its packets in the kernel; everything else uses the default."""
+    partition can drop its packets in the kernel; everything else uses the default.
+    ``wildcard``: bind every interface (``--rpc-bind 0.0.0.0:PORT``) and advertise ``host``
+    (``--rpc-advertised-address HOST:PORT``), as on a machine with several interfaces
+    (tests/hosts); the port must then be fixed (not 0)."""
 
     host: str = "127.0.0.1"
     netns: str = ""
+    wildcard: bool = False
 
 
 @attrs.define
@@ -115,6 +119,7 @@ class ServerProcess:
     pending: bytes = b""
     host: str = "127.0.0.1"  # the address it binds and advertises (Placement)
     netns: str = ""  # the network namespace it runs in ("": the spawner's; Placement)
+    wildcard: bool = False  # binds 0.0.0.0 and advertises host (Placement)
 
     @property
     def address(self) -> str:
@@ -122,6 +127,18 @@ class ServerProcess:
 
     def place(self, placement: Placement) -> None:
         self.host, self.netns = placement.host, placement.netns
+        self.wildcard = placement.wildcard
+
+    def rpc_flags(self) -> list[str]:
+        """``--rpc-bind`` (and ``--rpc-advertised-address``) for the server's command line:
+        its address, or a wildcard bind advertising it."""
+        if not self.wildcard:
+            return ["--rpc-bind", self.address]
+        if self.port == 0:
+            raise ProcessError(f"{os.path.basename(self.fs_root)}: a wildcard bind needs a "
+                               f"fixed port to advertise")
+        return ["--rpc-bind", f"0.0.0.0:{self.port}", "--rpc-advertised-address",
+                self.address]
 
     @property
     def running(self) -> bool:

@@ -121,7 +121,7 @@ class MasterProcesses:
     def spawn_master(self, i: int) -> None:
         m = self.masters[i]
         cmd = [self.python, "-m", "revivify.impl.servers.master", "--fs-root", m.fs_root,
-               "--rpc-bind", m.address, "--trace-dir", m.trace_dir,
+               *m.rpc_flags(), "--trace-dir", m.trace_dir,
                *web_bind(m, self.master_args), *self.master_args]
         if len(self.masters) > 1:
             cmd += ["--masters", self.master_list]

@@ -91,7 +91,7 @@ class ProcessCluster:
         if s.running:
             raise ProcessError(f"server {i} is already running")
         cmd = [self.python, "-m", "revivify.impl.servers.tserver", "--fs-root", s.fs_root,
-               "--rpc-bind", f"{s.host}:{s.port}", "--trace-dir", s.trace_dir,
+               *s.rpc_flags(), "--trace-dir", s.trace_dir,
                *web_bind(s, [*self.args, *extra]), *self.args, *extra]
         spawn(s, cmd, detached=self.detached)
 

@@ -1,6 +1,7 @@
 """``revivify master run``: one master process.
 
     revivify master run --fs-root DIR --rpc-bind HOST:PORT [--masters A,B,C]
+                        [--rpc-advertised-address HOST:PORT]
                         [--trace-dir DIR] [--tick-ms 50] [--election-ticks 10]
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
@@ -9,7 +10,8 @@
                         [--log-level INFO] [--log-format text|json] [--log-file PATH]
                         [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
-``--masters`` lists every master (this one included), 1 or 2N+1 of them; without it the
+``--masters`` lists every master (this one included, by its advertised address:
+``--rpc-advertised-address``, else ``--rpc-bind``), 1 or 2N+1 of them; without it the
 master runs alone. The first start formats DIR (a new UUID) and, once every master answers,
 creates the catalog tablet with all of them as voters (membership.py). The process prints one
 line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves RPC (it is
@@ -41,7 +43,10 @@ from .process import (
     Launch,
     UsageError,
     Web,
+    add_advertised_flag,
     add_web_flag,
+    advertised_address,
+    listening_line,
     parse_web_bind,
     run_server_process,
     start_web,
@@ -55,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fs-root", required=True,
                    help="the master's directory (formatted with a new UUID on first start)")
     p.add_argument("--rpc-bind", required=True, help="HOST:PORT to serve RPC on")
+    add_advertised_flag(p)
     p.add_argument("--masters", default="", metavar="HOST:PORT,...",
                    help="every master of the cluster, this one included (1 or 2N+1); "
                         "default: this one alone")
@@ -104,6 +110,8 @@ def parse(argv: list[str]) -> Launch:
         host, port = parse_address(args.rpc_bind)
     except ValueError as exc:
         raise UsageError(f"--rpc-bind: {exc}") from None
+    advertised = advertised_address(args.rpc_advertised_address, host, port)
+    me = advertised or normalize(args.rpc_bind)
     masters: list[str] = []
     for item in (m.strip() for m in args.masters.split(",")):
         if item:
@@ -116,9 +124,9 @@ def parse(argv: list[str]) -> Launch:
             raise UsageError("--masters lists an address twice")
         if len(masters) % 2 == 0 and not args.join:
             raise UsageError(f"--masters: {len(masters)} masters; use 1 or 2N+1")
-        if normalize(args.rpc_bind) not in masters:
-            raise UsageError(f"--masters must include this master's --rpc-bind "
-                             f"{normalize(args.rpc_bind)}")
+        if me not in masters:
+            flag = "--rpc-advertised-address" if advertised else "--rpc-bind"
+            raise UsageError(f"--masters must include this master's {flag} {me}")
     if args.tick_ms < 1 or args.heartbeat_ticks < 1 \
             or args.election_ticks <= args.heartbeat_ticks:
         raise UsageError("need --tick-ms >= 1 and 1 <= --heartbeat-ticks < --election-ticks")
@@ -134,7 +142,8 @@ def parse(argv: list[str]) -> Launch:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Launch(MasterOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
-                         masters=tuple(masters), trace_dir=args.trace_dir,
+                         advertised_address=advertised, masters=tuple(masters),
+                         trace_dir=args.trace_dir,
                          tick_seconds=args.tick_ms / 1000, election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
                          seed=args.seed, dead_after=args.tserver_dead_after_ms / 1000,
@@ -155,12 +164,13 @@ async def serve(launch: Launch) -> None:
     async def pages(master: MasterServer, ts: TabletServer, nursery: trio.Nursery) -> None:
         nonlocal web
         app = master_app(master, ts, started_at=started)
-        web = await start_web(nursery, launch.web, app, "master", ts.uuid)
+        web = await start_web(nursery, launch.web, app, "master", ts.uuid, ts.address)
         master.web_address = web.address  # heartbeat answers and Master.Status carry it
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with open_master(launch.options, on_bound=pages) as master:
-            print(f"revivify master {master.uuid} listening on {master.address}", flush=True)
+            print(listening_line("master", master.uuid, master.address,
+                                 master.embedded.server.bound_address), flush=True)
             if web.line is not None:
                 print(web.line, flush=True)
             async for _ in signals:

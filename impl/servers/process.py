@@ -14,12 +14,24 @@ after the "listening" line (which stays the first line scripts wait for):
 cannot be bound stops the process (exit 2, like a busy RPC port); the *default* port being
 busy does not: a second server on one machine then runs without pages and says so on the
 web line (``web off (...)``), since its RPC matters more than its pages.
+
+``--rpc-advertised-address HOST:PORT`` (Kudu's ``--rpc_advertised_addresses``): the address
+the server gives others (the masters' registry, Raft configs, copy sources, clients, its
+"listening" line), when the bind address is not one they can reach: a wildcard bind
+(``0.0.0.0``, ``::``), a NAT, a container. A wildcard ``--rpc-bind`` WITHOUT it is refused
+at start (one line, exit 2) rather than guessed: a wildcard address reaches nobody, and the
+host name is no safer a guess (Debian-style hosts files map it to 127.0.1.1, reachable from
+this machine only, and the mistake would surface only as peers failing later). The port of
+an advertised address is never 0, and it needs a fixed bind port (with port 0 nobody knows
+in advance which port to advertise). The pages follow: a wildcard web bind is advertised
+(heartbeats, ``Master.Status``, the web line) under the advertised RPC host.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -62,6 +74,52 @@ def add_web_flag(p: argparse.ArgumentParser, default_port: int) -> None:
                         f"{default_port}; port 0: any free port; 'off': no pages)")
 
 
+def add_advertised_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rpc-advertised-address", default=None, metavar="HOST:PORT",
+                   help="the address other servers and clients reach this one at (default: "
+                        "the --rpc-bind address; required with a wildcard bind such as "
+                        "0.0.0.0)")
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is an unspecified address (0.0.0.0, ::): a bind on every interface,
+    which names no machine to anyone else."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False  # a host name: its own business what it resolves to
+
+
+def advertised_address(text: str | None, bind_host: str, bind_port: int) -> str:
+    """The advertised HOST:PORT for ``--rpc-advertised-address text`` and a bind on
+    ``bind_host:bind_port`` ("": advertise the bind address), or a UsageError saying why
+    not (module docstring: the refusal of a wildcard bind without one)."""
+    bind = format_address(bind_host, bind_port)
+    if text is None:
+        if is_wildcard(bind_host):
+            raise UsageError(f"--rpc-bind {bind} is a wildcard address that no other host "
+                             f"can reach; add --rpc-advertised-address HOST:PORT")
+        return ""
+    try:
+        host, port = parse_address(text)
+    except ValueError as exc:
+        raise UsageError(f"--rpc-advertised-address: {exc}") from None
+    if is_wildcard(host):
+        raise UsageError(f"--rpc-advertised-address {text}: a wildcard host cannot be "
+                         f"reached; name this server's own address")
+    if bind_port == 0:
+        raise UsageError(f"--rpc-advertised-address needs a fixed --rpc-bind port, not "
+                         f"{bind}")
+    return format_address(host, port)
+
+
+def listening_line(kind: str, uuid: str, address: str, bound: str) -> str:
+    """The first line a server prints: its advertised address (what scripts connect to),
+    and the socket's own when that differs (a wildcard bind, a NAT)."""
+    line = f"revivify {kind} {uuid} listening on {address}"
+    return line if bound in ("", address) else f"{line} (bound {bound})"
+
+
 def parse_web_bind(text: str | None, rpc_host: str, default_port: int) -> WebBind | None:
     if text is None:
         return WebBind(rpc_host, default_port, explicit=False)
@@ -84,9 +142,12 @@ class Web:
 
 
 async def start_web(nursery: trio.Nursery, bind: WebBind | None, app: Any, kind: str,
-                    uuid: str) -> Web:
+                    uuid: str, rpc_address: str = "") -> Web:
     """Serve ``app`` as tasks of ``nursery`` (the server's own: impl/tserver/server.py
-    ``on_bound``) on ``bind``; what to print once the server says it listens."""
+    ``on_bound``) on ``bind``; what to print once the server says it listens.
+    ``rpc_address``: the server's advertised RPC address, whose host stands for a wildcard
+    web bind in the address given to others (the pages serve on every interface; the
+    machine is reached by the name it advertises)."""
     if bind is None:
         return Web()
     from revivify.impl.web.serve import serve_web  # the web stack: server runs only
@@ -99,6 +160,12 @@ async def start_web(nursery: trio.Nursery, bind: WebBind | None, app: Any, kind:
             raise
         where = format_address(bind.host, bind.port)
         return Web("", f"revivify {kind} {uuid} web off ({where}: {busy.strerror})")
+    try:
+        host, port = parse_address(bound)
+        if is_wildcard(host) and rpc_address:
+            bound = format_address(parse_address(rpc_address)[0], port)
+    except ValueError:
+        pass  # not HOST:PORT (a unix socket): shown as the web server says it
     return Web(bound, f"revivify {kind} {uuid} web on http://{bound}")
 
 
@@ -158,7 +225,11 @@ __all__ = [
     "UsageError",
     "Web",
     "WebBind",
+    "add_advertised_flag",
     "add_web_flag",
+    "advertised_address",
+    "is_wildcard",
+    "listening_line",
     "parse_web_bind",
     "run_server_process",
     "start_web",

@@ -1,6 +1,7 @@
 """``revivify tserver run``: one tablet server process.
 
     revivify tserver run --fs-root DIR --rpc-bind 127.0.0.1:PORT [--trace-dir DIR]
+                         [--rpc-advertised-address HOST:PORT]
                          [--tick-ms 50] [--election-ticks 10] [--heartbeat-ticks 2]
                          [--no-fsync] [--flush-mb 8] [--seed N]
                          [--masters HOST:PORT,... [--heartbeat-ms 500]]
@@ -10,12 +11,13 @@
 
 The first start formats DIR (a new server UUID). The process prints one line
 ``revivify tserver <uuid> listening on HOST:PORT`` on stdout once it serves (scripts wait for
-it), then ``revivify tserver <uuid> web on http://HOST:PORT`` once its status pages serve
-(impl/web; servers/process.py), logs to FS_ROOT/logs/tserver.log (WARNING and above to
-stderr too; the log flags are impl/observe/logs.py's), and stops cleanly on SIGTERM or
-SIGINT (Ctrl-C): it stops serving, drains and closes every WAL and traces ``server_stop``;
-exit 0. Bad arguments, or a directory it cannot use (unreadable, corrupt instance file): a
-one-line error, exit 2.
+it; HOST:PORT is the advertised address, followed by `` (bound HOST:PORT)`` when the socket's
+own differs: process.py), then ``revivify tserver <uuid> web on http://HOST:PORT`` once its
+status pages serve (impl/web; servers/process.py), logs to FS_ROOT/logs/tserver.log
+(WARNING and above to stderr too; the log flags are impl/observe/logs.py's), and stops
+cleanly on SIGTERM or SIGINT (Ctrl-C): it stops serving, drains and closes every WAL and
+traces ``server_stop``; exit 0. Bad arguments, or a directory it cannot use (unreadable,
+corrupt instance file): a one-line error, exit 2.
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ from .process import (
     Launch,
     UsageError,
     Web,
+    add_advertised_flag,
     add_web_flag,
+    advertised_address,
+    listening_line,
     parse_web_bind,
     run_server_process,
     start_web,
@@ -65,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fs-root", required=True,
                    help="the server's directory (formatted with a new UUID on first start)")
     p.add_argument("--rpc-bind", default="127.0.0.1:0",
-                   help="HOST:PORT to serve RPC on, also the address peers use (default "
-                        "127.0.0.1:0, any free port)")
+                   help="HOST:PORT to serve RPC on, also the address peers use unless "
+                        "--rpc-advertised-address says (default 127.0.0.1:0, any free port)")
+    add_advertised_flag(p)
     p.add_argument("--trace-dir", default=None,
                    help="where to write this process's trace (default FS_ROOT/traces)")
     p.add_argument("--tick-ms", type=int, default=50,
@@ -123,6 +129,7 @@ def parse(argv: list[str]) -> Launch:
         host, port = parse_address(args.rpc_bind, allow_any_port=True)
     except ValueError as exc:
         raise UsageError(f"--rpc-bind: {exc}") from None
+    advertised = advertised_address(args.rpc_advertised_address, host, port)
     if args.tick_ms < 1:
         raise UsageError("--tick-ms must be at least 1")
     if args.heartbeat_ticks < 1 or args.election_ticks <= args.heartbeat_ticks:
@@ -151,7 +158,8 @@ def parse(argv: list[str]) -> Launch:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Launch(ServerOptions(fs_root=args.fs_root, rpc_host=host, rpc_port=port,
-                         trace_dir=args.trace_dir, tick_seconds=args.tick_ms / 1000,
+                         advertised_address=advertised, trace_dir=args.trace_dir,
+                         tick_seconds=args.tick_ms / 1000,
                          election_ticks=args.election_ticks,
                          heartbeat_ticks=args.heartbeat_ticks, fsync=not args.no_fsync,
                          flush_threshold=int(args.flush_mb * (1 << 20)), seed=args.seed,
@@ -174,12 +182,14 @@ async def serve(launch: Launch) -> None:
     async def pages(server: TabletServer, nursery: trio.Nursery) -> None:
         nonlocal web
         app = tserver_app(server, started_at=started)
-        web = await start_web(nursery, launch.web, app, "tserver", server.uuid)
+        web = await start_web(nursery, launch.web, app, "tserver", server.uuid,
+                              server.address)
         server.web_address = web.address  # heartbeats carry it to the masters
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with open_tserver(launch.options, on_bound=pages) as server:
-            print(f"revivify tserver {server.uuid} listening on {server.address}", flush=True)
+            print(listening_line("tserver", server.uuid, server.address,
+                                 server.bound_address), flush=True)
             if web.line is not None:
                 print(web.line, flush=True)
             async for _ in signals:

@@ -6,9 +6,10 @@ Every ``interval`` seconds it sends ``Master.Heartbeat``:
 
     Heartbeat(server_uuid, incarnation, registration?, report?, web_address)
 
-* registration (this server's RPC address) on the first heartbeat to a master, and again
-  whenever that master answers ``needs_register`` (it does not know this server, or knows
-  another incarnation of it);
+* registration (this server's RPC address as advertised: ``--rpc-advertised-address``, else
+  the bind address; never a wildcard, which the command line refuses) on the first
+  heartbeat to a master, and again whenever that master answers ``needs_register`` (it
+  does not know this server, or knows another incarnation of it);
 * a FULL report (every tablet this server holds, tombstones included) with the
   registration, when the master asks (``needs_full_report``), and whenever the master is
   seen to become leader (``leader`` false -> true, or a new term while leader): KUDU-1374,

@@ -140,6 +140,11 @@ class ServerOptions:
     fs_root: str
     rpc_host: str = "127.0.0.1"
     rpc_port: int = 0
+    # The HOST:PORT others reach this server at (``--rpc-advertised-address``): what it
+    # registers with the masters, puts in Raft configs and copy requests, and prints on its
+    # "listening" line. "": the bind host and the port bound (a wildcard bind host is then
+    # refused by the command line: impl/servers/process.py).
+    advertised_address: str = ""
     trace_dir: str | None = None  # default: <fs_root>/traces
     tick_seconds: float = 0.05
     election_ticks: int = 10
@@ -430,7 +435,8 @@ class TabletServer:
         self.metadata = MetadataStore(self.layout)
         self.blocks = BlockManager(self.layout)
         self.uuid = ""
-        self.address = ""
+        self.address = ""  # as advertised to others (open_tserver sets it once bound)
+        self.bound_address = ""  # the socket's own HOST:PORT (a wildcard host, maybe)
         self.trace: Tracer | None = None
         # What /metrics shows (impl/observe): this server's own registry; a master adds its
         # families to its embedded server's.
@@ -829,7 +835,11 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
             rpc: RpcServer = await nursery.start(functools.partial(
                 serve_rpc, service, server.uuid, options.rpc_host, options.rpc_port,
                 lamport=server.lamport_hooks, network=network, metrics=server.metrics.rpc))
-            server.address = format_address(options.rpc_host, rpc.port)
+            # The one place a server's own address is decided: everything that names this
+            # server to others (registration, Raft configs, copy sources, NotLeader hints,
+            # status) reads server.address, never the bind host.
+            server.bound_address = format_address(options.rpc_host, rpc.port)
+            server.address = options.advertised_address or server.bound_address
             if on_bound is not None:
                 await on_bound(server, nursery)
             await server.tablets.start_all()

@@ -17,7 +17,9 @@ servers' frames never meet the host's rules; the root namespace gains one veth a
 route to a /24 that no route of the host overlaps (checked when the subnet is chosen), and
 nothing else. Each server binds its namespace's address, the only non-loopback address it
 has, so no server reaches another through 127.0.0.1; the clients in the root namespace
-reach every server over the bridge, and no cut names them.
+reach every server over the bridge, and no cut names them. A network made with
+``root=False`` has no root veth: the root namespace is not touched at all, and only
+processes run inside the namespaces (``command``) reach the servers (tests/hosts).
 
 A cut between servers a and b: in a's namespace a table ``inet cut_<b>`` drops every packet
 arriving from b's address (the input hook), and the mirror table in b's namespace drops
@@ -49,6 +51,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -201,7 +204,10 @@ class Node:
 class KernelNetwork:
     """The network of one run (module docstring). Nodes are named by the caller."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], *, root: bool = True) -> None:
+        """``root=False``: no veth into the root namespace, whose links, addresses and
+        routes are then left untouched (tests/hosts, whose client runs in a namespace of
+        its own); only the namespaces reach the servers."""
         assert len(set(names)) == len(names) and len(names) < ROOT_HOST - 1, names
         problem = unavailable()
         if problem is not None:
@@ -226,6 +232,7 @@ class KernelNetwork:
         self.nodes = {n: Node(n, f"{PREFIX}{self.id}-{n}", str(hosts[i]))
                       for i, n in enumerate(names)}
         self.root_host = str(hosts[ROOT_HOST - 1])
+        self.root = root
         self.cuts: set[frozenset[str]] = set()
         self.closed = False
         try:
@@ -240,10 +247,12 @@ class KernelNetwork:
         _ip("netns", "add", hub)
         _ip("-n", hub, "link", "add", "br0", "type", "bridge")
         _ip("-n", hub, "link", "set", "br0", "up")
-        _ip("link", "add", self.root_link, "type", "veth", "peer", "name", "up0", "netns", hub)
-        _ip("addr", "add", f"{self.root_host}/{prefixlen}", "dev", self.root_link)
-        _ip("link", "set", self.root_link, "up")
-        _ip("-n", hub, "link", "set", "up0", "master", "br0", "up")
+        if self.root:
+            _ip("link", "add", self.root_link, "type", "veth", "peer", "name", "up0",
+                "netns", hub)
+            _ip("addr", "add", f"{self.root_host}/{prefixlen}", "dev", self.root_link)
+            _ip("link", "set", self.root_link, "up")
+            _ip("-n", hub, "link", "set", "up0", "master", "br0", "up")
         for i, node in enumerate(self.nodes.values()):
             port = f"p{i}"
             _ip("netns", "add", node.netns)
@@ -254,8 +263,33 @@ class KernelNetwork:
             _ip("-n", node.netns, "link", "set", "eth0", "up")
             _ip("-n", hub, "link", "set", port, "master", "br0", "up")
 
-    def placement(self, name: str) -> Placement:
-        return self.nodes[name].placement
+    def placement(self, name: str, *, wildcard: bool = False) -> Placement:
+        """Where node `name`'s server runs; ``wildcard``: it binds 0.0.0.0 and advertises
+        the node's address (Placement)."""
+        node = self.nodes[name]
+        return Placement(node.host, node.netns, wildcard)
+
+    def command(self, name: str, cmd: Sequence[str]) -> list[str]:
+        """``cmd`` as run inside node `name`'s namespace (a client on a "host" of its
+        own: tests/hosts)."""
+        return ["ip", "netns", "exec", self.nodes[name].netns, *cmd]
+
+    def connects(self, name: str, host: str, port: int, seconds: float = 2.0) -> bool:
+        """Whether a TCP connect from inside node `name`'s namespace to HOST:PORT completes
+        within ``seconds`` (refused, unreachable or timed out: False). A probe of which
+        servers one "host" can reach: its own loopback reaches no other namespace."""
+        probe = ("import socket,sys\n"
+                 "try:\n"
+                 f"    socket.create_connection(({host!r}, {port}), timeout={seconds}).close()\n"
+                 "except OSError:\n"
+                 "    sys.exit(1)\n")
+        done = subprocess.run(self.command(name, [sys.executable, "-c", probe]),
+                              capture_output=True, text=True, timeout=_TIMEOUT + seconds,
+                              check=False)
+        if done.returncode not in (0, 1):
+            raise NetworkError(f"probe in {name}: exit {done.returncode}: "
+                               f"{done.stderr.strip()}")
+        return done.returncode == 0
 
     # ------------------------------------------------------------------ cuts
 
