@@ -38,7 +38,6 @@ This module is the bottom of impl's layers (argparse only): the servers and the 
 from __future__ import annotations
 
 import argparse
-import difflib
 from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
@@ -154,6 +153,8 @@ def _read(path: str, options: Mapping[str, _Option]) -> Iterator[tuple[str, str]
                                 f"each on the command line)")
         option = options.get(flag)
         if option is None:
+            import difflib  # only on this path: every command's start stays lean
+
             close = difflib.get_close_matches(flag, list(options), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise FlagfileError(f"{where}: unknown flag {_clip(flag)}{hint}")

@@ -29,8 +29,8 @@ import time
 
 import trio
 
-from revivify.impl.master.server import MasterOptions, MasterServer, normalize, open_master
 from revivify.impl.flagfile import add_flagfile_flag, apply_flagfiles
+from revivify.impl.master.server import MasterOptions, MasterServer, normalize, open_master
 from revivify.impl.observe.logs import add_log_flags, setup_logging
 from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address

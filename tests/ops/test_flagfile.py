@@ -205,6 +205,8 @@ def _lines(stream: Any) -> queue.Queue[str]:
     def pump() -> None:
         for line in stream:
             q.put(line)
+        q.put("")  # end of output: the process exited
+
 
     threading.Thread(target=pump, daemon=True).start()
     return q
@@ -217,6 +219,8 @@ def _wait_line(q: queue.Queue[str], needle: str, seconds: float) -> str:
             line = q.get(timeout=max(0.01, deadline - time.monotonic()))
         except queue.Empty:
             break
+        if not line:
+            raise AssertionError(f"the process ended before printing {needle!r}")
         if needle in line:
             return line
     raise AssertionError(f"no line with {needle!r} within {seconds}s")

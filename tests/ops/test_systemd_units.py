@@ -94,7 +94,7 @@ def test_a_unit_naming_an_unknown_flag_is_caught(tmp_path: Path) -> None:
     unit.write_text(text.replace("tserver run ", "tserver run --no-such-flag=1 ", 1))
     argv = _exec_start(unit)
     with pytest.raises(SystemExit) as exc:
-        tserver_server.parse(_local(argv[3:]) + ["--fs-root", str(tmp_path / "r")])
+        tserver_server.parse([*_local(argv[3:]), "--fs-root", str(tmp_path / "r")])
     assert exc.value.code == 2
 
 
