@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import queue
 import signal
 import socket
@@ -251,7 +250,7 @@ def test_a_tablet_server_process_starts_from_a_flagfile(tmp_path: Path) -> None:
             line = _wait_line(_lines(proc.stdout), "listening on", 120)
             port = int(line.rsplit(":", 1)[1])
             assert port != taken
-            assert (tmp_path / "ts" / "instance").exists() or os.listdir(tmp_path / "ts")
+            assert (tmp_path / "ts" / "instance").exists(), "formatted where the file said"
             assert any(traces.iterdir()), "the trace goes where the file said"
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0
@@ -259,3 +258,25 @@ def test_a_tablet_server_process_starts_from_a_flagfile(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.parametrize("cli, env, expected", [
+    (False, False, "127.0.0.1:1"),  # the file's
+    (False, True, "127.0.0.1:2"),   # the environment's over the file's
+    (True, True, "127.0.0.1:3"),    # the command line's over both
+])
+def test_a_real_client_command_asks_the_masters_the_precedence_picks(
+        tmp_path: Path, cli: bool, env: bool, expected: str) -> None:
+    """Through the installed CLI in a process of its own: ksck asks the masters named by the
+    winning source (none answers: the one-line error names the address asked)."""
+    f = _write(tmp_path / "c.flags", "--masters=127.0.0.1:1", "--deadline=2")
+    argv = [sys.executable, "-m", "revivify.impl.cli.main", "ksck", "--flagfile", f]
+    if cli:
+        argv += ["--masters", "127.0.0.1:3"]
+    environment = {"PATH": "/usr/bin:/bin"}
+    if env:
+        environment["REVIVIFY_MASTERS"] = "127.0.0.1:2"
+    done = subprocess.run(argv, capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    asked = {a for a in ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3") if a in done.stderr}
+    assert asked == {expected}, done.stderr
