@@ -27,6 +27,12 @@ import trio
 
 from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Rejected
 from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
+from revivify.impl.flagfile import (
+    CLIENT_ENV_FLAGS,
+    FlagfileError,
+    add_flagfile_flag,
+    apply_flagfiles,
+)
 from revivify.impl.rpc import AppError
 from revivify.impl.rpc.address import BadAddress, parse_address
 
@@ -74,6 +80,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         # parse_known_args, not parse_args: argparse reports arguments left over after a
         # subcommand in the name of the top parser ("revivify table: unrecognized ..."),
         # and every error here names the command that was run ("revivify table list: ...").
+        argv = apply_flagfiles(argv, parser, os.environ, CLIENT_ENV_FLAGS)
         args, extra = parser.parse_known_args(list(argv))
         if extra:
             raise UsageError(f"{_command_prog(parser, args)}: unrecognized arguments: "
@@ -81,6 +88,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
+    except FlagfileError as exc:
+        return fail(parser.prog, str(exc), 2)
     except SystemExit as exc:  # --help printed its text
         return 0 if exc.code in (0, None) else 2
     root = getattr(args, "cluster_root", None)
@@ -162,6 +171,7 @@ def json_flag() -> Parser:
     p = Parser(add_help=False)
     p.add_argument("--json", action="store_true",
                    help="print one JSON document on stdout instead of text")
+    add_flagfile_flag(p)  # every command has --json: --flagfile rides along
     return p
 
 

@@ -31,6 +31,7 @@ import time
 
 import trio
 
+from revivify.impl.flagfile import add_flagfile_flag, apply_flagfiles
 from revivify.impl.master.server import MasterOptions, MasterServer, normalize, open_master
 from revivify.impl.observe.logs import add_log_flags, setup_logging
 from revivify.impl.observe.metrics import add_metrics_flags
@@ -100,12 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "catalog (default 50000)")
     add_log_flags(p, "master")
     add_metrics_flags(p)
+    add_flagfile_flag(p)
     add_web_flag(p, MASTER_WEB_PORT)
     return p
 
 
 def parse(argv: list[str]) -> Launch:
-    args = build_parser().parse_args(argv)
+    p = build_parser()
+    args = p.parse_args(apply_flagfiles(argv, p))
     try:
         host, port = parse_address(args.rpc_bind)
     except ValueError as exc:

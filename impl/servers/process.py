@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 import trio
 
+from revivify.impl.flagfile import FlagfileError
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.storage.errors import StorageError
 
@@ -190,7 +191,7 @@ def run_server_process(command: str, argv: list[str], parse: Callable[[list[str]
         launch = parse(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
-    except UsageError as exc:
+    except (UsageError, FlagfileError) as exc:
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     try:

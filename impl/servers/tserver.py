@@ -30,6 +30,7 @@ import time
 
 import trio
 
+from revivify.impl.flagfile import add_flagfile_flag, apply_flagfiles
 from revivify.impl.observe.logs import add_log_flags, setup_logging
 from revivify.impl.observe.metrics import add_metrics_flags
 from revivify.impl.rpc.address import parse_address
@@ -119,12 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="heartbeat interval to each master in milliseconds (default 500)")
     add_log_flags(p, "tserver")
     add_metrics_flags(p)
+    add_flagfile_flag(p)
     add_web_flag(p, TSERVER_WEB_PORT)
     return p
 
 
 def parse(argv: list[str]) -> Launch:
-    args = build_parser().parse_args(argv)  # SystemExit: 0 for --help, 2 for bad usage
+    p = build_parser()
+    args = p.parse_args(apply_flagfiles(argv, p))  # SystemExit: 0 --help, 2 bad usage
     try:
         host, port = parse_address(args.rpc_bind, allow_any_port=True)
     except ValueError as exc:
