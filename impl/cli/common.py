@@ -226,9 +226,21 @@ def execute(prog: str, args: argparse.Namespace,
     deadline: float = args.deadline
 
     async def bounded() -> Outcome | None:
-        with trio.move_on_after(deadline + BACKSTOP_SLACK):
-            return await work()
-        return None
+        outcome: Outcome | None = None
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            # A wait past render.WAIT_NOTICE_AFTER is said on stderr (issue 31).
+            nursery.start_soon(render.announce_wait, prog, deadline)
+            try:
+                with trio.move_on_after(deadline + BACKSTOP_SLACK):
+                    outcome = await work()
+            except Exception as exc:  # raised below, not wrapped in the nursery's group
+                failure = exc
+            finally:
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return outcome
 
     try:
         outcome = trio.run(bounded)
