@@ -309,7 +309,7 @@ def table_locations_text(reply: TableLocationsReply) -> str:
             rows.append([*tablet, None, None, None, None, None])
         for p in t.replicas:
             rows.append([*tablet, p.uuid, p.address, p.member_type,
-                         member_role("", p.member_type, p.leader),
+                         member_role("FOLLOWER", p.member_type, p.leader),
                          "yes" if p.live else "DEAD"])
     n = reply.num_replicas
     replicas = f", {n} replica{'s' if n != 1 else ''} each" if n else ""

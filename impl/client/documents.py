@@ -73,9 +73,9 @@ def member_role(role: str, member_type: str | None, leader: bool = False) -> str
     ``leader``: someone who knows says this replica leads (the catalog's record)."""
     if leader:
         return "LEADER"
-    if member_type == "NON_VOTER" and role in ("FOLLOWER", ""):
+    if member_type == "NON_VOTER" and role == "FOLLOWER":
         return "LEARNER"
-    return role or "FOLLOWER"
+    return role  # "" for a replica that is not running (no Raft role)
 
 
 def master_member_doc(address: str, member_type: str | None,
@@ -141,7 +141,7 @@ def location_replica_doc(p: api.ReplicaLocationInfo) -> dict[str, Any]:
     say leads, else FOLLOWER or LEARNER by member type), ``live`` the leader master's
     heartbeats'."""
     return {"uuid": p.uuid, "address": p.address, "member_type": p.member_type,
-            "role": member_role("", p.member_type, p.leader), "live": p.live}
+            "role": member_role("FOLLOWER", p.member_type, p.leader), "live": p.live}
 
 
 def table_locations_doc(r: api.TableLocationsReply) -> dict[str, Any]:

@@ -251,14 +251,16 @@ class DeadlineExceeded(Unavailable):
 
 class MastersUnreachable(DeadlineExceeded):
     """The deadline passed and no master answered at all in the last round: "no master
-    answered at A, B, C (connection refused)", prefixed by ``operation`` when a larger
-    operation was under way ("get on table t"). No internal name (the catalog tablet's)
-    appears: an operator needs the addresses and what happened at them."""
+    answered at A, B, C (connection refused)", prefixed by ``operation`` when
+    ``say_operation`` (a larger operation was under way: "get on table t"; a master
+    client's own call is named by its RPC method, an internal name left out of the
+    message). No internal name appears: an operator needs the addresses and what happened
+    at them."""
 
     def __init__(self, operation: str, attempts: int, last_error: NoMasterAnswered, *,
-                 outcome_unknown: bool = False) -> None:
+                 outcome_unknown: bool = False, say_operation: bool = True) -> None:
         note = "; it may or may not have been applied" if outcome_unknown else ""
-        prefix = f"{operation}: " if operation else ""
+        prefix = f"{operation}: " if operation and say_operation else ""
         ClientError.__init__(self, f"{prefix}{last_error.message}{note}", last_error)
         self.operation = operation
         self.attempts = attempts

@@ -198,7 +198,8 @@ class MasterClient:
         if isinstance(last, NoMasterAnswered):
             # Not one master answered in the last round: the operator's message names the
             # addresses and what happened at them, not the catalog tablet.
-            raise MastersUnreachable("", attempts, last, outcome_unknown=maybe_ran)
+            raise MastersUnreachable(method, attempts, last, outcome_unknown=maybe_ran,
+                                     say_operation=False)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
 
     async def call_any(self, method: str, body: msgspec.Struct, response: type[T], *,
