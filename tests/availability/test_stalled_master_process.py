@@ -64,9 +64,9 @@ def test_catalog_and_rows_with_the_first_listed_leader_master_stopped(
             assert len(json.loads(described.stdout)["tablets"]) == 2
             masters = cli("master", "list", "--masters", m, "--json")
             assert masters.returncode == 0, masters.stderr
-            listed = {r["address"]: r for r in json.loads(masters.stdout)["masters"]}
-            roles = {address: r["role"] for address, r in listed.items()}
-            stopped = listed[cluster.masters[leader].address]
+            rows = {r["address"]: r for r in json.loads(masters.stdout)["masters"]}
+            roles = {address: r["role"] for address, r in rows.items()}
+            stopped = rows[cluster.masters[leader].address]
             assert stopped["live"] is False and stopped["role"] is None
             assert stopped["member_type"] == "VOTER" and stopped["uuid"]
             assert sorted(roles[cluster.masters[i].address] for i in order[1:]) == [

@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,8 +102,7 @@ def test_not_enough_servers_and_the_whole_master_config(tmp_path: pytest.TempPat
         assert sum(r["live"] for r in rows) == 2
 
 
-def test_a_master_refuses_failed_after_below_dead_after(tmp_path: pytest.TempPathFactory
-                                                        ) -> None:
+def test_a_master_refuses_failed_after_below_dead_after(tmp_path: Path) -> None:
     got = cli("master", "run", "--fs-root", str(tmp_path / "m"), "--rpc-bind",
               "127.0.0.1:7001", "--tserver-dead-after-ms", "5000",
               "--tserver-failed-after-ms", "3000", timeout=60)
