@@ -351,7 +351,8 @@ def _status_text(status: TabletStatus) -> str:
                 notes.append(f"{r.address}: {r.error}")
             continue
         state = info.state if not info.reason else f"{info.state} ({info.reason})"
-        rows.append([r.address, r.uuid, ANSWER_OK, state, info.role, info.term,
+        rows.append([r.address, r.uuid, ANSWER_OK, state,
+                     render.member_role(info.role, info.member_type), info.term,
                      render.opid(info.last_opid), info.commit_index, info.config_index])
     leader = status.leader
     said = "none" if leader is None else f"{leader.uuid} ({leader.address})"

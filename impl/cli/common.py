@@ -236,9 +236,21 @@ def execute(prog: str, args: argparse.Namespace,
     deadline: float = args.deadline
 
     async def bounded() -> Outcome | None:
-        with trio.move_on_after(deadline + BACKSTOP_SLACK):
-            return await work()
-        return None
+        outcome: Outcome | None = None
+        failure: Exception | KeyboardInterrupt | None = None
+        async with trio.open_nursery() as nursery:
+            # A wait past render.WAIT_NOTICE_AFTER is said on stderr (issue 31).
+            nursery.start_soon(render.announce_wait, prog, deadline)
+            try:
+                with trio.move_on_after(deadline + BACKSTOP_SLACK):
+                    outcome = await work()
+            except (Exception, KeyboardInterrupt) as exc:  # raised below, not wrapped in
+                failure = exc                               # the nursery's exception group
+            finally:
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return outcome
 
     try:
         outcome = trio.run(bounded)

@@ -65,7 +65,7 @@ def _text(doc: dict[str, Any]) -> str:
                   r["commit_index"], r["config_index"],
                   ", ".join(n for n, on in (("lagging", r["lagging"]),
                                             ("config mismatch", r["config_mismatch"]),
-                                            ("server dead", not r["server_live"])) if on)]
+                                            ("server dead", not r["live"])) if on)]
                  for r in tablet["replicas"]]))
     if doc["problems"]:
         lines += ["", "Problems"] + [f"- {p}" for p in doc["problems"]]

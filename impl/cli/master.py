@@ -33,12 +33,19 @@ from typing import Any
 
 from revivify.impl.client import ClientOptions
 from revivify.impl.client.documents import (
+    master_list_docs,
     master_status_doc,
     table_info_doc,
     table_locations_doc,
     tserver_entry_doc,
 )
-from revivify.impl.client.master import master_call, master_call_at, master_status
+from revivify.impl.client.errors import masters_unreachable_text
+from revivify.impl.client.master import (
+    master_call,
+    master_call_at,
+    master_config,
+    master_status,
+)
 from revivify.impl.master import api
 from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 
@@ -82,7 +89,8 @@ def master_main(argv: list[str]) -> int:
                             help="one master's role, term, leader and readiness")
     status.add_argument("--master", type=address_arg, required=True, metavar="HOST:PORT")
     sub.add_parser("list", parents=[common_flags(), _masters(), call_timeout_flag()],
-                   help="every master's role and term")
+                   help="the catalog's Raft config: every member, its member type, role, "
+                        "term and whether it answers")
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
@@ -91,31 +99,29 @@ def master_main(argv: list[str]) -> int:
     async def status_work() -> Outcome:
         st = await master_status(args.master)
         doc = _status_doc(st)
-        return Outcome(0, doc, " ".join(f"{k}={v}" for k, v in doc.items()))
+        members = ",".join(f"{m['address']}/{m['member_type'] or '?'}"
+                           for m in doc["masters"])
+        return Outcome(0, doc, " ".join(f"{k}={v}" if k != "masters" else f"masters={members}"
+                                        for k, v in doc.items()))
 
     async def list_work() -> Outcome:
-        rows: list[dict[str, Any]] = []
-        unreachable = []
-        for address in args.masters:
-            try:
-                st = await master_status(address, client_options(args))
-            except Exception as exc:  # one master down is an answer, not a failure
-                unreachable.append(address)
-                rows.append({"uuid": None, "address": address, "role": "UNREACHABLE",
-                             "term": None, "error": str(exc)})
-                continue
-            rows.append({"uuid": st.uuid, "address": st.address, "role": st.role,
-                         "term": st.term, "ready": st.ready})
-        text = "\n".join(f"{r['address']} {r['uuid']} {r['role']} term={r['term']}"
-                         for r in rows)
-        if render.is_terminal():
-            text = render.table(["ADDRESS", "UUID", "ROLE", "TERM"], [
-                [r["address"], r["uuid"], r["role"], r["term"]] for r in rows])
-        if len(unreachable) < len(args.masters):
-            return Outcome(0, {"masters": rows}, text)
-        return Outcome(2, {"masters": rows}, text, complaint=(
-            f"no master answered ({len(unreachable)} unreachable: "
-            f"{', '.join(unreachable)})"))
+        # The catalog's Raft config, every member (issue 31), not just the addresses named.
+        view = await master_config(args.masters, client_options(args))
+        rows = master_list_docs(view.config, view.answers)
+        outside = "not a member" if view.config is not None else None  # config unknown
+        cells = [[r["address"], r["uuid"], r["member_type"] or outside,
+                  r["role"], r["term"], "yes" if r["live"] else "DEAD"] for r in rows]
+        text = render.table(["ADDRESS", "UUID", "MEMBER", "ROLE", "TERM", "LIVE"], cells)
+        errors = [f"{r['address']}: {r['error']}" for r in rows if r["error"]]
+        if errors and not args.json:
+            text += "\n" + "\n".join(errors)
+        doc: dict[str, Any] = {"masters": rows,
+                               "masters_index": view.config.masters_index
+                               if view.config is not None else None}
+        if any(r["live"] for r in rows):
+            return Outcome(0, doc, text)
+        return Outcome(2, doc, text, complaint=masters_unreachable_text(
+            [(r["address"], r["error"] or "no answer") for r in rows]))
 
     return execute(prog, args, status_work if args.cmd == "status" else list_work)
 

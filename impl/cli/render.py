@@ -25,7 +25,12 @@ from contextlib import contextmanager
 from typing import Any, Literal, TextIO
 
 from revivify.impl.client import ReplicaStatus, TabletStatus
-from revivify.impl.client.documents import peer_doc, replica_doc, server_status_doc
+from revivify.impl.client.documents import (
+    member_role,
+    peer_doc,
+    replica_doc,
+    server_status_doc,
+)
 from revivify.impl.master.api import TableLocationsReply
 from revivify.impl.tserver.api import ServerStatus
 
@@ -167,6 +172,49 @@ class _BarProgress(Progress):
         self.bar.refresh()
 
 
+_progress_shown = False  # a command showed its own progress: announce_wait stays quiet
+
+WAIT_NOTICE_AFTER = 2.0
+"""Seconds a command may wait in silence before announce_wait says so on stderr."""
+
+_SPINNER = "|/-\\"
+
+
+async def announce_wait(prog: str, deadline: float, after: float = WAIT_NOTICE_AFTER
+                        ) -> None:
+    """Say on stderr that ``prog`` is still waiting once ``after`` seconds have passed
+    (issue 31: a command that waits 10 s in silence looks hung). On a terminal a spinner
+    with the seconds waited, erased when the caller cancels this task (the answer came);
+    otherwise one line, which scripts can tell from the answer (stdout) and the error
+    (the last stderr line). Nothing when the command shows progress of its own
+    (`progress`), which says more than a spinner, or whose deadline leaves less than
+    a second of waiting after the notice (the answer or the error is about to come)."""
+    import trio
+
+    if deadline < after + 1.0:
+        return
+    await trio.sleep(after)
+    if _progress_shown:
+        return
+    if not is_terminal(sys.stderr):
+        print(f"{prog}: still waiting for an answer after {after:g}s (trying until the "
+              f"deadline, {deadline:g}s)", file=sys.stderr, flush=True)
+        return
+    started = trio.current_time() - after
+    frame = 0
+    try:
+        while not _progress_shown:
+            waited = trio.current_time() - started
+            sys.stderr.write(f"\r{_SPINNER[frame % len(_SPINNER)]} {prog}: waiting for an "
+                             f"answer, {waited:.0f}s of {deadline:g}s")
+            sys.stderr.flush()
+            frame += 1
+            await trio.sleep(0.1)
+    finally:
+        sys.stderr.write("\r\033[K")  # the spinner's line, erased
+        sys.stderr.flush()
+
+
 @contextmanager
 def progress(description: str, total: int, *, enabled: bool = True,
              unit: ProgressUnit = "items") -> Iterator[Progress]:
@@ -174,6 +222,8 @@ def progress(description: str, total: int, *, enabled: bool = True,
     sizes and a rate): a live bar when stderr is a terminal, else one plain line per
     ``note`` (what scripts and tests read). ``enabled`` False (``--json``): notes still go
     to stderr as lines, no bar."""
+    global _progress_shown
+    _progress_shown = True
     if not (enabled and is_terminal(sys.stderr)):
         yield Progress(description, total)
         return
@@ -198,16 +248,19 @@ def server_status_text(status: ServerStatus) -> str:
     if status.replicas:
         lines.append(table(
             ["TABLET", "STATE", "ROLE", "TERM", "LAST", "COMMITTED", "LEADER"],
-            [[r.tablet_id, r.state, r.role, r.term, opid(r.last_opid), r.commit_index,
-              r.leader] for r in status.replicas]))
+            [[r.tablet_id, r.state, member_role(r.role, r.member_type), r.term,
+              opid(r.last_opid), r.commit_index, r.leader] for r in status.replicas]))
     return "\n".join(lines)
 
 
 def _replica_row_doc(row: ReplicaStatus) -> dict[str, Any]:
-    doc: dict[str, Any] = {"address": row.address, "uuid": row.uuid,
-                           "reachable": row.reachable, "error": row.error}
+    """One server's answer in ``tablet status --json``: the replica vocabulary's keys
+    (documents.replica_doc) when it has the replica, ``live`` false when it did not
+    answer."""
+    doc: dict[str, Any] = {"uuid": row.uuid, "address": row.address,
+                           "live": row.reachable, "error": row.error}
     if row.info is not None:
-        doc.update(replica_doc(row.info))
+        doc.update(replica_doc(row.info, row.uuid, row.address, row.reachable))
     return doc
 
 
@@ -229,7 +282,8 @@ def tablet_status_text(status: TabletStatus) -> str:
             rows.append([r.address, r.uuid, r.error, None, None, None, None, None])
         else:
             state = info.state if not info.reason else f"{info.state} ({info.reason})"
-            rows.append([r.address, r.uuid, state, info.role, info.term,
+            rows.append([r.address, r.uuid, state, member_role(info.role, info.member_type),
+                         info.term,
                          opid(info.last_opid), info.commit_index, info.config_index])
     leader = status.leader
     said = "none" if leader is None else f"{leader.uuid} ({leader.address})"
@@ -245,7 +299,8 @@ def table_locations_text(reply: TableLocationsReply) -> str:
     """``table describe``: the table's line, then one row per replica of every tablet in
     partition order, the tablet's columns repeated on each of its rows (so a line read
     alone, by grep, still says which tablet it is). ROLE is LEADER for the replica the
-    catalog records as leading, LIVE what the leader master's heartbeats say."""
+    catalog records as leading, else FOLLOWER or LEARNER (a NON_VOTER), LIVE what the
+    leader master's heartbeats say."""
     rows: list[list[object]] = []
     for t in sorted(reply.tablets, key=lambda t: t.partition):
         state = t.state + (f" (moving off {t.moving_from[:8]})" if t.moving_from else "")
@@ -254,7 +309,8 @@ def table_locations_text(reply: TableLocationsReply) -> str:
             rows.append([*tablet, None, None, None, None, None])
         for p in t.replicas:
             rows.append([*tablet, p.uuid, p.address, p.member_type,
-                         "LEADER" if p.leader else None, "yes" if p.live else "DEAD"])
+                         member_role("FOLLOWER", p.member_type, p.leader),
+                         "yes" if p.live else "DEAD"])
     n = reply.num_replicas
     replicas = f", {n} replica{'s' if n != 1 else ''} each" if n else ""
     head = (f"table {reply.name} {reply.table_id} v{reply.schema_version}: "
@@ -270,10 +326,13 @@ def table_locations_text(reply: TableLocationsReply) -> str:
 
 
 __all__ = [
+    "WAIT_NOTICE_AFTER",
     "Progress",
     "ProgressUnit",
+    "announce_wait",
     "dumps",
     "is_terminal",
+    "member_role",
     "opid",
     "peer_doc",
     "plain_table",

@@ -12,9 +12,10 @@ FAILED with its reason, COPYING, DELETING, TOMBSTONED: what the server is doing 
 replica, not the superblock's data state READY / DELETED / COPYING that ``local-replica
 list`` shows), role, term, vote, last OpId, committed index and committed config index;
 with --json ``{"replicas": [...]}``, each replica the same document as in ``tserver status
---json`` (``tablet_id``, ``state``, ``reason``, ``role``, ``term``, ``voted_for``,
-``leader``, ``last_opid``, ``commit_index``, ``applied_index``, ``config_index``,
-``member_type``, ``peers``). ``delete`` tombstones a
+--json`` (the replica vocabulary ``uuid``, ``address``, ``member_type``, ``role``,
+``live``; then ``tablet_id``, ``state``, ``reason``, ``term``, ``voted_for``,
+``leader_uuid``, ``last_opid``, ``commit_index``, ``applied_index``, ``config_index``,
+``peers``). ``delete`` tombstones a
 replica (its cmeta and last logged OpId are kept: it goes on voting); a replica whose
 committed config index is above ``--cas-config-index`` is not deleted (exit 1); ``--mode
 deleted`` also removes the cmeta and the superblock (the table was dropped). ``copy`` has
@@ -135,7 +136,8 @@ async def _replica_copy_work(args: argparse.Namespace) -> Outcome:
 
 async def _replica_list_work(args: argparse.Namespace) -> Outcome:
     reply = await server_status(args.tserver)
-    rows: list[dict[str, Any]] = [render.replica_doc(r) for r in reply.replicas]
+    rows: list[dict[str, Any]] = [render.replica_doc(r, reply.uuid, reply.address)
+                                  for r in reply.replicas]
     return Outcome(0, {"replicas": rows}, _replica_list_text(reply.replicas))
 
 
@@ -151,7 +153,8 @@ def _replica_list_text(replicas: list[ReplicaInfo]) -> str:
         return "no replicas"
     return render.table(
         ["TABLET", "STATE", "ROLE", "TERM", "VOTE", "LAST", "COMMITTED", "CONFIG", "MEMBER"],
-        [[r.tablet_id, r.state if not r.reason else f"{r.state} ({r.reason})", r.role,
+        [[r.tablet_id, r.state if not r.reason else f"{r.state} ({r.reason})",
+          render.member_role(r.role, r.member_type),
           r.term, r.voted_for, render.opid(r.last_opid), r.commit_index, r.config_index,
           r.member_type] for r in replicas])
 

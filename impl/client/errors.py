@@ -22,7 +22,8 @@ server's error as ``last_error`` so nothing is lost.
     │                                            the leader said no to a config change (a
     │                                            stale compare-and-set index, ...)
     ├── NoLeader(tablet_id, errors)              one pass over the servers found no leader
-    │                                            (retried; seen only as a last_error)
+    │   │                                        (retried; seen only as a last_error)
+    │   └── NoMasterAnswered(reasons)            ...and not one master answered at all
     ├── TabletNotRunningError(tablet_id, partition, state)
     │                                            the masters hold the tablet of a bucket
     │                                            not RUNNING yet (CREATING: no leader
@@ -31,6 +32,9 @@ server's error as ``last_error`` so nothing is lost.
     └── Unavailable(operation, attempts, last_error, outcome_unknown)
         ├── RetriesExhausted                     the bounded number of attempts is spent
         ├── DeadlineExceeded                     the operation's deadline passed
+        │   └── MastersUnreachable               ...and no master answered to the end: said
+        │                                        in an operator's words (which addresses,
+        │                                        refused or silent), no internal name
         └── OutcomeUnknown                       a call that must not be repeated was cut off
                                                  in flight (step-down): it may have run
 
@@ -149,11 +153,62 @@ class ChangeRefused(ClientError):
 class NoLeader(ClientError):
     """A pass over every known server found no leader; `errors` says what each answered."""
 
-    def __init__(self, tablet_id: str, errors: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, tablet_id: str, errors: Sequence[tuple[str, str]], *,
+                 subject: str = "") -> None:
         said = "; ".join(f"{address}: {what}" for address, what in errors) or "no server"
-        super().__init__(f"no leader found for tablet {tablet_id} ({said})")
+        subject = subject or f"for tablet {tablet_id}"
+        super().__init__(f"no leader found {subject} ({said})")
         self.tablet_id = tablet_id
         self.errors = tuple(errors)
+
+
+class NoMasterAnswered(NoLeader):
+    """A round of Master.Status found no master at all: ``reasons`` maps each address asked
+    to why it gave no answer, in operator words ("connection refused", "timed out after
+    2s"): see `unreachable_reason`."""
+
+    def __init__(self, reasons: Sequence[tuple[str, str]]) -> None:
+        ClientError.__init__(self, masters_unreachable_text(reasons))
+        self.tablet_id = ""
+        self.errors = tuple(reasons)
+        self.reasons = tuple(reasons)
+
+
+def masters_unreachable_text(reasons: Sequence[tuple[str, str]]) -> str:
+    """"no master answered at A, B, C (connection refused)": one reason when every master
+    gave the same one, else each address with its own."""
+    addresses = ", ".join(address for address, _ in reasons) or "no address"
+    said = {why for _, why in reasons}
+    why = (next(iter(said)) if len(said) == 1
+           else "; ".join(f"{address}: {why}" for address, why in reasons))
+    return f"no master answered at {addresses} ({why})"
+
+
+def unreachable_reason(error: BaseException) -> str:
+    """Why a server gave no answer, in an operator's words: "connection refused" (nothing
+    listens there), "timed out after Ns" (silent: stopped, cut off, a wrong host), "no
+    route to host", or the error's own text. The reason is looked for along the chain of
+    causes (the RPC layer wraps the socket's error, trio groups one per address tried)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [error]
+    while stack:
+        exc = stack.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, NoAnswer):
+            return f"timed out after {exc.seconds:g}s"
+        if isinstance(exc, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(exc, OSError) and exc.errno is not None:
+            return exc.strerror.lower() if exc.strerror else str(exc)
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        for linked in (exc.__cause__, exc.__context__, getattr(exc, "last_error", None)):
+            if isinstance(linked, BaseException):
+                stack.append(linked)
+    text = str(error)
+    return text.split(": ", 1)[1] if text.startswith("cannot ") and ": " in text else text
 
 
 class TabletNotRunningError(ClientError):
@@ -194,6 +249,25 @@ class DeadlineExceeded(Unavailable):
     why = "out of time (deadline reached)"
 
 
+class MastersUnreachable(DeadlineExceeded):
+    """The deadline passed and no master answered at all in the last round: "no master
+    answered at A, B, C (connection refused)", prefixed by ``operation`` when
+    ``say_operation`` (a larger operation was under way: "get on table t"; a master
+    client's own call is named by its RPC method, an internal name left out of the
+    message). No internal name appears: an operator needs the addresses and what happened
+    at them."""
+
+    def __init__(self, operation: str, attempts: int, last_error: NoMasterAnswered, *,
+                 outcome_unknown: bool = False, say_operation: bool = True) -> None:
+        note = "; it may or may not have been applied" if outcome_unknown else ""
+        prefix = f"{operation}: " if operation and say_operation else ""
+        ClientError.__init__(self, f"{prefix}{last_error.message}{note}", last_error)
+        self.operation = operation
+        self.attempts = attempts
+        self.outcome_unknown = outcome_unknown
+        self.reasons = last_error.reasons
+
+
 class OutcomeUnknown(Unavailable):
     why = "cut off in flight, not repeated"
 
@@ -217,8 +291,10 @@ __all__ = [
     "DeadlineExceeded",
     "InvalidAddress",
     "InvalidRequest",
+    "MastersUnreachable",
     "NoAnswer",
     "NoLeader",
+    "NoMasterAnswered",
     "OutcomeUnknown",
     "Rejected",
     "RetriesExhausted",
@@ -227,5 +303,7 @@ __all__ = [
     "TabletNotRunningError",
     "Unavailable",
     "WrongServerKind",
+    "masters_unreachable_text",
     "outcome_of",
+    "unreachable_reason",
 ]

@@ -52,7 +52,7 @@ from revivify.impl.master import api
 from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
 
 from .admin import server_status
-from .documents import peer_doc
+from .documents import member_role, peer_doc
 from .errors import ClientError, Rejected
 from .master import master_call, master_status
 from .options import ClientOptions
@@ -357,8 +357,8 @@ def _check_replicas(table: str, tablet: api.TabletLocationInfo, infos: list[Repl
                 f"(committed {info.commit_index}, the leader {leader_info.commit_index})")
         replicas.append({
             "uuid": r.uuid, "address": r.address, "member_type": r.member_type,
-            "server_live": r.live, "state": state,
-            "role": info.role if info is not None else None,
+            "role": member_role(info.role, r.member_type) if info is not None else None,
+            "live": r.live, "state": state,
             "term": info.term if info is not None else None,
             "last_opid": list(info.last_opid) if info is not None else None,
             "commit_index": info.commit_index if info is not None else None,

@@ -66,6 +66,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+import attrs
 import msgspec
 import trio
 
@@ -78,11 +79,14 @@ from .errors import (
     ClientError,
     DeadlineExceeded,
     InvalidRequest,
+    MastersUnreachable,
     NoAnswer,
     NoLeader,
+    NoMasterAnswered,
     Rejected,
     ServerUnreachable,
     WrongServerKind,
+    unreachable_reason,
 )
 from .options import ClientOptions, deadline_at, parse_address
 
@@ -191,6 +195,11 @@ class MasterClient:
             # The leader answered to the end, refusing (NOT_ENOUGH_SERVERS, NAME_RESERVED):
             # a definite "no" for now, not an unreachable cluster.
             raise Rejected(refused_by, last)
+        if isinstance(last, NoMasterAnswered):
+            # Not one master answered in the last round: the operator's message names the
+            # addresses and what happened at them, not the catalog tablet.
+            raise MastersUnreachable(method, attempts, last, outcome_unknown=maybe_ran,
+                                     say_operation=False)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=maybe_ran)
 
     async def call_any(self, method: str, body: msgspec.Struct, response: type[T], *,
@@ -233,17 +242,20 @@ class MasterClient:
         round is discovery.py's)."""
         self.discoveries += 1
         not_masters: list[WrongServerKind] = []
+        silent: dict[str, str] = {}  # address -> why it gave no answer at all
+        answered = 0
 
         async def question(address: str) -> Answer | Unanswered:
+            nonlocal answered
             try:
                 status = await self._status(address)
             except WrongServerKind as exc:
                 not_masters.append(exc)
                 return Unanswered(exc.message)
-            except ClientError as exc:
-                return Unanswered(exc.message)
-            except RpcError as exc:
-                return Unanswered(str(exc))
+            except (ClientError, RpcError) as exc:
+                silent[address] = unreachable_reason(exc)
+                return Unanswered(exc.message if isinstance(exc, ClientError) else str(exc))
+            answered += 1
             self._learn_masters(status)
             hinted = status.leader_address
             if _valid(hinted) and hinted is not None:
@@ -254,8 +266,10 @@ class MasterClient:
         found = await discover_leader(self.masters, question)
         if found.leader is None and len(not_masters) == len(self.masters):
             raise not_masters[0]  # pointed at tablet servers only: no retry can help
+        if found.leader is None and answered == 0 and not not_masters:
+            raise NoMasterAnswered([(a, silent.get(a, "no answer")) for a in found.asked])
         if found.leader is None:
-            raise NoLeader("sys-catalog (the masters)", list(found.errors))
+            raise NoLeader("", list(found.errors), subject="among the masters")
         self._leader = found.leader
         return found.leader
 
@@ -353,6 +367,51 @@ async def master_status(address: str, options: ClientOptions | None = None, *,
             raise ServerUnreachable(address, exc.reason, exc) from None
 
 
-__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "master_call", "master_call_at",
-           "master_status",
+@attrs.frozen
+class MasterConfigView:
+    """What ``master list`` shows (issue 31): ``config``, the Master.Status answer naming
+    the newest committed catalog config among those that answered (None: none answered
+    with one), and ``answers``, every master asked, named or a member of that config,
+    with its own status or why it gave none."""
+
+    config: api.MasterStatus | None
+    answers: dict[str, api.MasterStatus | str]
+
+
+async def master_config(masters: Sequence[str], options: ClientOptions | None = None, *,
+                        network: Network | None = None) -> MasterConfigView:
+    """Every member of the catalog's Raft config, whichever of its masters were named.
+
+    The masters named are asked at once (Master.Status, each within the call timeout);
+    the answer with the highest config index names the config (its members' UUIDs,
+    addresses and member types); the members not named are then asked too, so each row
+    has its own role and term, and a member that does not answer is shown as not live
+    rather than left out. A NON_VOTER is therefore listed as one even when only voters
+    were named."""
+    answers: dict[str, api.MasterStatus | str] = {}
+
+    async def ask(address: str) -> None:
+        try:
+            answers[address] = await master_status(address, options, network=network)
+        except ClientError as exc:
+            answers[address] = unreachable_reason(exc)
+
+    async def ask_all(addresses: Sequence[str]) -> None:
+        async with trio.open_nursery() as nursery:
+            for address in addresses:
+                if address not in answers:
+                    nursery.start_soon(ask, address)
+
+    for address in masters:
+        parse_address(address)
+    await ask_all(list(dict.fromkeys(masters)))
+    statuses = [a for a in answers.values() if isinstance(a, api.MasterStatus) and a.members]
+    config = max(statuses, key=lambda st: st.masters_index, default=None)
+    if config is not None:
+        await ask_all([m.address for m in config.members])
+    return MasterConfigView(config, answers)
+
+
+__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "MasterConfigView", "master_call",
+           "master_call_at", "master_config", "master_status",
            "open_master_client"]

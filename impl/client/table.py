@@ -79,7 +79,9 @@ from .errors import (
     ClientError,
     DeadlineExceeded,
     InvalidRequest,
+    MastersUnreachable,
     NoLeader,
+    NoMasterAnswered,
     Rejected,
     TabletNotFoundError,
     TabletNotRunningError,
@@ -215,6 +217,13 @@ class TableClient:
             if fresh:
                 return await self.refresh(deadline=deadline)
             return await self.routes(deadline=deadline)
+        except MastersUnreachable as exc:
+            # No master answered at all: the operator's words, the operation named first.
+            assert isinstance(exc.last_error, NoMasterAnswered)
+            raise MastersUnreachable(f"{what} on table {self.name}", attempts,
+                                     exc.last_error,
+                                     outcome_unknown=maybe_ran or exc.outcome_unknown
+                                     ) from None
         except DeadlineExceeded as exc:
             raise DeadlineExceeded(
                 f"{what} on table {self.name} (asking the masters for its locations)",

@@ -106,6 +106,14 @@ class TableName(msgspec.Struct, frozen=True):
     name: str
 
 
+class MasterMember(msgspec.Struct, frozen=True):
+    """One member of the catalog's committed Raft config (``master list``)."""
+
+    uuid: str
+    address: str
+    member_type: str  # VOTER | NON_VOTER
+
+
 class MasterStatus(msgspec.Struct, frozen=True):
     uuid: str
     address: str
@@ -120,6 +128,9 @@ class MasterStatus(msgspec.Struct, frozen=True):
     # master list").
     masters_index: int = -1
     web_address: str = ""  # HOST:PORT of this master's status pages ("" none)
+    # The members of the config ``masters`` comes from, with their UUIDs and member types
+    # (empty: no catalog here, or a master older than the field).
+    members: list[MasterMember] = msgspec.field(default_factory=list)
 
 
 class TabletServerEntry(msgspec.Struct, frozen=True):
@@ -442,6 +453,7 @@ __all__ = [
     "ListTablesRequest",
     "MasterChangeReply",
     "MasterChangeRequest",
+    "MasterMember",
     "MasterNotLeader",
     "MasterStatus",
     "MoveReplicaReply",

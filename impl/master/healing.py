@@ -18,6 +18,12 @@ dead = silent longer, or never heard from once this master has run that long (a 
 master does not take every server for dead); failed = the replicas live servers last
 reported FAILED to this master as the leader (``note_report``: soft state, replication.py
 "A FAILED replica").
+
+One notion of a dead server (issue 31): ``failed_after >= dead_after`` is enforced
+(MasterOptions), and both are measured here and in the tablet-server map from the same
+``last_heartbeat`` on the same clock, so a server this policy takes for dead (silent
+longer than ``failed_after``) is already dead to the map (``tserver list``, ksck,
+placement): replicas never move off a server still listed live.
 """
 
 from __future__ import annotations

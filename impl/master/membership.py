@@ -74,6 +74,17 @@ class Membership:
         committed = replica.core.status().committed_config
         return (committed.opid_index, sorted(normalize(p.address) for p in committed.peers))
 
+    def master_members(self) -> list[tuple[str, str, str]]:
+        """(uuid, address, member type) of each member of the catalog's committed config
+        as this master knows it, or [] without a catalog here (``master list``)."""
+        if self._embedded.ts is None:
+            return []
+        replica = self._embedded.ts.tablets.replica(CATALOG)
+        if replica is None:
+            return []
+        committed = replica.core.status().committed_config
+        return sorted((p.uuid, normalize(p.address), p.member_type) for p in committed.peers)
+
     # ------------------------------------------------------------------ bootstrap
 
     async def discover_uuid(self, address: str) -> str:

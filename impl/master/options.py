@@ -61,6 +61,16 @@ class MasterOptions:
     metrics: bool = True
     metrics_per_tablet: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        # One notion of a dead server (README "The cluster heals itself"): the policy
+        # moves replicas off a server silent longer than failed_after, and 'tserver list'
+        # and ksck call it DEAD after dead_after; both measure from the same last heartbeat
+        # on the same clock, so failed_after >= dead_after means no move before DEAD.
+        if self.failed_after < self.dead_after:
+            raise ValueError(f"failed_after {self.failed_after:g}s is below dead_after "
+                             f"{self.dead_after:g}s: replicas would move off a server "
+                             f"before it is listed dead")
+
 
 def normalize(address: str) -> str:
     """``address`` as HOST:PORT in the one form the master list compares (ValueError if

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 
+import attrs
 import msgspec
 
 from revivify.impl.rpc import AppError, CallContext, Service
@@ -31,8 +32,9 @@ from revivify.impl.tserver.master_api import (
 
 from . import api
 from .background import Background
+from .catalog import Catalog
 from .embedded import EmbeddedServer, master_logger
-from .errors import InvalidArgument, MasterError
+from .errors import InvalidArgument, MasterError, NotEnoughServers
 from .follower_reads import FollowerReads
 from .gate import ReadyGate
 from .healing import Healer
@@ -40,6 +42,8 @@ from .membership import Membership
 from .operations import (
     AlterTable,
     CreateTable,
+    Plan,
+    TableCreated,
     plan_alter_table,
     plan_create_table,
     plan_delete_table,
@@ -151,8 +155,11 @@ class MasterService:
         if index < 0:  # no catalog here yet: the configured list, said with no index
             masters = list(self._membership.master_addresses())
         ready = replica is not None and replica.core.is_leader() and self._gate.ready_in(term)
+        members = [api.MasterMember(uuid, where, kind)
+                   for uuid, where, kind in self._membership.master_members()]
         return api.MasterStatus(self._embedded.uuid, self._embedded.address, role, term,
-                                leader, address, ready, masters, index, self.web_address)
+                                leader, address, ready, masters, index, self.web_address,
+                                members)
 
     async def on_list_tservers(self, req: api.Empty, ctx: CallContext
                                ) -> api.TabletServerList:
@@ -194,10 +201,21 @@ class MasterService:
         self._embedded.require_started()
         request = CreateTable(req.name, tuple(req.schema) or (Column("key", key=True),),
                               req.num_tablets, req.num_replicas, req.request_id)
-        servers = self._embedded.tmap().candidates(self._embedded.now())
-        reply = await self._runner.run_or_refuse(lambda c: plan_create_table(
-            c, request, servers=servers, reserved=frozenset(self._runner.reserved),
-            rng=self._rng))
+        now = self._embedded.now()
+        servers = self._embedded.tmap().candidates(now)
+        started = self._embedded.started_at
+        # Heard from every live server (errors.NotEnoughServers): a refusal is final.
+        settled = started is not None and now - started >= self._embedded.tmap().dead_after
+
+        def plan(c: Catalog) -> Plan[TableCreated] | MasterError:
+            result = plan_create_table(c, request, servers=servers,
+                                       reserved=frozenset(self._runner.reserved),
+                                       rng=self._rng)
+            if isinstance(result, NotEnoughServers) and settled:
+                return attrs.evolve(result, certain=True)
+            return result
+
+        reply = await self._runner.run_or_refuse(plan)
         if not reply.already_existed:
             logger.info("table %s created (%s): %d tablets, %d replicas each", req.name,
                         reply.table_id, len(reply.tablet_ids), req.num_replicas)

@@ -37,7 +37,8 @@ Why these rows:
 
 Liveness: a server is live while ``now - last_heartbeat <= dead_after``; placement takes
 live servers only (`candidates`). A dead server stays in the map (ListTabletServers shows
-it dead) until it heartbeats again.
+it dead) until it heartbeats again. The healing policy's own timeout is never shorter
+(healing.py "One notion of a dead server").
 """
 
 from __future__ import annotations

@@ -53,6 +53,8 @@ from .process import (
     start_web,
 )
 
+DEFAULT_DEAD_AFTER_MS = 3000
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -74,9 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Raft heartbeat interval in ticks (default 2)")
     p.add_argument("--no-fsync", action="store_true", help="benchmarks only")
     p.add_argument("--seed", type=int, default=None, help="randomness seed")
-    p.add_argument("--tserver-dead-after-ms", type=int, default=3000,
-                   help="a tablet server without a heartbeat this long is dead (default "
-                        "3000)")
+    p.add_argument("--tserver-dead-after-ms", type=int, default=None,
+                   help="a tablet server without a heartbeat this long is dead: "
+                        "'tserver list', ksck, placement (default 3000, or "
+                        "--tserver-failed-after-ms if lower; never above it)")
     p.add_argument("--tserver-failed-after-ms", type=int, default=3000,
                    help="the healing policy: a tablet server silent this long has failed and "
                         "its replicas are re-replicated elsewhere (default 3000; minutes in "
@@ -133,10 +136,19 @@ def parse(argv: list[str]) -> Launch:
     if args.tick_ms < 1 or args.heartbeat_ticks < 1 \
             or args.election_ticks <= args.heartbeat_ticks:
         raise UsageError("need --tick-ms >= 1 and 1 <= --heartbeat-ticks < --election-ticks")
+    if args.tserver_dead_after_ms is None:  # never above the policy's timeout (below)
+        args.tserver_dead_after_ms = min(DEFAULT_DEAD_AFTER_MS, args.tserver_failed_after_ms)
     if args.tserver_dead_after_ms < 1 or args.creation_timeout_s <= 0 \
             or args.write_timeout_s <= 0 or args.tserver_failed_after_ms < 1:
         raise UsageError("--tserver-dead-after-ms, --tserver-failed-after-ms, "
                          "--creation-timeout-s and --write-timeout-s must be positive")
+    if args.tserver_failed_after_ms < args.tserver_dead_after_ms:
+        # One notion of a dead server (README "The cluster heals itself"): replicas move off
+        # a server only once 'tserver list' and ksck already say it is DEAD.
+        raise UsageError(f"--tserver-failed-after-ms {args.tserver_failed_after_ms} is below "
+                         f"--tserver-dead-after-ms {args.tserver_dead_after_ms}: replicas "
+                         f"would move off a server before it is listed DEAD; give "
+                         f"failed-after >= dead-after")
     if args.flush_mb <= 0 or args.log_retain_entries < 0:
         raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
     web = parse_web_bind(args.webserver_bind, host, MASTER_WEB_PORT)

@@ -23,6 +23,7 @@ import trio
 from starlette.requests import Request
 
 from revivify.impl.client.documents import (
+    master_list_docs,
     master_status_doc,
     table_info_doc,
     table_locations_doc,
@@ -109,19 +110,18 @@ def masters_view(master: MasterServer) -> View:
         async def ask(address: str) -> None:
             answers[address] = st if address == st.address else await _other_status(address)
 
+        addresses = [m.address for m in st.members] or list(st.masters)
         async with trio.open_nursery() as nursery:
-            for address in st.masters:
+            for address in addresses:
                 nursery.start_soon(ask, address)
-        rows: list[dict[str, Any]] = []
-        for address in st.masters:  # `master list --json`'s rows, and each one's pages
-            a = answers[address]
-            if isinstance(a, str):
-                rows.append({"uuid": None, "address": address, "role": "UNREACHABLE",
-                             "term": None, "error": a, "web": None, "link": None})
-            else:
-                rows.append({"uuid": a.uuid, "address": a.address, "role": a.role,
-                             "term": a.term, "ready": a.ready, "web": a.web_address or None,
-                             "link": web_link(a.web_address, "/")})
+        # `master list --json`'s rows (every member, its member type, role, term, live),
+        # and each one's pages.
+        rows = master_list_docs(st if st.members else None, answers)
+        for row in rows:
+            a = answers.get(row["address"])
+            web = a.web_address if isinstance(a, api.MasterStatus) else ""
+            row["web"] = web or None
+            row["link"] = web_link(web, "/")
         return {"masters": rows, "masters_index": st.masters_index}
     return view
 
@@ -208,7 +208,7 @@ def tablet_health(replicas: list[dict[str, Any]], num_replicas: int, state: str)
         return UNAVAILABLE
     if live < max(num_replicas, len(voters)):
         return UNDER_REPLICATED
-    if state != "RUNNING" or not any(r["leader"] for r in voters):
+    if state != "RUNNING" or not any(r["role"] == "LEADER" for r in voters):
         return RECOVERING
     return HEALTHY
 
@@ -217,8 +217,6 @@ def _decorate_tablet(t: dict[str, Any], webs: dict[str, str], num_replicas: int,
                      schema_version: int) -> dict[str, Any]:
     for r in t["replicas"]:
         web = webs.get(r["uuid"], "")
-        r["role"] = "LEADER" if r["leader"] else (
-            "FOLLOWER" if r["member_type"] == "VOTER" else "LEARNER")
         r["web"] = web or None
         r["link"] = web_link(web, f"/tablet?id={t['tablet_id']}")
     t["health"] = tablet_health(t["replicas"], num_replicas, t["state"])

@@ -64,8 +64,11 @@ def test_catalog_and_rows_with_the_first_listed_leader_master_stopped(
             assert len(json.loads(described.stdout)["tablets"]) == 2
             masters = cli("master", "list", "--masters", m, "--json")
             assert masters.returncode == 0, masters.stderr
-            roles = {r["address"]: r["role"] for r in json.loads(masters.stdout)["masters"]}
-            assert roles[cluster.masters[leader].address] == "UNREACHABLE"
+            rows = {r["address"]: r for r in json.loads(masters.stdout)["masters"]}
+            roles = {address: r["role"] for address, r in rows.items()}
+            stopped = rows[cluster.masters[leader].address]
+            assert stopped["live"] is False and stopped["role"] is None
+            assert stopped["member_type"] == "VOTER" and stopped["uuid"]
             assert sorted(roles[cluster.masters[i].address] for i in order[1:]) == [
                 "FOLLOWER", "LEADER"]
         finally:

@@ -87,7 +87,7 @@ def test_rows_and_status_with_the_first_listed_server_stopped(
             doc = json.loads(status.stdout)
             rows = {r["address"]: r for r in doc["replicas"]}
             silent = rows[cluster.servers[victim].address]
-            assert silent["answer"] == "no answer" and silent["reachable"] is False
+            assert silent["answer"] == "no answer" and silent["live"] is False
             assert "role" not in silent  # no state claimed for a server that gave none
             healthy = [rows[cluster.servers[i].address] for i in order[1:]]
             assert [r["answer"] for r in healthy] == ["ok", "ok"]

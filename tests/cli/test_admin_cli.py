@@ -160,7 +160,7 @@ def test_tablet_status(capsys: pytest.CaptureFixture[str], fake: ThreadedCluster
     assert [x["role"] for x in rows[:3]] == ["LEADER", "FOLLOWER", "FOLLOWER"]
     assert all(x["term"] == 1 and x["last_opid"] == [1, 1] and x["commit_index"] == 1
                for x in rows[:3])
-    assert rows[3]["address"] == dead and rows[3]["reachable"] is False
+    assert rows[3]["address"] == dead and rows[3]["live"] is False
     assert rows[3]["error"].startswith("unreachable")
     text = run(capsys, "tablet", "status", "--tservers", servers(fake), "--tablet",
                tablet.tablet_id)

@@ -131,3 +131,31 @@ def test_version_and_did_you_mean() -> None:
     bare = cli("trace")
     assert bare.returncode == 2 and "{check,validate,follow}" in bare.stderr
     assert "cmd" not in bare.stderr
+
+
+def test_ctrl_c_while_waiting_for_the_masters_is_one_line() -> None:
+    """Ctrl-C while a command waits (here on masters that never answer) ends it with exit 130
+    and one line, not a trio exception group's traceback (the wait notice runs beside the
+    work in a nursery, which used to wrap the KeyboardInterrupt)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "revivify.impl.cli.main", "table", "list",
+         "--masters", "127.0.0.1:1", "--deadline", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        notice = proc.stderr.readline()  # the wait notice: the command is inside its wait
+        assert "still waiting" in notice, notice
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip() == "revivify: interrupted", err

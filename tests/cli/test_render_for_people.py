@@ -100,6 +100,6 @@ def test_table_describe_is_a_table_one_row_per_replica() -> None:
     assert len(rows) == 6 and [r[1] for r in rows] == ["tab-0"] * 3 + ["tab-1"] * 3
     assert rows[0] == ["0", "tab-0", "RUNNING", "3", "a", "127.0.0.1:7050", "VOTER",
                        "LEADER", "yes"]
-    assert rows[1][-2:] == ["-", "yes"]
+    assert rows[1][-2:] == ["FOLLOWER", "yes"]
     assert rows[4][-2:] == ["LEADER", "yes"] and rows[5][-1] == "DEAD"
     assert "(moving off cccccccc)" in lines[4]

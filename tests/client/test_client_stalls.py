@@ -24,6 +24,7 @@ from fake_tserver import FakeCluster, FakeServer, FakeTablet, memory_cluster
 from revivify.impl.client import (
     ClientOptions,
     DeadlineExceeded,
+    MastersUnreachable,
     NoAnswer,
     Rejected,
     RetriesExhausted,
@@ -407,7 +408,11 @@ def test_master_call_without_a_ready_leader_gives_up_at_the_deadline() -> None:
             with pytest.raises(DeadlineExceeded) as caught:
                 await master_call(MASTERS, master_api.MASTER_LIST_TABLES, master_api.Empty(),
                                   master_api.TableList, OPTIONS, network=net.host(CLIENT))
-            assert "no answer" in caught.value.message
+            # Said in an operator's words (issue 31): each master, and what happened there.
+            assert isinstance(caught.value, MastersUnreachable)
+            assert caught.value.message == ("no master answered at m-1:7001, m-2:7001, "
+                                            "m-3:7001 (timed out after 1s)")
+            assert caught.value.operation == master_api.MASTER_LIST_TABLES
             assert not caught.value.outcome_unknown  # a read: nothing to be unsure about
             assert masters.log == []
 

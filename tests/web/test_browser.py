@@ -141,7 +141,7 @@ def _led(masters: str) -> dict[str, Any] | None:
     doc: dict[str, Any] = cli_json("table", "describe", "t1", "--masters", masters)
     ok = len(doc["tablets"]) == 2 and all(
         t["state"] == "RUNNING" and len(t["replicas"]) == 3
-        and sum(r["leader"] for r in t["replicas"]) == 1 for t in doc["tablets"])
+        and sum(r["role"] == "LEADER" for r in t["replicas"]) == 1 for t in doc["tablets"])
     return doc if ok else None
 
 
@@ -193,7 +193,7 @@ def _follow_links(visit: Visitor, web: str, cluster: MasterProcesses,
     visit.check("table")
     assert visit.text("#table-id") == described["table_id"]
     tablet = described["tablets"][0]
-    lead = next(r for r in tablet["replicas"] if r["leader"])
+    lead = next(r for r in tablet["replicas"] if r["role"] == "LEADER")
     link = visit.driver.find_element(
         By.CSS_SELECTOR, f'tr[data-tablet="{tablet["tablet_id"]}"] '
                          f'.replica[data-uuid="{lead["uuid"]}"] a')
