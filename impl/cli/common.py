@@ -20,19 +20,23 @@ import argparse
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-import attrs
-import trio
-
-from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Rejected
-from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
-from revivify.impl.rpc import AppError
 from revivify.impl.rpc.address import BadAddress, parse_address
 
-from . import clusterfile, render
+if TYPE_CHECKING:
+    from revivify.impl.client import ClientOptions
+
+# Start-up cost (issue 31, tests/cli/test_import_budget.py): this module is on every
+# command's path, so it imports the standard library's argparse and impl/rpc/address.py
+# only. trio, the client library and cluster.json's reader are imported by the functions
+# that use them: `--help`, `cluster status` and the one-shot calls never load them.
 
 DEFAULT_DEADLINE = 10.0
+# The client library's default (impl/client/options.py DEFAULT_CALL_TIMEOUT), repeated so
+# that building a parser does not import the client; tests/cli/test_import_budget.py
+# checks that the two agree.
+DEFAULT_CALL_TIMEOUT = 2.0
 BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
 
 
@@ -50,8 +54,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-@attrs.frozen
-class Outcome:
+class Outcome(NamedTuple):
     """What a command found: its exit code, JSON document, text, and stderr line if any."""
 
     code: int
@@ -85,6 +88,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         return 0 if exc.code in (0, None) else 2
     root = getattr(args, "cluster_root", None)
     if root is not None:
+        from . import clusterfile
+
         try:
             args.masters = clusterfile.master_addresses(root)
         except clusterfile.ClusterFileError as exc:
@@ -208,6 +213,8 @@ def call_timeout_flag() -> Parser:
 def client_options(args: argparse.Namespace) -> ClientOptions:
     """The client library's retry policy for a command: its --deadline, and its
     --call-timeout when the command takes that flag (`call_timeout_flag`)."""
+    from revivify.impl.client import ClientOptions
+
     call_timeout: float = getattr(args, "call_timeout", DEFAULT_CALL_TIMEOUT)
     return ClientOptions(deadline=args.deadline, call_timeout=call_timeout)
 
@@ -223,6 +230,11 @@ def execute(prog: str, args: argparse.Namespace,
     why (its last error); this scope, a little later, is the backstop for the calls that
     are not retried (server status, create, status), should a server never answer.
     """
+    import trio
+
+    from revivify.impl.client import ChangeRefused, ClientError, Rejected
+    from revivify.impl.rpc import AppError
+
     deadline: float = args.deadline
 
     async def bounded() -> Outcome | None:
@@ -251,7 +263,9 @@ def print_outcome(prog: str, args: argparse.Namespace, outcome: Outcome) -> int:
     """Print `outcome` (its JSON document with --json, else its text; then its complaint on
     stderr) and return its exit code."""
     if args.json:
-        print(render.dumps(outcome.document))
+        from .render import dumps
+
+        print(dumps(outcome.document))
     elif outcome.text:
         print(outcome.text)
     if outcome.complaint is not None:

@@ -22,12 +22,13 @@ import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from revivify.impl.client import ReplicaStatus, TabletStatus
-from revivify.impl.client.documents import peer_doc, replica_doc, server_status_doc
-from revivify.impl.master.api import TableLocationsReply
-from revivify.impl.tserver.api import ServerStatus
+if TYPE_CHECKING:  # the types only: printing a table must not load the client library
+    from revivify.impl.client import ReplicaStatus, TabletStatus
+    from revivify.impl.consensus.messages import Peer
+    from revivify.impl.master.api import TableLocationsReply
+    from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
 
 
 def dumps(document: Any) -> str:
@@ -189,7 +190,26 @@ def opid(value: tuple[int, int] | Sequence[int]) -> str:
 
 # ---------------------------------------------------------------------------- documents
 # The documents themselves are impl/client/documents.py's (shared with the status pages);
-# peer_doc, replica_doc and server_status_doc are re-exported for the commands.
+# peer_doc, replica_doc and server_status_doc are re-exported for the commands, imported
+# when first called (documents.py brings the RPC types with it).
+
+
+def peer_doc(peer: Peer) -> dict[str, Any]:
+    from revivify.impl.client.documents import peer_doc as doc
+
+    return doc(peer)
+
+
+def replica_doc(info: ReplicaInfo) -> dict[str, Any]:
+    from revivify.impl.client.documents import replica_doc as doc
+
+    return doc(info)
+
+
+def server_status_doc(status: ServerStatus) -> dict[str, Any]:
+    from revivify.impl.client.documents import server_status_doc as doc
+
+    return doc(status)
 
 
 def server_status_text(status: ServerStatus) -> str:
