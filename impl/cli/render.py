@@ -232,31 +232,46 @@ def _replica_row_doc(row: ReplicaStatus) -> dict[str, Any]:
 
 
 def tablet_status_doc(status: TabletStatus) -> dict[str, Any]:
+    """``tablet status --json``: each replica with its server's "answer" (ok, not hosted, no
+    answer, unreachable, refused)."""
     leader = status.leader
     return {
         "tablet_id": status.tablet_id,
         "leader": None if leader is None else leader.uuid,
         "leader_address": None if leader is None else leader.address,
-        "replicas": [_replica_row_doc(r) for r in status.replicas],
+        "replicas": [{**_replica_row_doc(r), "answer": r.answer} for r in status.replicas],
     }
 
 
 def tablet_status_text(status: TabletStatus) -> str:
+    """The replicas as a table: what each server answered in the ANSWER column, its
+    replica's state in the others (left empty for a server that gave none), then why each
+    server that gave no state gave none."""
+    from revivify.impl.client.admin import ANSWER_NO_ANSWER, ANSWER_OK
+
     rows: list[list[object]] = []
+    notes: list[str] = []
     for r in status.replicas:
         info = r.info
+        answer = r.answer
         if info is None:
-            rows.append([r.address, r.uuid, r.error, None, None, None, None, None])
-        else:
-            state = info.state if not info.reason else f"{info.state} ({info.reason})"
-            rows.append([r.address, r.uuid, state, info.role, info.term,
-                         opid(info.last_opid), info.commit_index, info.config_index])
+            rows.append([r.address, r.uuid, answer, None, None, None, None, None, None])
+            if r.error and r.error != answer:
+                notes.append(f"{r.address}: {r.error}")
+            continue
+        state = info.state if not info.reason else f"{info.state} ({info.reason})"
+        rows.append([r.address, r.uuid, ANSWER_OK, state, info.role, info.term,
+                     opid(info.last_opid), info.commit_index, info.config_index])
     leader = status.leader
     said = "none" if leader is None else f"{leader.uuid} ({leader.address})"
+    silent = [r for r in status.replicas if r.answer == ANSWER_NO_ANSWER]
+    if leader is None and silent:
+        said += " among the servers that answered"
     return "\n".join([
         f"tablet {status.tablet_id}",
-        table(["ADDRESS", "UUID", "STATE", "ROLE", "TERM", "LAST", "COMMITTED", "CONFIG"],
-              rows),
+        table(["ADDRESS", "UUID", "ANSWER", "STATE", "ROLE", "TERM", "LAST", "COMMITTED",
+               "CONFIG"], rows),
+        *notes,
         f"leader: {said}",
     ])
 
