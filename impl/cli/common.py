@@ -80,7 +80,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         args, extra = parser.parse_known_args(list(argv))
         if extra:
             raise UsageError(f"{_command_prog(parser, args)}: unrecognized arguments: "
-                             f"{' '.join(extra)}")
+                             f"{' '.join(extra)}{_flag_hint(parser, args, extra)}")
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
@@ -106,6 +106,29 @@ def _command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     """``"<prog> <subcommand>"`` for a parser with subcommands (``dest="cmd"``), else prog."""
     cmd = getattr(args, "cmd", None)
     return parser.prog + (f" {cmd}" if isinstance(cmd, str) else "")
+
+
+def _flag_hint(parser: argparse.ArgumentParser, args: argparse.Namespace,
+               extra: Sequence[str]) -> str:
+    """"; did you mean --json?" for the first unrecognized flag close to one the command
+    takes (its subcommand's flags included), else ""."""
+    flags = [token.partition("=")[0] for token in extra if token.startswith("--")]
+    if not flags:
+        return ""
+    known = list(parser._option_string_actions)
+    cmd = getattr(args, "cmd", None)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and isinstance(cmd, str):
+            chosen = action.choices.get(cmd)
+            if chosen is not None:
+                known += list(chosen._option_string_actions)
+    import difflib  # only on this path
+
+    for flag in flags:
+        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
+        if close:
+            return f"; did you mean {close[0]}?"
+    return ""
 
 
 def one_line(text: str) -> str:
