@@ -42,25 +42,26 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import trio
-
-from revivify.impl.client import ClientError, ClientOptions
-from revivify.impl.client.master import master_call, master_status
-from revivify.impl.master import api
 from revivify.impl.processes.control import (
     ProcessError,
-    ServerProcess,
     free_port,
     kill_process,
     pid_alive,
     reap,
     signal_process,
 )
-from revivify.impl.processes.masters import MasterProcesses
 
 from . import clusterfile, render
+
+if TYPE_CHECKING:
+    from revivify.impl.processes.control import ServerProcess
+    from revivify.impl.processes.masters import MasterProcesses
+
+# `cluster status` reads cluster.json and asks /proc whether each pid lives: it must start
+# fast (issue 31; tests/cli/test_import_budget.py), so trio, the client library and the
+# process supervisor are imported by the commands that start or wait for servers only.
 from .clusterfile import ClusterFileError, ClusterRecord, ServerRecord
 from .common import (
     Outcome,
@@ -103,6 +104,8 @@ def _names(record: ClusterRecord) -> list[str]:
 def _cluster_of(root: str, record: ClusterRecord) -> MasterProcesses:
     """The MasterProcesses the record describes (same directories, ports and flags), each
     server knowing the process last started for it."""
+    from revivify.impl.processes.masters import MasterProcesses
+
     cluster = MasterProcesses(root, len(record.masters), len(record.tservers),
                             master_args=record.master_args,
                             tserver_args=record.tserver_args, detached=True,
@@ -186,6 +189,12 @@ def _status_text(record: ClusterRecord, root: str) -> str:
 
 async def _await_ready(cluster: MasterProcesses, timeout: float) -> None:
     """A ready leader master that hears from every tablet server, within `timeout`."""
+    import trio
+
+    from revivify.impl.client import ClientOptions
+    from revivify.impl.client.master import master_call, master_status
+    from revivify.impl.master import api
+
     masters = cluster.master_addresses
     want = {s.uuid for s in cluster.tservers.servers}
     with trio.move_on_after(timeout) as scope:
@@ -225,6 +234,11 @@ def _check_dead(cluster: MasterProcesses) -> None:
 
 
 def _start(args: argparse.Namespace) -> Outcome:
+    import trio
+
+    from revivify.impl.client import ClientError
+    from revivify.impl.processes.masters import MasterProcesses
+
     root = os.path.abspath(args.root)
     if os.path.exists(root) and not os.path.isdir(root):
         raise _Refused(f"{root} is not a directory", 2)

@@ -20,25 +20,29 @@ import argparse
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-import attrs
-import trio
-
-from revivify.impl.client import ChangeRefused, ClientError, ClientOptions, Rejected
-from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.flagfile import (
     CLIENT_ENV_FLAGS,
     FlagfileError,
     add_flagfile_flag,
     apply_flagfiles,
 )
-from revivify.impl.rpc import AppError
 from revivify.impl.rpc.address import BadAddress, parse_address
 
-from . import clusterfile, render
+if TYPE_CHECKING:
+    from revivify.impl.client import ClientOptions
+
+# Start-up cost (issue 31, tests/cli/test_import_budget.py): this module is on every
+# command's path, so it imports the standard library's argparse and impl/rpc/address.py
+# only. trio, the client library and cluster.json's reader are imported by the functions
+# that use them: `--help`, `cluster status` and the one-shot calls never load them.
 
 DEFAULT_DEADLINE = 10.0
+# The client library's default (impl/client/options.py DEFAULT_CALL_TIMEOUT), repeated so
+# that building a parser does not import the client; tests/cli/test_import_budget.py
+# checks that the two agree.
+DEFAULT_CALL_TIMEOUT = 2.0
 BACKSTOP_SLACK = 0.25  # seconds the command's own cancel scope allows beyond --deadline
 
 
@@ -56,8 +60,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-@attrs.frozen
-class Outcome:
+class Outcome(NamedTuple):
     """What a command found: its exit code, JSON document, text, and stderr line if any."""
 
     code: int
@@ -84,7 +87,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         args, extra = parser.parse_known_args(list(argv))
         if extra:
             raise UsageError(f"{_command_prog(parser, args)}: unrecognized arguments: "
-                             f"{' '.join(extra)}")
+                             f"{' '.join(extra)}{_flag_hint(parser, args, extra)}")
     except UsageError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         return 2
@@ -94,6 +97,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]
         return 0 if exc.code in (0, None) else 2
     root = getattr(args, "cluster_root", None)
     if root is not None:
+        from . import clusterfile
+
         try:
             args.masters = clusterfile.master_addresses(root)
         except clusterfile.ClusterFileError as exc:
@@ -110,6 +115,29 @@ def _command_prog(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     """``"<prog> <subcommand>"`` for a parser with subcommands (``dest="cmd"``), else prog."""
     cmd = getattr(args, "cmd", None)
     return parser.prog + (f" {cmd}" if isinstance(cmd, str) else "")
+
+
+def _flag_hint(parser: argparse.ArgumentParser, args: argparse.Namespace,
+               extra: Sequence[str]) -> str:
+    """"; did you mean --json?" for the first unrecognized flag close to one the command
+    takes (its subcommand's flags included), else ""."""
+    flags = [token.partition("=")[0] for token in extra if token.startswith("--")]
+    if not flags:
+        return ""
+    known = list(parser._option_string_actions)
+    cmd = getattr(args, "cmd", None)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and isinstance(cmd, str):
+            chosen = action.choices.get(cmd)
+            if chosen is not None:
+                known += list(chosen._option_string_actions)
+    import difflib  # only on this path
+
+    for flag in flags:
+        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], n=1)
+        if close:
+            return f"; did you mean {close[0]}?"
+    return ""
 
 
 def one_line(text: str) -> str:
@@ -218,6 +246,8 @@ def call_timeout_flag() -> Parser:
 def client_options(args: argparse.Namespace) -> ClientOptions:
     """The client library's retry policy for a command: its --deadline, and its
     --call-timeout when the command takes that flag (`call_timeout_flag`)."""
+    from revivify.impl.client import ClientOptions
+
     call_timeout: float = getattr(args, "call_timeout", DEFAULT_CALL_TIMEOUT)
     return ClientOptions(deadline=args.deadline, call_timeout=call_timeout)
 
@@ -233,6 +263,13 @@ def execute(prog: str, args: argparse.Namespace,
     why (its last error); this scope, a little later, is the backstop for the calls that
     are not retried (server status, create, status), should a server never answer.
     """
+    import trio
+
+    from revivify.impl.client import ChangeRefused, ClientError, Rejected
+    from revivify.impl.rpc import AppError
+
+    from . import render
+
     deadline: float = args.deadline
 
     async def bounded() -> Outcome | None:
@@ -273,7 +310,9 @@ def print_outcome(prog: str, args: argparse.Namespace, outcome: Outcome) -> int:
     """Print `outcome` (its JSON document with --json, else its text; then its complaint on
     stderr) and return its exit code."""
     if args.json:
-        print(render.dumps(outcome.document))
+        from .render import dumps
+
+        print(dumps(outcome.document))
     elif outcome.text:
         print(outcome.text)
     if outcome.complaint is not None:

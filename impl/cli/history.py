@@ -40,22 +40,15 @@ from revivify.checker.linearizability import (
 )
 from revivify.checker.linearizability.history import Argument, Key
 
+from .common import Parser, parse_args
+
 # Progress lines start after this long, then come every PROGRESS_SECONDS.
 PROGRESS_AFTER = 1.0
 PROGRESS_SECONDS = 2.0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(f"{self.prog}: {message}")
-
-
-class _UsageError(Exception):
-    pass
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="revivify history",
+    p = Parser(prog="revivify history",
                 description="check a recorded client history for linearizability")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("check", help="is the history linearizable? (exit 0 yes, 1 no)")
@@ -74,13 +67,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def history_main(argv: list[str]) -> int:
-    try:
-        args = _parser().parse_args(argv)
-    except _UsageError as e:
-        print(str(e), file=sys.stderr)
-        return 2
-    except SystemExit as e:  # --help
-        return 0 if e.code in (0, None) else 2
+    args = parse_args(_parser(), argv)
+    if isinstance(args, int):
+        return args
     prog = "revivify history check"
     if args.timeout is not None and args.timeout <= 0:
         print(f"{prog}: --timeout must be positive", file=sys.stderr)

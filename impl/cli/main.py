@@ -9,15 +9,15 @@ Subcommands:
   trace validate PATH...  the same on Spark (--engine spark)
   history check FILE      is a client history linearizable? (revivify.impl.cli.history)
   tserver status | run    a tablet server's state; run one (revivify.impl.servers.tserver)
-  tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
-  local-replica ...       list, purge-quarantine: a server's directory (revivify.impl.cli.local)
-  tserver list            the tablet servers the masters hear from (revivify.impl.cli.master)
+  tserver wipe            clear a stopped server's directory: a new UUID (cli.tserver)
+  local-replica ...       list, purge-quarantine: a server's directory (cli.local_replica)
+  tserver list            the tablet servers the masters hear from (revivify.impl.cli.tserver)
   tserver retire UUID     move every replica off a tablet server (revivify.impl.cli.moves)
   master status | list | run  the masters (revivify.impl.cli.master, revivify.impl.servers.master)
   master add | remove     a master joins or leaves the catalog's Raft config (cli.moves)
-  table ...               create, delete, list, describe tables via the masters
-  tablet ...              create, status, change-config, step-down (revivify.impl.cli.admin)
-  row ...                 put, get, delete, scan rows of a tablet or table (cli.admin)
+  table ...               create, delete, list, describe tables via the masters (cli.table)
+  tablet ...              create, status, change-config, step-down (revivify.impl.cli.tablet)
+  row ...                 put, get, delete, scan rows of a tablet or table (cli.row)
   cluster ...             start, status, stop, kill, restart a local cluster (cli.cluster)
   ksck                    a cluster's health, like 'kudu cluster ksck' (cli.ksck)
 
@@ -49,39 +49,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-
-USAGE = """usage: revivify COMMAND [ARGS...]
-
-commands:
-  prove       prove the spec's invariants with z3 (inductive + bounded model checking)
-  explore     enumerate every reachable spec state within bounds and check invariants
-  trace       check traces against the spec: 'trace check PATH...',
-              'trace follow PATH...' (live) or 'trace validate PATH... --engine spark'
-  history     'history check FILE --model register|kv': is a client history linearizable?
-  tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
-              'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
-              'tserver retire UUID --masters ...' (move every replica off it),
-              'tserver unregister UUID --masters ...' (forget a dead server hosting nothing),
-              or 'tserver wipe --fs-root DIR' (a stopped server's directory: a new UUID)
-  master      'master status --master HOST:PORT', 'master list --masters ...', 'master run ...'
-  table       'table create NAME | delete NAME | alter NAME | list | describe NAME'
-              (--masters HOST:PORT,...)
-  tablet      'tablet create | status | change-config | step-down' (--tservers HOST:PORT,...)
-  row         'row put | get | delete | scan' on a tablet (--tservers ... --tablet ID)
-              or a table (--masters ... --table NAME)
-  replica     'replica list | delete | copy' on one server (--tserver HOST:PORT)
-  copy        'copy list | cancel': the tablet copies running on a server (--tserver)
-  local-replica  'local-replica list | purge-quarantine' on a server's directory (--fs-root)
-  cluster     'cluster start | status | stop | kill NAME | restart NAME' (--root DIR):
-              a local cluster of masters and tablet servers on this machine
-  ksck        'ksck --masters ... | --root DIR': masters, tablet servers, tables, tablets
-
-Every command that takes --masters HOST:PORT,... also takes --root DIR (a local cluster's
-masters, from DIR/cluster.json); with neither, $REVIVIFY_MASTERS names the masters.
-
-'revivify COMMAND --help' describes each command.
-"""
-
+from typing import NamedTuple
 
 # The import name of each module an optional extra provides -> that extra's name
 # (pyproject.toml [project.optional-dependencies]).
@@ -156,125 +124,226 @@ def _trace(argv: list[str]) -> int:
     return trace_main(argv)
 
 
-def _history(argv: list[str]) -> int:
-    from revivify.impl.cli.history import history_main
+class Verb(NamedTuple):
+    """One verb of a noun: its name, its line in the usage text, and the function of the
+    noun's module that runs it with the arguments after the verb ("" when the noun's own
+    `main` parses every verb: its argparse subcommands)."""
 
-    return history_main(argv)
-
-
-def _tserver(argv: list[str]) -> int:
-    if argv and argv[0] == "list":
-        from revivify.impl.cli.master import tserver_list_main
-
-        return tserver_list_main(argv[1:])
-    if argv and argv[0] == "retire":
-        from revivify.impl.cli.moves import tserver_retire_main
-
-        return tserver_retire_main(argv[1:])
-    if argv and argv[0] == "unregister":
-        from revivify.impl.cli.master import tserver_unregister_main
-
-        return tserver_unregister_main(argv[1:])
-    from revivify.impl.cli.admin import tserver_main
-
-    return tserver_main(argv)
+    name: str
+    summary: str
+    function: str = ""
 
 
-def _master(argv: list[str]) -> int:
-    if argv and argv[0] in ("add", "remove"):
-        from revivify.impl.cli.moves import master_add_main, master_remove_main
+class Noun(NamedTuple):
+    """One command of ``revivify``: the module under revivify.impl.cli that holds it (or
+    a function of this module, "main:NAME", for the checker's commands) and its verbs."""
 
-        return (master_add_main if argv[0] == "add" else master_remove_main)(argv[1:])
-    from revivify.impl.cli.master import master_main
-
-    return master_main(argv)
-
-
-def _table(argv: list[str]) -> int:
-    from revivify.impl.cli.master import table_main
-
-    return table_main(argv)
+    name: str
+    summary: str
+    target: str
+    verbs: tuple[Verb, ...] = ()
 
 
-def _tablet(argv: list[str]) -> int:
-    from revivify.impl.cli.admin import tablet_main
+# The one table of commands: dispatch, the usage text, did-you-mean and shell completion
+# are all built from it. A noun's module is imported only when that noun runs.
+COMMAND_TABLE: tuple[Noun, ...] = (
+    Noun("prove", "prove the spec's invariants with z3 (inductive + bounded model checking)",
+         "main:_prove"),
+    Noun("explore", "enumerate every reachable spec state within bounds and check invariants",
+         "main:_explore"),
+    Noun("trace", "check traces against the spec", "main:_trace", (
+        Verb("check", "PATH...: replay traces, single process (--state FILE to resume)"),
+        Verb("follow", "PATH...: the same while servers write them (live)"),
+        Verb("validate", "PATH... --engine spark: the same on Spark"))),
+    Noun("history", "is a client history linearizable?", "history:history_main", (
+        Verb("check", "FILE --model register|kv"),)),
+    Noun("tserver", "a tablet server", "tserver", (
+        Verb("status", "--tserver HOST:PORT: its UUID, address and replicas", "status_main"),
+        Verb("run", "run one ('revivify tserver run --help' for its flags)", "run_main"),
+        Verb("list", "--masters ...: liveness as the masters see it", "tserver_list_main"),
+        Verb("retire", "UUID --masters ...: move every replica off it",
+             "tserver_retire_main"),
+        Verb("unregister", "UUID --masters ...: forget a dead server hosting nothing",
+             "tserver_unregister_main"),
+        Verb("wipe", "--fs-root DIR: a stopped server's directory, next start = new UUID",
+             "tserver_wipe_main"))),
+    Noun("master", "the masters", "master", (
+        Verb("status", "--master HOST:PORT: role, term, leader, readiness", "master_main"),
+        Verb("list", "--masters ...: every master's role and term", "master_main"),
+        Verb("run", "run one ('revivify master run --help' for its flags)", "master_main"),
+        Verb("add", "HOST:PORT --masters ...: a master joins the catalog's Raft config",
+             "master_add_main"),
+        Verb("remove", "UUID --masters ...: a master leaves it", "master_remove_main"))),
+    Noun("table", "tables, via the masters (--masters HOST:PORT,... or --root DIR)",
+         "table:table_main", (
+             Verb("create", "NAME [--tablets N] [--replicas R]"),
+             Verb("delete", "NAME"),
+             Verb("alter", "NAME [--add-column COL[:TYPE]] [--drop-column COL] [--rename N]"),
+             Verb("list", "[--freshness SECONDS]"),
+             Verb("describe", "NAME [--freshness SECONDS]"))),
+    Noun("tablet", "a tablet's replicas (--tservers HOST:PORT,... or --masters ... / --root)",
+         "tablet:tablet_main", (
+             Verb("create", "--tservers ... [--replicas N]"),
+             Verb("status", "--tablet ID: every replica's answer, role, term, OpIds"),
+             Verb("change-config", "--tablet ID add|remove|promote UUID [HOST:PORT]"),
+             Verb("step-down", "--tablet ID [--new-leader UUID]"))),
+    Noun("row", "rows of a tablet (--tservers, --tablet) or a table (--masters, --table)",
+         "row:row_main", (
+             Verb("put", "KEY VALUE | KEY --value-file FILE|-"),
+             Verb("get", "KEY"),
+             Verb("delete", "KEY"),
+             Verb("scan", "[--start K] [--end K] [--limit N]"))),
+    Noun("replica", "one server's replicas (--tserver HOST:PORT)", "replica:replica_main", (
+        Verb("list", "lifecycle state, role, term, committed index, config index"),
+        Verb("delete", "--tablet ID [--mode tombstone|deleted]"),
+        Verb("copy", "--from HOST:PORT --to HOST:PORT --tablet ID [--wait]"))),
+    Noun("copy", "the tablet copies running on a server (--tserver HOST:PORT)",
+         "copy:copy_main", (
+             Verb("list", "phase, MB done / total, MB/s"),
+             Verb("cancel", "--tablet ID: the replica becomes a tombstone"))),
+    Noun("local-replica", "a server's directory, offline (--fs-root DIR)",
+         "local_replica:local_replica_main", (
+             Verb("list", "data state, term/vote, WAL, quarantine"),
+             Verb("purge-quarantine", "[--tablet ID] [--dry-run]"))),
+    Noun("cluster", "a local cluster of masters and tablet servers (--root DIR)",
+         "cluster:cluster_main", (
+             Verb("start", "[--num-masters N] [--num-tservers N]"),
+             Verb("status", "every server: name, UUID, address, pid, alive, web, logs"),
+             Verb("stop", "SIGTERM every server"),
+             Verb("kill", "NAME: SIGKILL one server"),
+             Verb("restart", "NAME: start it again"))),
+    Noun("ksck", "a cluster's health, like 'kudu cluster ksck' (--masters ... | --root DIR)",
+         "ksck:ksck_main"),
+    Noun("completion", "a shell completion script, from this table",
+         "main:_completion", (Verb("bash", "source it: eval \"$(revivify completion bash)\""),)),
+)
 
-    return tablet_main(argv)
+NOUNS: dict[str, Noun] = {noun.name: noun for noun in COMMAND_TABLE}
 
 
-def _row(argv: list[str]) -> int:
-    from revivify.impl.cli.admin import row_main
-
-    return row_main(argv)
-
-
-def _cluster(argv: list[str]) -> int:
-    from revivify.impl.cli.cluster import cluster_main
-
-    return cluster_main(argv)
-
-
-def _ksck(argv: list[str]) -> int:
-    from revivify.impl.cli.ksck import ksck_main
-
-    return ksck_main(argv)
-
-
-def _replica(argv: list[str]) -> int:
-    from revivify.impl.cli.replica import replica_main
-
-    return replica_main(argv)
+def usage() -> str:
+    """The top-level usage text, from COMMAND_TABLE."""
+    lines = ["usage: revivify COMMAND [ARGS...]", "", "commands:"]
+    for noun in COMMAND_TABLE:
+        lines.append(f"  {noun.name:<15}{noun.summary}")
+        if noun.verbs:
+            lines.append(f"  {'':<15}  {' | '.join(verb.name for verb in noun.verbs)}")
+    lines += ["",
+              "Every command that takes --masters HOST:PORT,... also takes --root DIR (a "
+              "local cluster's",
+              "masters, from DIR/cluster.json); with neither, $REVIVIFY_MASTERS names the "
+              "masters.",
+              "",
+              "'revivify COMMAND --help' and 'revivify COMMAND VERB --help' describe each "
+              "command;",
+              "'revivify --version' names the installed version."]
+    return "\n".join(lines) + "\n"
 
 
-def _copy(argv: list[str]) -> int:
-    from revivify.impl.cli.replica import copy_main
-
-    return copy_main(argv)
-
-
-def _local_replica(argv: list[str]) -> int:
-    from revivify.impl.cli.local import local_replica_main
-
-    return local_replica_main(argv)
+def noun_usage(noun: Noun) -> str:
+    lines = [f"usage: revivify {noun.name} VERB [ARGS...]", "", noun.summary, "", "verbs:"]
+    lines.extend(f"  {verb.name:<18}{verb.summary}" for verb in noun.verbs)
+    return "\n".join(lines) + "\n"
 
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "prove": _prove,
-    "explore": _explore,
-    "trace": _trace,
-    "history": _history,
-    "tserver": _tserver,  # 'tserver run' hands over to revivify.impl.servers.tserver:run_main
-    "master": _master,
-    "table": _table,
-    "tablet": _tablet,
-    "row": _row,
-    "replica": _replica,
-    "copy": _copy,
-    "local-replica": _local_replica,
-    "cluster": _cluster,
-    "ksck": _ksck,
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    import difflib  # only on this path: the CLI's start stays lean
+
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _function(module_name: str, function: str) -> Callable[[list[str]], int]:
+    if module_name == "main":
+        found: Callable[[list[str]], int] = globals()[function]
+        return found
+    # __import__ rather than importlib.import_module, so that -X importtime shows what the
+    # noun's module imports nested under it (tests/cli/test_import_budget.py).
+    name = f"revivify.impl.cli.{module_name}"
+    __import__(name)
+    found = getattr(sys.modules[name], function)
+    return found
+
+
+def _run_noun(noun: Noun, argv: list[str]) -> int:
+    """Run `noun` with `argv` (after the noun): the verb's own function when it has one,
+    else the noun's, which parses its verbs itself."""
+    module_name, _, function = noun.target.partition(":")
+    verbs = {verb.name: verb for verb in noun.verbs}
+    if not function:  # a noun whose verbs are functions of its module
+        if argv and argv[0] in ("-h", "--help"):
+            print(noun_usage(noun), end="")
+            return 0
+        if not argv:
+            print(f"revivify {noun.name}: the following arguments are required: VERB (one "
+                  f"of {', '.join(verbs)})", file=sys.stderr)
+            return 2
+        verb = verbs.get(argv[0])
+        if verb is None:
+            return _unknown_verb(noun, argv[0])
+        # A verb parsed by a function that takes every verb (master_main) gets the verb too.
+        takes_verb = sum(v.function == verb.function for v in noun.verbs) > 1
+        return _function(module_name, verb.function)(argv if takes_verb else argv[1:])
+    if argv and verbs and not argv[0].startswith("-") and argv[0] not in verbs:
+        return _unknown_verb(noun, argv[0])
+    return _function(module_name, function)(argv)
+
+
+def _unknown_verb(noun: Noun, word: str) -> int:
+    verbs = [verb.name for verb in noun.verbs]
+    # argparse's words for the same mistake (scripts and tests match them), plus a hint.
+    print(f"revivify {noun.name}: invalid choice: {word!r}{_did_you_mean(word, verbs)} "
+          f"(choose from {', '.join(verbs)})", file=sys.stderr)
+    return 2
+
+
+COMPLETION_BASH = """# bash completion for revivify: eval "$(revivify completion bash)"
+_revivify() {
+    local cur=${COMP_WORDS[COMP_CWORD]} words=""
+    if [ "$COMP_CWORD" -eq 1 ]; then
+        words="%(nouns)s --help --version"
+    elif [ "$COMP_CWORD" -eq 2 ]; then
+        case ${COMP_WORDS[1]} in
+%(cases)s
+        esac
+    fi
+    if [ -n "$words" ]; then
+        COMPREPLY=($(compgen -W "$words" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
 }
+complete -F _revivify revivify
+"""
+
+
+def _completion(argv: list[str]) -> int:
+    """``revivify completion bash``: nouns, then each noun's verbs, from COMMAND_TABLE."""
+    if argv != ["bash"]:
+        print("revivify completion: expected 'bash' (the one shell supported)",
+              file=sys.stderr)
+        return 2
+    cases = "\n".join(f"            {noun.name}) words=\"{' '.join(v.name for v in noun.verbs)}"
+                      f" --help\" ;;" for noun in COMMAND_TABLE if noun.verbs)
+    print(COMPLETION_BASH % {"nouns": " ".join(NOUNS), "cases": cases}, end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE, end="")
+        print(usage(), end="")
         return 0 if args else 2
     if args[0] in ("--version", "version"):
         print(f"revivify {_version()}")
         return 0
-    command = COMMANDS.get(args[0])
-    if command is None:
-        import difflib  # only on this path: the CLI's start stays lean
-
-        close = difflib.get_close_matches(args[0], list(COMMANDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        print(f"revivify: unknown command {args[0]!r}{hint}\n\n{USAGE}", end="",
-              file=sys.stderr)
+    noun = NOUNS.get(args[0])
+    if noun is None:
+        print(f"revivify: unknown command {args[0]!r}{_did_you_mean(args[0], list(NOUNS))}"
+              f"\n\n{usage()}", end="", file=sys.stderr)
         return 2
     try:
-        code = command(args[1:])
+        code = _run_noun(noun, args[1:])
         sys.stdout.flush()  # a closed pipe shows here, not at exit, where it is a traceback
         return code
     except MissingExtra as exc:

@@ -1,56 +1,31 @@
-"""The master commands of ``revivify``: master, table, and ``tserver list``.
+"""``revivify master ...``: the masters, every verb of them.
 
   revivify master run ...                    (the master; revivify.impl.servers.master)
   revivify master status --master HOST:PORT
   revivify master list --masters HOST:PORT,...
-  revivify table create NAME --masters ... [--tablets N] [--replicas R]
-  revivify table delete NAME --masters ...
-  revivify table alter NAME --masters ... [--add-column COL[:TYPE]]... [--drop-column COL]...
-                                           [--rename NEW]
-  revivify table list --masters ... [--freshness SECONDS]
-  revivify table describe NAME --masters ... [--freshness SECONDS]
-  revivify tserver list --masters ...
+  revivify master add HOST:PORT --masters ... [--cas INDEX]
+  revivify master remove UUID --masters ... [--cas INDEX]
 
 Every ``--masters HOST:PORT,...`` may be ``--root DIR`` instead: the masters of the local
-cluster in DIR (its cluster.json, written by ``revivify cluster start``).
-Every command takes ``--json`` and ``--deadline SECONDS`` (common.py). The catalog commands
-go to the ready leader master (impl/client/master.py: hints followed, retried until the
-deadline), except ``table list`` and ``table describe`` with ``--freshness S``: then any
-master whose applied catalog is known to be no older than S seconds answers (a follower
-read, KUDU-500; impl/master/queries.py), and the answer says which master served it and
-how stale it may be (text: a last line "served by ..."; --json: "served_by"). Exit codes:
-0 success; 1 the master refused the request (no such table, a name already taken, not
-enough live tablet servers...); 2 bad usage or no master answered.
+cluster in DIR (its cluster.json, written by ``revivify cluster start``). Every command
+takes ``--json`` and ``--deadline SECONDS`` (common.py). ``status`` is one call to one
+master and takes the fast path (oneshot.py, no trio) when the master answers plainly, the
+client library otherwise (its errors are the reference). ``add`` and ``remove`` are
+described in moves.py's docstring, with ``tserver retire``. Exit codes: 0 success; 1 the
+master refused the request; 2 bad usage or no master answered.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import secrets
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from revivify.impl.client import ClientOptions
-from revivify.impl.client.documents import (
-    master_list_docs,
-    master_status_doc,
-    table_info_doc,
-    table_locations_doc,
-    tserver_entry_doc,
-)
-from revivify.impl.client.errors import masters_unreachable_text
-from revivify.impl.client.master import (
-    master_call,
-    master_call_at,
-    master_config,
-    master_status,
-)
-from revivify.impl.master import api
-from revivify.impl.tablet.columns import COLUMN_TYPES, Column
+import sys
+from typing import TYPE_CHECKING, Any
 
 from . import render
 from .common import (
+    BACKSTOP_SLACK,
+    DEFAULT_CALL_TIMEOUT,
     Outcome,
     Parser,
     address_arg,
@@ -60,17 +35,16 @@ from .common import (
     execute,
     fail,
     masters_flags,
+    non_negative_int,
     parse_args,
-    positive_float,
-    positive_int,
+    print_outcome,
 )
 
+CLIENT_UUID = "revivify-client"  # impl/client/master.py's: whom the calls are from
+
+if TYPE_CHECKING:
+    from revivify.impl.master.api import MasterStatus
 MASTER_MAIN = "revivify.impl.servers.master"
-
-
-def _masters() -> Parser:
-    """``--masters HOST:PORT,...`` or ``--root DIR`` (common.masters_flags)."""
-    return masters_flags()
 
 
 # ---------------------------------------------------------------------------- master
@@ -88,21 +62,25 @@ def master_main(argv: list[str]) -> int:
     status = sub.add_parser("status", parents=[common_flags()],
                             help="one master's role, term, leader and readiness")
     status.add_argument("--master", type=address_arg, required=True, metavar="HOST:PORT")
-    sub.add_parser("list", parents=[common_flags(), _masters(), call_timeout_flag()],
+    sub.add_parser("list", parents=[common_flags(), masters_flags(), call_timeout_flag()],
                    help="the catalog's Raft config: every member, its member type, role, "
                         "term and whether it answers")
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
     prog = f"revivify master {args.cmd}"
+    if args.cmd == "status":
+        fast = _status_fast(prog, args)
+        if fast is not None:
+            return fast
+    from revivify.impl.client.documents import master_list_docs
+    from revivify.impl.client.errors import masters_unreachable_text
+    from revivify.impl.client.master import master_config, master_status
 
     async def status_work() -> Outcome:
         st = await master_status(args.master)
         doc = _status_doc(st)
-        members = ",".join(f"{m['address']}/{m['member_type'] or '?'}"
-                           for m in doc["masters"])
-        return Outcome(0, doc, " ".join(f"{k}={v}" if k != "masters" else f"masters={members}"
-                                        for k, v in doc.items()))
+        return Outcome(0, doc, _status_text(doc))
 
     async def list_work() -> Outcome:
         # The catalog's Raft config, every member (issue 31), not just the addresses named.
@@ -126,250 +104,124 @@ def master_main(argv: list[str]) -> int:
     return execute(prog, args, status_work if args.cmd == "status" else list_work)
 
 
-def _status_doc(st: api.MasterStatus) -> dict[str, Any]:
+def _status_fast(prog: str, args: argparse.Namespace) -> int | None:
+    """``master status`` through oneshot.py: the exit code, or None for the trio path. The
+    client bounds the call by its default call timeout (NoAnswer), and by the deadline."""
+    from revivify.impl.master.api import MASTER_STATUS, Empty, MasterStatus
+
+    from . import oneshot
+
+    deadline: float = args.deadline
+    try:
+        st = oneshot.call(args.master, CLIENT_UUID, MASTER_STATUS, Empty(), MasterStatus,
+                          min(deadline + BACKSTOP_SLACK, DEFAULT_CALL_TIMEOUT))
+    except oneshot.OutOfTime:
+        if deadline + BACKSTOP_SLACK < DEFAULT_CALL_TIMEOUT:
+            return fail(prog, f"no answer within the deadline of {deadline:g}s", 2)
+        return fail(prog, f"cannot reach {args.master}: no answer within "
+                          f"{DEFAULT_CALL_TIMEOUT:g}s", 2)
+    if st is None:
+        return None
+    doc = _status_doc(st)
+    return print_outcome(prog, args, Outcome(0, doc, _status_text(doc)))
+
+
+def _status_text(doc: dict[str, Any]) -> str:
+    """``master status``'s line: key=value, the catalog's config as address/member_type."""
+    members = ",".join(f"{m['address']}/{m['member_type'] or '?'}" for m in doc["masters"])
+    return " ".join(f"{k}={v}" if k != "masters" else f"masters={members}"
+                    for k, v in doc.items())
+
+
+def _status_doc(st: MasterStatus) -> dict[str, Any]:
+    from revivify.impl.client.documents import master_status_doc
+
     return master_status_doc(st)
 
 
 # ---------------------------------------------------------------------------- table
 
 
-def _column_arg(text: str) -> Column:
-    """COL or COL:TYPE (a non-key column; the master validates the name)."""
-    name, _, kind = text.partition(":")
-    kind = kind or "binary"
-    if not name or kind not in COLUMN_TYPES:
-        raise argparse.ArgumentTypeError(
-            f"expected COL or COL:TYPE with TYPE one of {', '.join(COLUMN_TYPES)}, got "
-            f"{text!r}")
-    return Column(name, kind)  # msgspec checks the Literal on decode; checked above
-
-
-def _table_parser() -> Parser:
-    """The parser of ``revivify table``: create, delete, alter, list, describe."""
-    parser = Parser(prog="revivify table", description="table commands (via the masters)")
-    sub = parser.add_subparsers(dest="cmd", required=True,
-                                metavar="{create,delete,alter,list,describe}")
-    create = sub.add_parser("create", parents=[common_flags(), _masters()],
-                            help="create a hash-partitioned table")
-    create.add_argument("name")
-    create.add_argument("--tablets", type=positive_int, default=1, metavar="N")
-    create.add_argument("--replicas", type=positive_int, default=3, metavar="R")
-    delete = sub.add_parser("delete", parents=[common_flags(), _masters()],
-                            help="delete a table and its replicas")
-    delete.add_argument("name")
-    alter = sub.add_parser("alter", parents=[common_flags(), _masters()],
-                           help="add or drop columns (a schema version bump), or rename",
-                           description="Alter a table: a schema change bumps its schema "
-                                       "version and the table is ALTERING until every "
-                                       "tablet has the new version. Prints the table id "
-                                       "and the new schema version.")
-    alter.add_argument("name")
-    alter.add_argument("--add-column", action="append", default=[], type=_column_arg,
-                       metavar="COL[:TYPE]",
-                       help=f"add a column (TYPE one of {', '.join(COLUMN_TYPES)}; default "
-                            "binary); repeatable")
-    alter.add_argument("--drop-column", action="append", default=[], metavar="COL",
-                       help="drop a column (not the key); repeatable")
-    alter.add_argument("--rename", default=None, metavar="NEW", help="the table's new name")
-    listing = sub.add_parser("list", parents=[common_flags(), _masters()],
-                             help="the live tables")
-    describe = sub.add_parser("describe", parents=[common_flags(), _masters()],
-                              help="a table's tablets, replicas, roles and leaders")
-    describe.add_argument("name")
-    for read in (listing, describe):
-        read.add_argument("--freshness", type=_freshness_arg, default=None,
-                          metavar="SECONDS",
-                          help="let any master answer from a catalog known to be at most "
-                               "this old (a follower read); default: the leader only")
-    return parser
-
-
-def table_main(argv: list[str]) -> int:
-    args = parse_args(_table_parser(), argv)
-    if isinstance(args, int):
-        return args
-    prog = f"revivify table {args.cmd}"
-    options = client_options(args)
-    freshness: float | None = getattr(args, "freshness", None)
-    works: dict[str, Callable[[], Awaitable[Outcome]]] = {
-        "create": lambda: _create_table_work(args, options),
-        "delete": lambda: _delete_table_work(args, options),
-        "alter": lambda: _alter_table_work(args, options),
-        "list": lambda: _list_tables_work(args, options, freshness),
-        "describe": lambda: _describe_table_work(args, options, freshness),
-    }
-    return execute(prog, args, works[args.cmd])
-
-
-async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
-    request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
-                                     request_id=secrets.token_hex(16))
-    reply = await master_call(args.masters, api.MASTER_CREATE_TABLE, request,
-                              api.TableCreatedReply, options)
-    doc = {"table_id": reply.table_id, "tablets": list(reply.tablet_ids)}
-    return Outcome(0, doc, f"table {args.name} {reply.table_id}: "
-                           f"{len(reply.tablet_ids)} tablets")
-
-
-async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
-    # The request id makes a retry after a lost reply (inside master_call) answer OK.
-    request = api.DeleteTableRequest(args.name, request_id=secrets.token_hex(16))
-    reply = await master_call(args.masters, api.MASTER_DELETE_TABLE, request,
-                              api.TableDeletedReply, options)
-    return Outcome(0, {"table_id": reply.table_id},
-                   f"table {args.name} {reply.table_id} deleted")
-
-
-async def _alter_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
-    request = api.AlterTableRequest(args.name, list(args.add_column),
-                                    list(args.drop_column), args.rename,
-                                    request_id=secrets.token_hex(16))
-    reply = await master_call(args.masters, api.MASTER_ALTER_TABLE, request,
-                              api.TableAlteredReply, options)
-    return Outcome(0, {"table_id": reply.table_id,
-                       "schema_version": reply.schema_version},
-                   f"table {args.rename or args.name} {reply.table_id}: schema version "
-                   f"{reply.schema_version}")
-
-
-async def _list_tables_work(args: argparse.Namespace, options: ClientOptions,
-                            freshness: float | None) -> Outcome:
-    """The live tables; with ``freshness``, any master may answer (a follower read) and
-    the answer says which one did."""
-    follower_read = freshness is not None
-    reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
-                              api.ListTablesRequest(freshness), api.TableList, options,
-                              any_master=follower_read)
-    tables = [table_info_doc(t) for t in reply.tables]
-    text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
-                     f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
-    if tables and render.is_terminal():  # a person: a table (scripts keep the lines)
-        text = render.table(["NAME", "TABLE ID", "STATE", "VERSION", "TABLETS"], [
-            [t["name"], t["table_id"], t["state"], f"v{t['schema_version']}",
-             t["tablets"]] for t in tables])
-    doc: dict[str, Any] = {"tables": tables}
-    if follower_read:
-        doc["served_by"] = _served_doc(reply.served_by)
-        text = "\n".join(filter(None, [text, _served_text(reply.served_by)]))
-    return Outcome(0, doc, text)
-
-
-async def _describe_table_work(args: argparse.Namespace, options: ClientOptions,
-                               freshness: float | None) -> Outcome:
-    """A table's tablets, replicas, roles and leaders (a follower read with
-    ``freshness``, as in _list_tables_work)."""
-    follower_read = freshness is not None
-    r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
-                          api.TableLocationsRequest(args.name, freshness),
-                          api.TableLocationsReply, options, any_master=follower_read)
-    doc = table_locations_doc(r)
-    if follower_read:
-        doc["served_by"] = _served_doc(r.served_by)
-    lines = [render.table_locations_text(r)]
-    if follower_read:
-        lines.append(_served_text(r.served_by))
-    return Outcome(0, doc, "\n".join(filter(None, lines)))
-
-
-def _freshness_arg(text: str) -> float:
-    """SECONDS >= 0 (0: only a master that knows it is up to date, in practice the leader)."""
-    if text.strip() in ("0", "0.0"):
-        return 0.0
-    return positive_float(text)
-
-
-def _served_doc(served: api.ServedBy | None) -> dict[str, Any] | None:
-    if served is None:
-        return None
-    return {"uuid": served.uuid, "leader": served.leader, "staleness": served.staleness,
-            "applied_index": served.applied_index}
-
-
-def _served_text(served: api.ServedBy | None) -> str:
-    if served is None:
-        return ""
-    who = "the leader" if served.leader else "a follower"
-    return (f"served by {served.uuid} ({who}), at most {served.staleness:.3f} s stale, "
-            f"catalog index {served.applied_index}")
-
-
 # ---------------------------------------------------------------------------- tserver list
-
-
-def tserver_list_main(argv: list[str]) -> int:
-    parser = Parser(prog="revivify tserver list",
-                    parents=[common_flags(), _masters(), call_timeout_flag()],
-                    description="the tablet servers the leader master hears from")
-    args = parse_args(parser, argv)
-    if isinstance(args, int):
-        return args
-    if not isinstance(args, argparse.Namespace):  # pragma: no cover
-        return fail("revivify tserver list", "bad arguments", 2)
-
-    async def work() -> Outcome:
-        # Any master knows every server (they all get heartbeats); ask the leader's view.
-        status = None
-        for address in args.masters:
-            try:
-                st = await master_status(address, client_options(args))
-            except Exception:  # an unreachable master: ask the next
-                continue
-            status = st
-            if st.ready:
-                break
-        target = [status.leader_address] if status is not None and status.leader_address \
-            else args.masters
-        reply = await master_call(target + [m for m in args.masters if m not in target],
-                                  api.MASTER_LIST_TSERVERS, api.Empty(),
-                                  api.TabletServerList, client_options(args))
-        rows = [tserver_entry_doc(t) for t in reply.tservers]
-        text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
-                         f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
-        if rows and render.is_terminal():
-            text = render.table(["UUID", "ADDRESS", "LIVE", "SINCE HEARTBEAT"], [
-                [r["uuid"], r["address"], "live" if r["live"] else "DEAD",
-                 f"{r['seconds_since_heartbeat']:.1f}s"] for r in rows])
-        return Outcome(0, {"tservers": rows}, text)
-
-    return execute("revivify tserver list", args, work)
 
 
 # ---------------------------------------------------------------------------- tserver unregister
 
 
-def tserver_unregister_main(argv: list[str]) -> int:
-    """``revivify tserver unregister UUID --masters ...``: forget a dead tablet server that
-    hosts no replica (Kudu's ``kudu tserver unregister``). The ready leader checks its
-    catalog and forgets it; then every other master is told to forget it too (each refuses
-    while the server is live to it). A server that heartbeats again comes back."""
-    parser = Parser(prog="revivify tserver unregister",
-                    parents=[common_flags(), _masters(), call_timeout_flag()],
-                    description="forget a dead tablet server that hosts no replica")
-    parser.add_argument("uuid", metavar="UUID")
+
+
+def _master_change(kind: str, argv: list[str]) -> int:
+    prog = f"revivify master {kind}"
+    parser = Parser(prog=prog, parents=[common_flags(), masters_flags(), call_timeout_flag()],
+                    description="add a master (running with 'master run --join') to the "
+                                "catalog's Raft config" if kind == "add" else
+                                "remove a master from the catalog's Raft config")
+    parser.add_argument("target", metavar="HOST:PORT" if kind == "add" else "UUID",
+                        help="the new master's address" if kind == "add"
+                        else "the master's UUID")
+    parser.add_argument("--cas", type=non_negative_int, default=None, metavar="INDEX",
+                        help="the committed config index this change was planned on")
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
+    from revivify.impl.client.errors import Rejected, ServerUnreachable
+    from revivify.impl.client.master import master_status, open_master_client
+    from revivify.impl.master import api
+    from revivify.impl.rpc.address import parse_address
+
+    if kind == "add":
+        try:
+            parse_address(args.target)
+        except ValueError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+        request = api.MasterChangeRequest(address=args.target, cas_config_index=args.cas)
+        method = api.MASTER_ADD_MASTER
+    else:
+        request = api.MasterChangeRequest(uuid=args.target, cas_config_index=args.cas)
+        method = api.MASTER_REMOVE_MASTER
 
     async def work() -> Outcome:
         options = client_options(args)
-        first = await master_call(args.masters, api.MASTER_UNREGISTER_TSERVER,
-                                  api.UnregisterTServerRequest(args.uuid),
-                                  api.UnregisterTServerReply, options)
-        status = await master_status(args.masters[0], options)
-        others = sorted({*args.masters, *status.masters} - {status.leader_address})
-        told: dict[str, bool] = {first.master_uuid: first.forgotten}
-        for address in others:
-            reply = await master_call_at(address, api.MASTER_UNREGISTER_TSERVER,
-                                         api.UnregisterTServerRequest(args.uuid, False),
-                                         api.UnregisterTServerReply, options)
-            told[reply.master_uuid] = reply.forgotten
-        if not any(told.values()):
-            return Outcome(1, {"uuid": args.uuid, "masters": told}, "",
-                           complaint=f"no master knew tablet server {args.uuid}")
-        return Outcome(0, {"uuid": args.uuid, "masters": told},
-                       f"tablet server {args.uuid} unregistered ({len(told)} masters told)")
+        if kind == "add":
+            # The new master must be running (with --join) before the leader can copy the
+            # catalog to it. Asked first, within one call timeout, so that a typo in the
+            # address or a master not started yet is named at once, in one line, and not
+            # after the whole deadline as a timeout of the call to the leader (which waits
+            # on the new master's answer). Any answer will do, a refusal too (a joining
+            # master may still be starting): only silence is named.
+            try:
+                await master_status(args.target, options)
+            except Rejected:
+                pass
+            except ServerUnreachable as exc:
+                return Outcome(2, {"address": args.target, "error": exc.message}, "",
+                               f"no master answers at {args.target} ({exc.message}); start "
+                               "it with 'revivify master run --join' first")
+        async with open_master_client(list(args.masters), options=options) as client:
+            reply = await client.call(method, request, api.MasterChangeReply)
+        document = {"uuid": reply.uuid, "address": reply.address,
+                    "config_index": reply.config_index, "already_done": reply.already_done}
+        verb = "added" if kind == "add" else "removed"
+        who = " ".join(filter(None, [reply.uuid, reply.address]))
+        text = (f"master {who} was already "
+                f"{'a member' if kind == 'add' else 'not a member'}"
+                if reply.already_done else
+                f"master {who} {verb} (config index "
+                f"{reply.config_index})")
+        return Outcome(0, document, text)
 
-    return execute("revivify tserver unregister", args, work)
+    return execute(prog, args, work)
 
 
-__all__ = ["master_main", "table_main", "tserver_list_main", "tserver_unregister_main"]
+def master_add_main(argv: list[str]) -> int:
+    """``revivify master add HOST:PORT --masters ...`` (argv after 'add')."""
+    return _master_change("add", argv)
+
+
+def master_remove_main(argv: list[str]) -> int:
+    """``revivify master remove UUID --masters ...`` (argv after 'remove')."""
+    return _master_change("remove", argv)
+
+
+__all__ = ["master_add_main", "master_main", "master_remove_main"]

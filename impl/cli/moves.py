@@ -44,15 +44,13 @@ view is refused: exit 1). Output: text, or ``--json`` {"uuid", "address", "confi
 
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import Any, Final
 
 import trio
 
 from revivify.impl.client import ClientOptions
-from revivify.impl.client.errors import Rejected, ServerUnreachable, Unavailable
-from revivify.impl.client.master import MasterClient, master_status, open_master_client
+from revivify.impl.client.errors import Rejected, Unavailable
+from revivify.impl.client.master import MasterClient, open_master_client
 from revivify.impl.client.options import DEFAULT_CALL_TIMEOUT
 from revivify.impl.master import api
 from revivify.impl.rpc import RpcError, open_rpc_client
@@ -62,14 +60,6 @@ from revivify.impl.tserver import api as ts_api
 from . import render
 from .common import (
     Outcome,
-    Parser,
-    call_timeout_flag,
-    client_options,
-    common_flags,
-    execute,
-    masters_flags,
-    non_negative_int,
-    parse_args,
 )
 
 PROG: Final = "revivify tserver retire"
@@ -207,109 +197,5 @@ def _summary(uuid: str, moved: list[dict[str, Any]], remaining: int) -> dict[str
     return {"tserver": uuid, "moved": moved, "count": len(moved), "remaining": remaining}
 
 
-def _master_change(kind: str, argv: list[str]) -> int:
-    prog = f"revivify master {kind}"
-    parser = Parser(prog=prog, parents=[common_flags(), masters_flags(), call_timeout_flag()],
-                    description="add a master (running with 'master run --join') to the "
-                                "catalog's Raft config" if kind == "add" else
-                                "remove a master from the catalog's Raft config")
-    parser.add_argument("target", metavar="HOST:PORT" if kind == "add" else "UUID",
-                        help="the new master's address" if kind == "add"
-                        else "the master's UUID")
-    parser.add_argument("--cas", type=non_negative_int, default=None, metavar="INDEX",
-                        help="the committed config index this change was planned on")
-    args = parse_args(parser, argv)
-    if isinstance(args, int):
-        return args
-    assert isinstance(args, argparse.Namespace)
-    if kind == "add":
-        try:
-            parse_address(args.target)
-        except ValueError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return 2
-        request = api.MasterChangeRequest(address=args.target, cas_config_index=args.cas)
-        method = api.MASTER_ADD_MASTER
-    else:
-        request = api.MasterChangeRequest(uuid=args.target, cas_config_index=args.cas)
-        method = api.MASTER_REMOVE_MASTER
+__all__ = ["retire"]
 
-    async def work() -> Outcome:
-        options = client_options(args)
-        if kind == "add":
-            # The new master must be running (with --join) before the leader can copy the
-            # catalog to it. Asked first, within one call timeout, so that a typo in the
-            # address or a master not started yet is named at once, in one line, and not
-            # after the whole deadline as a timeout of the call to the leader (which waits
-            # on the new master's answer). Any answer will do, a refusal too (a joining
-            # master may still be starting): only silence is named.
-            try:
-                await master_status(args.target, options)
-            except Rejected:
-                pass
-            except ServerUnreachable as exc:
-                return Outcome(2, {"address": args.target, "error": exc.message}, "",
-                               f"no master answers at {args.target} ({exc.message}); start "
-                               "it with 'revivify master run --join' first")
-        async with open_master_client(list(args.masters), options=options) as client:
-            reply = await client.call(method, request, api.MasterChangeReply)
-        document = {"uuid": reply.uuid, "address": reply.address,
-                    "config_index": reply.config_index, "already_done": reply.already_done}
-        verb = "added" if kind == "add" else "removed"
-        who = " ".join(filter(None, [reply.uuid, reply.address]))
-        text = (f"master {who} was already "
-                f"{'a member' if kind == 'add' else 'not a member'}"
-                if reply.already_done else
-                f"master {who} {verb} (config index "
-                f"{reply.config_index})")
-        return Outcome(0, document, text)
-
-    return execute(prog, args, work)
-
-
-def master_add_main(argv: list[str]) -> int:
-    """``revivify master add HOST:PORT --masters ...`` (argv after 'add')."""
-    return _master_change("add", argv)
-
-
-def master_remove_main(argv: list[str]) -> int:
-    """``revivify master remove UUID --masters ...`` (argv after 'remove')."""
-    return _master_change("remove", argv)
-
-
-def main(argv: list[str]) -> int:
-    """``python -m revivify.impl.cli.moves tserver retire ... | master add|remove ...``."""
-    commands = {("tserver", "retire"): tserver_retire_main, ("master", "add"): master_add_main,
-                ("master", "remove"): master_remove_main}
-    command = commands.get((argv[0], argv[1])) if len(argv) >= 2 else None
-    if command is None:
-        print("usage: tserver retire UUID | master add HOST:PORT | master remove UUID "
-              "(--masters ...)", file=sys.stderr)
-        return 2
-    return command(argv[2:])
-
-
-def tserver_retire_main(argv: list[str]) -> int:
-    """``revivify tserver retire UUID --masters ...`` (argv after 'retire')."""
-    parser = Parser(prog=PROG, parents=[common_flags(), masters_flags(), call_timeout_flag()],
-                    description="move every replica off a tablet server (then it can be "
-                                "stopped for good); resumable: run it again to continue")
-    parser.add_argument("uuid", help="the tablet server's UUID")
-    parser.set_defaults(deadline=RETIRE_DEADLINE)
-    args = parse_args(parser, argv)
-    if isinstance(args, int):
-        return args
-    assert isinstance(args, argparse.Namespace)
-
-    async def work() -> Outcome:
-        return await retire(list(args.masters), args.uuid, args.deadline,
-                            bar=not args.json, call_timeout=args.call_timeout)
-
-    return execute(PROG, args, work)
-
-
-__all__ = ["main", "master_add_main", "master_remove_main", "retire", "tserver_retire_main"]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -22,17 +22,13 @@ import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from revivify.impl.client import ReplicaStatus, TabletStatus
-from revivify.impl.client.documents import (
-    member_role,
-    peer_doc,
-    replica_doc,
-    server_status_doc,
-)
-from revivify.impl.master.api import TableLocationsReply
-from revivify.impl.tserver.api import ServerStatus
+if TYPE_CHECKING:  # the types only: printing a table must not load the client library
+    from revivify.impl.client import ReplicaStatus, TabletStatus
+    from revivify.impl.consensus.messages import Peer
+    from revivify.impl.master.api import TableLocationsReply
+    from revivify.impl.tserver.api import ReplicaInfo, ServerStatus
 
 
 def dumps(document: Any) -> str:
@@ -239,7 +235,33 @@ def opid(value: tuple[int, int] | Sequence[int]) -> str:
 
 # ---------------------------------------------------------------------------- documents
 # The documents themselves are impl/client/documents.py's (shared with the status pages);
-# peer_doc, replica_doc and server_status_doc are re-exported for the commands.
+# peer_doc, replica_doc and server_status_doc are re-exported for the commands, imported
+# when first called (documents.py brings the RPC types with it).
+
+
+def peer_doc(peer: Peer) -> dict[str, Any]:
+    from revivify.impl.client.documents import peer_doc as doc
+
+    return doc(peer)
+
+
+def replica_doc(info: ReplicaInfo, uuid: str | None = None, address: str | None = None,
+                live: bool = True) -> dict[str, Any]:
+    from revivify.impl.client.documents import replica_doc as doc
+
+    return doc(info, uuid, address, live)
+
+
+def member_role(role: str, member_type: str | None, leader: bool = False) -> str:
+    from revivify.impl.client.documents import member_role as word
+
+    return word(role, member_type, leader)
+
+
+def server_status_doc(status: ServerStatus) -> dict[str, Any]:
+    from revivify.impl.client.documents import server_status_doc as doc
+
+    return doc(status)
 
 
 def server_status_text(status: ServerStatus) -> str:
@@ -265,32 +287,47 @@ def _replica_row_doc(row: ReplicaStatus) -> dict[str, Any]:
 
 
 def tablet_status_doc(status: TabletStatus) -> dict[str, Any]:
+    """``tablet status --json``: each replica with its server's "answer" (ok, not hosted, no
+    answer, unreachable, refused)."""
     leader = status.leader
     return {
         "tablet_id": status.tablet_id,
         "leader": None if leader is None else leader.uuid,
         "leader_address": None if leader is None else leader.address,
-        "replicas": [_replica_row_doc(r) for r in status.replicas],
+        "replicas": [{**_replica_row_doc(r), "answer": r.answer} for r in status.replicas],
     }
 
 
 def tablet_status_text(status: TabletStatus) -> str:
+    """The replicas as a table: what each server answered in the ANSWER column, its
+    replica's state in the others (left empty for a server that gave none), then why each
+    server that gave no state gave none."""
+    from revivify.impl.client.admin import ANSWER_NO_ANSWER, ANSWER_OK
+
     rows: list[list[object]] = []
+    notes: list[str] = []
     for r in status.replicas:
         info = r.info
+        answer = r.answer
         if info is None:
-            rows.append([r.address, r.uuid, r.error, None, None, None, None, None])
-        else:
-            state = info.state if not info.reason else f"{info.state} ({info.reason})"
-            rows.append([r.address, r.uuid, state, member_role(info.role, info.member_type),
-                         info.term,
-                         opid(info.last_opid), info.commit_index, info.config_index])
+            rows.append([r.address, r.uuid, answer, None, None, None, None, None, None])
+            if r.error and r.error != answer:
+                notes.append(f"{r.address}: {r.error}")
+            continue
+        state = info.state if not info.reason else f"{info.state} ({info.reason})"
+        rows.append([r.address, r.uuid, ANSWER_OK, state,
+                     member_role(info.role, info.member_type), info.term,
+                     opid(info.last_opid), info.commit_index, info.config_index])
     leader = status.leader
     said = "none" if leader is None else f"{leader.uuid} ({leader.address})"
+    silent = [r for r in status.replicas if r.answer == ANSWER_NO_ANSWER]
+    if leader is None and silent:
+        said += " among the servers that answered"
     return "\n".join([
         f"tablet {status.tablet_id}",
-        table(["ADDRESS", "UUID", "STATE", "ROLE", "TERM", "LAST", "COMMITTED", "CONFIG"],
-              rows),
+        table(["ADDRESS", "UUID", "ANSWER", "STATE", "ROLE", "TERM", "LAST", "COMMITTED",
+               "CONFIG"], rows),
+        *notes,
         f"leader: {said}",
     ])
 

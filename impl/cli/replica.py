@@ -38,13 +38,11 @@ from typing import Any
 import trio
 
 from revivify.impl.client import (
-    cancel_copy,
     copy_replica,
     delete_replica,
     list_copies,
     server_status,
 )
-from revivify.impl.client.documents import copy_info_doc
 from revivify.impl.tserver.api import CopyInfo, ReplicaInfo
 
 from . import render
@@ -213,17 +211,6 @@ async def _settled_state(destination: str, tablet_id: str) -> str:
         await trio.sleep(COPY_POLL_SECONDS / 5)
 
 
-def _copy_list_text(copies: list[CopyInfo]) -> str:
-    """``copy list``: a row per copy (sizes in MiB, as in the progress lines)."""
-    mb = 1 << 20
-    return render.table(
-        ["TABLET", "PHASE", "DONE MB", "TOTAL MB", "MB/S", "FILES", "FROM", "RETRIES",
-         "ERROR"],
-        [[c.tablet_id, c.phase, f"{c.bytes_done / mb:.1f}", f"{c.total_bytes / mb:.1f}",
-          f"{c.rate_bytes_per_second / mb:.1f}", f"{c.files_done}/{c.files_total}",
-          c.source_address, c.retries, c.error] for c in copies])
-
-
 def _progress_line(c: CopyInfo) -> str:
     mb = 1 << 20
     return (f"{c.tablet_id}  {c.phase:<8} {c.bytes_done / mb:8.1f} / {c.total_bytes / mb:.1f} "
@@ -233,38 +220,4 @@ def _progress_line(c: CopyInfo) -> str:
             + (f"  ({c.error})" if c.error else ""))
 
 
-def copy_main(argv: list[str]) -> int:
-    parser = Parser(prog="revivify copy", description="tablet copies running on a server")
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{list,cancel}")
-    listing = sub.add_parser("list", parents=[common_flags()], help="list running copies",
-                             description="Each copy running on the server (the destination) "
-                                         "with its phase, bytes done, total and rate.")
-    listing.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
-                         help="the server to ask")
-    cancel = sub.add_parser("cancel", parents=[common_flags()], help="cancel a copy",
-                            description="Cancel the copy: the replica becomes a tombstone "
-                                        "with its previous last OpId and cmeta.")
-    cancel.add_argument("--tserver", type=address_arg, required=True, metavar="HOST:PORT",
-                        help="the server running the copy")
-    cancel.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
-    args = parse_args(parser, argv)
-    if isinstance(args, int):
-        return args
-    if args.cmd == "list":
-        async def list_work() -> Outcome:
-            reply = await list_copies(args.tserver)
-            rows = [copy_info_doc(c) for c in reply.copies]
-            text = _copy_list_text(reply.copies) if reply.copies else \
-                f"no copies running (at most {reply.max_concurrent} at once)"
-            return Outcome(0, {"copies": rows, "max_concurrent": reply.max_concurrent}, text)
-        return execute("revivify copy list", args, list_work)
-
-    async def cancel_work() -> Outcome:
-        await cancel_copy(args.tserver, args.tablet)
-        return Outcome(0, {"tablet_id": args.tablet, "cancelled": True},
-                       f"copy of {args.tablet} on {args.tserver} cancelled")
-    return execute("revivify copy cancel", args, cancel_work)
-
-
-
-__all__ = ["copy_main", "replica_main"]
+__all__ = ["replica_main"]

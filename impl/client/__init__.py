@@ -34,46 +34,115 @@ Example::
         assert await t.get(b"k") == b"v"  # linearizable: read at the leader (ReadIndex)
 """
 
-from .admin import (
-    CreatedTablet,
-    ReplicaStatus,
-    TabletStatus,
-    cancel_copy,
-    change_config,
-    copy_replica,
-    create_tablet,
-    delete_replica,
-    leader_info,
-    list_copies,
-    server_status,
-    step_down,
-    tablet_status,
-)
-from .connections import HANDSHAKE_UUID, ServerConnections, handshake, open_connections
-from .errors import (
-    ChangeRefused,
-    ClientError,
-    DeadlineExceeded,
-    InvalidAddress,
-    InvalidRequest,
-    MastersUnreachable,
-    NoAnswer,
-    NoLeader,
-    NoMasterAnswered,
-    OutcomeUnknown,
-    Rejected,
-    RetriesExhausted,
-    ServerUnreachable,
-    TabletNotFoundError,
-    TabletNotRunningError,
-    Unavailable,
-    WrongServerKind,
-    outcome_of,
-)
-from .master import MasterClient, master_call, master_status, open_master_client
-from .options import ClientOptions, parse_address
-from .table import TableClient, TableNotFoundError, open_table_client
-from .tablet import TabletClient, open_tablet_client
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .admin import (
+        CreatedTablet,
+        ReplicaStatus,
+        TabletStatus,
+        cancel_copy,
+        change_config,
+        copy_replica,
+        create_tablet,
+        delete_replica,
+        leader_info,
+        list_copies,
+        server_status,
+        step_down,
+        tablet_status,
+    )
+    from .connections import HANDSHAKE_UUID, ServerConnections, handshake, open_connections
+    from .errors import (
+        ChangeRefused,
+        ClientError,
+        DeadlineExceeded,
+        InvalidAddress,
+        InvalidRequest,
+        MastersUnreachable,
+        NoAnswer,
+        NoLeader,
+        NoMasterAnswered,
+        OutcomeUnknown,
+        Rejected,
+        RetriesExhausted,
+        ServerUnreachable,
+        TabletNotFoundError,
+        TabletNotRunningError,
+        Unavailable,
+        WrongServerKind,
+        outcome_of,
+    )
+    from .master import MasterClient, master_call, master_status, open_master_client
+    from .options import ClientOptions, parse_address
+    from .table import TableClient, TableNotFoundError, open_table_client
+    from .tablet import TabletClient, open_tablet_client
+
+# Re-exports are lazy: importing one light submodule (documents, errors, options) must not
+# load the trio clients, so that the CLI's fast commands start without trio.
+_SUBMODULE_OF: dict[str, str] = {
+    "ChangeRefused": "errors",
+    "ClientError": "errors",
+    "ClientOptions": "options",
+    "CreatedTablet": "admin",
+    "DeadlineExceeded": "errors",
+    "HANDSHAKE_UUID": "connections",
+    "InvalidAddress": "errors",
+    "InvalidRequest": "errors",
+    "MasterClient": "master",
+    "MastersUnreachable": "errors",
+    "NoAnswer": "errors",
+    "NoLeader": "errors",
+    "NoMasterAnswered": "errors",
+    "OutcomeUnknown": "errors",
+    "Rejected": "errors",
+    "ReplicaStatus": "admin",
+    "RetriesExhausted": "errors",
+    "ServerConnections": "connections",
+    "ServerUnreachable": "errors",
+    "TableClient": "table",
+    "TableNotFoundError": "table",
+    "TabletClient": "tablet",
+    "TabletNotFoundError": "errors",
+    "TabletNotRunningError": "errors",
+    "TabletStatus": "admin",
+    "Unavailable": "errors",
+    "WrongServerKind": "errors",
+    "cancel_copy": "admin",
+    "change_config": "admin",
+    "copy_replica": "admin",
+    "create_tablet": "admin",
+    "delete_replica": "admin",
+    "handshake": "connections",
+    "leader_info": "admin",
+    "list_copies": "admin",
+    "master_call": "master",
+    "master_status": "master",
+    "open_connections": "connections",
+    "open_master_client": "master",
+    "open_table_client": "table",
+    "open_tablet_client": "tablet",
+    "outcome_of": "errors",
+    "parse_address": "options",
+    "server_status": "admin",
+    "step_down": "admin",
+    "tablet_status": "admin",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A re-exported name, imported from its submodule on first use (PEP 562)."""
+    submodule = _SUBMODULE_OF.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    # __import__, not importlib.import_module: -X importtime nests only what the import
+    # statement's machinery loads, and tests/cli/test_import_budget.py reads that nesting.
+    __import__(f"{__name__}.{submodule}")
+    value = getattr(sys.modules[f"{__name__}.{submodule}"], name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "HANDSHAKE_UUID",

@@ -81,29 +81,88 @@ clock=trio.testing.MockClock(autojump_threshold=0))``, with a partition::
         nursery.cancel_scope.cancel()
 """
 
-from .address import BadAddress, format_address, parse_address
-from .backoff import Backoff
-from .client import RpcClient, open_rpc_client
-from .codec import NO_LAMPORT, LamportHooks, Request, Response
-from .errors import (
-    AppError,
-    ConnectFailed,
-    ConnectionClosed,
-    FrameTooLarge,
-    InternalError,
-    MalformedFrame,
-    MalformedRequest,
-    MalformedResponse,
-    RemoteError,
-    RpcError,
-    ServerShuttingDown,
-    UnknownMethod,
-    WrongServerUuid,
-)
-from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
-from .server import RpcServer, serve_rpc
-from .service import CallContext, MethodSpec, Service
-from .transport import TCP, Address, Network, TcpNetwork
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .address import BadAddress, format_address, parse_address
+    from .backoff import Backoff
+    from .client import RpcClient, open_rpc_client
+    from .codec import NO_LAMPORT, LamportHooks, Request, Response
+    from .errors import (
+        AppError,
+        ConnectFailed,
+        ConnectionClosed,
+        FrameTooLarge,
+        InternalError,
+        MalformedFrame,
+        MalformedRequest,
+        MalformedResponse,
+        RemoteError,
+        RpcError,
+        ServerShuttingDown,
+        UnknownMethod,
+        WrongServerUuid,
+    )
+    from .framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
+    from .server import RpcServer, serve_rpc
+    from .service import CallContext, MethodSpec, Service
+    from .transport import TCP, Address, Network, TcpNetwork
+
+# Re-exports are lazy: importing one light submodule (framing, codec, address: no trio) must
+# not load the trio shells, so that the CLI's one-shot caller (impl/cli/oneshot.py) starts
+# without trio.
+_SUBMODULE_OF: dict[str, str] = {
+    "Address": "transport",
+    "AppError": "errors",
+    "Backoff": "backoff",
+    "BadAddress": "address",
+    "CallContext": "service",
+    "ConnectFailed": "errors",
+    "ConnectionClosed": "errors",
+    "DEFAULT_MAX_FRAME_SIZE": "framing",
+    "FrameDecoder": "framing",
+    "FrameTooLarge": "errors",
+    "InternalError": "errors",
+    "LamportHooks": "codec",
+    "MalformedFrame": "errors",
+    "MalformedRequest": "errors",
+    "MalformedResponse": "errors",
+    "MethodSpec": "service",
+    "NO_LAMPORT": "codec",
+    "Network": "transport",
+    "RemoteError": "errors",
+    "Request": "codec",
+    "Response": "codec",
+    "RpcClient": "client",
+    "RpcError": "errors",
+    "RpcServer": "server",
+    "ServerShuttingDown": "errors",
+    "Service": "service",
+    "TCP": "transport",
+    "TcpNetwork": "transport",
+    "UnknownMethod": "errors",
+    "WrongServerUuid": "errors",
+    "encode_frame": "framing",
+    "format_address": "address",
+    "open_rpc_client": "client",
+    "parse_address": "address",
+    "serve_rpc": "server",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A re-exported name, imported from its submodule on first use (PEP 562)."""
+    submodule = _SUBMODULE_OF.get(name)
+    if submodule is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import sys
+
+    # __import__, not importlib.import_module: -X importtime nests only what the import
+    # statement's machinery loads, and tests/cli/test_import_budget.py reads that nesting.
+    __import__(f"{__name__}.{submodule}")
+    value = getattr(sys.modules[f"{__name__}.{submodule}"], name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
 
 from fake_tserver import FakeTablet, ThreadedCluster, free_port, threaded_cluster
 
-from revivify.impl.cli import admin as cli_admin
+from revivify.impl.cli import tserver as cli_tserver
 from revivify.impl.cli.main import main
 
 _ids = itertools.count(1)
@@ -93,7 +93,7 @@ def test_tserver_status_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_tserver_run_hook_missing(capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_admin, "TSERVER_MAIN", "revivify.impl.tserver.no_such_module")
+    monkeypatch.setattr(cli_tserver, "TSERVER_MAIN", "revivify.impl.tserver.no_such_module")
     r = run(capsys, "tserver", "run", "--fs-root", "/nowhere")
     assert r.code == 2
     assert "revivify tserver run: not available" in r.err
@@ -111,7 +111,7 @@ def test_tserver_run_hook_hands_over(capsys: pytest.CaptureFixture[str],
 
     module.run_main = run_main  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "fake_tserver_main", module)
-    monkeypatch.setattr(cli_admin, "TSERVER_MAIN", "fake_tserver_main")
+    monkeypatch.setattr(cli_tserver, "TSERVER_MAIN", "fake_tserver_main")
     assert run(capsys, "tserver", "run", "--fs-root", "/x").code == 0
     assert seen == [["--fs-root", "/x"]]
 

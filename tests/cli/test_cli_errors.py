@@ -131,6 +131,11 @@ def test_version_and_did_you_mean() -> None:
     bare = cli("trace")
     assert bare.returncode == 2 and "{check,validate,follow}" in bare.stderr
     assert "cmd" not in bare.stderr
+    flag = cli("table", "list", "--masters", "127.0.0.1:1", "--jsn")
+    assert flag.returncode == 2 and "unrecognized arguments: --jsn" in flag.stderr
+    assert "did you mean --json?" in flag.stderr, flag.stderr
+    far = cli("table", "list", "--masters", "127.0.0.1:1", "--zzzzzz")
+    assert far.returncode == 2 and "did you mean" not in far.stderr, far.stderr
 
 
 def test_ctrl_c_while_waiting_for_the_masters_is_one_line() -> None:

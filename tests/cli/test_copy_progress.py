@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from revivify.impl.cli import copy as copy_command
 from revivify.impl.cli import replica
 from revivify.impl.cli.main import main
 from revivify.impl.tserver.api import CopyInfo, CopyList, ReplicaInfo, ServerStatus
@@ -106,7 +107,7 @@ def test_copy_list_is_a_table(monkeypatch: pytest.MonkeyPatch,
     async def list_copies(address: str) -> CopyList:
         return CopyList([_info("blocks", 2 * MB, retries=1)], 4)
 
-    monkeypatch.setattr(replica, "list_copies", list_copies)
+    monkeypatch.setattr(copy_command, "list_copies", list_copies)
     assert main(["copy", "list", "--tserver", DESTINATION]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split() == ["TABLET", "PHASE", "DONE", "MB", "TOTAL", "MB", "MB/S",

@@ -20,7 +20,7 @@ import pytest
 
 from revivify.impl.cli.common import Parser, common_flags, masters_flags, parse_args
 from revivify.impl.cli.main import main
-from revivify.impl.cli.master import _table_parser
+from revivify.impl.cli.table import _table_parser
 from revivify.impl.flagfile import FlagfileError, apply_flagfiles, read_flagfile
 from revivify.impl.servers import master as master_server
 from revivify.impl.servers import tserver as tserver_server

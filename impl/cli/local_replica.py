@@ -37,11 +37,9 @@ listed or purged all the same). Errors are one line on stderr, never a traceback
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from revivify.impl.storage.dirlock import lock_directory
 from revivify.impl.storage.disk import OsDisk
 from revivify.impl.storage.errors import (
     DirectoryLocked,
@@ -56,19 +54,15 @@ from revivify.impl.storage.offline import (
     Problem,
     PurgePlan,
     TabletOnDisk,
-    WipeResult,
-    check_wipe,
     execute_purge,
     inspect_directory,
     plan_purge,
-    wipe_directory,
 )
 from revivify.impl.storage.values import MemberType
 
 from . import render
 from .common import Outcome, Parser, fail, json_flag, parse_args, print_outcome
 
-WIPE_PROG = "revivify tserver wipe"
 LIST_PROG = "revivify local-replica list"
 PURGE_PROG = "revivify local-replica purge-quarantine"
 
@@ -138,92 +132,6 @@ def _problem_docs(problems: Sequence[Problem]) -> list[dict[str, str]]:
 
 
 # ---------------------------------------------------------------------------- tserver wipe
-
-
-def _confirm(root: str, uuid: str | None) -> bool:
-    who = f"server {uuid}" if uuid else "the server"
-    sys.stderr.write(f"wipe {root}? {who} will be gone for good and the next start formats "
-                     "a new UUID [y/N] ")
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-def _wipe_doc(result: WipeResult) -> dict[str, Any]:
-    return {"fs_root": result.root, "old_uuid": result.old_uuid,
-            "removed": {"instance": result.instance, "superblocks": result.superblocks,
-                        "cmetas": result.cmetas, "wals": result.wals, "blocks": result.blocks,
-                        "quarantine_dirs": result.quarantine_dirs, "files": result.files,
-                        "bytes": result.bytes},
-            "kept": list(result.kept)}
-
-
-def _wipe_text(result: WipeResult) -> str:
-    who = f"server {result.old_uuid} is gone for good" if result.old_uuid else \
-        "no valid instance file was found"
-    return "\n".join([
-        f"wiped {result.root}: {who}",
-        f"removed: {'the instance file, ' if result.instance else ''}"
-        f"{result.superblocks} superblocks, {result.cmetas} cmeta files, {result.wals} WALs, "
-        f"{result.blocks} data blocks, {result.quarantine_dirs} quarantine directories "
-        f"({result.files} files, {_size(result.bytes)})",
-        f"kept: {', '.join(result.kept) or 'nothing'}",
-        "the next 'revivify tserver run' formats it with a new UUID",
-    ])
-
-
-def tserver_wipe_main(argv: list[str]) -> int:
-    """``revivify tserver wipe --fs-root DIR [--yes] [--json]``."""
-    parser = Parser(prog=WIPE_PROG, parents=[json_flag()],
-                     description="Clear a stopped tablet server's directory (instance file, "
-                                 "superblocks, cmeta, WALs, data blocks, quarantine) so that "
-                                 "its next start formats it with a new UUID. Keeps DIR/LOCK "
-                                 "and DIR/traces (the old UUID's traces, history the trace "
-                                 "checker needs). Refuses while a server runs on DIR, and on "
-                                 "a directory that is not a revivify data directory.")
-    _fs_root(parser)
-    parser.add_argument("--yes", action="store_true",
-                        help="do not ask for confirmation (required without a terminal)")
-    args = parse_args(parser, argv)
-    if isinstance(args, int):
-        return args
-
-    def work() -> Outcome:
-        layout = _layout(args.fs_root)
-        check = check_wipe(layout)
-        if not check.is_data_directory:
-            why = (f"its instance file does not verify ({check.instance_problem.error})"
-                   if check.instance_problem else "it has no instance file")
-            raise _Refused(f"{layout.root} is not a revivify data directory: {why} and it "
-                           f"holds {', '.join(check.unknown[:5])}"
-                           f"{', ...' if len(check.unknown) > 5 else ''}; refusing to wipe it",
-                           1)
-        if not check.to_remove:
-            doc = {"fs_root": layout.root, "old_uuid": None, "removed": None,
-                   "kept": list(check.kept + check.unknown)}
-            return Outcome(0, doc, f"{layout.root}: nothing to wipe (not formatted)")
-        if not args.yes and not sys.stdin.isatty():
-            raise _Refused("refusing to wipe without --yes (no terminal to confirm on)", 2)
-        try:
-            lock = lock_directory(layout.root)
-        except DirectoryLocked as exc:
-            raise _Refused(f"{exc}: stop the server first", 1) from None
-        with lock:
-            if not args.yes:
-                uuid = check.instance.server_uuid if check.instance else None
-                if not _confirm(layout.root, uuid):
-                    raise _Refused("not confirmed; nothing was removed", 1)
-            check = check_wipe(layout)  # again, under the lock
-            if not check.is_data_directory:
-                raise _Refused(f"{layout.root} changed: it is no longer a revivify data "
-                               "directory; refusing to wipe it", 1)
-            result = wipe_directory(layout, check)
-        complaint = None
-        if check.instance_problem is not None:
-            complaint = (f"note: the instance file did not verify "
-                         f"({check.instance_problem.error}); the old UUID is unknown")
-        return Outcome(0, _wipe_doc(result), _wipe_text(result), complaint)
-
-    return _run(WIPE_PROG, args, work)
 
 
 # ---------------------------------------------------------------------------- list
@@ -431,4 +339,4 @@ def local_replica_main(argv: list[str]) -> int:
     return _run(PURGE_PROG, args, lambda: _purge(args))
 
 
-__all__ = ["local_replica_main", "tserver_wipe_main"]
+__all__ = ["local_replica_main"]
