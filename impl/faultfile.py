@@ -12,14 +12,39 @@ parse is logged once and means no faults (the harness's bug must not crash a ser
 The file (every key optional)::
 
     {"cuts": [["uuid-a", "uuid-b"], ...],      # a and b drop every RPC frame between them
-     "disk": [{"prefix": "/abs/dir/", "op": "fsync" | "write", "errno": "EIO" | "ENOSPC"}]}
+     "disk": [{"prefix": "/abs/dir/", "op": "fsync" | "write", "errno": "EIO" | "ENOSPC"}],
+     "clocks": [{"pid": 1234, "rate": 2.0, "ahead": 1.0}]}  # FaultClock
 
 A cut is symmetric and applies to both ends (impl/rpc/faults.py): the sender drops what it
 would send, the receiver drops what arrives, so a partition holds as both servers see it,
 with no root, namespace or firewall rule. A disk fault makes every matching operation on a
 path under ``prefix`` raise OSError(errno) (impl/storage/faults.py): ``write`` covers
 pwrite, truncate and fallocate (ENOSPC: a full file system), ``fsync`` covers fsync,
-fdatasync and a directory fsync.
+fdatasync and a directory fsync. A clock fault names a server by its process id (the
+nemesis knows its children's pids before it knows their UUIDs) and says how fast that
+server's trio clock runs (`rate`, > 0) and by how many seconds, in all, it has jumped ahead
+(`ahead`, >= 0; the clock never goes back, so a later entry with less is ignored).
+
+Clock faults (FaultClock below). A server's timeouts are trio's (``trio.sleep``,
+``move_on_after``, ``fail_after``, ``trio.current_time``): Raft's ticks and election
+timeout, the masters' tablet-server liveness, RPC call deadlines, a follower master's
+staleness bound, copy retries. So a clock fault is injected in one place, the clock
+``trio.run`` is given (impl/servers/process.py), and reaches all of them at once, as a
+machine's faulty monotonic clock would. (The copy source's idle-session expiry and a few
+durations that are only reported read ``time.monotonic`` directly and are not faulted.)
+Off unless the fault file is on: ``clock_for_this_process()`` is None and trio keeps its
+own clock.
+
+The faulted clock is piecewise linear in the real monotonic clock: between two changes of
+the fault it reads ``anchor + rate * (real - anchor_real)``; at a change it re-anchors where
+it stands, adding the new part of ``ahead`` (a jump). So it is continuous but for jumps,
+and never goes back: a rate is positive and ``ahead`` only grows (an entry with less, or
+none once the fault is healed, keeps what was jumped and runs at rate 1 again).
+
+Sleeping: trio asks how long it may sleep until its next deadline; in real seconds that is
+the faulted time left divided by the rate. A fault may change while trio sleeps, so the
+sleep is capped at the fault file's poll interval: a clock made fast (or jumped) is seen
+within that, and timers due by it fire then.
 """
 
 from __future__ import annotations
@@ -34,6 +59,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 import attrs
+import trio
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +84,10 @@ class Faults:
 
     cuts: frozenset[tuple[str, str]] = frozenset()
     disk: tuple[DiskFault, ...] = ()
+    clocks: tuple[tuple[int, ClockFault], ...] = ()  # (pid, fault)
+
+    def clock(self, pid: int) -> ClockFault:
+        return next((c for p, c in self.clocks if p == pid), NO_CLOCK_FAULT)
 
     def cut(self, a: str, b: str) -> bool:
         return (a, b) in self.cuts
@@ -70,6 +100,16 @@ class Faults:
         return None
 
 
+@attrs.frozen
+class ClockFault:
+    """A server's clock runs `rate` times as fast as the real one and has jumped `ahead`
+    seconds in all (FaultClock)."""
+
+    rate: float = 1.0
+    ahead: float = 0.0
+
+
+NO_CLOCK_FAULT: Final = ClockFault()
 NO_FAULTS: Final = Faults()
 
 
@@ -97,7 +137,19 @@ def parse_faults(text: str) -> Faults:
         if name not in ERRNOS:
             raise ValueError(f"a disk fault's errno is one of {sorted(ERRNOS)}, not {name!r}")
         disk.append(DiskFault(prefix, op, ERRNOS[name]))
-    return Faults(frozenset(cuts), tuple(disk))
+    clocks: list[tuple[int, ClockFault]] = []
+    for item in doc.get("clocks", []):
+        if not isinstance(item, dict):
+            raise ValueError(f"a clock fault is an object, not {item!r}")
+        pid, rate, ahead = item.get("pid"), item.get("rate", 1.0), item.get("ahead", 0.0)
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise ValueError(f"a clock fault's pid is a positive integer, not {pid!r}")
+        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+            raise ValueError(f"a clock fault's rate is a positive number, not {rate!r}")
+        if not isinstance(ahead, (int, float)) or isinstance(ahead, bool) or not ahead >= 0:
+            raise ValueError(f"a clock fault's ahead is a number >= 0, not {ahead!r}")
+        clocks.append((pid, ClockFault(float(rate), float(ahead))))
+    return Faults(frozenset(cuts), tuple(disk), tuple(clocks))
 
 
 class FaultFile:
@@ -155,5 +207,45 @@ ACTIVE: Final[FaultFile | None] = from_environment()
 named one when the process started."""
 
 
-__all__ = ["ACTIVE", "ENV", "ERRNOS", "NO_FAULTS", "DiskFault", "FaultFile", "Faults",
+class FaultClock(trio.abc.Clock):
+    """trio's clock for process `pid` (see the module docstring)."""
+
+    def __init__(self, faults: FaultFile, pid: int, *,
+                 real: Callable[[], float] = time.monotonic) -> None:
+        self._faults = faults
+        self._pid = pid
+        self._real = real
+        self._anchor_real = real()
+        self._anchor = self._anchor_real
+        self._rate = 1.0
+        self._ahead = 0.0
+
+    def start_clock(self) -> None:
+        pass
+
+    def current_time(self) -> float:
+        real = self._real()
+        now = self._anchor + self._rate * (real - self._anchor_real)
+        fault = self._faults.current().clock(self._pid)
+        ahead = max(self._ahead, fault.ahead)
+        if fault.rate != self._rate or ahead != self._ahead:
+            now += ahead - self._ahead
+            self._anchor, self._anchor_real = now, real
+            self._rate, self._ahead = fault.rate, ahead
+        return now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        left = (deadline - self.current_time()) / self._rate
+        return max(0.0, min(left, POLL_SECONDS))
+
+
+def clock_for_this_process() -> FaultClock | None:
+    """The clock ``trio.run`` is to use in a server: a FaultClock when the fault file is on,
+    None (trio's own) in production."""
+    active = ACTIVE
+    return None if active is None else FaultClock(active, os.getpid())
+
+
+__all__ = ["ACTIVE", "ENV", "ERRNOS", "NO_CLOCK_FAULT", "NO_FAULTS", "ClockFault",
+           "DiskFault", "FaultClock", "FaultFile", "Faults", "clock_for_this_process",
            "from_environment", "parse_faults"]

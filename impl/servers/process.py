@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 import trio
 
+from revivify.impl import faultfile
 from revivify.impl.flagfile import FlagfileError
 from revivify.impl.rpc.address import format_address, parse_address
 from revivify.impl.storage.errors import StorageError
@@ -195,7 +196,9 @@ def run_server_process(command: str, argv: list[str], parse: Callable[[list[str]
         print(f"{command}: {exc}", file=sys.stderr)
         return 2
     try:
-        trio.run(serve, launch)
+        # Test-only: a clock the nemesis can fault (impl/faultfile.py FaultClock); None (trio's
+        # own) unless REVIVIFY_FAULT_FILE is set.
+        trio.run(serve, launch, clock=faultfile.clock_for_this_process())
     except (StorageError, OSError, BaseExceptionGroup) as exc:
         cause = _first_disk_error(exc)
         if cause is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import time
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,14 @@ import pytest
 import trio
 
 from revivify.impl import faultfile
-from revivify.impl.faultfile import ENV, FaultFile, from_environment, parse_faults
+from revivify.impl.faultfile import (
+    ENV,
+    FaultClock,
+    FaultFile,
+    clock_for_this_process,
+    from_environment,
+    parse_faults,
+)
 from revivify.impl.rpc import CallContext, Service, open_rpc_client, serve_rpc
 from revivify.impl.storage.disk import OsDisk, atomic_replace
 from revivify.impl.storage.faults import FaultyDisk, os_disk
@@ -146,3 +154,88 @@ class TestRpcHook:
 
         trio.run(main)
         assert runs == [1, 4, 6]
+
+
+class TestFaultClock:
+    """impl/faultfile.py's FaultClock: trio's clock in a server under the fault file."""
+
+    def clock(self, tmp_path: Path, now: list[float]) -> tuple[Path, FaultClock]:
+        path = tmp_path / "faults.json"
+        write_faults(path, {})
+        return path, FaultClock(FaultFile(str(path), poll_seconds=0), 42,
+                                real=lambda: now[0])
+
+    def test_fast_jumps_and_never_back(self, tmp_path: Path) -> None:
+        """The real clock's pace until a fault; then `rate` times it, plus what it jumped;
+        healed, the real pace again with the jump kept; another process's entry is not
+        this one's."""
+        now = [100.0]
+        path, clock = self.clock(tmp_path, now)
+        assert clock.current_time() == 100.0
+        now[0] = 101.0
+        assert clock.current_time() == 101.0
+        write_faults(path, {"clocks": [{"pid": 42, "rate": 2.0}, {"pid": 7, "rate": 9.0}]})
+        assert clock.current_time() == 101.0  # continuous at the change
+        now[0] = 102.0
+        assert clock.current_time() == 103.0
+        write_faults(path, {"clocks": [{"pid": 42, "rate": 2.0, "ahead": 1.5}]})
+        assert clock.current_time() == 104.5  # the jump
+        now[0] = 103.0
+        assert clock.current_time() == 106.5
+        write_faults(path, {})  # healed: 1x, the jump stays
+        assert clock.current_time() == 106.5
+        now[0] = 104.0
+        assert clock.current_time() == 107.5
+        write_faults(path, {"clocks": [{"pid": 42, "ahead": 1.0}]})  # less: ignored
+        assert clock.current_time() == 107.5
+
+    def test_sleep_time(self, tmp_path: Path) -> None:
+        """Faulted seconds left, in real seconds (divided by the rate), at most one poll of
+        the fault file (a fault made while trio sleeps is seen within it)."""
+        now = [0.0]
+        path, clock = self.clock(tmp_path, now)
+        write_faults(path, {"clocks": [{"pid": 42, "rate": 4.0}]})
+        t = clock.current_time()
+        assert clock.deadline_to_sleep_time(t + 0.08) == pytest.approx(0.02)
+        assert clock.deadline_to_sleep_time(t + 100.0) == faultfile.POLL_SECONDS
+        assert clock.deadline_to_sleep_time(t - 1.0) == 0.0
+
+    def test_a_jump_fires_trios_timers(self, tmp_path: Path) -> None:
+        """Under trio: an hour's sleep ends when the clock jumps an hour ahead."""
+        path = tmp_path / "faults.json"
+        write_faults(path, {})
+        clock = FaultClock(FaultFile(str(path)), os.getpid())
+        woke: list[bool] = []
+
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                async def sleeper() -> None:
+                    await trio.sleep(3600)
+                    woke.append(True)
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(sleeper)
+                await trio.sleep(0.1)
+                write_faults(path, {"clocks": [{"pid": os.getpid(), "ahead": 3600}]})
+                # A guard in real time, so that a clock that ignored the jump fails the
+                # test instead of hanging it.
+                real_end = time.monotonic() + 60
+                while time.monotonic() < real_end:
+                    await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+
+        trio.run(main, clock=clock)
+        assert woke == [True]
+
+    def test_off_without_the_fault_file(self, monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+        monkeypatch.setattr(faultfile, "ACTIVE", None)
+        assert clock_for_this_process() is None
+        monkeypatch.setattr(faultfile, "ACTIVE", FaultFile(str(tmp_path / "f.json")))
+        assert isinstance(clock_for_this_process(), FaultClock)
+
+    @pytest.mark.parametrize("item", [{"rate": 2.0}, {"pid": 0}, {"pid": 1, "rate": 0},
+                                      {"pid": 1, "ahead": -1}, {"pid": True}])
+    def test_parse_refuses_bad_clocks(self, item: dict[str, object]) -> None:
+        with pytest.raises(ValueError, match="clock fault"):
+            parse_faults(json.dumps({"clocks": [item]}))

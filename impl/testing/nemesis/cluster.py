@@ -96,6 +96,10 @@ class Cluster:
         self.trace_dir = self.tservers.trace_dir
         self.cuts: list[tuple[str, str]] = []  # node names: ts<i>, m<i>
         self.disk: list[dict[str, str]] = []
+        # Clock faults by pid (impl/faultfile.py FaultClock): [rate, seconds jumped ahead in all]. A
+        # process's entry outlives the heal (rate 1 again) so that what it jumped stays:
+        # its clock must not go back.
+        self.clocks: dict[int, list[float]] = {}
         self.paused: set[int] = set()
         self.paused_masters: set[int] = set()
 
@@ -259,7 +263,9 @@ class Cluster:
 
     def write_faults(self) -> None:
         cuts = [] if self.network is not None else [self._uuids(c) for c in self.cuts]
-        doc = {"cuts": cuts, "disk": self.disk}
+        clocks = [{"pid": pid, "rate": rate, "ahead": ahead}
+                  for pid, (rate, ahead) in sorted(self.clocks.items())]
+        doc = {"cuts": cuts, "disk": self.disk, "clocks": clocks}
         tmp = self.fault_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f)
@@ -325,8 +331,29 @@ class Cluster:
         self.disk = [{"prefix": prefix, "op": op, "errno": errno}]
         self.write_faults()
 
+    def node_pid(self, name: str) -> int:
+        """The process id of server `name` (``ts<i>`` or ``m<i>``), 0 if it is not running."""
+        index = int(name[2:] if name.startswith("ts") else name[1:])
+        s = (self.servers[index] if name.startswith("ts")
+             else self._master_processes().masters[index])
+        pid = s.proc.pid if s.proc is not None else s.pid
+        return pid if s.running and pid > 0 else 0
+
+    def clock_fault(self, name: str, *, rate: float | None = None,
+                    jump: float = 0.0) -> None:
+        """Server `name`'s clock runs at `rate` from now (None: as it does) and jumps
+        `jump` seconds ahead (impl/faultfile.py FaultClock)."""
+        pid = self.node_pid(name)
+        if pid:
+            entry = self.clocks.setdefault(pid, [1.0, 0.0])
+            entry[0] = entry[0] if rate is None else rate
+            entry[1] += jump
+            self.write_faults()
+
     def lift_faults(self) -> None:
         self.disk = []
+        for entry in self.clocks.values():
+            entry[0] = 1.0
         self.set_cuts([])
         self.write_faults()
 

@@ -166,6 +166,8 @@ def render(summary: dict[str, Any]) -> str:
         ("target, one server stalled", f"{'met' if target['met'] else 'missed'}: p99 "
          f"{_seconds(av['stall_p99_latency_s'])} <= {target['p99_limit_s']:.2f} s, longest "
          f"gap {av['stall_longest_unavailability_s']:.2f} s <= {target['gap_limit_s']:.2f} s"),
+        *([("checks after each fault", _checks(summary["checks_after_faults"]))]
+          if summary.get("checks_after_faults") else []),
         *([("DDL through the CLI (ok / unknown)", "{ok} / {unknown}".format(
             **summary["ddl"]))] if summary.get("ddl") else []),
         ("verdict", "PASS" if summary["passed"] else "FAIL: " + "; ".join(summary["problems"])),
@@ -196,6 +198,16 @@ def _recovery(summary: dict[str, Any]) -> str:
     worst = max(cuts, key=lambda f: f["recovered_s"])
     return (f"{worst['recovered_s']:.2f} s (after {worst['kind']} on {worst['server']}, held "
             f"{worst['healed'] - worst['injected']:.1f} s)")
+
+
+def _checks(checks: list[dict[str, Any]]) -> str:
+    """Per healed fault: ksck healthy and both histories so far linearizable, or what not."""
+    out = []
+    for c in checks:
+        bad = ([] if c["ksck_healthy"] else ["ksck NOT healthy"]) + [
+            f"{model} {_yes(v)}" for model, v in c["linearizable"].items() if v is not True]
+        out.append(f"{c['after']} {'ok' if not bad else ', '.join(bad)}")
+    return "; ".join(out)
 
 
 def _seconds(value: float | None) -> str:

@@ -118,6 +118,7 @@ class Run:
         self.map = History("kv")
         self.problems: list[str] = []
         self.final_reads_ok = True
+        self.checks: list[dict[str, Any]] = []  # check_each: the checks after each fault
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -235,13 +236,15 @@ class Run:
         target = fault.target
         on_master = fault.kind in (sched.MASTER_KILL, sched.MASTER_PAUSE,
                                    sched.MASTER_PARTITION)
+        which = ""
         if target == sched.TARGET_LEADER:
             leader = await (c.leader_master() if on_master else c.leader(self.tablet_id))
             target = leader if leader is not None else 0
+            which = " (the leader)" if leader is not None else " (no leader found)"
         injected = self.now()
         detail = ""
         what = "master" if on_master else "server"
-        self.log(f"inject {fault.kind} on {what} {target} for {fault.hold:.2f} s")
+        self.log(f"inject {fault.kind} on {what} {target}{which} for {fault.hold:.2f} s")
         if on_master or fault.kind in (sched.KILL_TWO, sched.MASTER_AND_TSERVER,
                                        sched.ALL_DOWN):
             detail = await self.inject_cluster_fault(fault.kind, target)
@@ -263,6 +266,8 @@ class Run:
             detail = f"{' '.join(minority)} | {' '.join(majority)}"
         elif fault.kind == sched.PARTITION_FLAP:
             detail = await self.flap(target, fault.hold)
+        elif fault.kind in sched.CLOCKS:
+            detail = self.clock(fault.kind, target)
         elif fault.kind == sched.DISK_WAL_FSYNC:
             c.break_disk(target, "wals/", "fsync", "EIO")
         elif fault.kind == sched.DISK_DATA_WRITE:
@@ -279,6 +284,37 @@ class Run:
         recovered = round(self.now() - healed, 3) if await self.caught_up() else None
         self.faults.append(FaultRecord(fault.kind, target, round(injected, 3),
                                        round(healed, 3), heal, detail, recovered))
+        if self.profile.check_each:
+            await self.check_after(fault.kind, recovered is not None)
+
+    async def check_after(self, kind: str, healthy: bool) -> None:
+        """check_each: after a healed fault, the cluster healthy (ksck, within
+        CATCH_UP_SECONDS: caught_up) and both histories so far linearizable. A prefix of a
+        history is a history: operations still open are unknown to the checker (as an
+        ``info`` is), so a prefix of a linearizable run is linearizable and a violation
+        found now is one the whole run has too, found where it happened. (The traces are
+        checked once, at the end: a server's trace is read to its end, and a running
+        server's has none yet.)"""
+        n = len(self.checks) + 1
+        folder = os.path.join(self.cluster.root, "checks")
+        os.makedirs(folder, exist_ok=True)
+        verdicts: dict[str, bool | None] = {}
+        for history in (self.register, self.map):
+            path = os.path.join(folder, f"{n}-{kind}-{history.model}.jsonl")
+            history.write_jsonl(path)
+            verdicts[history.model] = await trio.to_thread.run_sync(
+                check_history, path, history.model, self.options.check_timeout)
+        self.checks.append({"after": kind, "ksck_healthy": healthy,
+                            "linearizable": verdicts})
+        self.log(f"checks after {kind}: ksck {'healthy' if healthy else 'NOT healthy'}, "
+                 f"linearizable {verdicts}")
+        if not healthy:
+            self.problems.append(f"after {kind}: ksck not healthy within "
+                                 f"{CATCH_UP_SECONDS:g} s of the heal")
+        for model, verdict in verdicts.items():
+            if verdict is not True:
+                self.problems.append(f"after {kind}: the {model} history so far is "
+                                     f"{'not linearizable' if verdict is False else 'unchecked'}")
 
     async def flap(self, target: int, hold: float) -> str:
         """partition-flap: tablet server `target` cut off from every other server, healed,
@@ -296,6 +332,17 @@ class Run:
             flips += 1
             await trio.sleep(min(sched.FLAP_SECONDS, max(0.0, end - trio.current_time())))
         return f"{(flips + 1) // 2} cut(s) of {sched.FLAP_SECONDS:g} s"
+
+    def clock(self, kind: str, target: int) -> str:
+        """clock-jump / clock-fast on server `target` (tablet servers, then masters)."""
+        c = self.cluster
+        n = len(c.servers)
+        name = f"ts{target}" if target < n else f"m{target - n}"
+        if kind == sched.CLOCK_JUMP:
+            c.clock_fault(name, jump=sched.CLOCK_JUMP_SECONDS)
+            return f"{name}'s clock {sched.CLOCK_JUMP_SECONDS:g} s ahead"
+        c.clock_fault(name, rate=sched.CLOCK_RATE)
+        return f"{name}'s clock at {sched.CLOCK_RATE:g}x"
 
     async def inject_cluster_fault(self, kind: str, target: int) -> str:
         """The masters' faults and the faults of two servers at once; what was hit."""
@@ -367,6 +414,8 @@ class Run:
         # Every server sees the lifted fault within one poll of the fault file
         # (impl/faultfile.py POLL_SECONDS): heal after that, or a tombstone may still hit it.
         await trio.sleep(4 * POLL_SECONDS)
+        if kind in sched.CLOCKS:
+            return "clock at 1x (a jump stays)"
         if kind not in sched.DISK:
             return "cut lifted"
         if not c.servers[target].running:  # the server stopped on the disk error
@@ -458,6 +507,14 @@ def _cli(*args: str, timeout: float) -> tuple[int, Any]:
         return done.returncode, (done.stdout + done.stderr).strip()[-2000:]
 
 
+def check_history(path: str, model: str, timeout: float) -> bool | None:
+    """``revivify history check PATH --model MODEL``: True linearizable, False not, None
+    no verdict (timed out or unusable)."""
+    code, _ = _cli("history", "check", path, "--model", model, "--timeout",
+                   str(int(timeout)), timeout=timeout + 30)
+    return {0: True, 1: False}.get(code)
+
+
 def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
     register_path = os.path.join(root, "register.jsonl")
     map_path = os.path.join(root, "map.jsonl")
@@ -465,9 +522,7 @@ def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
     run.map.write_jsonl(map_path)
     linearizable: dict[str, bool | None] = {}
     for model, path in (("register", register_path), ("kv", map_path)):
-        code, _ = _cli("history", "check", path, "--model", model, "--timeout",
-                       str(int(options.check_timeout)), timeout=options.check_timeout + 30)
-        linearizable[model] = {0: True, 1: False}.get(code)
+        linearizable[model] = check_history(path, model, options.check_timeout)
     code, doc = _cli("trace", "check", run.cluster.trace_dir, timeout=600)
     trace_verdict = {0: "clean", 1: "VIOLATIONS"}.get(code, "UNUSABLE")
     events = run.register.events + run.map.events
@@ -506,6 +561,7 @@ def summarize(run: Run, options: Options, root: str) -> dict[str, Any]:
                    "call_timeout_s": call_timeout},
         "lost_writes": len(lost), "lost": lost, "final_reads_ok": run.final_reads_ok,
         "linearizable": linearizable, "trace_verdict": trace_verdict,
+        "checks_after_faults": run.checks,
         "trace_report": doc if code != 0 else None,
         "self_test": options.self_test, "workdir": root,
         "partitions": options.partitions,

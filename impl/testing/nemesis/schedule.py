@@ -47,6 +47,13 @@ MASTER_PARTITION: Final = "master-partition"  # a master cut from every other se
 KILL_TWO: Final = "kill-two"                # two tablet servers killed (target, target + 1)
 MASTER_AND_TSERVER: Final = "master-and-tserver"  # a master and a tablet server killed
 ALL_DOWN: Final = "all-down"                # every master and tablet server killed, then back
+# The servers' clocks (impl/faultfile.py FaultClock: trio's clock in the server, so every timeout it
+# has): the target is a server of all (tablet servers first, then masters).
+CLOCK_JUMP: Final = "clock-jump"            # the clock jumps CLOCK_JUMP_SECONDS ahead
+CLOCK_FAST: Final = "clock-fast"            # the clock runs CLOCK_RATE x fast, then 1x
+CLOCKS: Final = frozenset({CLOCK_JUMP, CLOCK_FAST})
+CLOCK_JUMP_SECONDS: Final = 4.0  # past an election timeout and the masters' dead_after (3 s)
+CLOCK_RATE: Final = 2.0
 
 PARTITIONS: Final = frozenset({PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE,
                               PARTITION_HALVES, PARTITION_FLAP, MASTER_PARTITION})
@@ -92,12 +99,24 @@ class Profile:
     partition_hold: tuple[float, float] | None = None
     gap: tuple[float, float] = (1.0, 3.0)  # quiet between a heal and the next fault
     op_deadline: float = 6.0  # seconds an operation may take before it is given up
+    # Every kind exactly once, in the seed's order, however long that takes (`duration` is
+    # then the least time of workload): the fast form, where each kind must be exercised.
+    once: bool = False
+    # The masters' own faults aim at the ready leader master (else: leader or a follower,
+    # half and half).
+    master_leader: bool = False
+    # After each fault, once healed: ksck healthy within CATCH_UP_SECONDS and the histories
+    # so far linearizable, or the run fails (else: ksck only paces the next fault).
+    check_each: bool = False
 
 
 PROFILES: Final = {
-    # make test: about 15 s of faults, one kill, one pause, one partition.
-    "short": Profile("short", 16.0, (KILL, PAUSE, PARTITION_LEADER, POWER_LOSS_ALL),
-                     hold=(2.0, 3.0), gap=(1.0, 1.5)),
+    # make test: a small cluster with masters (3 masters, 3 tablet servers, one tablet),
+    # three faults once each: the tablet's leader cut off, the leader master killed (-9)
+    # and restarted, every tablet server's power cut; each followed by the checks.
+    "short": Profile("short", 14.0, (PARTITION_LEADER, MASTER_KILL, POWER_LOSS_ALL),
+                     masters=3, tservers=3, tablets=1, once=True, master_leader=True,
+                     check_each=True, hold=(2.0, 3.0), gap=(1.0, 1.5)),
     # make nemesis: every kind of fault, tablet servers alone.
     "standard": Profile("standard", 120.0, KINDS, partition_hold=(1.0, 20.0)),
     # the cluster: 3 masters, 4 tablet servers, a table of 4 tablets (so kills make the
@@ -105,7 +124,8 @@ PROFILES: Final = {
     # power cuts; library and CLI clients.
     "masters": Profile("masters", 120.0, (
         KILL, PAUSE, PARTITION_ONE, PARTITION_LEADER, PARTITION_BRIDGE, PARTITION_HALVES,
-        PARTITION_FLAP, POWER_LOSS_ALL, KILL_TWO, *MASTER_KINDS), masters=3, tservers=4,
+        PARTITION_FLAP, POWER_LOSS_ALL, KILL_TWO, *MASTER_KINDS, CLOCK_JUMP, CLOCK_FAST),
+        masters=3, tservers=4,
         tablets=4, ddl=True, cli_clients=1, hold=(2.0, 6.0), partition_hold=(1.0, 10.0),
         gap=(2.0, 4.0), op_deadline=10.0),
     # disk faults only.
@@ -139,31 +159,40 @@ def schedule(profile: Profile, seed: int, servers: int | None = None) -> list[Fa
     faults: list[Fault] = []
     t = profile.quiet
     while True:
+        if profile.once and not first:
+            break
         kind = first.pop(0) if first else rng.choice(profile.kinds)
         holds = profile.partition_hold if kind in PARTITIONS and profile.partition_hold \
             else profile.hold
         hold = round(rng.uniform(*holds), 2)
-        target = _target(kind, rng, servers, profile.masters)
-        if t + hold > profile.duration and faults:
+        target = _target(kind, rng, servers, profile.masters, profile.master_leader)
+        if t + hold > profile.duration and faults and not profile.once:
             break
         faults.append(Fault(round(t, 2), kind, target, hold))
         t += hold + round(rng.uniform(*profile.gap), 2)
-        if t >= profile.duration:
+        if t >= profile.duration and not profile.once:
             break
     return faults
 
 
-def _target(kind: str, rng: random.Random, servers: int, masters: int) -> int:
+def _target(kind: str, rng: random.Random, servers: int, masters: int,
+            master_leader: bool) -> int:
     """A fault's target: a tablet server's index; for the masters' kinds a master's index
-    or TARGET_LEADER (the ready leader master when it fires), half and half."""
+    or TARGET_LEADER (the ready leader master when it fires), half and half (always the
+    leader with `master_leader`); for a clock, an index over the tablet servers then the
+    masters."""
     if kind == PARTITION_LEADER:
         return TARGET_LEADER
+    if kind in CLOCKS:
+        return rng.randrange(servers + masters)
     if kind in (MASTER_KILL, MASTER_PAUSE, MASTER_PARTITION):
-        return TARGET_LEADER if rng.random() < 0.5 else rng.randrange(masters)
+        return (TARGET_LEADER if master_leader or rng.random() < 0.5
+                else rng.randrange(masters))
     return rng.randrange(servers)
 
 
-__all__ = ["ALL_DOWN", "DISK", "FLAP_SECONDS", "KILL_TWO", "KINDS", "MASTER_AND_TSERVER",
+__all__ = ["ALL_DOWN", "CLOCKS", "CLOCK_FAST", "CLOCK_JUMP", "CLOCK_JUMP_SECONDS",
+           "CLOCK_RATE", "DISK", "FLAP_SECONDS", "KILL_TWO", "KINDS", "MASTER_AND_TSERVER",
            "MASTER_KILL", "MASTER_KINDS", "MASTER_PARTITION", "MASTER_PAUSE", "MAX_HOLD",
            "PARTITIONS", "PARTITION_FLAP", "PARTITION_HALVES", "POWER_LOSS_ALL", "PROFILES",
            "STALLS", "TARGET_LEADER", "Fault", "Profile", "schedule"]
