@@ -11,9 +11,10 @@ a claim about real time.
 Per finding: the event at its file:line is the anchor (a global finding without a line:
 its first witness), marked ``class="ev offending"`` with ``id="offending-N"``; the
 finding's witnesses are marked ``witness``. The window is ``window`` events of the
-anchor's tablet before it and after it in that order (all events when the anchor has no
-tablet: server and master events), with the server events of its lanes between them, the
-witnesses and the anchor's proven cause added. Beside the anchor, the spec's expected value
+anchor's tablet before it and after it in that order (when the anchor has no tablet -- a
+server's or a master's event, an unreadable line -- the events of the nodes the finding
+names), with the server events of its lanes between them, the witnesses and the anchor's
+proven cause added. Beside the anchor, the spec's expected value
 and the observed one, as the checker explained them. Output stays bounded whatever the
 input: ``window`` rows around each finding (``WINDOW`` by default) and at most
 ``MAX_DRAWN`` findings drawn (the rest listed by their header only).
@@ -281,9 +282,22 @@ class Drawn:
 
 
 def window_of(anchor: TraceEvent, order: list[TraceEvent], witnesses: list[TraceEvent],
-              links: list[Link], window: int) -> Drawn:
-    related = ((lambda e: e.tablet == anchor.tablet) if anchor.tablet is not None
-               else (lambda e: True))
+              links: list[Link], window: int, nodes: frozenset[str]) -> Drawn:
+    """The rows around ``anchor``: the events of its tablet; for an anchor without one (a
+    server's or master's event, an unreadable line) the events of the nodes the finding
+    names (the anchor's, its witnesses', a node its arguments name, as a master call's
+    ``dest``). ``nodes``: every node of the input."""
+    if anchor.tablet is not None:
+        tablet = anchor.tablet
+
+        def related(e: TraceEvent) -> bool:
+            return e.tablet == tablet
+    else:
+        named = {anchor.node, *(w.node for w in witnesses),
+                 *(a for a in anchor.args.values() if isinstance(a, str) and a in nodes)}
+
+        def related(e: TraceEvent) -> bool:
+            return e.node in named
     before: list[TraceEvent] = []
     i = anchor.pos - 1
     while i >= 0 and len(before) < window:
@@ -413,7 +427,7 @@ def _header(n: int, v: Violation) -> str:
 
 
 def render(findings: Sequence[Violation], paths: Sequence[str], summary_line: str,
-           window: int = WINDOW) -> str:
+           window: int = WINDOW, max_drawn: int = MAX_DRAWN) -> str:
     """The page for ``findings`` over the trace files under ``paths``."""
     body = ["<h1>revivify trace check</h1>",
             f'<p class="note">{esc(summary_line)}</p>']
@@ -432,17 +446,18 @@ def render(findings: Sequence[Violation], paths: Sequence[str], summary_line: st
     at = {(e.file, e.line): e for e in order}
     by_file = {evs[0].file: evs for evs in per_file if evs}
     links = causal_links(order)
+    nodes = frozenset(e.node for e in order)
     for n, v in enumerate(findings, start=1):
         body.append(f'<section class="finding" data-kind="{esc(v.kind)}">')
         body.append(_header(n, v))
-        anchor = _anchor(v, at, by_file) if n <= MAX_DRAWN else None
-        if n > MAX_DRAWN:
-            body.append(f'<p class="note">not drawn: only the first {MAX_DRAWN} findings '
+        anchor = _anchor(v, at, by_file) if n <= max_drawn else None
+        if n > max_drawn:
+            body.append(f'<p class="note">not drawn: only the first {max_drawn} findings '
                         f"are.</p>")
         elif anchor is None:
             body.append('<p class="note">no line of the input to draw this finding at.</p>')
         else:
-            d = window_of(anchor, order, _witness_events(v, at), links, window)
+            d = window_of(anchor, order, _witness_events(v, at), links, window, nodes)
             body.append(draw(n, v, d))
         body.append("</section>")
     return page(f"trace check: {len(findings)} finding(s)", body)

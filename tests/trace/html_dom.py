@@ -28,6 +28,7 @@ class Dom(HTMLParser):
         self.elements: list[Element] = []
         self.stack: list[Element] = []
         self.sections = -1
+        self.sections_kind: list[str] = []  # each <section>'s data-kind
         self.in_section = -1
         self.unbalanced: list[str] = []
         self.feed(text)
@@ -38,6 +39,7 @@ class Dom(HTMLParser):
         if tag == "section":
             self.sections += 1
             self.in_section = self.sections
+            self.sections_kind.append(dict(attrs).get("data-kind") or "")
         e = Element(tag, {k: v or "" for k, v in attrs}, self.in_section)
         self.elements.append(e)
         if tag not in VOID:

@@ -13,13 +13,17 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from revivify.checker.cli import trace_main
+from revivify.checker.keys import Violation
 from revivify.checker.local import check_paths
-from revivify.checker.timeline import SERVER_EVENTS, render
+from revivify.checker.report import Report
+from revivify.checker.timeline import MAX_DRAWN, SERVER_EVENTS, render
 from revivify.impl.cli.history import history_main
+from revivify.spec.catalog import DEFAULT as CATALOG
 
 from .conftest import ROOT, TRACES
 from .html_dom import Dom
@@ -34,20 +38,43 @@ def lane_of(path: Path) -> tuple[str, str]:
     return node, str(int(inc))
 
 
-def expected_lanes(case: Path, at_file: str, at_line: int) -> set[tuple[str, str]]:
-    lines = (case / at_file).read_text().splitlines()
-    tablet = json.loads(lines[at_line - 1]).get("tablet")
-    lanes = {lane_of(case / at_file)}
-    for f in sorted(case.glob("*.jsonl")):
-        for text in f.read_text().splitlines():
-            try:
-                ev = json.loads(text)
-            except ValueError:
-                continue
-            if tablet is None or ev.get("tablet") == tablet:
-                lanes.add(lane_of(f))
-                break
-    return lanes
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for text in path.read_text().splitlines():
+        try:
+            out.append(json.loads(text))
+        except ValueError:
+            continue
+    return out
+
+
+def expected_lanes(case: Path, at_file: str, at_line: int,
+                   witnesses: list[str]) -> set[tuple[str, str]]:
+    """The incarnations that logged an event of the offending line's tablet; for a line
+    without a tablet, those of the nodes the finding names (the line's, its witnesses',
+    a node its arguments name)."""
+    files = sorted(case.glob("*.jsonl"))
+    at = json.loads((case / at_file).read_text().splitlines()[at_line - 1])
+    lanes = {lane_of(case / at_file)} | {lane_of(Path(w)) for w in witnesses}
+    if at.get("tablet") is not None:
+        return lanes | {lane_of(f) for f in files
+                        if any(ev.get("tablet") == at["tablet"] for ev in read_lines(f))}
+    nodes = {lane[0] for lane in lanes} | {lane_of(f)[0] for f in files
+                                           if lane_of(f)[0] in at["args"].values()}
+    return lanes | {lane_of(f) for f in files if lane_of(f)[0] in nodes and read_lines(f)}
+
+
+def witness_files(v: Violation) -> list[str]:
+    """The files of the witnesses that name a line (``file:line ...``)."""
+    places = [w.partition(" ")[0].rpartition(":") for w in v.witnesses]
+    return [f for f, _, line in places if f and line.isdigit()]
+
+
+def finding_at(report: Report, case: Path) -> Violation:
+    at = json.loads((case / "expected.json").read_text())["at"]
+    (v,) = [v for v in report.sorted() if Path(v.file).parent.name == case.name
+            and Path(v.file).name == at["file"] and v.line == at["line"]]
+    return v
 
 
 def report_page(tmp_path: Path, *paths: Path, code: int | None = None) -> Dom:
@@ -72,11 +99,10 @@ def test_offending_line_marked_with_its_lanes(case: Path, tmp_path: Path,
                     for e in dom.having("offending")]
     (section,) = {e.section for e in marked}
     assert marked[0].attrs["id"] == f"offending-{section + 1}"
+    v = finding_at(check_paths([str(case)]), case)
     lanes = {(e.attrs["data-node"], e.attrs["data-inc"]) for e in dom.having("lane", section)}
-    assert lanes == expected_lanes(case, at["file"], at["line"])
+    assert lanes == expected_lanes(case, at["file"], at["line"], witness_files(v))
     # Beside it, what the spec expected and what the trace holds, as the checker said.
-    (v,) = [v for v in check_paths([str(case)]).sorted()
-            if Path(v.file).name == at["file"] and v.line == at["line"]]
     callout = dom.by_id(f"callout-{section + 1}")
     assert callout is not None
     text = "".join(callout.text.split())  # wrapped over several <text> lines
@@ -84,6 +110,32 @@ def test_offending_line_marked_with_its_lanes(case: Path, tmp_path: Path,
     if v.observed:
         assert "observed:" in text
     capsys.readouterr()
+
+
+def test_lanes_are_the_findings_own_among_other_cases() -> None:
+    """The located cases checked together (each has its own tablet and UUIDs; see
+    tests/trace/test_corpus.py): each finding's lanes are still its own case's servers
+    involved, none of another case's."""
+    alone = "ReadyHoldsCommittedRecords"
+    cases = [p for p in AT if json.loads((p / "expected.json").read_text())["kind"] != alone]
+    report = check_paths([str(p) for p in cases], catalog=CATALOG.without(alone))
+    findings = report.sorted()
+    assert len(findings) > MAX_DRAWN
+    dom = Dom(render(findings, [str(p) for p in cases], ""))
+    assert len({e.section for e in dom.having("offending")}) == MAX_DRAWN  # output bounded
+    dom = Dom(render(findings, [str(p) for p in cases], "", max_drawn=len(findings)))
+    assert dom.unbalanced == []
+    for case in cases:
+        v = finding_at(report, case)
+        (marked,) = [e for e in dom.having("offending")
+                     if Path(v.file).name == e.attrs["data-file"]
+                     and e.attrs["data-line"] == str(v.line)
+                     and e.attrs["id"] == f"offending-{e.section + 1}"
+                     and dom.sections_kind[e.section] in (v.kind, *v.also)]
+        lanes = {(e.attrs["data-node"], e.attrs["data-inc"])
+                 for e in dom.having("lane", marked.section)}
+        assert lanes == expected_lanes(case, Path(v.file).name, v.line, witness_files(v)), (
+            case.name)
 
 
 def test_vote_before_its_request_is_a_backwards_link(tmp_path: Path) -> None:
