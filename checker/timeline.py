@@ -96,49 +96,151 @@ class TraceEvent:
         return (self.node, self.inc)
 
 
-def _int(v: object, default: int) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
+@attrs.frozen
+class Needed:
+    """The lines a page needs, known before the files are read from the findings' places
+    (their lines and their witnesses'): the events of those lines' tablets, every event of
+    the nodes of their tablet-less lines (and of a node such a line's arguments name), the
+    server events (a lane's starts and stops), the lines themselves, and every unreadable
+    line. Nothing else is kept: the page's memory follows the findings' tablets, not the
+    input's size."""
+
+    places: frozenset[tuple[str, int]]
+    tablets: frozenset[str]
+    nodes: frozenset[str]
+
+    def __call__(self, file: str, line: int, node: str, tablet: str | None,
+                 event: str) -> bool:
+        return ((tablet is not None and tablet in self.tablets) or node in self.nodes
+                or event in SERVER_EVENTS or (file, line) in self.places)
 
 
-def read_file(path: str) -> list[TraceEvent]:
-    """Every non-blank line of one trace file, in line order; a line that is not a JSON
-    object (torn, malformed) becomes an ``UNREADABLE`` row of the file's node."""
+def _lines(path: str) -> list[bytes]:
     try:
-        data = read_bytes(path)
+        return read_bytes(path).split(b"\n")
     except (OSError, EOFError):
         return []
+
+
+def needed(findings: Sequence[Violation]) -> Needed:
+    places: set[tuple[str, int]] = set()
+    for v in findings:
+        if v.file and v.line > 0:
+            places.add((os.path.abspath(v.file), v.line))
+        places.update(_witness_places(v))
+    tablets: set[str] = set()
+    nodes: set[str] = set()
+    for file in {f for f, _ in places}:
+        lines = _lines(file)
+        named = name_incarnation(file)
+        for f, n in places:
+            if f != file or n > len(lines):
+                continue
+            try:
+                obj = msgspec.json.decode(lines[n - 1])
+            except msgspec.DecodeError:
+                obj = None
+            if not isinstance(obj, dict):
+                if named:
+                    nodes.add(named[0])
+                continue
+            if isinstance(obj.get("tablet"), str):
+                tablets.add(obj["tablet"])
+                continue
+            nodes.add(obj["node"] if isinstance(obj.get("node"), str)
+                      else named[0] if named else "")
+            args = obj.get("args")
+            if isinstance(args, dict):
+                nodes.update(a for a in args.values() if isinstance(a, str))
+    return Needed(frozenset(places), frozenset(tablets), frozenset(nodes))
+
+
+class _Head(msgspec.Struct):
+    """What every line gives the page, typed; ``args`` and ``state`` decoded only for a
+    line it keeps (a line of other types goes through ``_loose``)."""
+
+    node: str | None = None
+    inc: int | None = None
+    seq: int | None = None
+    lamport: int | None = None
+    wall_ns: int | None = None
+    tablet: str | None = None
+    event: str | None = None
+    args: msgspec.Raw = msgspec.Raw(b"")
+    state: msgspec.Raw = msgspec.Raw(b"")
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+# The events whose state's term a causal link needs (``causal_links``).
+_TERM_EVENTS: Final = frozenset({"start_election", "log_append"})
+
+
+def _loose(raw: bytes) -> _Head | None:
+    """A line ``_HEAD`` refused: its fields of the right types, the rest left out; None
+    for a line that is not a JSON object."""
+    try:
+        obj = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+
+    def typed(name: str, t: type) -> Any:
+        v = obj.get(name)
+        return v if isinstance(v, t) and not isinstance(v, bool) else None
+
+    return _Head(typed("node", str), typed("inc", int), typed("seq", int),
+                 typed("lamport", int), typed("wall_ns", int), typed("tablet", str),
+                 typed("event", str), msgspec.Raw(msgspec.json.encode(obj.get("args"))),
+                 msgspec.Raw(msgspec.json.encode(obj.get("state"))))
+
+
+def _decoded(raw: msgspec.Raw) -> Any:
+    try:
+        return msgspec.json.decode(raw) if len(raw) else None
+    except msgspec.DecodeError:
+        return None
+
+
+def read_file(path: str, keep: Needed | None = None) -> list[TraceEvent]:
+    """The non-blank lines of one trace file that ``keep`` wants (None: every one), in
+    line order; a line that is not a JSON object (torn, malformed) becomes an
+    ``UNREADABLE`` row of the file's node."""
     named = name_incarnation(path)
     node, inc = named if named else (os.path.basename(path), 0)
     lamport, wall = 0, 0
     out: list[TraceEvent] = []
-    for n, raw in enumerate(data.split(b"\n"), start=1):
+    for n, raw in enumerate(_lines(path), start=1):
         if not raw.strip():
             continue
-        text = raw.decode("utf-8", "replace")
+        head: _Head | None
         try:
-            obj = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            obj = None
-        if not isinstance(obj, dict):
+            head = _HEAD.decode(raw)
+        except msgspec.DecodeError:  # a ValidationError too
+            head = _loose(raw)
+        if head is None:
             out.append(TraceEvent(path, n, node, inc, None, lamport, wall, UNREADABLE,
-                                  None, {}, None, clip(text, RAW_CHARS)))
+                                  None, {}, None,
+                                  clip(raw.decode("utf-8", "replace"), RAW_CHARS)))
             continue
-        if isinstance(obj.get("node"), str):
-            node = obj["node"]
-        inc = _int(obj.get("inc"), inc)
-        lamport = _int(obj.get("lamport"), lamport)
-        wall = _int(obj.get("wall_ns"), wall)
-        args = obj.get("args")
-        state = obj.get("state")
-        cmeta = state.get("cmeta") if isinstance(state, dict) else None
-        term = cmeta.get("term") if isinstance(cmeta, dict) else None
-        tablet = obj.get("tablet")
+        node = head.node if head.node is not None else node
+        inc = head.inc if head.inc is not None else inc
+        lamport = head.lamport if head.lamport is not None else lamport
+        wall = head.wall_ns if head.wall_ns is not None else wall
+        event = head.event if head.event is not None else "?"
+        if keep is not None and not keep(path, n, node, head.tablet, event):
+            continue
+        args = _decoded(head.args)
+        term = None
+        if event in _TERM_EVENTS:
+            state = _decoded(head.state)
+            cmeta = state.get("cmeta") if isinstance(state, dict) else None
+            term = cmeta.get("term") if isinstance(cmeta, dict) else None
         out.append(TraceEvent(
-            path, n, node, inc, obj["seq"] if isinstance(obj.get("seq"), int) else None,
-            lamport, wall, str(obj.get("event", "?")),
-            tablet if isinstance(tablet, str) else None,
+            path, n, node, inc, head.seq, lamport, wall, event, head.tablet,
             args if isinstance(args, dict) else {},
-            term if isinstance(term, int) else None, clip(text, RAW_CHARS)))
+            term if isinstance(term, int) and not isinstance(term, bool) else None,
+            clip(raw.decode("utf-8", "replace"), RAW_CHARS)))
     return out
 
 
@@ -441,7 +543,8 @@ def render(findings: Sequence[Violation], paths: Sequence[str], summary_line: st
                 f"the finding's line; amber: its witnesses; arrows: messages the trace "
                 f"proves (dashed red: the receiver's clock is not above the sender's).</p>")
     files, _ = discover(paths)
-    per_file = [read_file(f) for f in files]
+    keep = needed(findings[:max_drawn])
+    per_file = [read_file(f, keep) for f in files]
     order = merge(per_file)
     at = {(e.file, e.line): e for e in order}
     by_file = {evs[0].file: evs for evs in per_file if evs}
