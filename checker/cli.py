@@ -1,6 +1,6 @@
 """``revivify trace ...``: check traces against the spec.
 
-  revivify trace check PATH... [--json] [--max-frontier K] [--state FILE]
+  revivify trace check PATH... [--json] [--max-frontier K] [--state FILE] [--html FILE]
   revivify trace follow PATH... [--until-idle SECONDS] [--json] [--max-frontier K]
   revivify trace validate PATH... --engine {local,spark} [--master URL] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
@@ -11,7 +11,8 @@
 when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
 file grew for that long; then it prints the final verdict as ``check`` does. ``check
 --state FILE`` resumes from the state a previous ``check --state FILE`` saved and saves its
-own (checker/resume.py); a state it cannot use is one line, exit 2.
+own (checker/resume.py); a state it cannot use is one line, exit 2. ``check --html FILE``
+also writes each finding as a timeline page (checker/timeline.py), whatever the verdict.
 
 Exit codes: 0 clean (warnings allowed), 1 violations, 2 unusable input or bad arguments.
 Every failure is reported as a message naming the file, line and field; never a traceback.
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--state", default=None, metavar="FILE",
                            help="resume from FILE (if it exists) and save there what a "
                                 "later run needs to go on from here")
+            s.add_argument("--html", default=None, metavar="FILE",
+                           help="also write the findings as one self-contained HTML page "
+                                "(a timeline of the servers around each)")
         if name == "follow":
             s.add_argument("--until-idle", type=float, default=None, metavar="SECONDS",
                            help="exit once no trace file grew for SECONDS (default: run "
@@ -113,6 +117,8 @@ def trace_main(argv: list[str]) -> int:
         return 2
     if _missing(args.cmd, args.paths):
         return 2
+    if not _html_dir_ok(args):
+        return 2
     t0 = time.perf_counter()
     every = float(os.environ.get("REVIVIFY_PROGRESS_SECONDS", "5"))
 
@@ -161,7 +167,34 @@ def trace_main(argv: list[str]) -> int:
         print(report.dumps())
     else:
         print(report.text())
+    if getattr(args, "html", None) and not _write_html(args.html, report, args.paths):
+        return 2
     return report.exit_code()
+
+
+def _html_dir_ok(args: argparse.Namespace) -> bool:
+    """``--html FILE`` whose directory does not exist: one line, exit 2, before the check."""
+    html = getattr(args, "html", None)
+    if html is None:
+        return True
+    where = os.path.dirname(os.path.abspath(html))
+    if html and not os.path.isdir(html) and os.path.isdir(where):
+        return True
+    print(f"revivify trace {args.cmd}: --html {html}: "
+          f"{'is a directory' if html and os.path.isdir(html) else 'no such directory'}",
+          file=sys.stderr)
+    return False
+
+
+def _write_html(path: str, report: Report, paths: list[str]) -> bool:
+    from revivify.checker.timeline import write_report_html
+
+    try:
+        write_report_html(path, report, paths)
+    except OSError as e:
+        print(f"revivify trace check: --html {path}: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
 
 
 def _missing(cmd: str, paths: list[str]) -> bool:

@@ -1,7 +1,7 @@
 """``revivify history check``: is a recorded client history linearizable?
 
   revivify history check FILE --model register|kv [--format jsonl|jepsen]
-                              [--timeout SECONDS] [--json] [--quiet]
+                              [--timeout SECONDS] [--json] [--quiet] [--html FILE]
 
 The model: ``register``, one value starting as nil, read, written and compare-and-set;
 ``kv``, the same per key (each key checked on its own). The format: ``jsonl`` (the
@@ -12,7 +12,9 @@ Exit codes: 0 linearizable; 1 not linearizable, with the smallest failing window
 failing key (the operations of a stretch of the history that has no linearization on its
 own, as a table, or in ``--json``); 2 unusable input (one line naming the file, the line and
 the fault) or no verdict within ``--timeout``. A check longer than a second reports its
-progress on stderr every two seconds; ``--quiet`` silences it.
+progress on stderr every two seconds; ``--quiet`` silences it. ``--html FILE`` also writes
+the verdict as one self-contained page, each failing window drawn as a timeline (one lane
+per process, operations as bars: ``revivify.checker.history_timeline``).
 
 The algorithm lives in ``revivify.checker.linearizability`` (pure; this module reads the
 file and prints).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -63,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="give up (exit 2) without a verdict after this long")
     s.add_argument("--json", action="store_true", help="machine-readable report")
     s.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    s.add_argument("--html", default=None, metavar="FILE",
+                   help="also write the verdict as an HTML page (the failing windows drawn)")
     return p
 
 
@@ -73,6 +78,12 @@ def history_main(argv: list[str]) -> int:
     prog = "revivify history check"
     if args.timeout is not None and args.timeout <= 0:
         print(f"{prog}: --timeout must be positive", file=sys.stderr)
+        return 2
+    if args.html is not None and (os.path.isdir(args.html) or not os.path.isdir(
+            os.path.dirname(os.path.abspath(args.html)))):
+        print(f"{prog}: --html {args.html}: "
+              f"{'is a directory' if os.path.isdir(args.html) else 'no such directory'}",
+              file=sys.stderr)
         return 2
     started = time.monotonic()
     try:
@@ -109,6 +120,14 @@ def history_main(argv: list[str]) -> int:
                          separators=(",", ":")))
     else:
         print(_text(args, history, result, elapsed))
+    if args.html is not None:
+        from revivify.checker.history_timeline import write_history_html
+
+        try:
+            write_history_html(args.html, args.file, args.model, history, result)
+        except OSError as e:
+            print(f"{prog}: --html {args.html}: {e.strerror or e}", file=sys.stderr)
+            return 2
     return 0 if result.linearizable else 1
 
 
