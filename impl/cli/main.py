@@ -7,6 +7,7 @@ Subcommands:
                           resume from and save to FILE)
   trace follow PATH...    the same while servers write them, findings as they come
   trace validate PATH...  the same on Spark (--engine spark)
+  trace minimize PATH...  shrink a violating trace set to a corpus case (--out CASE_DIR)
   history check FILE      is a client history linearizable? (revivify.impl.cli.history)
   tserver status | run    a tablet server's state; run one (revivify.impl.servers.tserver)
   tserver wipe            clear a stopped server's directory: a new UUID (revivify.impl.cli.local)
@@ -56,7 +57,8 @@ commands:
   prove       prove the spec's invariants with z3 (inductive + bounded model checking)
   explore     enumerate every reachable spec state within bounds and check invariants
   trace       check traces against the spec: 'trace check PATH...',
-              'trace follow PATH...' (live) or 'trace validate PATH... --engine spark'
+              'trace follow PATH...' (live) or 'trace validate PATH... --engine spark';
+              'trace minimize PATH... --out CASE_DIR' (a finding into a corpus case)
   history     'history check FILE --model register|kv': is a client history linearizable?
   tserver     'tserver status --tserver HOST:PORT', 'tserver run ...' (a tablet server),
               'tserver list --masters HOST:PORT,...' (liveness as the masters see it),
