@@ -52,10 +52,11 @@ ever kept).
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -142,7 +143,11 @@ def load(paths: Sequence[str]) -> list[TraceFile]:
     out: list[TraceFile] = []
     for _, group in group_files(files):
         for path in group:
-            out.append(_load_file(path))
+            f = _load_file(path)
+            if f is not None:  # an empty file (killed before its first event) has none
+                out.append(f)
+    if not out:
+        raise MinimizeError(f"{', '.join(paths)}: the trace files hold no event")
     keys = [(f.node, f.inc) for f in out]
     for key in keys:
         if keys.count(key) > 1:
@@ -150,7 +155,7 @@ def load(paths: Sequence[str]) -> list[TraceFile]:
     return out
 
 
-def _load_file(path: str) -> TraceFile:
+def _load_file(path: str) -> TraceFile | None:
     try:
         data = read_bytes(path)
     except OSError as e:
@@ -171,7 +176,7 @@ def _load_file(path: str) -> TraceFile:
             raise MinimizeError(f"{path}:{n}: not a trace event (node, inc, seq)")
         events.append(ev)
     if not events:
-        raise MinimizeError(f"{path}: holds no event")
+        return None
     node, inc = events[0]["node"], events[0]["inc"]
     return TraceFile(path=path, node=node, inc=inc, events=tuple(events))
 
@@ -195,8 +200,6 @@ def render(files: Sequence[TraceFile], kept: frozenset[tuple[int, int]]) -> dict
 
 
 def _count_below(sorted_values: list[int], x: int) -> int:
-    import bisect
-
     return bisect.bisect_left(sorted_values, x)
 
 
@@ -288,7 +291,7 @@ class _Search:
                     fh.write(data)
             try:
                 report = check_paths([case])
-            except Exception as e:  # noqa: BLE001 - a checker crash is no reproduction
+            except Exception as e:  # a checker crash is no reproduction
                 # The checker must never raise on a well-formed set; a candidate that makes
                 # it raise does not reproduce the finding (it is another fault, of the
                 # checker), and is named once so the bug can be chased.
@@ -455,8 +458,8 @@ def add_parser(sub: Any) -> None:
                    help="minimize the first finding of this kind (default: the first "
                         "violation in report order)")
     s.add_argument("--max-tests", type=int, default=DEFAULT_MAX_TESTS, metavar="N",
-                   help=f"checker runs at most (default {DEFAULT_MAX_TESTS}); then the "
-                        "smallest reproducing set so far is written")
+                   help=f"candidates checked at most (default {DEFAULT_MAX_TESTS}); then "
+                        "the smallest reproducing set so far is written")
     s.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

@@ -9,6 +9,7 @@ event, no bigger than the case it came from.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -35,7 +36,8 @@ def _events(d: Path) -> list[dict[str, object]]:
 
 
 def _event_at(d: Path, file: str, line: int) -> dict[str, object]:
-    return json.loads((d / file).read_text().splitlines()[line - 1])
+    event: dict[str, object] = json.loads((d / file).read_text().splitlines()[line - 1])
+    return event
 
 
 def padded(case: str, tmp: Path) -> Path:
@@ -49,7 +51,9 @@ def padded(case: str, tmp: Path) -> Path:
 
 
 def _expected(case: str) -> dict[str, object]:
-    return json.loads((TRACES / "bad" / case / "expected.json").read_text())
+    expected: dict[str, object] = json.loads(
+        (TRACES / "bad" / case / "expected.json").read_text())
+    return expected
 
 
 def _located(case: str) -> tuple[str, int]:
@@ -102,7 +106,7 @@ def test_padded_case_shrinks_to_the_same_finding(case: str, tmp_path: Path,
         evs = [json.loads(x) for x in f.read_text().splitlines()]
         if case != "sequence-gap":
             assert [e["seq"] for e in evs] == list(range(len(evs))), f.name
-        assert all(a["lamport"] < b["lamport"] for a, b in zip(evs, evs[1:], strict=False))
+        assert all(a["lamport"] < b["lamport"] for a, b in itertools.pairwise(evs))
 
 
 def test_a_sequence_gap_is_kept(tmp_path: Path) -> None:
