@@ -517,5 +517,5 @@ def minimize_main(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_MAX_TESTS", "MinimizeError", "NoFinding", "Outcome", "TraceFile",
-           "add_parser", "load", "minimize", "minimize_main", "write_case"]
+__all__ = ["DEFAULT_MAX_TESTS", "MinimizeError", "NoFinding", "Outcome", "Target", "TraceFile",
+           "add_parser", "judge", "load", "minimize", "minimize_main", "write_case"]

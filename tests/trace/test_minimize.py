@@ -12,13 +12,17 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from revivify.checker.cli import trace_main
 from revivify.checker.local import check_paths
-from revivify.checker.minimize import minimize
+from revivify.checker.minimize import Target, TraceFile, judge, minimize
+from revivify.checker.replay import Violation
+from revivify.checker.report import Report
 
 from .conftest import TRACES
 from .test_corpus import rejected_at
@@ -109,12 +113,26 @@ def test_padded_case_shrinks_to_the_same_finding(case: str, tmp_path: Path,
         assert all(a["lamport"] < b["lamport"] for a, b in itertools.pairwise(evs))
 
 
-def test_a_sequence_gap_is_kept(tmp_path: Path) -> None:
-    """The renumbering keeps an order defect it did not make: a gap stays a gap."""
-    src = padded("sequence-gap", tmp_path)
-    out = minimize([str(src)], kind="SequenceGap")
-    assert out.target.kind == "SequenceGap"
+@pytest.mark.parametrize(("case", "kind"), [("sequence-gap", "SequenceGap"),
+                                            ("events-out-of-order", "OutOfOrder")])
+def test_an_order_defect_is_kept(case: str, kind: str, tmp_path: Path) -> None:
+    """The renumbering keeps an order defect it did not make (each seq goes down by the
+    removed events below it): a gap stays a gap, a swap a swap."""
+    src = padded(case, tmp_path)
+    out = minimize([str(src)], kind=kind)
+    assert out.target.kind == kind
     assert out.after[1] < out.before[1]
+    name, line = out.at()
+    report = check_paths([str(_write(out.case_files(), tmp_path / "case"))])
+    assert any(v.kind == kind and Path(v.file).name == name and v.line == line
+               for v in report.findings.values()), report.text()
+
+
+def _write(files: dict[str, bytes], d: Path) -> Path:
+    d.mkdir()
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    return d
 
 
 def test_deterministic(tmp_path: Path) -> None:
@@ -172,3 +190,56 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, (what, err)
     assert not (tmp_path / "o1").exists()
+
+
+def test_the_revivify_command(tmp_path: Path) -> None:
+    """Through the real command (a process of its own): minimize, then `trace check` the
+    case it wrote: rejected (exit 1) at the line expected.json names."""
+    src = padded("catalog-call-before-commit", tmp_path)
+    case = tmp_path / "corpus" / "min-x"
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", *argv],
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    done = cli("trace", "minimize", str(src), "--out", str(tmp_path / "corpus"),
+               "--name", "min-x", "--description", "a call before its commit")
+    assert done.returncode == 0, done.stderr
+    assert "minimize: tablets:" in done.stderr
+    expected = json.loads((case / "expected.json").read_text())
+    assert expected["description"] == "a call before its commit"
+    assert f"at {expected['at']['file']}:{expected['at']['line']}" in done.stdout
+    check = cli("trace", "check", "--json", str(case))
+    assert check.returncode == 1, check.stderr
+    report = json.loads(check.stdout)
+    assert [(f["kind"], Path(f["file"]).name, f["line"]) for f in report["findings"]
+            if f["severity"] != "warning"] == [
+        (expected["kind"], expected["at"]["file"], expected["at"]["line"])]
+
+
+def test_the_predicate_refuses_what_is_not_the_same_finding() -> None:
+    """A candidate reproduces only with the target's kind at the target event's line, no
+    unusable input, and no more findings than the best so far."""
+    ev = {"v": 4, "node": "n", "inc": 1, "seq": 0, "lamport": 1, "wall_ns": 0,
+          "tablet": None, "event": "server_start", "args": {}, "state": None}
+    files = [TraceFile(path="n.0001.jsonl", node="n", inc=1,
+                       events=tuple(dict(ev, seq=i, lamport=i + 1) for i in range(3)))]
+    target = Target(kind="K", file=0, pos=2, message="")
+    kept = frozenset({(0, 0), (0, 2)})  # the target event is now line 2
+
+    def report(*found: tuple[str, str, int]) -> Report:
+        r = Report(engine="local")
+        for kind, severity, line in found:
+            r.add(Violation(kind=kind, severity=severity, file="/x/n.0001.jsonl",
+                            line=line, subject=f"n:{line}:{kind}", message=""))
+        return r
+
+    assert judge(report(("K", "violation", 2)), files, kept, target, 1) == (True, 1)
+    assert not judge(report(("K", "violation", 3)), files, kept, target, 1)[0]  # unmapped
+    assert not judge(report(("J", "violation", 2)), files, kept, target, 1)[0]
+    assert not judge(report(("K", "violation", 2), ("MalformedLine", "error", 1)),
+                     files, kept, target, 5)[0]
+    assert not judge(report(("K", "violation", 2), ("J", "violation", 1)),
+                     files, kept, target, 1)[0]
+    assert judge(report(("K", "violation", 2), ("T", "warning", 1)), files, kept, target,
+                 1)[0]
