@@ -118,7 +118,8 @@ class Outcome:
     tests: int
     exhausted: bool
     before: tuple[int, int]  # (files, events)
-    finding: Violation | None = None  # the target as the checker reports it in the case
+    crashes: int = 0  # candidates on which the checker raised (a checker bug), and the first
+    crash: str | None = None
 
     @property
     def after(self) -> tuple[int, int]:
@@ -266,6 +267,7 @@ class _Search:
     memo: dict[frozenset[tuple[int, int]], bool] = attrs.Factory(dict)
     step: str = ""
     crash: str | None = None  # the first checker exception a candidate raised
+    crashes: int = 0  # candidates on which the checker raised
 
     def reproduces(self, kept: frozenset[tuple[int, int]]) -> bool:
         got = self.memo.get(kept)
@@ -295,14 +297,12 @@ class _Search:
                 # The checker must never raise on a well-formed set; a candidate that makes
                 # it raise does not reproduce the finding (it is another fault, of the
                 # checker), and is named once so the bug can be chased.
+                self.crashes += 1
                 if self.crash is None:
                     self.crash = f"{type(e).__name__}: {e}"
                     if self.progress is not None:
                         self.progress(f"minimize: the checker raised on a candidate "
                                       f"({self.crash}); counted as not reproducing")
-                    keep = os.environ.get("REVIVIFY_MINIMIZE_KEEP_CRASH")
-                    if keep:
-                        shutil.copytree(case, keep)
                 return False, 0
         finally:
             shutil.rmtree(case, ignore_errors=True)
@@ -403,7 +403,8 @@ def minimize(paths: Sequence[str], *, kind: str | None = None,
             if search.exhausted:
                 break
         outcome = Outcome(files=files, kept=search.best, target=target, tests=search.tests,
-                          exhausted=search.exhausted, before=(len(files), len(all_events)))
+                          exhausted=search.exhausted, before=(len(files), len(all_events)),
+                          crashes=search.crashes, crash=search.crash)
     return outcome
 
 
@@ -514,6 +515,9 @@ def minimize_main(args: argparse.Namespace) -> int:
     print(f"tests:  {outcome.tests}" + (" (budget spent: --max-tests)"
                                         if outcome.exhausted else ""))
     print(f"case:   {case_dir}")
+    if outcome.crashes:
+        print(f"note:   the checker raised on {outcome.crashes} candidate(s), counted as not "
+              f"reproducing (a checker bug; the first: {outcome.crash})")
     return 0
 
 
