@@ -6,10 +6,14 @@
                                   [--json] [--max-frontier K] [--partitions N]
                                   [--plan {files,dataframe}] [--global-in-spark]
                                   [--checkpoint DIR]
+  revivify trace minimize PATH... --out CASE_DIR [--name NAME] [--description TEXT]
+                                  [--kind KIND] [--max-tests N] [--quiet]
 
 ``follow`` tails the trace files under the paths as servers write them (checker/follow.py:
 when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
-file grew for that long; then it prints the final verdict as ``check`` does. ``check
+file grew for that long; then it prints the final verdict as ``check`` does. ``minimize``
+shrinks a violating trace set to a small case in the corpus format (checker/minimize.py;
+exit 0 minimized, 1 no finding to minimize, 2 bad input). ``check
 --state FILE`` resumes from the state a previous ``check --state FILE`` saved and saves its
 own (checker/resume.py); a state it cannot use is one line, exit 2. ``check --html FILE``
 also writes each finding as a timeline page (checker/timeline.py), whatever the verdict.
@@ -49,7 +53,7 @@ class _UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="revivify trace", description="check traces against the spec")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{check,validate,follow}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{check,validate,follow,minimize}")
     for name in ("check", "validate", "follow"):
         s = sub.add_parser(name, help=f"trace {name}")
         s.add_argument("paths", nargs="*", metavar="PATH")
@@ -98,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
                            action="store_false",
                            help="global checks merged on the driver (the files plan's "
                                 "default)")
+    from revivify.checker.minimize import add_parser as add_minimize
+
+    add_minimize(sub)
     return p
 
 
@@ -109,6 +116,10 @@ def trace_main(argv: list[str]) -> int:
         return 2
     except SystemExit as e:  # --help
         return 0 if e.code in (0, None) else 2
+    if args.cmd == "minimize":
+        from revivify.checker.minimize import minimize_main
+
+        return minimize_main(args)
     if not args.paths:
         print(f"revivify trace {args.cmd}: no PATH given", file=sys.stderr)
         return 2

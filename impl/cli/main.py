@@ -7,6 +7,7 @@ Subcommands:
                           resume from and save to FILE)
   trace follow PATH...    the same while servers write them, findings as they come
   trace validate PATH...  the same on Spark (--engine spark)
+  trace minimize PATH...  shrink a violating trace set to a corpus case (--out CASE_DIR)
   history check FILE      is a client history linearizable? (revivify.impl.cli.history)
   tserver status | run    a tablet server's state; run one (revivify.impl.servers.tserver)
   tserver wipe            clear a stopped server's directory: a new UUID (cli.tserver)
@@ -154,7 +155,8 @@ COMMAND_TABLE: tuple[Noun, ...] = (
     Noun("trace", "check traces against the spec", "main:_trace", (
         Verb("check", "PATH...: replay traces, single process (--state FILE to resume)"),
         Verb("follow", "PATH...: the same while servers write them (live)"),
-        Verb("validate", "PATH... --engine spark: the same on Spark"))),
+        Verb("validate", "PATH... --engine spark: the same on Spark"),
+        Verb("minimize", "PATH... --out CASE_DIR: a finding shrunk into a corpus case"))),
     Noun("history", "is a client history linearizable?", "history:history_main", (
         Verb("check", "FILE --model register|kv"),)),
     Noun("tserver", "a tablet server", "tserver", (
