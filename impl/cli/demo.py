@@ -38,10 +38,11 @@ person at a terminal would (the demo is also a test of the CLI):
 12. ``cluster stop`` then ``cluster start``;
 13. ``row scan --json`` of the table: every acknowledged row read back (exit 1 if any is
     lost); 14. the trace follower's live verdict, once it has read every line;
-15. ``cluster stop`` (the follower last); 16. every trace checked by ``trace check`` and (not with ``--quick``) by ``trace validate
-    --engine spark``; the follower's verdict (read from its ``/api/v1/follower`` before the
-    last stop, once it had read every line, and its final one in ``follower.log``) printed
-    next to ``trace check``'s: they must be the same.
+15. ``cluster stop`` (the follower last); 16. every trace checked by ``trace check`` and
+    (not with ``--quick``) by ``trace validate --engine spark``; the follower's verdicts
+    (from its ``/api/v1/follower`` before the last stop, once it had read every line, and
+    its final one in ``follower.log``) printed next to ``trace check``'s: they must be the
+    same.
 
 A numbered line per stage with its figures, then a summary table. Every command's full
 output goes to ``DIR/demo.log``. Exit 0 when every stage did what it should, 1 when one did

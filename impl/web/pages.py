@@ -236,8 +236,8 @@ LOGS_PAGE = Page("/logs", "logs.html", logs_view, "Logs")
 
 __all__ = [
     "LOGS_PAGE",
-    "Exposition",
     "PER_PAGE",
+    "Exposition",
     "Page",
     "Problem",
     "Site",

@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -35,7 +34,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
 from selenium.webdriver.common.by import By
-from test_browser import Visitor, browser, wait_for  # noqa: F401 (browser: a fixture)
+from test_browser import Visitor, wait_for
+from test_browser import browser as chromium  # noqa: F401 (the fixture `browser`, reused)
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = REPO / "traces" / "bad" / "append-leaves-gap"  # a per-key finding: told at once
@@ -107,7 +107,7 @@ def follower(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path]
                              "--interval", "0.1", "--quiet"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()  # the web line comes first, before any finding
         found = WEB_LINE.search(line)
         assert found, (line, proc.stderr.read() if proc.poll() is not None else "")
