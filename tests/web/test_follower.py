@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from test_browser import Visitor, wait_for
-from test_browser import browser as chromium  # noqa: F401 (the fixture `browser`, reused)
+from test_browser import browser as chromium  # noqa: F401 (the fixture, reused by name)
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = REPO / "traces" / "bad" / "append-leaves-gap"  # a per-key finding: told at once
@@ -177,9 +177,9 @@ def test_taken_port_is_one_line(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- --watch
 
 
-def test_cluster_start_watch(tmp_path: Path, browser: webdriver.Chrome) -> None:
+def test_cluster_start_watch(tmp_path: Path, chromium: webdriver.Chrome) -> None:  # noqa: F811
     root = tmp_path / "c"
-    visit = Visitor(browser, tmp_path / "screenshots")
+    visit = Visitor(chromium, tmp_path / "screenshots")
     try:
         started = json.loads(cli("cluster", "start", "--root", str(root), "--num-masters",
                                  "1", "--num-tservers", "3", "--watch", "--json").stdout)
@@ -223,7 +223,7 @@ def test_cluster_start_watch(tmp_path: Path, browser: webdriver.Chrome) -> None:
         visit.open(f"http://{web}/follower", "follower-violations")
         assert visit.text("#verdict") == "VIOLATIONS"
         shown = {row.get_attribute("data-kind")
-                 for row in browser.find_elements(By.CSS_SELECTOR, "#findings tr[data-kind]")}
+                 for row in chromium.find_elements(By.CSS_SELECTOR, "#findings tr[data-kind]")}
         assert want <= shown
         wait_for("the master's page shows VIOLATIONS", 60,
                  lambda: json.loads(get(f"{master_web}/api/v1/")[1])["follower"]["verdict"]
@@ -236,6 +236,30 @@ def test_cluster_start_watch(tmp_path: Path, browser: webdriver.Chrome) -> None:
     assert after["follower"]["alive"] is False
     log = (root / "follower.log").read_text()
     assert "result:" in log and "violation(s)" in log, log[-2000:]
+    # --watch is a new cluster's: a stopped cluster started without it keeps its follower
+    # (on its port), and one that never had a follower refuses it.
+    again = json.loads(cli("cluster", "start", "--root", str(root), "--json").stdout)
+    try:
+        assert again["follower"]["alive"] and again["follower"]["web"] == f"http://{web}"
+        wait_for("the restarted follower re-read everything", 120,
+                 api_when(web, lambda d: want <= kinds_found(d)))
+    finally:
+        cli("cluster", "stop", "--root", str(root))
+
+
+def test_watch_refused_on_a_cluster_without_a_follower(tmp_path: Path) -> None:
+    """Its masters were never told of a follower (a flag of theirs): one line, exit 2,
+    before anything starts."""
+    root = tmp_path / "c"
+    root.mkdir()
+    (root / "cluster.json").write_text(json.dumps({
+        "version": 1, "tservers": [],
+        "masters": [{"name": "m0", "address": "127.0.0.1:1", "port": 1,
+                     "fs_root": str(root / "m-0"), "log": str(root / "m-0.log")}]}))
+    out = cli("cluster", "start", "--root", str(root), "--watch", expect=(2,))
+    last = out.stderr.strip().splitlines()[-1]
+    assert "--watch applies to a new cluster only" in last, out.stderr
+    assert not (root / "follower.log").exists() and not (root / "m-0").exists()
 
 
 def test_master_block_when_the_follower_is_down() -> None:
