@@ -4,6 +4,13 @@
                             [--rounds 3] [--no-dataframe]
     python bench/checker.py --real [--events 1000000] [--writes 3000] ...
     python bench/checker.py --resume [--events 1000000]
+    python bench/checker.py --follow [--events 1000000]
+
+``--follow``: peak memory of ``trace follow --until-idle`` (with and without ``--web``)
+against ``trace check`` on the same generated corpus, each a fresh process, and on a
+corpus with the same keys and 5x fewer events: the follower's memory must stay within the
+batch check's peak and follow the live state (keys, frontier), not the history
+(``follow_main``).
 
 ``--resume``: whether ``trace check --state`` costs O(new lines): a run over all but a
 share of each file, then the rest appended and a resumed run, timed against one check of
@@ -482,8 +489,64 @@ def resume_main(a: argparse.Namespace) -> int:
     return 0
 
 
+# A CLI command in this child, then its own peak RSS (ru_maxrss of the process alone: a
+# child's, not the bench's) and CPU seconds as the last stderr line.
+_CLI_CHILD = """
+import json, resource, sys, time
+from revivify.impl.cli.main import main
+t = time.process_time()
+try:
+    code = main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+r = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"code": code, "peak_rss_mb": r.ru_maxrss / 1024,
+                  "cpu_s": time.process_time() - t}), file=sys.stderr)
+"""
+
+
+def _cli_peak(*argv: str) -> dict[str, float]:
+    """``revivify ARGV`` in a fresh process: exit code, peak RSS (MB), CPU and wall s."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _CLI_CHILD, *argv], capture_output=True,
+                         text=True, check=False, stdin=subprocess.DEVNULL)
+    doc: dict[str, float] = json.loads(out.stderr.strip().splitlines()[-1])
+    doc["wall_s"] = time.perf_counter() - t
+    return doc
+
+
+def follow_main(a: argparse.Namespace) -> int:
+    """``--follow``: peak RSS of the follower against the batch check (module doc)."""
+    rows: list[tuple[str, int, int, dict[str, float]]] = []
+    for name, events, entries in (("whole", a.events, a.entries),
+                                  ("same keys, 5x fewer events", a.events // 5,
+                                   max(1, (a.entries - 9) // 5))):
+        root = os.path.join(a.dir, f"follow-{len(rows)}")
+        n_events, keys = generate(root, events, entries)
+        for what, argv in (
+                ("trace check", ("trace", "check", root, "--quiet")),
+                ("trace follow --until-idle 2", ("trace", "follow", root, "--quiet",
+                                                 "--until-idle", "2")),
+                ("  ... --web 127.0.0.1:0", ("trace", "follow", root, "--quiet",
+                                             "--until-idle", "2", "--web", "127.0.0.1:0"))):
+            got = _cli_peak(*argv)
+            assert got["code"] == 0, (what, got)
+            rows.append((f"{what} ({name})", n_events, keys, got))
+    print(f"{'run':<58} {'events':>10} {'keys':>7} {'peak RSS MB':>12} {'CPU s':>7} "
+          f"{'wall s':>7}")
+    for what, n_events, keys, got in rows:
+        print(f"{what:<58} {n_events:>10,} {keys:>7,} {got['peak_rss_mb']:>12.0f} "
+              f"{got['cpu_s']:>7.1f} {got['wall_s']:>7.1f}")
+    check, follow, web = (rows[i][3]["peak_rss_mb"] for i in range(3))
+    print(f"follower / batch peak RSS: {follow / check:.2f}x (with --web {web / check:.2f}x:"
+          " the web stack's modules); the follower's wall time includes --until-idle's 2 s")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--follow", action="store_true",
+                    help="peak RSS of trace follow --until-idle against trace check")
     ap.add_argument("--resume", action="store_true",
                     help="whether a resumed check (trace check --state) costs O(new lines)")
     ap.add_argument("--real", action="store_true",
@@ -502,6 +565,9 @@ def main() -> int:
     ap.add_argument("--no-dataframe", action="store_true",
                     help="skip the dataframe plan (Spark shuffles every line: slow here)")
     a = ap.parse_args()
+    if a.follow:
+        a.events = a.events or 1_000_000
+        return follow_main(a)
     if a.resume:
         a.events = a.events or 1_000_000
         return resume_main(a)

@@ -2,6 +2,7 @@
 
   revivify trace check PATH... [--json] [--max-frontier K] [--state FILE] [--html FILE]
   revivify trace follow PATH... [--until-idle SECONDS] [--json] [--max-frontier K]
+                               [--web HOST:PORT]
   revivify trace validate PATH... --engine {local,spark} [--master URL] [--out DIR]
                                   [--json] [--max-frontier K] [--partitions N]
                                   [--plan {files,dataframe}] [--global-in-spark]
@@ -11,7 +12,9 @@
 
 ``follow`` tails the trace files under the paths as servers write them (checker/follow.py:
 when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
-file grew for that long; then it prints the final verdict as ``check`` does. ``minimize``
+file grew for that long; then it prints the final verdict as ``check`` does. With ``--web``
+it serves its page, JSON twin and ``/metrics`` there (checker/follow_web.py) and prints
+``revivify follower web on http://HOST:PORT`` first. ``minimize``
 shrinks a violating trace set to a small case in the corpus format (checker/minimize.py;
 exit 0 minimized, 1 no finding to minimize, 2 bad input). ``check
 --state FILE`` resumes from the state a previous ``check --state FILE`` saved and saves its
@@ -77,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                                 "until SIGINT or SIGTERM)")
             s.add_argument("--interval", type=float, default=0.15, metavar="SECONDS",
                            help="how often the files are polled (default 0.15)")
+            s.add_argument("--web", default=None, metavar="HOST:PORT",
+                           help="serve the follower's page, /api/v1/follower and /metrics "
+                                "here (port 0: any free port; the address is printed)")
         if name == "validate":
             s.add_argument("--engine", choices=("local", "spark"), default="local")
             s.add_argument("--master", "--spark-master", dest="master", default="local[*]",
@@ -269,6 +275,15 @@ def _follow(args: argparse.Namespace, say: Callable[[str], None] | None,
     from revivify.checker.follow import follow
     from revivify.checker.report import format_violation
 
+    web: tuple[str, int] | None = None
+    if args.web is not None:
+        from revivify.checker.follow_web import parse_bind
+
+        try:
+            web = parse_bind(args.web)
+        except ValueError as e:
+            print(f"revivify trace follow: --web: {e}", file=sys.stderr)
+            return 2
     stop: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -283,9 +298,22 @@ def _follow(args: argparse.Namespace, say: Callable[[str], None] | None,
             print(format_violation(v), flush=True)
 
     try:
-        report = follow(args.paths, tell, lambda: bool(stop), until_idle=args.until_idle,
-                        interval=args.interval, max_frontier=args.max_frontier,
-                        progress=say, progress_seconds=every)
+        if web is not None:
+            from revivify.checker.follow_web import follow_web
+
+            report = follow_web(args.paths, tell, web[0], web[1],
+                                until_idle=args.until_idle, interval=args.interval,
+                                max_frontier=args.max_frontier, progress=say,
+                                progress_seconds=every)
+        else:
+            report = follow(args.paths, tell, lambda: bool(stop),
+                            until_idle=args.until_idle, interval=args.interval,
+                            max_frontier=args.max_frontier, progress=say,
+                            progress_seconds=every)
+    except OSError as e:  # the web port: taken, or an address not of this machine
+        print(f"revivify trace follow: --web {args.web}: {e.strerror or e}",
+              file=sys.stderr)
+        return 2
     except Exception as e:  # the last line of defence: a message, not a traceback
         print(f"revivify trace follow: internal error: {type(e).__name__}: {e}",
               file=sys.stderr)

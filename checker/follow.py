@@ -92,6 +92,23 @@ GLOBAL_EVERY: Final = 0.5
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
 
 
+class _Wall(msgspec.Struct):
+    """A line's wall clock alone (the follower's lag: ``Follower.newest_wall_ns``)."""
+
+    wall_ns: int = 0
+
+
+_WALL = msgspec.json.Decoder(_Wall)
+
+
+def _wall_ns(line: bytes) -> int:
+    """The wall clock of a whole line, 0 when it does not decode (a torn tail)."""
+    try:
+        return _WALL.decode(line).wall_ns
+    except msgspec.MsgspecError:
+        return 0
+
+
 @attrs.define
 class _Tail:
     """One trace file as far as it has been read. ``offset``: the bytes of its whole
@@ -178,6 +195,9 @@ class _Group:
     cur: int = 0
     feed: SeqFeed | None = None
     max_clock: int = -1  # the highest clock read in order in any of its files
+    # The highest wall clock (ns) of the last line of each chunk read: a node's lines are
+    # appended in wall-clock order up to clock steps, so this is about its newest line's.
+    wall_ns: int = 0
 
     def add(self, t: _Tail) -> None:
         """A file of the node: in incarnation order among those not begun (one of a lower
@@ -198,11 +218,13 @@ class _Group:
                 self.feed = self.replay.open_file(t.path)
                 if t.held:
                     self.replay.push_lines(self.feed, t.held)
+                    self.wall_ns = max(self.wall_ns, _wall_ns(t.held[-1]))
                     t.held = []
                     fed = True
             over = final or self.cur + 1 < len(self.files)
             for chunk in t.read(over):
                 self.replay.push_lines(self.feed, chunk)
+                self.wall_ns = max(self.wall_ns, _wall_ns(chunk[-1]))
                 fed = True
             self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
             if not over:
@@ -278,6 +300,12 @@ class Follower:
         self.replayer = Replayer(max_frontier=self.max_frontier)
         self.globals_.catalog.rules = self.catalog.global_rules
         self.globals_.max_frontier = self.max_frontier
+
+    @property
+    def newest_wall_ns(self) -> int:
+        """The wall clock of the newest line read, over every node (0: none yet): the
+        follower's lag is now minus this (checker/follow_web.py)."""
+        return max((g.wall_ns for g in self.groups.values()), default=0)
 
     # -- reading ----------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 terminal (the tests and benchmarks use the same code directly: impl/processes/masters.py
 MasterProcesses).
 
-  revivify cluster start --root DIR [--num-masters 3] [--num-tservers 3]
+  revivify cluster start --root DIR [--num-masters 3] [--num-tservers 3] [--watch]
                          [--master-arg ARG]... [--tserver-arg ARG]... [--timeout S] [--json]
   revivify cluster status --root DIR [--json]
   revivify cluster stop --root DIR [--timeout S] [--json]
@@ -30,6 +30,14 @@ waits; a server still running after ``--timeout`` gets SIGKILL. ``kill NAME`` is
 crash); ``restart NAME`` starts a stopped or killed server again on its directory and port
 and waits for its "listening" line.
 
+``start --watch`` (a new cluster only) also runs a trace follower beside it, ``revivify
+trace follow DIR/traces --web 127.0.0.1:PORT`` (a free port, kept in cluster.json, its
+output in ``DIR/follower.log``), and tells every master its address (``--trace-follower``,
+one of the masters' flags, so a restart keeps it): their home pages show its verdict.
+``status`` shows it as a row ``follower`` (``--json``: the key ``follower``, null without
+one), ``stop`` stops it after the servers (so it reads their last lines; it then writes
+its final verdict to its log) and a ``start`` of the stopped cluster starts it again.
+
 Exit codes: 0 done; 1 refused (a cluster already running, a server already running or
 already stopped) or, for status, a server not alive; 2 bad usage, a missing or malformed
 cluster.json, or a server that did not start.
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -46,23 +55,25 @@ from typing import TYPE_CHECKING, Any
 
 from revivify.impl.processes.control import (
     ProcessError,
+    ServerProcess,
+    await_listening,
     free_port,
     kill_process,
     pid_alive,
     reap,
     signal_process,
+    spawn,
 )
 
 from . import clusterfile, render
 
 if TYPE_CHECKING:
-    from revivify.impl.processes.control import ServerProcess
     from revivify.impl.processes.masters import MasterProcesses
 
 # `cluster status` reads cluster.json and asks /proc whether each pid lives: it must start
 # fast (issue 31; tests/cli/test_import_budget.py), so trio, the client library and the
 # process supervisor are imported by the commands that start or wait for servers only.
-from .clusterfile import ClusterFileError, ClusterRecord, ServerRecord
+from .clusterfile import ClusterFileError, ClusterRecord, FollowerRecord, ServerRecord
 from .common import (
     Outcome,
     Parser,
@@ -78,6 +89,8 @@ PROG = "revivify cluster"
 DEFAULT_START_TIMEOUT = 60.0
 DEFAULT_STOP_TIMEOUT = 30.0
 _POLL_SECONDS = 0.1
+FOLLOWER_LINE = re.compile(r"revivify follower web on http://(\S+)")
+FOLLOWER_LOG = "follower.log"
 
 
 class _Refused(Exception):
@@ -123,7 +136,40 @@ def _servers(cluster: MasterProcesses) -> list[ServerProcess]:
     return cluster.masters + cluster.tservers.servers
 
 
-def _record_of(cluster: MasterProcesses) -> ClusterRecord:
+def _follower_of(root: str, record: ClusterRecord) -> ServerProcess | None:
+    """The trace follower the record names, as a process to start or signal (index 0,
+    its "directory" the root: it keeps nothing on disk but its log)."""
+    f = record.follower
+    if f is None:
+        return None
+    s = ServerProcess(0, root, os.path.join(root, "traces"), f.log, port=f.web_port,
+                      web_port=f.web_port)
+    s.pid, s.start_ticks, s.web = f.pid, f.start_ticks, f.web
+    return s
+
+
+def _follower_record(s: ServerProcess | None) -> FollowerRecord | None:
+    if s is None:
+        return None
+    return FollowerRecord(web_port=s.web_port, log=s.log_path, web=s.web, pid=s.pid,
+                          start_ticks=s.start_ticks)
+
+
+def _spawn_follower(s: ServerProcess) -> None:
+    """``trace follow`` of the cluster's traces with its pages on its port, detached as
+    the servers are. By module name: the CLI's cluster commands never import the checker
+    (the follower process does)."""
+    spawn(s, [sys.executable, "-m", "revivify.impl.cli.main", "trace", "follow",
+              s.trace_dir, "--web", f"{s.host}:{s.web_port}", "--quiet"], detached=True)
+
+
+def _await_follower(s: ServerProcess, timeout: float) -> None:
+    found = await_listening(s, FOLLOWER_LINE, "the trace follower", timeout)
+    s.web = found.group(1)
+
+
+def _record_of(cluster: MasterProcesses,
+               follower: ServerProcess | None = None) -> ClusterRecord:
     def one(prefix: str, s: ServerProcess) -> ServerRecord:
         return ServerRecord(name=f"{prefix}{s.index}", address=s.address, port=s.port,
                             fs_root=s.fs_root, log=s.log_path, uuid=s.uuid, pid=s.pid,
@@ -131,7 +177,8 @@ def _record_of(cluster: MasterProcesses) -> ClusterRecord:
     return ClusterRecord(version=clusterfile.VERSION,
                          masters=[one("m", m) for m in cluster.masters],
                          tservers=[one("ts", t) for t in cluster.tservers.servers],
-                         master_args=cluster.master_args, tserver_args=cluster.tserver_args)
+                         master_args=cluster.master_args, tserver_args=cluster.tserver_args,
+                         follower=_follower_record(follower))
 
 
 def _find(cluster: MasterProcesses, record: ClusterRecord, name: str) -> ServerProcess:
@@ -170,18 +217,31 @@ def _server_log(r: ServerRecord, kind: str, args: list[str]) -> str | None:
     return None if path == "-" else path
 
 
+def _follower_row(record: ClusterRecord) -> dict[str, Any] | None:
+    f = record.follower
+    if f is None:
+        return None
+    return {"pid": f.pid or None, "alive": pid_alive(f.pid, f.start_ticks), "log": f.log,
+            "web": f"http://{f.web}" if f.web else None,
+            "page": f"http://{f.web}/follower" if f.web else None}
+
+
 def _status_doc(record: ClusterRecord) -> dict[str, Any]:
     rows = _status_rows(record)
-    return {"masters": rows[:len(record.masters)], "tservers": rows[len(record.masters):]}
+    return {"masters": rows[:len(record.masters)], "tservers": rows[len(record.masters):],
+            "follower": _follower_row(record)}
 
 
 def _status_text(record: ClusterRecord, root: str) -> str:
     rows = _status_rows(record)
     logs = [r.log for r in record.masters + record.tservers]
-    return render.table(
-        ["NAME", "UUID", "ADDRESS", "PID", "ALIVE", "WEB", "LOG"],
-        [[r["name"], r["uuid"], r["address"], r["pid"], "yes" if r["alive"] else "NO",
-          r["web"], os.path.relpath(log, root)] for r, log in zip(rows, logs, strict=True)])
+    table = [[r["name"], r["uuid"], r["address"], r["pid"], "yes" if r["alive"] else "NO",
+              r["web"], os.path.relpath(log, root)] for r, log in zip(rows, logs, strict=True)]
+    f = _follower_row(record)
+    if f is not None:
+        table.append(["follower", "", "", f["pid"], "yes" if f["alive"] else "NO",
+                      f["page"], os.path.relpath(f["log"], root)])
+    return render.table(["NAME", "UUID", "ADDRESS", "PID", "ALIVE", "WEB", "LOG"], table)
 
 
 # ---------------------------------------------------------------------------- readiness
@@ -248,6 +308,9 @@ def _start(args: argparse.Namespace) -> Outcome:
             record = clusterfile.load(root)
             live = [f"{r.name} (pid {r.pid})" for r in record.masters + record.tservers
                     if _alive(r)]
+            if record.follower is not None and \
+                    pid_alive(record.follower.pid, record.follower.start_ticks):
+                live.append(f"follower (pid {record.follower.pid})")
             if live:
                 raise _Refused(f"a cluster is already running in {root}: {', '.join(live)} "
                                f"('revivify cluster stop --root {args.root}' first, or "
@@ -262,13 +325,27 @@ def _start(args: argparse.Namespace) -> Outcome:
             if args.master_arg or args.tserver_arg:
                 raise _Refused("--master-arg and --tserver-arg apply to a new cluster only "
                                f"(the one in {root} keeps the flags it was started with)", 2)
+            if args.watch and record.follower is None:
+                raise _Refused(f"--watch applies to a new cluster only (the masters of the one "
+                               f"in {root} were not told of a follower); 'revivify trace "
+                               f"follow {os.path.join(root, 'traces')} --web HOST:PORT' "
+                               "follows it without their link", 2)
             cluster = _cluster_of(root, record)
+            follower = _follower_of(root, record)
             _say(f"restarting the cluster in {root} ({len(record.masters)} masters, "
                  f"{len(record.tservers)} tablet servers, same directories and ports)")
         else:
             masters = 3 if args.num_masters is None else args.num_masters
             tservers = 3 if args.num_tservers is None else args.num_tservers
-            cluster = MasterProcesses(root, masters, tservers, master_args=args.master_arg,
+            master_args = list(args.master_arg)
+            follower = None
+            if args.watch:
+                port = free_port()
+                follower = ServerProcess(0, root, os.path.join(root, "traces"),
+                                         os.path.join(root, FOLLOWER_LOG), port=port,
+                                         web_port=port)
+                master_args.append(f"--trace-follower=http://{follower.host}:{port}")
+            cluster = MasterProcesses(root, masters, tservers, master_args=master_args,
                                     tserver_args=args.tserver_arg, detached=True,
                                     tserver_ports=[free_port() for _ in range(tservers)],
                                     master_web_ports=[free_port() for _ in range(masters)],
@@ -285,31 +362,38 @@ def _start(args: argparse.Namespace) -> Outcome:
             with render.progress("starting the cluster", len(servers) + 1,
                                  enabled=not args.json) as shown:
                 cluster.spawn_all()
-                clusterfile.save(root, _record_of(cluster))  # stoppable from here on
+                if follower is not None:  # beside the servers: it starts as slowly
+                    _spawn_follower(follower)
+                clusterfile.save(root, _record_of(cluster, follower))  # stoppable from here on
                 for i in range(len(cluster.masters)):
                     cluster.await_master(i)
                     shown.advance()
                 for i in range(len(cluster.tservers.servers)):
                     cluster.tservers.await_started(i)
                     shown.advance()
-                clusterfile.save(root, _record_of(cluster))  # with the UUIDs
+                clusterfile.save(root, _record_of(cluster, follower))  # with the UUIDs
                 shown.note("waiting for the leader master to be ready and to hear from "
                            "every tablet server")
                 trio.run(_await_ready, cluster, max(1.0, deadline - time.monotonic()))
                 _check_dead(cluster)
+                if follower is not None:
+                    shown.note("waiting for the trace follower's pages")
+                    _await_follower(follower, max(1.0, deadline - time.monotonic()))
                 shown.advance()
         except (ProcessError, ClientError, OSError) as exc:
-            for s in _servers(cluster):
+            for s in [*_servers(cluster), *([follower] if follower else [])]:
                 kill_process(s)
-            clusterfile.save(root, _record_of(cluster))
+            clusterfile.save(root, _record_of(cluster, follower))
             raise _Refused(f"the cluster did not start (every server it started is "
                            f"killed): {exc}", 2) from None
-        for s in _servers(cluster):
+        for s in [*_servers(cluster), *([follower] if follower else [])]:
             # Forget the Popen objects without waiting on them: the processes outlive us.
             s.proc = None
-        record = _record_of(cluster)
+        record = _record_of(cluster, follower)
+        clusterfile.save(root, record)  # with the follower's address
+    watched = f"\ntrace follower: http://{follower.web}/follower" if follower else ""
     return Outcome(0, _status_doc(record),
-                   _status_text(record, root) + f"\nmasters: {cluster.master_list}")
+                   _status_text(record, root) + f"\nmasters: {cluster.master_list}" + watched)
 
 
 # ---------------------------------------------------------------------------- stop, kill
@@ -334,12 +418,31 @@ def _stop(args: argparse.Namespace) -> Outcome:
         killed = [s for s in live if s.running]
         for s in killed:
             kill_process(s)
+        follower = _follower_of(root, record)
+        follower_stopped = follower is not None and _stop_follower(follower, args.timeout)
         record = clusterfile.load(root)
     text = (f"stopped {len(live) - len(killed)} server(s)"
             + (f"; killed {', '.join(names[id(s)] for s in killed)} after "
                f"{args.timeout:g}s" if killed else "")
-            + ("" if live else " (none was running)"))
+            + ("" if live else " (none was running)")
+            + ("; the trace follower stopped (its verdict: "
+               f"{os.path.relpath(follower.log_path, root)})"
+               if follower is not None and follower_stopped else ""))
     return Outcome(0, _status_doc(record), text)
+
+
+def _stop_follower(s: ServerProcess, timeout: float) -> bool:
+    """SIGTERM to the follower once the servers are gone: it reads their last lines,
+    judges the files as they are (trace check's verdict) and exits. Whether it ran."""
+    if not signal_process(s, signal.SIGTERM):
+        return False
+    deadline = time.monotonic() + timeout
+    while s.running and time.monotonic() < deadline:
+        reap(s)
+        time.sleep(_POLL_SECONDS)
+    if s.running:
+        kill_process(s)
+    return True
 
 
 def _kill(args: argparse.Namespace) -> Outcome:
@@ -372,10 +475,10 @@ def _restart(args: argparse.Namespace) -> Outcome:
                 cluster.tservers.start(s.index)
         except ProcessError as exc:
             kill_process(s)
-            clusterfile.save(root, _record_of(cluster))
+            clusterfile.save(root, _record_of(cluster, _follower_of(root, record)))
             raise _Refused(f"{args.name} did not start: {exc}", 2) from None
         s.proc = None  # it outlives us
-        record = _record_of(cluster)
+        record = _record_of(cluster, _follower_of(root, record))
         clusterfile.save(root, record)
     return Outcome(0, _status_doc(record), f"{args.name} (pid {s.pid}) listening on "
                                            f"{s.address}")
@@ -386,6 +489,8 @@ def _status(args: argparse.Namespace) -> Outcome:
     record = clusterfile.load(root)
     doc = _status_doc(record)
     dead = [r["name"] for r in doc["masters"] + doc["tservers"] if not r["alive"]]
+    if doc["follower"] is not None and not doc["follower"]["alive"]:
+        dead.append("follower")
     return Outcome(1 if dead else 0, doc, _status_text(record, root))
 
 
@@ -409,6 +514,10 @@ def cluster_main(argv: list[str]) -> int:
                        help="masters: 1 or 2N+1 (default 3)")
     start.add_argument("--num-tservers", type=positive_int, default=None, metavar="N",
                        help="tablet servers (default 3)")
+    start.add_argument("--watch", action="store_true",
+                       help="also run a trace follower on the cluster's traces, with pages "
+                            "of its own that the masters' home pages link to (a new "
+                            "cluster only; kept across restarts)")
     start.add_argument("--master-arg", action="append", default=[], metavar="ARG",
                        help="pass ARG to every 'master run' (repeatable; use --master-arg=ARG "
                             "for an ARG starting with '-')")

@@ -7,7 +7,8 @@ never sees half a file and a crash leaves the old one or the new one:
     {"version": 1, "master_args": [...], "tserver_args": [...],
      "masters":  [{"name": "m0", "uuid", "address", "port", "pid", "start_ticks",
                    "fs_root", "log", "web_port", "web"}, ...],
-     "tservers": [{"name": "ts0", ...}, ...]}
+     "tservers": [{"name": "ts0", ...}, ...],
+     "follower": null | {"web_port", "web", "pid", "start_ticks", "log"}}
 
 ``pid`` and ``start_ticks`` name the process last started for that server (the pair stays
 true after the pid is reused: impl/processes/control.py pid_alive); ``uuid`` is empty until
@@ -20,6 +21,10 @@ was wrong (exit 2).
 
 Cluster commands that change the file hold ``DIR/cluster.lock`` (an exclusive flock) from
 reading it to writing it back, so two of them never interleave.
+
+``follower`` is the trace follower ``cluster start --watch`` runs beside the servers
+(``revivify trace follow DIR/traces --web 127.0.0.1:WEB_PORT``): its port is chosen once
+and kept, like a server's, since the masters are told its address (``--trace-follower``).
 """
 
 from __future__ import annotations
@@ -58,12 +63,21 @@ class ServerRecord(msgspec.Struct):
     web: str = ""
 
 
+class FollowerRecord(msgspec.Struct):
+    web_port: int
+    log: str
+    web: str = ""
+    pid: int = 0
+    start_ticks: int = 0
+
+
 class ClusterRecord(msgspec.Struct):
     version: int
     masters: list[ServerRecord]
     tservers: list[ServerRecord]
     master_args: list[str] = []
     tserver_args: list[str] = []
+    follower: FollowerRecord | None = None
 
 
 def path_of(root: str) -> str:
@@ -129,5 +143,6 @@ def locked(root: str) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["FILE_NAME", "ClusterFileError", "ClusterRecord", "ServerRecord", "load",
+__all__ = ["FILE_NAME", "ClusterFileError", "ClusterRecord", "FollowerRecord", "ServerRecord",
+           "load",
            "locked", "master_addresses", "path_of", "save"]

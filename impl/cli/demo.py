@@ -11,8 +11,10 @@ written as trace files and checked clean.
 Part two, the cluster, driving the real ``revivify`` commands, each its own process, as a
 person at a terminal would (the demo is also a test of the CLI):
 
- 1. ``cluster start --num-masters 3 --num-tservers 4`` in a fresh directory; each server's
-    status pages (its web address, from ``cluster status``) listed;
+ 1. ``cluster start --num-masters 3 --num-tservers 4 --watch`` in a fresh directory; each
+    server's status pages (its web address, from ``cluster status``) listed, and the trace
+    follower's page (``--watch``: ``trace follow`` beside the cluster, checking its traces
+    as they are written, the verdict on the masters' home pages);
  2. ``table create demo --tablets 4 --replicas 3``;
  3. writers start: 4 clients writing distinct keys through the masters (the client
     library, in a thread of this process: a command per row would measure Python's
@@ -35,9 +37,12 @@ person at a terminal would (the demo is also a test of the CLI):
     WAL bytes they appended and how many elections they won (quoted in the summary);
 12. ``cluster stop`` then ``cluster start``;
 13. ``row scan --json`` of the table: every acknowledged row read back (exit 1 if any is
-    lost); 14. ``cluster stop``;
-15. every trace checked by ``trace check`` and (not with ``--quick``) by ``trace validate
-    --engine spark``.
+    lost); 14. the trace follower's live verdict, once it has read every line;
+15. ``cluster stop`` (the follower last); 16. every trace checked by ``trace check`` and
+    (not with ``--quick``) by ``trace validate --engine spark``; the follower's verdicts
+    (from its ``/api/v1/follower`` before the last stop, once it had read every line, and
+    its final one in ``follower.log``) printed next to ``trace check``'s: they must be the
+    same.
 
 A numbered line per stage with its figures, then a summary table. Every command's full
 output goes to ``DIR/demo.log``. Exit 0 when every stage did what it should, 1 when one did
@@ -165,6 +170,8 @@ class Demo:
     summary: list[tuple[str, str]] = attrs.Factory(list)
     writers: Writers | None = None
     extra_master: Any = None  # a processes.control.ServerProcess while it runs
+    follower_web: str | None = None  # http://HOST:PORT of the trace follower's pages
+    follower_live: dict[str, Any] | None = None  # its /api/v1/follower before the stop
 
     # ------------------------------------------------------------------ printing, commands
 
@@ -251,7 +258,7 @@ class Demo:
     def cluster(self) -> None:
         started = time.monotonic()
         self.cli("cluster", "start", "--root", self.cluster_dir, "--num-masters", "3",
-                 "--num-tservers", "4",
+                 "--num-tservers", "4", "--watch",
                  f"--master-arg=--tserver-failed-after-ms={MASTER_FAILED_AFTER_MS}")
         status = self.cli_json(*self.at("cluster", "status"))
         self.stage(f"cluster start: 3 masters, 4 tablet servers ready in "
@@ -261,6 +268,10 @@ class Demo:
         self.detail("status pages: " + ", ".join(
             f"{s['name']} {s['web']}" for s in status["masters"] + status["tservers"]
             if s.get("web")))
+        if status.get("follower"):
+            self.follower_web = status["follower"]["web"]
+            self.detail(f"trace follower: {status['follower']['page']} (the masters' home "
+                        "pages show its verdict)")
 
         created = self.cli_json(*self.at("table", "create", "demo", "--tablets", str(TABLETS),
                                          "--replicas", str(REPLICAS)))
@@ -309,6 +320,7 @@ class Demo:
         self.figure("full restart to healthy", f"{time.monotonic() - started:.1f} s")
 
         self.read_back(writers)
+        self.follower_caught_up()
 
         self.cli("cluster", "stop", "--root", self.cluster_dir)
         alive = self.cli_json(*self.at("cluster", "status"), expect=(1,))
@@ -484,6 +496,7 @@ class Demo:
                    f"(every master and tablet server incarnation): 0 violations "
                    f"[{time.monotonic() - started:.1f} s]")
         self.figure("trace events checked", f"{report['events']}, 0 violations")
+        self.compare_follower("CLEAN" if report["exit_code"] == 0 else "VIOLATIONS")
         if self.quick:
             return
         started = time.monotonic()
@@ -492,6 +505,48 @@ class Demo:
         self.stage(f"trace validate --engine spark (local[2]): the same traces clean "
                    f"[{time.monotonic() - started:.1f} s]")
         self.figure("Spark validation", "clean")
+
+    def follower_caught_up(self) -> None:
+        """The follower's live verdict once it has read every line written so far: its
+        events checked unchanged over two seconds with no file grown for a second (the
+        cluster idle: the writers stopped, the rows read back)."""
+        if self.follower_web is None:
+            return
+        seen: list[int] = []
+
+        def settled() -> bool:
+            doc = follower_doc(self.follower_web or "")
+            if doc is None:
+                return False
+            seen.append(doc["events_checked"])
+            self.follower_live = doc
+            return len(seen) >= 4 and len(set(seen[-4:])) == 1 and doc["idle_seconds"] >= 1
+        self.wait_for("the trace follower caught up", settled, STAGE_TIMEOUT)
+        doc = self.follower_live or {}
+        self.stage(f"trace follower (beside the cluster throughout): {doc['verdict']}, "
+                   f"{doc['events_checked']} events in {doc['files']} files checked as "
+                   f"they were written, {doc['findings_total']} findings")
+
+    def compare_follower(self, batch: str) -> None:
+        """The follower's verdict next to ``trace check``'s; the demo fails if they differ.
+        Two of the follower's: the live one (before the stop) and its final one, the
+        last ``result:`` line it logged when ``cluster stop`` stopped it."""
+        if self.follower_live is None:
+            return
+        live = self.follower_live["verdict"]
+        final = "?"
+        with contextlib.suppress(OSError):
+            text = Path(self.cluster_dir, "follower.log").read_text(errors="replace")
+            results = [line for line in text.splitlines() if line.startswith("result:")]
+            if results:
+                final = "CLEAN" if results[-1].endswith("exit 0") else "VIOLATIONS"
+        self.detail(f"verdicts: trace follower {live} (live), {final} (final); trace check "
+                    f"{batch}")
+        self.figure("follower verdict (live, final) vs trace check",
+                    f"{live}, {final} vs {batch}")
+        if live != batch or final != batch:
+            raise DemoFailed(f"the trace follower's verdict ({live} live, {final} final) "
+                             f"differs from trace check's ({batch})")
 
     # ------------------------------------------------------------------ helpers
 
@@ -567,7 +622,8 @@ class Demo:
             kill_process(self.extra_master)
         with contextlib.suppress(clusterfile.ClusterFileError):
             record = clusterfile.load(self.cluster_dir)
-            servers = record.masters + record.tservers
+            servers: list[Any] = [*record.masters, *record.tservers,
+                                  *([record.follower] if record.follower else [])]
             for r in servers:
                 if pid_alive(r.pid, r.start_ticks):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -594,6 +650,18 @@ def scrape(web: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         return {}
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def follower_doc(web: str) -> dict[str, Any] | None:
+    """The trace follower's ``/api/v1/follower``; None if it does not answer."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(web + "/api/v1/follower", timeout=10) as page:
+            doc: dict[str, Any] = json.loads(page.read())
+    except (OSError, ValueError):
+        return None
+    return doc
 
 
 def print_summary(demo: Demo, seconds: float, verdict: str) -> None:

@@ -6,7 +6,7 @@
                         [--heartbeat-ticks 2] [--no-fsync] [--seed N]
                         [--tserver-dead-after-ms 3000] [--creation-timeout-s 60]
                         [--tserver-failed-after-ms 3000] [--no-heal] [--join]
-                        [--webserver-bind HOST:PORT|off]
+                        [--webserver-bind HOST:PORT|off] [--trace-follower URL]
                         [--log-level INFO] [--log-format text|json] [--log-file PATH]
                         [--log-max-mb 64] [--log-files 5] [--no-metrics] [--metrics-per-tablet]
 
@@ -18,7 +18,9 @@ line ``revivify master <uuid> listening on HOST:PORT`` on stdout once it serves 
 then a follower, or a leader not ready yet: ``revivify master status`` says when it is), then
 ``revivify master <uuid> web on http://HOST:PORT`` once its status pages serve (impl/web),
 logs to FS_ROOT/logs/master.log (WARNING and above to stderr too: impl/observe/logs.py),
-and stops cleanly on SIGTERM or SIGINT; exit 0. Bad arguments or an
+and stops cleanly on SIGTERM or SIGINT; exit 0. ``--trace-follower http://HOST:PORT``: a
+trace follower's pages (``trace follow --web``; ``cluster start --watch`` passes it), whose
+verdict the home page shows and links to. Bad arguments or an
 unusable directory: a one-line error, exit 2.
 """
 
@@ -106,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_metrics_flags(p)
     add_flagfile_flag(p)
     add_web_flag(p, MASTER_WEB_PORT)
+    p.add_argument("--trace-follower", default=None, metavar="URL",
+                   help="http://HOST:PORT of a trace follower's pages ('trace follow "
+                        "--web'): the home page shows its verdict and links to it")
     return p
 
 
@@ -152,6 +157,12 @@ def parse(argv: list[str]) -> Launch:
     if args.flush_mb <= 0 or args.log_retain_entries < 0:
         raise UsageError("--flush-mb must be positive and --log-retain-entries >= 0")
     web = parse_web_bind(args.webserver_bind, host, MASTER_WEB_PORT)
+    follower: str | None = None
+    if args.trace_follower is not None:
+        try:
+            follower = normalize(args.trace_follower.removeprefix("http://").rstrip("/"))
+        except ValueError as exc:
+            raise UsageError(f"--trace-follower: {exc} (expected http://HOST:PORT)") from None
     try:
         setup_logging(args, args.fs_root, "master")
     except ValueError as exc:
@@ -169,7 +180,8 @@ def parse(argv: list[str]) -> Launch:
                          flush_threshold=int(args.flush_mb * (1 << 20)),
                          log_retain_entries=args.log_retain_entries,
                          metrics=not args.no_metrics,
-                         metrics_per_tablet=args.metrics_per_tablet), web)
+                         metrics_per_tablet=args.metrics_per_tablet), web,
+                  trace_follower=follower)
 
 
 async def serve(launch: Launch) -> None:
@@ -178,7 +190,7 @@ async def serve(launch: Launch) -> None:
 
     async def pages(master: MasterServer, ts: TabletServer, nursery: trio.Nursery) -> None:
         nonlocal web
-        app = master_app(master, ts, started_at=started)
+        app = master_app(master, ts, started_at=started, follower=launch.trace_follower)
         web = await start_web(nursery, launch.web, app, "master", ts.uuid, ts.address)
         master.web_address = web.address  # heartbeat answers and Master.Status carry it
 

@@ -68,6 +68,9 @@ class Launch:
 
     options: Any
     web: WebBind | None
+    # A master's ``--trace-follower``: HOST:PORT of a trace follower's pages, whose
+    # verdict its home page shows (impl/web/master_views.py).
+    trace_follower: str | None = None
 
 
 def add_web_flag(p: argparse.ArgumentParser, default_port: int) -> None:

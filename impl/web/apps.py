@@ -25,12 +25,14 @@ def tserver_app(server: TabletServer, *, started_at: float) -> Starlette:
     ], server.metrics, lambda: t.healthz(server)))
 
 
-def master_app(master: MasterServer, ts: TabletServer, *, started_at: float) -> Starlette:
+def master_app(master: MasterServer, ts: TabletServer, *, started_at: float,
+               follower: str | None = None) -> Starlette:
     """``ts``: the master's embedded tablet server (the registry, the catalog's opening),
-    given apart since the pages serve before the master has started with it."""
+    given apart since the pages serve before the master has started with it;
+    ``follower``: HOST:PORT of a trace follower's pages (``--trace-follower``)."""
     m = master_views
     return build_app(Site("master", lambda: master.uuid, [
-        Page("/", "master_home.html", m.home_view(master, started_at), "Master"),
+        Page("/", "master_home.html", m.home_view(master, started_at, follower), "Master"),
         Page("/masters", "masters.html", m.masters_view(master), "Masters"),
         Page("/tablet-servers", "tservers.html", m.tservers_view(master), "Tablet servers"),
         Page("/tables", "tables.html", m.tables_view(master), "Tables"),

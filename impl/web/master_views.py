@@ -16,6 +16,7 @@ of their servers heartbeat), the quick answer; ``/ksck`` asks every server.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -37,6 +38,7 @@ from revivify.impl.master import api
 from revivify.impl.master.catalog import Catalog
 from revivify.impl.master.server import MasterServer
 from revivify.impl.rpc import AppError
+from revivify.impl.rpc.address import parse_address
 from revivify.impl.rpc.service import CallContext
 from revivify.impl.tserver.server import TabletServer
 
@@ -46,6 +48,8 @@ from .pages import Problem, View, id_param, paged, web_link
 CTX = CallContext("web", 0, "", 0)
 ASK_SECONDS = 2.0  # another master's status, for /masters and the leader's link
 KSCK_DEADLINE = 5.0
+FOLLOWER_SECONDS = 1.0  # the trace follower's /api/v1/follower, for the home page
+MAX_FOLLOWER_BYTES = 4 << 20
 HEALTHY, RECOVERING = "HEALTHY", "RECOVERING"
 UNDER_REPLICATED, UNAVAILABLE = "UNDER_REPLICATED", "UNAVAILABLE"
 
@@ -87,7 +91,53 @@ def _why_not_ready(master: MasterServer, st: api.MasterStatus) -> str:
     return "the leader, waiting to load the catalog (the leader-ready gate)"
 
 
-def home_view(master: MasterServer, started_at: float) -> View:
+async def follower_status(address: str) -> dict[str, Any]:
+    """The home page's follower block: the trace follower's verdict and figures, read
+    from its ``/api/v1/follower`` (HOST:PORT), or why they are unknown.
+
+    Asked here, server-side, rather than by the reader's browser: the pages carry no
+    JavaScript, and so the master's JSON twin holds the verdict too, for a script that
+    reads ``/api/v1/``. Bounded by FOLLOWER_SECONDS, so a follower that is down or stuck
+    costs the page that long at most and shows as unreachable. One HTTP/1.0 GET on a
+    trio stream (the answer ends when the follower closes it): a client library for one
+    request in one place is not worth a dependency."""
+    block: dict[str, Any] = {"web": address, "link": web_link(address, "/follower"),
+                             "reachable": False, "verdict": None, "events_checked": None,
+                             "findings_total": None, "lag_seconds": None, "error": None}
+    data = b""
+    with trio.move_on_after(FOLLOWER_SECONDS):
+        try:
+            host, port = parse_address(address)
+            stream = await trio.open_tcp_stream(host, port)
+            async with stream:
+                await stream.send_all(f"GET /api/v1/follower HTTP/1.0\r\nHost: {address}"
+                                      "\r\nAccept: application/json\r\n\r\n".encode())
+                while len(data) < MAX_FOLLOWER_BYTES:
+                    chunk = await stream.receive_some(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+        except (OSError, ValueError, trio.BrokenResourceError) as exc:
+            block["error"] = str(exc) or type(exc).__name__
+            return block
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = head.split(b"\r\n", 1)[0]
+        try:
+            doc = json.loads(body) if status.split(b" ")[1:2] == [b"200"] else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or "verdict" not in doc:
+            block["error"] = f"not a follower's answer: {status.decode(errors='replace')}"
+            return block
+        block.update({k: doc.get(k) for k in ("verdict", "events_checked",
+                                               "findings_total", "lag_seconds")},
+                     reachable=True)
+        return block
+    block["error"] = f"no answer within {FOLLOWER_SECONDS:g}s"
+    return block
+
+
+def home_view(master: MasterServer, started_at: float, follower: str | None = None) -> View:
     async def view(request: Request) -> dict[str, Any]:
         st = await _status(master)
         leader_web: str | None = (st.web_address or None) if st.ready else None
@@ -98,7 +148,8 @@ def home_view(master: MasterServer, started_at: float) -> View:
                 "version": tserver_views.version(),
                 "uptime_seconds": round(time.time() - started_at, 1),
                 "why": _why_not_ready(master, st), "masters_index": st.masters_index,
-                "leader_web": leader_web, "leader_link": web_link(leader_web or "", "/")}
+                "leader_web": leader_web, "leader_link": web_link(leader_web or "", "/"),
+                "follower": await follower_status(follower) if follower else None}
     return view
 
 

@@ -20,7 +20,7 @@ import math
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import jinja2
@@ -32,7 +32,6 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from revivify.impl.observe.logs import tail_handler
-from revivify.impl.observe.metrics import ServerMetrics
 
 PER_PAGE = 50
 MAX_PAGE = 1_000_000
@@ -109,14 +108,24 @@ class Page:
     title: str | None
 
 
+class Exposition(Protocol):
+    """What ``/metrics`` serves: a registry's Prometheus text (a server's
+    ``observe.metrics.ServerMetrics``; the trace follower's own registry)."""
+
+    def exposition(self) -> bytes: ...
+
+
 @attrs.frozen
 class Site:
-    """A server's pages: who it is (for every page's header) and the pages."""
+    """A process's pages: who it is (for every page's header) and the pages. Any process
+    with pages builds its app from one (the servers: apps.py; the trace follower:
+    checker/follow_web.py), so every site has the same header, /metrics, /healthz, JSON
+    twins and error answers."""
 
-    kind: str  # "tserver" | "master"
+    kind: str  # "tserver" | "master" | "follower"
     uuid: Callable[[], str]
     pages: Sequence[Page]
-    metrics: ServerMetrics
+    metrics: Exposition
     healthz: Callable[[], tuple[bool, str]]  # (healthy, one line)
 
 
@@ -228,6 +237,7 @@ LOGS_PAGE = Page("/logs", "logs.html", logs_view, "Logs")
 __all__ = [
     "LOGS_PAGE",
     "PER_PAGE",
+    "Exposition",
     "Page",
     "Problem",
     "Site",

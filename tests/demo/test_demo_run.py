@@ -33,8 +33,10 @@ BOUND = 600  # seconds: a hang, not a measurement
 
 def recorded_alive(cluster_dir: Path) -> list[str]:
     record = clusterfile.load(str(cluster_dir))
+    follower = record.follower
     return [r.name for r in record.masters + record.tservers
-            if pid_alive(r.pid, r.start_ticks)]
+            if pid_alive(r.pid, r.start_ticks)] + \
+        (["follower"] if follower and pid_alive(follower.pid, follower.start_ticks) else [])
 
 
 def extra_master_alive(cluster_dir: Path) -> bool:
@@ -71,6 +73,9 @@ def assert_passed(out: subprocess.CompletedProcess[str], workdir: Path) -> None:
                for line in lines)
     assert "0 lost" in out.stdout and "re-replicate" in out.stdout
     assert "trace check:" in out.stdout and "0 violations" in out.stdout
+    # The follower ran beside the cluster and agreed with the batch check (issue 33).
+    assert "verdicts: trace follower CLEAN (live), CLEAN (final); trace check CLEAN" \
+        in out.stdout
     assert recorded_alive(workdir / "cluster") == []
     assert not extra_master_alive(workdir / "cluster")
 
