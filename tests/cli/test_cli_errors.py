@@ -129,7 +129,7 @@ def test_version_and_did_you_mean() -> None:
     typo = cli("tabel", "list")
     assert typo.returncode == 2 and "did you mean 'table'?" in typo.stderr
     bare = cli("trace")
-    assert bare.returncode == 2 and "{check,validate,follow}" in bare.stderr
+    assert bare.returncode == 2 and "{check,validate,follow,minimize}" in bare.stderr
     assert "cmd" not in bare.stderr
     flag = cli("table", "list", "--masters", "127.0.0.1:1", "--jsn")
     assert flag.returncode == 2 and "unrecognized arguments: --jsn" in flag.stderr
