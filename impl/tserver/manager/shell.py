@@ -11,8 +11,10 @@ Rules of this file
   ``LifecycleTrace`` is traced; a ``Volatile`` starts or stops a replica, a voter or a
   copy, and what it learns (the WAL's last OpId once a replica stopped, a replica that
   opened) goes back into the core as an input of its own, whose batch runs next.
-* Startup before serving: ``register_all`` records every superblock on disk in the core
-  (state STARTING) and runs before the RPC server accepts a call; ``start_all`` then
+* Startup before serving: ``register_all`` removes what a CreateTablet cut before its
+  superblock left (a cmeta and a WAL directory of no replica: ``orphans.py``), records
+  every superblock on disk in the core (state STARTING), and runs before the RPC server
+  accepts a call; ``start_all`` then
   classifies and opens each. A tablet call for a STARTING tablet is refused with the
   retryable TabletNotRunning(STARTING), never TabletNotFound: a leader that hears "not
   found" asks for a copy, and a copy of a tablet that is only starting would be refused
@@ -55,6 +57,7 @@ from revivify.impl.tablet.store import TabletStore
 from .. import api
 from ..durable import NO_OPID, Blocks, Durable, Sb, Wal, opid_pair, running
 from ..durable_step import durable_step
+from ..orphans import discard_uncommitted_create, leftover_tablet_ids
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
     SUPERBLOCK_MARKS,
@@ -352,8 +355,16 @@ class TabletManager:
     # ---------------------------------------------------------------- startup
 
     def register_all(self) -> int:
-        """Startup, before serving: every tablet with a superblock gets its slot
+        """Startup, before serving: what a CreateTablet cut before its superblock left (a
+        cmeta, a WAL directory: no replica's) is removed first (orphans.py: such a cmeta
+        must never vote or be merged), then every tablet with a superblock gets its slot
         (STARTING). Blocking (reads every superblock); returns how many."""
+        host = self.host
+        for tablet_id in leftover_tablet_ids(host.layout):
+            removed = discard_uncommitted_create(host.layout, host.metadata, tablet_id)
+            if removed:
+                logger.warning("tablet %s: removed what a CreateTablet cut before its "
+                               "superblock left: %s", tablet_id, ", ".join(removed))
         n = 0
         for tablet_id in self.host.layout.tablet_ids():
             sb = self.host.metadata.load_superblock(tablet_id)
@@ -429,8 +440,10 @@ class TabletManager:
     async def create(self, tablet_id: str, cmeta: ConsensusMeta, voters: list[str],
                      from_master: bool = False) -> None:
         """CreateTablet: cmeta, then the WAL directory, then the superblock (the commit
-        point); refused when the tablet exists here in any state, and a master's when this
-        process deleted it with mode DELETED (``LifecycleCore.deleted``)."""
+        point; what a create cut before it leaves belongs to no replica and is removed
+        before anything reads it: orphans.py); refused when the tablet exists here in any
+        state, and a master's when this process deleted it with mode DELETED
+        (``LifecycleCore.deleted``)."""
         await self.apply(tablet_id, Create(from_master))
         try:
             if await self.host.blocking(self.host.metadata.load_superblock,
