@@ -886,7 +886,11 @@ class LocalCopyTarget:
             # No replica here: the copy starts from no cmeta (and no WAL). A cmeta or a WAL
             # directory without a superblock is a CreateTablet's that never committed:
             # never merged (orphans.py says why), removed before the COPYING superblock.
-            discard_uncommitted_create(self.layout, self.metadata, self._tablet_id)
+            removed = discard_uncommitted_create(self.layout, self.metadata, self._tablet_id)
+            if removed:
+                logger.warning("tablet %s: a copy into no replica removed what a CreateTablet "
+                               "cut before its superblock left: %s", self._tablet_id,
+                               ", ".join(removed))
         if self.disk.is_dir(self.wal_dir):
             names = self.disk.listdir(self.wal_dir)
             real = [n for n in names if not is_temp_name(n)]
