@@ -94,3 +94,46 @@ def test_a_copy_after_a_create_cut_before_its_superblock_starts_from_no_cmeta(
         assert merges and all(r["args"]["local"] is None  # type: ignore[index]
                               for r in merges), merges
         assert not leftovers, f"startup kept the create's leftovers {leftovers}"
+
+
+def test_a_disk_error_in_create_tablet_fails_the_rpc_and_the_server_keeps_serving(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk error (EIO) in a CreateTablet after its cmeta (the superblock's fsync) used to
+    kill the whole process ("revivify tserver run: [Errno 5]": the create's task handed the
+    error to the server's nursery, not to the create). Now the RPC fails with an error
+    naming the tablet and the errno, the server keeps serving its other tablets, the create
+    succeeds once the fault is lifted, and the traces are legal."""
+    fault_path = tmp_path / "faults.json"
+    set_faults(fault_path, [])
+    monkeypatch.setenv(faultfile.ENV, str(fault_path))
+    with ProcessCluster(str(tmp_path / "cluster"), 3, args=["--no-auto-copy"]) as c:
+        c.start_all()
+        victim = 2
+        s = c.servers[victim]
+        peers = [Peer(x.uuid, x.address) for x in c.servers]
+        for i in range(3):
+            create_on(c, i, "t0", peers)  # the victim's other tablet, which must keep serving
+            if i != victim:
+                create_on(c, i, "t1", peers)
+        wait_for(lambda: running(c, victim, "t0"), 30, "t0 to run on the victim")
+        set_faults(fault_path, [{"prefix": os.path.join(s.fs_root, "tablet-meta") + "/",
+                                 "op": "fsync", "errno": "EIO"}])
+        with pytest.raises((AppError, RpcError)) as failed:
+            create_on(c, victim, "t1", peers)
+        # Before the fix: ConnectionClosed (the process died of the EIO).
+        assert getattr(failed.value, "code", None) == "tserver.create_failed", repr(failed.value)
+        message = str(failed.value)
+        assert "t1" in message and "Errno 5" in message, message
+        assert isinstance(failed.value, api.TabletCreateFailed)
+        assert failed.value.tablet_id == "t1" and failed.value.errno == 5
+        # The server lives on: it answers status and still serves t0.
+        call(s.address, s.uuid, api.ADMIN_STATUS, api.Empty(), api.ServerStatus)
+        assert running(c, victim, "t0") and "t1" not in replicas(c, victim)
+        # The fault lifted, the create is retried and the replica joins its peers.
+        set_faults(fault_path, [])
+        create_on(c, victim, "t1", peers)
+        wait_for(lambda: running(c, victim, "t1"), 30, "t1 to run on the victim")
+        leader(c, "t1", seconds=30)
+        assert c.servers[victim].running
+        stop_all(c)
+        assert_traces_clean(c)
