@@ -71,6 +71,7 @@ from .core import (
     CreateFailed,
     Delete,
     Deleting,
+    DeletionEnded,
     Failed,
     Input,
     Kind,
@@ -306,6 +307,9 @@ class TabletManager:
                 self._start_voter(tablet_id)
             elif effect is Volatile.STOP_VOTER:
                 await self._stop_voter(tablet_id)
+            elif effect is Volatile.END_DELETION:
+                # Every step before it in this batch is durable and traced.
+                await self.apply(tablet_id, DeletionEnded())
             else:
                 assert effect is Volatile.RUN_COPY, effect
                 self.run_copy(tablet_id)
