@@ -4,9 +4,10 @@ server (which hosts no replica: DOES_NOT_EXIST) must start from no cmeta, as Kud
 not merge the orphan (the trace checker's ArgMismatch at ``copy_merge_cmeta``).
 
 The create is stopped deterministically between the two files by a disk fault (EIO on every
-fsync under the victim's ``tablet-meta/``: the superblock's write fails, the cmeta's
-already succeeded); then the victim is killed (the nemesis's ``all-down``), the fault lifted
-and the victim started again."""
+fsync under the victim's ``tablet-meta/`` or ``wals/``). That used to kill the server in the
+middle of the create, leaving the cmeta; now the create fails its RPC and removes what it
+wrote (second test), so what a crash (a kill, a power loss) between the two files leaves is
+planted while the victim is down; then the fault is lifted and the victim started again."""
 
 from __future__ import annotations
 
@@ -16,13 +17,20 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from revivify.impl import faultfile
-from revivify.impl.consensus.messages import Peer
+from revivify.impl.consensus.messages import Config, Peer
 from revivify.impl.processes.tservers import ProcessCluster
 from revivify.impl.rpc import RpcError
 from revivify.impl.rpc.errors import AppError
+from revivify.impl.storage.disk import OsDisk
+from revivify.impl.storage.layout import ServerLayout
+from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.values import ConsensusMeta
+from revivify.impl.storage.wal import open_log
 from revivify.impl.tserver import api
+from revivify.impl.tserver.replica import config_to_storage
 
 from .helpers import assert_traces_clean, call, leader, wait_for
 from .test_copy import running, stc, stop_all, traced
@@ -43,6 +51,25 @@ def create_on(c: ProcessCluster, i: int, tablet: str, peers: list[Peer]) -> None
     s = c.servers[i]
     call(s.address, s.uuid, api.ADMIN_CREATE_TABLET, api.CreateTablet(tablet, peers),
          api.TabletCreated)
+
+
+def plant_cut_create(root: str, tablet: str, peers: list[Peer], *, segment: bool) -> None:
+    """What a CreateTablet killed between its cmeta and its superblock leaves on a stopped
+    server's disk: the cmeta (term 0), and the WAL directory, empty or (``segment``) with
+    its first, empty segment."""
+    layout = ServerLayout(root, OsDisk())
+    MetadataStore(layout).write_cmeta(ConsensusMeta(
+        tablet, 0, None, config_to_storage(Config(0, tuple(peers)))))
+    if not segment:
+        os.makedirs(layout.wal_dir(tablet))
+        return
+
+    async def make() -> None:
+        async with open_log(layout.disk, layout.wal_dir(tablet), tablet,
+                            create_if_missing=True):
+            pass
+
+    trio.run(make)
 
 
 @pytest.mark.parametrize("cut_at", ["wals", "tablet-meta"])
@@ -66,18 +93,22 @@ def test_a_copy_after_a_create_cut_before_its_superblock_starts_from_no_cmeta(
         for i in range(3):
             if i != victim:
                 create_on(c, i, "t1", peers)
-        # The victim's CreateTablet writes its cmeta, then fails before its superblock (the
-        # server dies of the EIO: an abrupt end in the middle of the create).
+        # The victim's CreateTablet writes its cmeta, then fails before its superblock: the
+        # RPC fails and the create removes its cmeta (it used to kill the server instead).
         set_faults(fault_path, [{"prefix": os.path.join(root, cut_at) + "/",
                                  "op": "fsync", "errno": "EIO"}])
-        with pytest.raises((AppError, RpcError, OSError)):
+        with pytest.raises(api.TabletCreateFailed):
             create_on(c, victim, "t1", peers)
         cmeta = os.path.join(root, "consensus-meta", "t1")
-        assert os.path.exists(cmeta), "the create did not get as far as its cmeta"
+        assert not os.path.exists(cmeta), "the failed create kept its cmeta"
         assert not os.path.exists(os.path.join(root, "tablet-meta", "t1"))
-        # The abrupt end (all-down), the fault gone, the victim back.
+        # An abrupt end in the middle of a create (all-down) leaves its cmeta and WAL
+        # directory (with its first segment, if it got that far): planted while the victim
+        # is down, the fault gone, the victim back.
         c.kill(victim)
         set_faults(fault_path, [])
+        plant_cut_create(root, "t1", peers, segment=cut_at == "tablet-meta")
+        assert os.path.exists(cmeta)
         c.start(victim)
         assert "t1" not in replicas(c, victim), "startup registered a replica with no superblock"
         # Startup removed the leftovers before serving (checked after the trace check).
