@@ -619,9 +619,9 @@ class LifecycleCore:
         if case is Case.ROLL_FORWARD:
             assert d.data_state is Sb.DELETED and d.wal is Wal.LIVE, d
             effects, after = _finish_steps(d)
-            slot.state = Tombstoned(after)
+            slot.state = Deleting(Mode.TOMBSTONE, after)  # a tombstone once they are durable
             return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
-                          Volatile.START_VOTER))
+                          Volatile.END_DELETION))
         if case is Case.TOMBSTONE:
             assert d.data_state is Sb.DELETED, d
             slot.state = Tombstoned(d)
@@ -630,8 +630,9 @@ class LifecycleCore:
         # An interrupted copy is never finished into READY (the source's session is gone):
         # the replica deletes itself back to a tombstone keeping its previous last OpId.
         effects, after = _tombstone_steps(d)
-        slot.state = Tombstoned(after)
-        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+        slot.state = Deleting(Mode.TOMBSTONE, after)  # a tombstone once they are durable
+        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
+                      Volatile.END_DELETION))
 
     def _started(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, ReplicaStarted)
@@ -873,9 +874,10 @@ class LifecycleCore:
                                      CopyAbortArgs(ev.reason or "the copy ended early"),
                             d))
         if d.data_state is Sb.COPYING:
+            # Tombstoned again: DELETING until the steps are durable (DeletionEnded).
             effects, after = _tombstone_steps(d)
-            slot.state = Tombstoned(after)
-            return Batch((Volatile.STOP_VOTER, abort, *effects, Volatile.START_VOTER))
+            slot.state = Deleting(Mode.TOMBSTONE, after)
+            return Batch((Volatile.STOP_VOTER, abort, *effects, Volatile.END_DELETION))
         if d.data_state is Sb.DELETED:
             slot.state = Tombstoned(d)
             return Batch((abort, Volatile.START_VOTER))
