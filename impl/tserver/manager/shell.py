@@ -458,6 +458,12 @@ class TabletManager:
             # and could not clean up, the disk refusing): no replica's, removed first.
             await host.blocking(discard_uncommitted_create, host.layout, host.metadata,
                                 tablet_id)
+            if await host.blocking(self._kept_leftover, tablet_id):
+                # A WAL directory with entries and no superblock, kept for an operator
+                # (orphans.py): never written over.
+                raise api.TabletCreateFailed(
+                    tablet_id, 0, f"{host.layout.wal_dir(tablet_id)} holds entries but "
+                    "this server has no superblock of the tablet: kept for an operator")
             await host.blocking(host.metadata.write_cmeta, cmeta)
             assert self._nursery is not None
             # _host hands an error before the replica runs to this call, not to the
@@ -477,6 +483,12 @@ class TabletManager:
                 await host.blocking(self._undo_create, tablet_id)
             raise api.TabletCreateFailed(tablet_id, _errno_of(err),
                                          f"{type(err).__name__}: {err}") from exc
+
+    def _kept_leftover(self, tablet_id: str) -> bool:
+        """A cmeta or WAL directory of the tablet is still here (blocking)."""
+        layout = self.host.layout
+        return (layout.disk.exists(layout.cmeta_path(tablet_id))
+                or layout.disk.is_dir(layout.wal_dir(tablet_id)))
 
     def _undo_create(self, tablet_id: str) -> None:
         """Remove, durably, what a failed CreateTablet wrote (blocking): its superblock, if
