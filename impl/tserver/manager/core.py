@@ -16,13 +16,15 @@ Rules of this file
   hosted, or fully deleted), STARTING (found on disk, not yet opened), CREATING (a
   CreateTablet making its files), RUNNING (its replica runs), FAILED (offline, with the
   reason), COPYING (a tablet copy in flight, with its phase), TOMBSTONED (a tombstone: its
-  voter runs), DELETING (a DeleteTablet in flight). ``LIFECYCLE_TRANSITIONS`` lists every
-  (state, input type) pair, keyed by the input's class as the Raft core's table is; a missing
-  pair is a ``LifecycleProtocolError`` and tests/tserver/test_manager_table.py tries every
-  pair.
+  voter runs), DELETING (a deletion in flight: a DeleteTablet's, or the tombstoning of a copy
+  that ended before its commit point or of startup's ROLL_FORWARD and COPYING_TO_DELETED
+  cases, until every durable step of it is done: ``DeletionEnded``).
+  ``LIFECYCLE_TRANSITIONS`` lists every (state, input type) pair, keyed by the input's class
+  as the Raft core's table is; a missing pair is a ``LifecycleProtocolError`` and
+  tests/tserver/test_manager_table.py tries every pair.
 * Refusals are typed (the api's errors), decided before anything is touched, and a refusal
   that the spec knows (StartTabletCopy's checks) is traced: ``Batch.refusal`` with its
-  ``stc_reject`` fact.
+  ``stc_reject`` fact (not a DELETING tablet's ALREADY_IN_PROGRESS: ``_busy_copy``).
 
 Seed 001, as the rows implement it (the names match ``spec/actions.py``'s rows, which this
 module never imports: the two meet only in the trace contract)
@@ -306,10 +308,11 @@ class Delete:
 
 @attrs.frozen
 class DeletionEnded:
-    """A DeleteTablet's durable steps are all done (``Volatile.END_DELETION``, the last
-    effect of its batch): only now does the tablet leave DELETING, for a tombstone (mode
-    TOMBSTONE) or for ABSENT (mode DELETED). Until then every other request for it is
-    refused (Kudu's TSTabletManager keeps the tablet in its transition map meanwhile)."""
+    """A deletion's durable steps are all done (``Volatile.END_DELETION``, the last effect
+    of its batch): only now does the tablet leave DELETING, for a tombstone (mode
+    TOMBSTONE; also an aborted copy's and startup's tombstoning) or for ABSENT (mode
+    DELETED). Until then a copy, a create or another deletion of it is refused (Kudu's
+    TSTabletManager keeps the tablet in its transition map meanwhile)."""
 
 
 @attrs.frozen
