@@ -28,6 +28,8 @@ TabletNotRunning(tablet_id, state, reason), TabletAlreadyExists(tablet_id),
 TabletDeleted(tablet_id) (a master's CreateTablet for a tablet this server process deleted
 with mode DELETED: a late copy of a create sent before the delete),
 ConfigChangeRefused(reason, detail, committed_index), InvalidArgument(detail),
+TabletCreateFailed(tablet_id, errno, detail) (a disk error failed a CreateTablet: nothing
+of it is kept, the server serves on, the create may be retried),
 CopyRefused(reason, detail) (StartTabletCopy refused: ALREADY_IN_PROGRESS, ILLEGAL_STATE,
 STALE_TERM, OPID_MISMATCH, or THROTTLED: the server's copy pool is full, ask again later),
 OperationAborted(detail) (the outcome of a write is unknown: leadership was lost before it
@@ -328,6 +330,22 @@ class OperationAborted(AppError):
         self.detail = detail
 
 
+class TabletCreateFailed(AppError):
+    """CreateTablet failed on this server's disk (``errno`` the OS error's number, 0 when
+    none): the create was not made; what it wrote before its commit point (the superblock)
+    is removed now or, if the disk still refuses, at the next startup. The server keeps
+    serving; the create may be retried (or the tablet copied here)."""
+
+    code = "tserver.create_failed"
+    fields = ("tablet_id", "errno", "detail")
+
+    def __init__(self, tablet_id: str, errno: int, detail: str) -> None:
+        super().__init__(f"CreateTablet of {tablet_id} failed: {detail}")
+        self.tablet_id = tablet_id
+        self.errno = errno
+        self.detail = detail
+
+
 class CopyRefused(AppError):
     """StartTabletCopy refused. ``reason`` is the first failing check (seed 001's order with
     the term checks first, see impl/tserver/tablet_copy.py) or THROTTLED."""
@@ -343,7 +361,7 @@ class CopyRefused(AppError):
 
 APP_ERRORS: Final[tuple[type[AppError], ...]] = (
     NotLeader, TabletNotFound, TabletNotRunning, TabletAlreadyExists, ConfigChangeRefused,
-    InvalidArgument, OperationAborted, CopyRefused, TabletDeleted,
+    InvalidArgument, OperationAborted, CopyRefused, TabletDeleted, TabletCreateFailed,
 )
 
 __all__ = [
@@ -386,6 +404,7 @@ __all__ = [
     "StartTabletCopy",
     "StepDown",
     "TabletAlreadyExists",
+    "TabletCreateFailed",
     "TabletCreated",
     "TabletDeleted",
     "TabletNotFound",

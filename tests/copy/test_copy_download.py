@@ -13,6 +13,7 @@ from copy_helpers import (
     REMOTE_CMETA,
     REMOTE_CONFIG,
     TABLET,
+    WAL_OPTIONS,
     Layouts,
     LocalSource,
     RecordingTarget,
@@ -27,8 +28,10 @@ from copy_helpers import (
 )
 
 from revivify.impl.storage.disk import atomic_replace
+from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
 from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, RaftConfig, Superblock
+from revivify.impl.storage.wal import LogEntry, open_log
 from revivify.impl.testing import SimDisk
 from revivify.impl.tserver.copy import (
     CopyFailed,
@@ -40,6 +43,7 @@ from revivify.impl.tserver.copy import (
     FetchData,
     run_copy,
 )
+from revivify.impl.tserver.manager.core import CmetaMerged, CopyStepDone
 
 DISKS = ["sim", "os"]
 CHUNK = 700  # small chunks: every file takes several fetches
@@ -386,6 +390,75 @@ def test_refusal_before_step_one_changes_nothing(tmp_path: Path) -> None:
             assert target.steps == [] and target.abort_reason is None
             assert dst_meta.load_superblock(TABLET) == ready
             assert released(mgr, layouts, src)
+
+    trio.run(main)
+
+
+# What a CreateTablet cut before its superblock leaves (issue 32): its cmeta (term 0, no
+# vote, its config) and its WAL directory with the first, empty segment.
+CREATE_CMETA = ConsensusMeta(TABLET, 0, None, OLD_CONFIG)
+
+
+async def leave_an_uncommitted_create(layout: ServerLayout, *, wal: bool = True,
+                                      entries: int = 0) -> None:
+    """The cmeta, then (``wal``) the WAL directory with ``entries`` in its log."""
+    MetadataStore(layout).write_cmeta(CREATE_CMETA)
+    if not wal:
+        return
+    async with open_log(layout.disk, layout.wal_dir(TABLET), TABLET, WAL_OPTIONS,
+                        create_if_missing=True) as log:
+        for index in range(1, entries + 1):
+            await log.append([LogEntry(1, index, b"N")])
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["cmeta", "cmeta-and-wal"])
+@pytest.mark.parametrize("disk_kind", DISKS)
+def test_copy_into_no_replica_starts_from_no_cmeta(disk_kind: str, wal: bool,
+                                                   tmp_path: Path) -> None:
+    """No superblock here, but a create's leftovers: the copy removes them before its
+    COPYING superblock and merges from no cmeta (it used to merge the orphan as the local
+    cmeta); the leftover WAL directory no longer refuses the copy (it used to: "not
+    empty")."""
+    layouts = make_layouts(disk_kind, tmp_path)
+    dst_meta = MetadataStore(layouts.dst)
+    mgr = manager()
+    merges: list[CmetaMerged] = []
+
+    async def on_step(done: CopyStepDone) -> None:
+        if isinstance(done, CmetaMerged):
+            merges.append(done)
+
+    async def main() -> None:
+        await leave_an_uncommitted_create(layouts.dst, wal=wal)
+        async with source_tablet(layouts) as src:
+            target = RecordingTarget(layouts.dst)
+            result = await run_copy(LocalSource(mgr, src), target, on_step=on_step)
+            assert [m.local for m in merges] == [None]
+            assert dst_meta.load_cmeta(TABLET) == result.cmeta == ConsensusMeta(
+                TABLET, REMOTE_CMETA.current_term, None, REMOTE_CONFIG)
+            rows, last = await open_destination(layouts.dst)
+            assert rows == src.rows() and last == result.last_opid
+
+    trio.run(main)
+
+
+def test_a_wal_with_entries_and_no_superblock_is_kept_and_refuses_the_copy(
+        tmp_path: Path) -> None:
+    """A WAL directory holding entries is no create's leftover: nothing is removed (the
+    cmeta stays too, for an operator) and the copy refuses before its first step."""
+    layouts = make_layouts("sim", tmp_path)
+    dst_meta = MetadataStore(layouts.dst)
+    mgr = manager()
+
+    async def main() -> None:
+        await leave_an_uncommitted_create(layouts.dst, entries=2)
+        async with source_tablet(layouts) as src:
+            target = RecordingTarget(layouts.dst)
+            with pytest.raises(CopyFailed, match="is not empty"):
+                await run_copy(LocalSource(mgr, src), target)
+            assert target.steps == [] and target.abort_reason is None
+            assert dst_meta.load_cmeta(TABLET) == CREATE_CMETA
+            assert dst_meta.load_superblock(TABLET) is None
 
     trio.run(main)
 

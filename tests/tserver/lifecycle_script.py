@@ -13,6 +13,7 @@ Commands (one per block):
     started DURABLE           ReplicaStarted        start-failed DURABLE  ReplicaStartFailed
     failed                    ReplicaFailed         create / create-failed
     delete MODE [CAS]         Delete                stopped DURABLE       Stopped
+    deletion-ended            DeletionEnded (the deletion's steps are durable)
     stc EXPECTED TERM [T.I]   StartCopy from "leader" with source "src"
     step NAME                 a CopyStepDone record (begin merge wal block blocks-done ready)
     ended [REASON]            CopyEnded             vote TERM             VoteRecorded
@@ -49,6 +50,7 @@ from revivify.impl.tserver.manager.core import (
     Create,
     CreateFailed,
     Delete,
+    DeletionEnded,
     Failed,
     LifecycleCore,
     LifecyclePersist,
@@ -221,6 +223,8 @@ def run_command(core: LifecycleCore, line: str) -> list[str]:
         event = Delete(Mode(rest[0]), int(rest[1]) if len(rest) > 1 else None)
     elif cmd == "stopped":
         event = Stopped(DURABLES[rest[0]])
+    elif cmd == "deletion-ended":
+        event = DeletionEnded()
     elif cmd == "stc":
         opid = tuple(int(x) for x in rest[2].split(".")) if len(rest) > 2 else None
         event = StartCopy("leader", int(rest[1]), "src", Sb(rest[0]), opid,  # type: ignore[arg-type]

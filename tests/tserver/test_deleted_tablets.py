@@ -22,6 +22,7 @@ from revivify.impl.tserver.manager.core import (
     Create,
     Creating,
     Delete,
+    DeletionEnded,
     Kind,
     LifecycleCore,
     Mode,
@@ -45,6 +46,8 @@ def _fully_deleted(core: LifecycleCore, tablet_id: str = "t1") -> None:
     """A DeleteTablet DELETED of a RUNNING replica, through its Stopped."""
     assert core.handle(tablet_id, Delete(Mode.DELETED)).refusal is None
     assert core.handle(tablet_id, Stopped(READY)).refusal is None
+    assert core.state(tablet_id).kind is Kind.DELETING  # until its steps are durable
+    assert core.handle(tablet_id, DeletionEnded()).refusal is None
     assert core.state(tablet_id).kind is Kind.ABSENT
 
 
@@ -60,6 +63,7 @@ class TestCore:
     def test_a_tombstone_deleted_for_good_is_remembered_too(self) -> None:
         core = _core(Tombstoned(TOMBSTONE))
         assert core.handle("t1", Delete(Mode.DELETED)).refusal is None
+        assert core.handle("t1", DeletionEnded()).refusal is None
         assert core.state("t1").kind is Kind.ABSENT
         assert isinstance(core.handle("t1", Create(from_master=True)).refusal,
                           api.TabletDeleted)
@@ -75,6 +79,7 @@ class TestCore:
         core = _core(Running(FakeReplica(READY)))
         core.handle("t1", Delete(Mode.TOMBSTONE))
         core.handle("t1", Stopped(READY))
+        core.handle("t1", DeletionEnded())
         assert core.state("t1").kind is Kind.TOMBSTONED and not core.deleted
         # the tombstone is still a replica here: the usual answer
         assert isinstance(core.handle("t1", Create(from_master=True)).refusal,

@@ -23,8 +23,8 @@ import trio.testing
 
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
-from revivify.impl.storage.values import DataState, OpId
-from revivify.impl.storage.wal import salvage_last_opid
+from revivify.impl.storage.values import ConsensusMeta, DataState, OpId, RaftConfig, Superblock
+from revivify.impl.storage.wal import LogOptions, open_log, salvage_last_opid
 from revivify.impl.testing import SimDisk
 from revivify.impl.testing.cluster import open_cluster
 from revivify.impl.tserver import api
@@ -202,6 +202,62 @@ def test_a_crash_at_every_step_of_an_interrupted_copy_tombstoning(tmp_path: Path
     steps = _persists(restart.core.handle("t1", event))
     assert steps[-1].fact.state.superblock.last_opid == (1, 2)
     _check_every_crash(copying, event.durable, steps)
+
+
+def _create(disk: SimDisk, tablet_id: str) -> None:
+    """A CreateTablet's durable ops, in ``TabletManager.create``'s order: the cmeta, the WAL
+    directory (``open_log`` makes it and its first segment), the superblock (the commit
+    point)."""
+    layout = ServerLayout(ROOT, disk)
+    metadata = MetadataStore(layout)
+
+    async def main() -> None:
+        metadata.write_cmeta(ConsensusMeta(tablet_id, 0, None, RaftConfig(0, ())))
+        async with open_log(disk, layout.wal_dir(tablet_id), tablet_id,
+                            LogOptions(use_threads=False), create_if_missing=True):
+            metadata.write_superblock(Superblock(tablet_id, DataState.READY))
+
+    trio.run(main)
+
+
+def test_a_crash_at_every_op_of_a_create_leaves_the_tablet_or_nothing(
+        tmp_path: Path) -> None:
+    """A CreateTablet crashed after any of its ops, in every crash outcome SimDisk allows:
+    once the next startup registered the tablets, the tablet is there (its superblock) or
+    nothing of it is: no cmeta (an orphan would be merged by a copy as if it were a
+    replica's: issue 32), no WAL directory (it would refuse every copy). The spec's
+    create_tablet is one atomic step; this is what makes the disk agree."""
+    disk = _make_disk(tmp_path)
+    probe = disk.clone()
+    before = probe.op_count
+    _create(probe, "t2")
+    total = probe.op_count - before
+    assert total >= 6
+    layout = ServerLayout(ROOT, disk)
+    cmeta, wal_dir = layout.cmeta_path("t2"), layout.wal_dir("t2")
+    outcomes = {"created": 0, "nothing": 0}
+    for k in range(total + 1):
+        work = disk.clone()
+        work.crash_after(k)
+        try:
+            _create(work, "t2")
+        except BaseException:
+            if not work.crashed:
+                raise
+        for outcome in work.crash_states(limit=16, seed=k):
+            manager = _manager(outcome)
+            manager.register_all()
+            if "t2" in manager.core.slots:
+                assert outcome.exists(cmeta), outcome.crash_description
+                outcomes["created"] += 1
+            else:
+                assert not outcome.exists(cmeta) and not outcome.exists(wal_dir), (
+                    f"a create crashed after {k} ops ({outcome.crash_description}) left "
+                    f"{'its cmeta' if outcome.exists(cmeta) else 'its WAL directory'} "
+                    "without a superblock after startup")
+                outcomes["nothing"] += 1
+            assert "t1" in manager.core.slots  # the other tablet is untouched
+    assert outcomes["created"] and outcomes["nothing"], outcomes
 
 
 def test_the_crash_check_has_teeth(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from revivify.impl.tserver.manager.core import (
     Creating,
     Delete,
     Deleting,
+    DeletionEnded,
     Failed,
     Kind,
     LifecycleCore,
@@ -85,7 +86,9 @@ def states() -> dict[Kind, list[State]]:
                            COPYING, data_state=Sb.READY, tombstone_last=(0, 0),
                            blocks=Blocks.PRESENT), "src")],
         Kind.TOMBSTONED: [Tombstoned(TOMBSTONE)],
-        Kind.DELETING: [Deleting(Mode.TOMBSTONE, READY), Deleting(Mode.DELETED, READY)],
+        Kind.DELETING: [Deleting(Mode.TOMBSTONE, READY), Deleting(Mode.DELETED, READY),
+                        # its steps running (DeletionEnded comes next)
+                        Deleting(Mode.TOMBSTONE, TOMBSTONE), Deleting(Mode.DELETED, NOTHING)],
     }
 
 
@@ -109,7 +112,7 @@ def inputs(state: State) -> list[Any]:
         ReplicaStartFailed("WAL: torn", attrs.evolve(READY, wal=Wal.DAMAGED)),
         ReplicaFailed("EIO"), Create(), Create(from_master=True), CreateFailed("disk full"),
         Delete(Mode.TOMBSTONE), Delete(Mode.DELETED), Delete(Mode.TOMBSTONE, 1),
-        Stopped(READY),
+        Stopped(READY), DeletionEnded(),
         StartCopy("leader", 5, "src", Sb.DELETED, None, NOTHING),
         StartCopy("leader", 5, "src", Sb.READY, (3, 9), NOTHING),
         StartCopy("leader", 1, "src", Sb.DOES_NOT_EXIST, None, NOTHING),
@@ -148,7 +151,7 @@ def test_the_deliberate_rows() -> None:
     """A table of protocol errors would be total and useless: the rows that act (or refuse
     on purpose) are counted here, so that a row added or dropped shows in review."""
     acting = len(LIFECYCLE_TRANSITIONS) - len(PROTOCOL_ERRORS)
-    assert acting == 44  # a COPYING slot's copy steps: one row per step record (six)
+    assert acting == 45  # a COPYING slot's copy steps: one row per step record (six)
     assert (Kind.STARTING, StartCopy) not in PROTOCOL_ERRORS
     assert (Kind.STARTING, Delete) not in PROTOCOL_ERRORS
     assert (Kind.RUNNING, Stopped) in PROTOCOL_ERRORS

@@ -101,6 +101,7 @@ from ..manager.core import (
     MarkedReady,
     WalDownloaded,
 )
+from ..orphans import discard_uncommitted_create
 from .api import MAX_CHUNK, CopySessionInfo, DataChunk, FetchData, FileInfo, FileKind
 from .merge import merge_cmeta
 
@@ -844,7 +845,9 @@ class LocalCopyTarget:
     """`CopyTarget` on a server layout: the durable steps with the storage primitives.
 
     * begin_copying: refuses a READY replica (delete it first) and a WAL directory holding
-      segments (a tombstone's WAL was moved into its quarantine directory); otherwise writes
+      segments (a tombstone's WAL was moved into its quarantine directory); with no
+      superblock (the tablet does not exist here), first removes what a CreateTablet cut
+      before its superblock left (orphans.py: the copy starts from no cmeta); otherwise writes
       the superblock COPYING, keeping the tombstone's last OpId (and table name and schema)
       and clearing the quarantine pointer and any block lists (a stale replica's leftover
       block files become unreferenced: the sweeper's business), then creates the WAL
@@ -879,6 +882,15 @@ class LocalCopyTarget:
         local = self.metadata.load_superblock(self._tablet_id)
         if local is not None and local.data_state is DataState.READY:
             raise CopyTargetError(f"tablet {self._tablet_id} is READY here: delete it first")
+        if local is None:
+            # No replica here: the copy starts from no cmeta (and no WAL). A cmeta or a WAL
+            # directory without a superblock is a CreateTablet's that never committed:
+            # never merged (orphans.py says why), removed before the COPYING superblock.
+            removed = discard_uncommitted_create(self.layout, self.metadata, self._tablet_id)
+            if removed:
+                logger.warning("tablet %s: a copy into no replica removed what a CreateTablet "
+                               "cut before its superblock left: %s", self._tablet_id,
+                               ", ".join(removed))
         if self.disk.is_dir(self.wal_dir):
             names = self.disk.listdir(self.wal_dir)
             real = [n for n in names if not is_temp_name(n)]

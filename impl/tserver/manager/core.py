@@ -16,13 +16,15 @@ Rules of this file
   hosted, or fully deleted), STARTING (found on disk, not yet opened), CREATING (a
   CreateTablet making its files), RUNNING (its replica runs), FAILED (offline, with the
   reason), COPYING (a tablet copy in flight, with its phase), TOMBSTONED (a tombstone: its
-  voter runs), DELETING (a DeleteTablet in flight). ``LIFECYCLE_TRANSITIONS`` lists every
-  (state, input type) pair, keyed by the input's class as the Raft core's table is; a missing
-  pair is a ``LifecycleProtocolError`` and tests/tserver/test_manager_table.py tries every
-  pair.
+  voter runs), DELETING (a deletion in flight: a DeleteTablet's, or the tombstoning of a copy
+  that ended before its commit point or of startup's ROLL_FORWARD and COPYING_TO_DELETED
+  cases, until every durable step of it is done: ``DeletionEnded``).
+  ``LIFECYCLE_TRANSITIONS`` lists every (state, input type) pair, keyed by the input's class
+  as the Raft core's table is; a missing pair is a ``LifecycleProtocolError`` and
+  tests/tserver/test_manager_table.py tries every pair.
 * Refusals are typed (the api's errors), decided before anything is touched, and a refusal
   that the spec knows (StartTabletCopy's checks) is traced: ``Batch.refusal`` with its
-  ``stc_reject`` fact.
+  ``stc_reject`` fact (not a DELETING tablet's ALREADY_IN_PROGRESS: ``_busy_copy``).
 
 Seed 001, as the rows implement it (the names match ``spec/actions.py``'s rows, which this
 module never imports: the two meet only in the trace contract)
@@ -131,6 +133,7 @@ class Volatile(enum.Enum):
     START_VOTER = "start_voter"  # the tombstone's (or COPYING replica's) voter
     STOP_VOTER = "stop_voter"  # waits for a vote being made durable
     RUN_COPY = "run_copy"  # start the download; answers CopyStepDone..., CopyEnded
+    END_DELETION = "end_deletion"  # a deletion's steps are all durable: answer DeletionEnded
 
 
 LifecycleEffect = LifecyclePersist | LifecycleTrace | Volatile
@@ -223,7 +226,9 @@ class Tombstoned:
 @attrs.frozen
 class Deleting:
     mode: Mode
-    durable: Durable  # until the replica stopped: the state it was deleted from
+    # Until the replica stopped: the state it was deleted from; then the state the
+    # deletion's steps (running now, DeletionEnded ends them) leave.
+    durable: Durable
     kind: ClassVar[Kind] = Kind.DELETING
 
 
@@ -299,6 +304,15 @@ class CreateFailed:
 class Delete:
     mode: Mode
     cas_config_index: int | None = None
+
+
+@attrs.frozen
+class DeletionEnded:
+    """A deletion's durable steps are all done (``Volatile.END_DELETION``, the last effect
+    of its batch): only now does the tablet leave DELETING, for a tombstone (mode
+    TOMBSTONE; also an aborted copy's and startup's tombstoning) or for ABSENT (mode
+    DELETED). Until then a copy, a create or another deletion of it is refused (Kudu's
+    TSTabletManager keeps the tablet in its transition map meanwhile)."""
 
 
 @attrs.frozen
@@ -426,11 +440,12 @@ class VoteRecorded:
 
 
 Input = (Register | Classified | ReplicaStarted | ReplicaStartFailed | ReplicaFailed | Create
-         | CreateFailed | Delete | Stopped | StartCopy | CopyStepDone | CopyEnded
-         | VoteRecorded)
+         | CreateFailed | Delete | DeletionEnded | Stopped | StartCopy | CopyStepDone
+         | CopyEnded | VoteRecorded)
 INPUT_TYPES: Final[tuple[type, ...]] = (
     Register, Classified, ReplicaStarted, ReplicaStartFailed, ReplicaFailed, Create,
-    CreateFailed, Delete, Stopped, StartCopy, *COPY_STEP_TYPES, CopyEnded, VoteRecorded)
+    CreateFailed, Delete, DeletionEnded, Stopped, StartCopy, *COPY_STEP_TYPES, CopyEnded,
+    VoteRecorded)
 
 
 @attrs.define
@@ -607,9 +622,9 @@ class LifecycleCore:
         if case is Case.ROLL_FORWARD:
             assert d.data_state is Sb.DELETED and d.wal is Wal.LIVE, d
             effects, after = _finish_steps(d)
-            slot.state = Tombstoned(after)
+            slot.state = Deleting(Mode.TOMBSTONE, after)  # a tombstone once they are durable
             return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
-                          Volatile.START_VOTER))
+                          Volatile.END_DELETION))
         if case is Case.TOMBSTONE:
             assert d.data_state is Sb.DELETED, d
             slot.state = Tombstoned(d)
@@ -618,8 +633,9 @@ class LifecycleCore:
         # An interrupted copy is never finished into READY (the source's session is gone):
         # the replica deletes itself back to a tombstone keeping its previous last OpId.
         effects, after = _tombstone_steps(d)
-        slot.state = Tombstoned(after)
-        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects, Volatile.START_VOTER))
+        slot.state = Deleting(Mode.TOMBSTONE, after)  # a tombstone once they are durable
+        return Batch((LifecycleTrace(_fact("startup", args, d)), *effects,
+                      Volatile.END_DELETION))
 
     def _started(self, slot: Slot, ev: Input) -> Batch:
         assert isinstance(ev, ReplicaStarted)
@@ -689,9 +705,11 @@ class LifecycleCore:
                 return Batch(refusal=refusal)
             if ev.mode is Mode.TOMBSTONE:
                 return EMPTY  # a tombstone is not deleted again: nothing written
-            effects, _ = _full_delete_steps(st.durable)
-            self._gone(slot)
-            return Batch((Volatile.STOP_VOTER, *effects))
+            effects, after = _full_delete_steps(st.durable)
+            # DELETING until the removals are durable (DeletionEnded), not ABSENT now: a
+            # copy or a create let in between them would interleave with them.
+            slot.state = Deleting(Mode.DELETED, after)
+            return Batch((Volatile.STOP_VOTER, *effects, Volatile.END_DELETION))
         assert isinstance(st, Running | Failed), st
         durable = st.replica.durable() if isinstance(st, Running) else st.durable
         refusal = _cas_refusal(durable.committed_config_index(), ev.cas_config_index)
@@ -700,6 +718,19 @@ class LifecycleCore:
         slot.state = Deleting(ev.mode, durable)
         # Step 1 (volatile): the replica stops; Stopped brings its WAL's last OpId.
         return Batch((Volatile.STOP_REPLICA,))
+
+    def _deletion_ended(self, slot: Slot, ev: Input) -> Batch:
+        """The deletion's durable steps are done: a tombstone (its voter starts) or, mode
+        DELETED, nothing (ABSENT, remembered)."""
+        assert isinstance(ev, DeletionEnded) and isinstance(slot.state, Deleting)
+        st = slot.state
+        if st.mode is Mode.TOMBSTONE:
+            assert st.durable.data_state is Sb.DELETED, st
+            slot.state = Tombstoned(st.durable)
+            return Batch((Volatile.START_VOTER,))
+        assert st.durable.data_state is Sb.DOES_NOT_EXIST, st
+        self._gone(slot)
+        return EMPTY
 
     def _gone(self, slot: Slot) -> None:
         """A DeleteTablet DELETED took the tablet away for good: ABSENT, and remembered."""
@@ -714,12 +745,14 @@ class LifecycleCore:
         shutdown = LifecycleTrace(_fact("delete_shutdown", _NO_ARGS, d))
         effects, after = _tombstone_steps(d)
         if isinstance(st, Deleting):
+            # The slot stays DELETING while the steps run (DeletionEnded ends it): a copy
+            # or a create let in between them would interleave with them.
             if st.mode is Mode.TOMBSTONE:
-                slot.state = Tombstoned(after)
-                return Batch((shutdown, *effects, Volatile.START_VOTER))
-            more, _ = _full_delete_steps(after)
-            self._gone(slot)
-            return Batch((shutdown, *effects, *more))
+                slot.state = Deleting(Mode.TOMBSTONE, after)
+                return Batch((shutdown, *effects, Volatile.END_DELETION))
+            more, gone = _full_delete_steps(after)
+            slot.state = Deleting(Mode.DELETED, gone)
+            return Batch((shutdown, *effects, *more, Volatile.END_DELETION))
         # A copy replacing a READY replica: tombstoned first, no voter (the copy's merged
         # cmeta starts one), then the download.
         assert isinstance(st, Copying) and st.phase is CopyStage.TOMBSTONING, st
@@ -778,9 +811,22 @@ class LifecycleCore:
             return Batch((accept, Volatile.STOP_VOTER, Volatile.RUN_COPY))
         return Batch((accept, Volatile.RUN_COPY))
 
+    def _busy_copy(self, slot: Slot, ev: Input) -> Batch:
+        """StartTabletCopy while a DeleteTablet runs: ALREADY_IN_PROGRESS, not traced (as
+        if never received, like THROTTLED). The spec's answer would depend on where the
+        deletion is, which the DELETING slot does not follow step by step: before its
+        ``delete_shutdown`` is traced, and between a full delete's ``delete_move_wal`` and
+        ``delete_remove_cmeta``, the spec has no operation in flight (there its answer is
+        ILLEGAL_STATE or an accept); a refusal that is not traced is legal at every step.
+        The caller asks again; the deletion's end answers it."""
+        assert isinstance(ev, StartCopy) and isinstance(slot.state, Deleting)
+        return Batch(refusal=api.CopyRefused(
+            "ALREADY_IN_PROGRESS", f"tablet {slot.tablet_id} is being deleted here; ask "
+            "again once the deletion is done"))
+
     def _throttle_or_start_copy(self, slot: Slot, ev: Input) -> Batch:
         """THROTTLED (not traced: as if never received) when enough copies run here."""
-        busy = isinstance(slot.state, Copying | Deleting)  # ALREADY_IN_PROGRESS comes first
+        busy = isinstance(slot.state, Copying)  # ALREADY_IN_PROGRESS comes first
         if not busy and self.copies() >= self.max_concurrent_copies:
             return Batch(refusal=api.CopyRefused(
                 "THROTTLED", f"{self.copies()} copies are running here (at most "
@@ -831,9 +877,10 @@ class LifecycleCore:
                                      CopyAbortArgs(ev.reason or "the copy ended early"),
                             d))
         if d.data_state is Sb.COPYING:
+            # Tombstoned again: DELETING until the steps are durable (DeletionEnded).
             effects, after = _tombstone_steps(d)
-            slot.state = Tombstoned(after)
-            return Batch((Volatile.STOP_VOTER, abort, *effects, Volatile.START_VOTER))
+            slot.state = Deleting(Mode.TOMBSTONE, after)
+            return Batch((Volatile.STOP_VOTER, abort, *effects, Volatile.END_DELETION))
         if d.data_state is Sb.DELETED:
             slot.state = Tombstoned(d)
             return Batch((abort, Volatile.START_VOTER))
@@ -898,8 +945,10 @@ def _rows() -> dict[tuple[Kind, type], Handler]:
     row((R, F, T), Delete, _C._delete)
     row((P, D), Delete, _C._busy)
     row((D, P), Stopped, _C._stopped)
+    row((D,), DeletionEnded, _C._deletion_ended)
     # StartTabletCopy (a STARTING or CREATING tablet: retryable, untraced).
-    row((A, R, F, T, P, D), StartCopy, _C._throttle_or_start_copy)
+    row((A, R, F, T, P), StartCopy, _C._throttle_or_start_copy)
+    row((D,), StartCopy, _C._busy_copy)
     row((S, C), StartCopy, _C._not_running)
     for step_type in COPY_STEP_TYPES:
         row((P,), step_type, _C._copy_step)
@@ -946,6 +995,7 @@ __all__ = [
     "Creating",
     "Delete",
     "Deleting",
+    "DeletionEnded",
     "Failed",
     "Input",
     "Kind",

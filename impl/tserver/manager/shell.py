@@ -11,8 +11,10 @@ Rules of this file
   ``LifecycleTrace`` is traced; a ``Volatile`` starts or stops a replica, a voter or a
   copy, and what it learns (the WAL's last OpId once a replica stopped, a replica that
   opened) goes back into the core as an input of its own, whose batch runs next.
-* Startup before serving: ``register_all`` records every superblock on disk in the core
-  (state STARTING) and runs before the RPC server accepts a call; ``start_all`` then
+* Startup before serving: ``register_all`` removes what a CreateTablet cut before its
+  superblock left (a cmeta and a WAL directory of no replica: ``orphans.py``), records
+  every superblock on disk in the core (state STARTING), and runs before the RPC server
+  accepts a call; ``start_all`` then
   classifies and opens each. A tablet call for a STARTING tablet is refused with the
   retryable TabletNotRunning(STARTING), never TabletNotFound: a leader that hears "not
   found" asks for a copy, and a copy of a tablet that is only starting would be refused
@@ -55,6 +57,7 @@ from revivify.impl.tablet.store import TabletStore
 from .. import api
 from ..durable import NO_OPID, Blocks, Durable, Sb, Wal, opid_pair, running
 from ..durable_step import durable_step
+from ..orphans import discard_uncommitted_create, leftover_tablet_ids
 from ..replica import Replica, Tracer, entry_from_wal, new_core
 from .core import (
     SUPERBLOCK_MARKS,
@@ -68,6 +71,7 @@ from .core import (
     CreateFailed,
     Delete,
     Deleting,
+    DeletionEnded,
     Failed,
     Input,
     Kind,
@@ -136,6 +140,7 @@ class Hosted:
     scope: trio.CancelScope
     done: trio.Event
     replica: Replica | None = None
+    started: bool = False  # the replica ran (its ``task_status.started()`` was called)
 
 
 @attrs.define
@@ -302,6 +307,9 @@ class TabletManager:
                 self._start_voter(tablet_id)
             elif effect is Volatile.STOP_VOTER:
                 await self._stop_voter(tablet_id)
+            elif effect is Volatile.END_DELETION:
+                # Every step before it in this batch is durable and traced.
+                await self.apply(tablet_id, DeletionEnded())
             else:
                 assert effect is Volatile.RUN_COPY, effect
                 self.run_copy(tablet_id)
@@ -352,8 +360,16 @@ class TabletManager:
     # ---------------------------------------------------------------- startup
 
     def register_all(self) -> int:
-        """Startup, before serving: every tablet with a superblock gets its slot
+        """Startup, before serving: what a CreateTablet cut before its superblock left (a
+        cmeta, a WAL directory: no replica's) is removed first (orphans.py: such a cmeta
+        must never vote or be merged), then every tablet with a superblock gets its slot
         (STARTING). Blocking (reads every superblock); returns how many."""
+        host = self.host
+        for tablet_id in leftover_tablet_ids(host.layout):
+            removed = discard_uncommitted_create(host.layout, host.metadata, tablet_id)
+            if removed:
+                logger.warning("tablet %s: removed what a CreateTablet cut before its "
+                               "superblock left: %s", tablet_id, ", ".join(removed))
         n = 0
         for tablet_id in self.host.layout.tablet_ids():
             sb = self.host.metadata.load_superblock(tablet_id)
@@ -429,20 +445,70 @@ class TabletManager:
     async def create(self, tablet_id: str, cmeta: ConsensusMeta, voters: list[str],
                      from_master: bool = False) -> None:
         """CreateTablet: cmeta, then the WAL directory, then the superblock (the commit
-        point); refused when the tablet exists here in any state, and a master's when this
-        process deleted it with mode DELETED (``LifecycleCore.deleted``)."""
+        point; what a create cut before it leaves belongs to no replica and is removed
+        before anything reads it: orphans.py); refused when the tablet exists here in any
+        state, and a master's when this process deleted it with mode DELETED
+        (``LifecycleCore.deleted``)."""
         await self.apply(tablet_id, Create(from_master))
+        host = self.host
         try:
-            if await self.host.blocking(self.host.metadata.load_superblock,
-                                        tablet_id) is not None:
+            if await host.blocking(host.metadata.load_superblock, tablet_id) is not None:
                 raise api.TabletAlreadyExists(tablet_id)  # a leftover no startup registered
-            await self.host.blocking(self.host.metadata.write_cmeta, cmeta)
+            # What an earlier create cut before its superblock left (one that failed here
+            # and could not clean up, the disk refusing): no replica's, removed first.
+            await host.blocking(discard_uncommitted_create, host.layout, host.metadata,
+                                tablet_id)
+            if await host.blocking(self._kept_leftover, tablet_id):
+                # A WAL directory with entries and no superblock, kept for an operator
+                # (orphans.py): never written over.
+                raise api.TabletCreateFailed(
+                    tablet_id, 0, f"{host.layout.wal_dir(tablet_id)} holds entries but "
+                    "this server has no superblock of the tablet: kept for an operator")
+            await host.blocking(host.metadata.write_cmeta, cmeta)
             assert self._nursery is not None
+            # _host hands an error before the replica runs to this call, not to the
+            # server's nursery (which it would take down with it).
             await self._nursery.start(self._host, tablet_id, "create", tuple(voters))
         except BaseException as exc:
-            if self.core.state(tablet_id).kind is Kind.CREATING:
-                self.core.handle(tablet_id, CreateFailed(str(exc)))
-            raise
+            if self.core.state(tablet_id).kind is not Kind.CREATING:
+                raise  # refused, or the replica runs (create_tablet traced)
+            self.core.handle(tablet_id, CreateFailed(str(exc)))
+            err = _disk_error(exc)  # the WAL's own nursery wraps it in a group
+            if err is None:
+                raise
+            # A disk error: the create is not made (not traced; the spec's create_tablet is
+            # one step, superblock last). Undo what it wrote, then answer with the error.
+            logger.error("tablet %s: CreateTablet failed: %s", tablet_id, err)
+            with trio.CancelScope(shield=True):
+                await host.blocking(self._undo_create, tablet_id)
+            raise api.TabletCreateFailed(tablet_id, _errno_of(err),
+                                         f"{type(err).__name__}: {err}") from exc
+
+    def _kept_leftover(self, tablet_id: str) -> bool:
+        """A cmeta or WAL directory of the tablet is still here (blocking)."""
+        layout = self.host.layout
+        return (layout.disk.exists(layout.cmeta_path(tablet_id))
+                or layout.disk.is_dir(layout.wal_dir(tablet_id)))
+
+    def _undo_create(self, tablet_id: str) -> None:
+        """Remove, durably, what a failed CreateTablet wrote (blocking): its superblock, if
+        the error came after it (the create was never traced, so no replica of it may
+        start: it is undone, not kept FAILED), then its cmeta and WAL directory
+        (orphans.py). Best effort: if the disk refuses again, what is left has no
+        superblock (startup and a copy into this server remove it) or, should the
+        superblock's removal fail, is logged for an operator."""
+        host = self.host
+        try:
+            if host.metadata.load_superblock(tablet_id) is not None:
+                _remove_durably(host.disk, host.layout.superblock_path(tablet_id))
+            removed = discard_uncommitted_create(host.layout, host.metadata, tablet_id)
+        except (OSError, StorageError) as exc:
+            logger.error("tablet %s: could not remove what the failed CreateTablet wrote "
+                         "(%s); startup removes it", tablet_id, exc)
+            return
+        if removed:
+            logger.warning("tablet %s: removed what the failed CreateTablet wrote: %s",
+                           tablet_id, ", ".join(removed))
 
     async def _start_replica(self, tablet_id: str) -> None:
         st = self.core.state(tablet_id)
@@ -455,13 +521,29 @@ class TabletManager:
         """The task that owns one replica: its WAL (open_log's tasks live here) and its
         driver. ``how``: "create" (CreateTablet), "startup", or "copy" (copy step 6).
         Started once the replica runs or has failed to start; ``_stop_replica`` cancels it
-        (deletion step 1)."""
-        host = self.host
-        create = how == "create"
+        (deletion step 1). An error that ends it before the replica runs and that it does
+        not turn into a FAILED replica (a create's: the create answers it) is raised to
+        ``nursery.start``'s caller, never to the server's nursery, which it would end."""
         hosted = Hosted(trio.CancelScope(), trio.Event())
         tasks = self.tasks(tablet_id)
         tasks.hosted = hosted
-        started = False
+        escaping = False
+        try:
+            await self._host_body(tablet_id, how, voters, hosted, task_status)
+        except BaseException:
+            escaping = not hosted.started
+            raise
+        finally:
+            if tasks.hosted is hosted:
+                tasks.hosted = None
+            hosted.done.set()
+            if not hosted.started and not escaping:
+                task_status.started()  # it failed to start (FAILED) or was stopped
+
+    async def _host_body(self, tablet_id: str, how: str, voters: tuple[str, ...],
+                         hosted: Hosted, task_status: trio.TaskStatus[None]) -> None:
+        host = self.host
+        create = how == "create"
         what = "data blocks"  # what a failure to open names (the store opens first)
         try:
             with hosted.scope:
@@ -484,15 +566,18 @@ class TabletManager:
                     hosted.replica = replica
                     await self.apply(tablet_id,
                                      ReplicaStarted(replica, replica.durable(), voters))
-                    started = True
+                    hosted.started = True
                     task_status.started()
                     await replica.run()
                     # run() returns only when the replica failed: keep it listed (FAILED),
                     # idle until it is deleted or the server stops.
                     await self.apply(tablet_id, ReplicaFailed(replica.reason))
                     await trio.sleep_forever()
-        except (TabletError, StorageError) as exc:
-            if started:
+        except BaseException as caught:
+            exc = _disk_error(caught)  # the WAL's own nursery may wrap it in a group
+            if exc is None:
+                raise
+            if hosted.started:
                 # The WAL failed under a running replica (its driver catches its own
                 # errors): offline, nothing durable changed, the server keeps serving.
                 logger.error("tablet %s failed: %s", tablet_id, exc)
@@ -500,18 +585,12 @@ class TabletManager:
                     self.core.handle(tablet_id, ReplicaFailed(f"WAL: {exc}"))
                 return
             if create:
-                raise
+                raise  # to create(), which fails the RPC and undoes the create
             # Startup case FAILED: offline, listed with the reason; the server serves its
             # other tablets.
             logger.error("tablet %s failed to start: %s: %s", tablet_id, what, exc)
             await self.apply(tablet_id, ReplicaStartFailed(f"{what}: {exc}",
                                                            self._damaged(tablet_id, what)))
-        finally:
-            if tasks.hosted is hosted:
-                tasks.hosted = None
-            hosted.done.set()
-            if not started:
-                task_status.started()
 
     def _damaged(self, tablet_id: str, what: str) -> Durable:
         cmeta = self.host.metadata.load_cmeta(tablet_id)
@@ -643,6 +722,36 @@ def _register(sb: Superblock) -> Input:
 def _remove_durably(disk: Disk, path: str) -> None:
     disk.unlink(path)
     disk.fsync_dir(posixpath.dirname(path))
+
+
+_DISK_ERRORS: Final = (OSError, StorageError, TabletError)
+
+
+def _disk_error(exc: BaseException) -> BaseException | None:
+    """``exc`` if it is a disk (or tablet storage) error, or the first of an exception
+    group made of nothing else; None otherwise (a cancellation, a bug: raised on)."""
+    if isinstance(exc, _DISK_ERRORS):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        match, rest = exc.split(_DISK_ERRORS)
+        if match is not None and rest is None:
+            leaf: BaseException = match
+            while isinstance(leaf, BaseExceptionGroup):
+                leaf = leaf.exceptions[0]
+            return leaf
+    return None
+
+
+def _errno_of(exc: BaseException) -> int:
+    """The OS error number behind ``exc`` (itself, its cause or its context), else 0."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return seen.errno
+        seen = seen.__cause__ or seen.__context__
+    return 0
 
 
 def _no_copy(tablet_id: str) -> None:
