@@ -14,7 +14,8 @@ from revivify.spec.actions import Bounds
 from revivify.spec.system import Spec, default_spec
 
 from .moves import MAX_BUDGET
-from .results import ExploreProgress, ExplorerError, ExploreResult
+from .node import NotDistributable
+from .results import ExploreProgress, ExploreResult
 from .search import explore
 from .symmetry import MAX_SERVERS
 
@@ -207,7 +208,7 @@ def explore_main(argv: list[str], spec: Spec | None = None) -> int:
         else:
             result = explore(spec, bounds, max_states=args.max_states, progress=progress,
                              symmetry=not args.no_symmetry, workers=args.workers)
-    except ExplorerError as e:
+    except NotDistributable as e:
         print(f"revivify explore: error: {e}", file=sys.stderr)
         return 2
     if args.json:

@@ -52,6 +52,18 @@ from .search import Search
 _MIX: Final = 0x9E3779B97F4A7C15
 
 
+class NotDistributable(ExplorerError):
+    """The spec cannot be explored by other processes (it cannot be sent to them, or it
+    overrides the methods whose answers the explorer caches)."""
+
+
+def require_plain(ex: Explorer) -> None:
+    if not ex.plain:
+        raise NotDistributable(
+            f"spec {ex.spec.name!r} overrides Spec/Action methods: only one process can "
+            f"explore it (without --workers / --engine spark)")
+
+
 @attrs.frozen
 class SpecSource:
     """How another process gets the spec: the object itself when it pickles, else (the
@@ -77,7 +89,7 @@ class SpecSource:
                     and rebuilt.invariants == spec.invariants
                     and rebuilt.step_properties == spec.step_properties):
                 return SpecSource(None, name, spec.n_servers)
-        raise ExplorerError(
+        raise NotDistributable(
             f"spec {spec.name!r} cannot be sent to other processes: it does not pickle and is "
             f"not one of spec.mutants")
 
@@ -114,12 +126,11 @@ class NodeSearch(Search):
 
 
 class Node:
+    """One process's explorer, with stable names for its sids (``encs``, ``orbit``)."""
+
     def __init__(self, spec: Spec, bounds: Bounds, symmetry: bool, verify: bool) -> None:
         ex = self.ex = Explorer(spec, bounds, symmetry, verify)
-        if not ex.plain:
-            raise ExplorerError(
-                f"spec {spec.name!r} overrides Spec/Action methods: only one process can "
-                f"explore it (drop --workers / --engine spark)")
+        require_plain(ex)
         self.search = NodeSearch(ex, {}, [0] * len(ex.actions), None, None, 0.0, 0.0)
         # run_plain's unpacking of a key, which expand relies on
         self.search.prepare()
@@ -220,5 +231,5 @@ def initial_violation(spec: Spec, ex: Explorer, t0: float, cpu0: float, symmetry
                               time.process_time() - cpu0, engine)
 
 
-__all__ = ["Node", "NodeSearch", "SpecSource", "distributed_result", "initial_violation",
-           "property_docs"]
+__all__ = ["Node", "NodeSearch", "NotDistributable", "SpecSource", "distributed_result",
+           "initial_violation", "property_docs", "require_plain"]

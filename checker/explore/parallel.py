@@ -45,7 +45,14 @@ from revivify.spec.system import Spec
 from .codec import decode_server
 from .counterexample import replay
 from .engine import Explorer
-from .node import Node, SpecSource, distributed_result, initial_violation, property_docs
+from .node import (
+    Node,
+    SpecSource,
+    distributed_result,
+    initial_violation,
+    property_docs,
+    require_plain,
+)
 from .results import ExploreProgress, ExplorerError, ExploreResult, ExploreViolation
 
 # forkserver: workers fork from a clean server process (no inherited threads or open files
@@ -83,6 +90,7 @@ def explore_parallel(
     cpu0 = time.process_time()
     source = SpecSource.of(spec)
     ex = Explorer(spec, bounds, symmetry, False)
+    require_plain(ex)
     early = initial_violation(spec, ex, t0, cpu0, symmetry, "local", workers)
     if early is not None:
         return early

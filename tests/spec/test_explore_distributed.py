@@ -19,7 +19,6 @@ from revivify.spec.mutants import MUTANTS
 SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
 # every budget (a crash, a fault, one request): Moves split by budget mask
 TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=1)
-TWO_TERMS = Bounds(max_term=2, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
 # Spark: few levels (each is two Spark jobs)
 SPARK_BOUNDS = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=0)
 
@@ -52,10 +51,12 @@ def replays(spec: Spec, bounds: Bounds, r: ExploreResult) -> None:
 
 
 def mutant_cases() -> list[tuple[str, Bounds, int | None]]:
-    # a step property (TermMonotonic, 13 steps) and a state invariant (LeaderHadMajority)
-    return [("merge_adopts_remote_term", TWO_TERMS, None),
-            ("leader_without_majority", MUTANTS["leader_without_majority"].bounds,
-             MUTANTS["leader_without_majority"].max_states)]
+    """A step property (OperationNeverReplaced, a 5-step run) and state invariants
+    (VotesMatchCmeta after 7 steps, LeaderHadMajority after 2), each at its mutant's
+    bounds."""
+    return [(name, MUTANTS[name].bounds, MUTANTS[name].max_states)
+            for name in ("stc_replaces_operation", "tombstone_votes_twice",
+                         "leader_without_majority")]
 
 
 class TestCodec:
@@ -91,7 +92,7 @@ class TestWorkers:
         assert not two.complete
         replays(spec, bounds, two)
 
-    def test_a_spec_that_cannot_travel(self) -> None:
+    def test_a_spec_that_cannot_travel(self, capsys: pytest.CaptureFixture[str]) -> None:
         base = default_spec()
 
         def local_guard(s: ServerState, t: Any) -> bool:  # a local function: no pickle
@@ -101,6 +102,10 @@ class TestWorkers:
                     name="local")
         with pytest.raises(ExplorerError, match="cannot be sent to other processes"):
             explore(spec, SMALL, workers=2)
+        assert explore_main(["--workers", "2", "--quiet"], spec=spec) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("revivify explore: error: spec 'local' cannot be sent")
+        assert err.count("\n") == 1
 
     def test_cli_json(self, capsys: pytest.CaptureFixture[str]) -> None:
         argv = ["--max-term", "1", "--max-index", "0", "--json"]
@@ -129,14 +134,18 @@ class TestSpark:
         assert r.engine == "spark"
         same_counts(explore(default_spec(), SPARK_BOUNDS), r)
 
-    def test_mutant_first_violation_depth(self, spark: Any) -> None:
+    @pytest.mark.parametrize("case", [mutant_cases()[0], mutant_cases()[2]],
+                             ids=lambda c: c[0])
+    def test_mutant_first_violation_depth(self, spark: Any,
+                                          case: tuple[str, Bounds, int | None]) -> None:
         from revivify.checker.explore.sparkjob import explore_spark
 
-        name, bounds, cap = mutant_cases()[1]
+        name, bounds, cap = case
         spec = MUTANTS[name].build(3)
         one = explore(spec, bounds, max_states=cap)
         r = explore_spark(spec, bounds, spark, max_states=cap)
         assert one.violation is not None and r.violation is not None
         assert len(r.violation.trace) == len(one.violation.trace)
-        assert r.violation.invariant == one.violation.invariant
+        assert (r.violation.kind, r.violation.invariant) == (one.violation.kind,
+                                                             one.violation.invariant)
         replays(spec, bounds, r)
