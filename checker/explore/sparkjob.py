@@ -4,8 +4,8 @@ job, for bounds whose visited set outgrows one machine's memory.
 A state is a record of stable bytes (``Node.stable``: the budget counters and the least,
 over the server permutations, tuple of its servers' ``codec.encode_server`` encodings): the
 same orbit gives the same bytes in every Python worker, so Spark can deduplicate on them.
-The visited set is an RDD of (state, parent state) partitioned by ``_partition`` (a digest
-of the bytes, never ``hash``, which is salted per process). A level:
+The visited set is an RDD of (state, (0, parent state)) partitioned by ``_partition`` (a
+digest of the bytes, never ``hash``, which is salted per process). A level:
 
 1. ``_expand`` runs on each partition of the frontier: a Python worker keeps one warm
    ``Node`` per search (its caches outlive a task), decodes each state into its own sids,
@@ -42,8 +42,11 @@ from .engine import Explorer
 from .node import Node, SpecSource, distributed_result, initial_violation, property_docs
 from .results import ExploreProgress, ExploreResult, ExploreViolation
 
-# One warm Node per Python worker: (the search's token, its node).
+# One warm Node per Python worker: (the search's token, its node), and how many of its
+# server states a finished task has reported (a task that fails reports nothing; the next
+# one reports them again: the driver keeps a set).
 _NODE: list[tuple[str, Node]] = []
+_REPORTED: list[int] = [0]
 
 
 def _partition(key: bytes) -> int:
@@ -53,6 +56,7 @@ def _partition(key: bytes) -> int:
 def _node(token: str, source: SpecSource, bounds: Bounds, symmetry: bool) -> Node:
     if not _NODE or _NODE[0][0] != token:
         _NODE[:] = [(token, Node(source.build(), bounds, symmetry, False))]
+        _REPORTED[0] = 0
     return _NODE[0][1]
 
 
@@ -64,9 +68,9 @@ def _expand(token: str, source: SpecSource, bounds: Bounds, symmetry: bool,
     ("t", transitions, coverage, new server-state digests)."""
     node = _node(token, source, bounds, symmetry)
     search = node.search
+    search.take_tally()  # zero what an attempt that failed in this worker left counted
     seen: dict[int, int] = {}
     search.parents = seen
-    reported = len(node.digests)
     for row in rows:
         key = node.local(row)
         found: list[int] = []
@@ -85,7 +89,8 @@ def _expand(token: str, source: SpecSource, bounds: Bounds, symmetry: bool,
             break
     transitions, coverage = search.take_tally()
     node.fill()
-    yield ("t", transitions, coverage, node.digests[reported:])
+    yield ("t", transitions, coverage, node.digests[_REPORTED[0]:])
+    _REPORTED[0] = len(node.digests)
 
 
 def _pick(a: tuple[int, bytes | None], b: tuple[int, bytes | None]) -> tuple[int, bytes | None]:
