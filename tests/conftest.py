@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,6 +35,17 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the whole run (the trace tests, the explorer's Spark
+    engine): tests that take it are marked ``spark`` and share one xdist worker."""
+    from revivify.checker.spark import spark_session
+
+    session = spark_session("local[2]", shuffle_partitions=4)
+    yield session
+    session.stop()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -133,7 +133,12 @@ Layout
 * ``engine``: ``Explorer``, the transition caches (plans, neighbourhoods, guards, effects);
 * ``checks``: ``StateChecks``, the invariant and step-property caches;
 * ``search``: the breadth-first loop and ``explore``; ``counterexample``: the replay of a
-  shortest path as a real run; ``cli``: ``revivify explore``.
+  shortest path as a real run; ``cli``: ``revivify explore``;
+* the search in several processes (``--workers``, ``--engine spark``): ``codec`` (server
+  states as bytes every process reads alike), ``node`` (one process's share, the owner of a
+  state, and why the partitioned level-synchronous search counts what one process counts),
+  ``parallel`` (worker processes), ``sparkjob`` (a Spark job), ``warm`` (the workers' fork
+  server's preload).
 """
 
 from revivify.checker.explore.cli import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Final, NoReturn
 
 import attrs
@@ -13,6 +14,7 @@ from revivify.spec.actions import Bounds
 from revivify.spec.system import Spec, default_spec
 
 from .moves import MAX_BUDGET
+from .node import NotDistributable
 from .results import ExploreProgress, ExploreResult
 from .search import explore
 from .symmetry import MAX_SERVERS
@@ -30,10 +32,12 @@ from .symmetry import MAX_SERVERS
 DEFAULT_SERVERS: Final = 3
 DEFAULT_BOUNDS: Final = Bounds(max_term=2, max_index=1, max_crashes=0, max_wipes=0,
                                max_ops_in_flight=1, max_requests=2)
+ENGINES: Final = ("local", "spark")
 
 USAGE: Final = """usage: revivify explore [--servers N] [--max-term T] [--max-index I] [--crashes C]
                         [--wipes W] [--requests R] [--in-flight F] [--mutant NAME]
-                        [--max-states M] [--no-symmetry] [--json] [--quiet]"""
+                        [--max-states M] [--no-symmetry] [--workers N]
+                        [--engine local|spark] [--master URL] [--json] [--quiet]"""
 
 
 class _ArgError(Exception):
@@ -76,6 +80,13 @@ def _parser() -> _Parser:
                    help="stop after this many distinct states (the result is then partial)")
     p.add_argument("--no-symmetry", action="store_true",
                    help="explore every state, not one per permutation of the servers")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes that share the search (local engine; default 1: this one)")
+    p.add_argument("--engine", choices=ENGINES, default="local",
+                   help="local (this machine, --workers processes) or spark (a Spark job, "
+                        "for bounds that outgrow one machine; default local)")
+    p.add_argument("--master", default=None,
+                   help="the Spark master of --engine spark (default local[*])")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
@@ -91,7 +102,9 @@ def format_result(result: ExploreResult, spec: Spec, bounds: Bounds) -> str:
         f"revivify explore: {spec.n_servers} servers, max term {bounds.max_term}, "
         f"max index {bounds.max_index}, crashes {bounds.max_crashes}, "
         f"wipes {bounds.max_wipes}, requests {bounds.max_requests}, "
-        f"in flight {bounds.max_ops_in_flight}, symmetry {'on' if result.symmetry else 'off'}",
+        f"in flight {bounds.max_ops_in_flight}, symmetry {'on' if result.symmetry else 'off'}, "
+        f"engine {result.engine}"
+        + (f", {result.workers} workers" if result.workers > 1 else ""),
         _table([
             ("distinct states", f"{result.distinct_states:,}"),
             ("transitions", f"{result.transitions:,}"),
@@ -100,6 +113,8 @@ def format_result(result: ExploreResult, spec: Spec, bounds: Bounds) -> str:
             ("states/s", f"{result.states_per_second:,.0f}"),
             ("server states", f"{result.server_states:,}"),
         ]),
+        "frontier by level (new states at each depth): "
+        + ", ".join(f"{n:,}" for n in result.levels),
         "coverage (transitions per action):",
     ]
     width = max(len(a) for a in result.coverage)
@@ -115,6 +130,21 @@ def format_result(result: ExploreResult, spec: Spec, bounds: Bounds) -> str:
         lines.append(f"no violation: {len(spec.invariants)} invariants and "
                      f"{len(spec.step_properties)} step properties hold in {done}")
     return "\n".join(lines)
+
+
+def _explore_spark(spec: Spec, bounds: Bounds, master: str, max_states: int | None,
+                   progress: Callable[[ExploreProgress], None] | None,
+                   symmetry: bool) -> ExploreResult:
+    from revivify.checker.spark import spark_session
+
+    from .sparkjob import explore_spark
+
+    spark = spark_session(master)
+    try:
+        return explore_spark(spec, bounds, spark, max_states=max_states, progress=progress,
+                             symmetry=symmetry)
+    finally:
+        spark.stop()
 
 
 def explore_main(argv: list[str], spec: Spec | None = None) -> int:
@@ -133,6 +163,13 @@ def explore_main(argv: list[str], spec: Spec | None = None) -> int:
             raise _ArgError(f"--crashes, --wipes and --requests must be at most {MAX_BUDGET}")
         if args.max_states is not None and args.max_states < 1:
             raise _ArgError("--max-states must be >= 1")
+        if args.workers < 1:
+            raise _ArgError("--workers must be >= 1")
+        if args.engine == "spark" and args.workers != 1:
+            raise _ArgError("--workers is for the local engine (Spark's parallelism is its "
+                            "master's: --master)")
+        if args.master is not None and args.engine != "spark":
+            raise _ArgError("--master needs --engine spark")
     except _ArgError as e:
         print(f"revivify explore: error: {e}", file=sys.stderr)
         return 2
@@ -153,14 +190,27 @@ def explore_main(argv: list[str], spec: Spec | None = None) -> int:
                     max_ops_in_flight=args.in_flight, max_requests=args.requests)
 
     def report(p: ExploreProgress) -> None:
-        print(f"explore: {p.distinct_states:,} states, {p.transitions:,} transitions, "
-              f"depth {p.depth}, frontier {p.frontier:,}, {p.seconds:.0f}s "
-              f"({p.distinct_states / max(p.seconds, 1e-9):,.0f} states/s)",
-              file=sys.stderr, flush=True)
+        rate = f"{p.distinct_states / max(p.seconds, 1e-9):,.0f} states/s"
+        if p.level is not None:
+            print(f"explore: level {p.level}: {p.frontier:,} new states; "
+                  f"{p.distinct_states:,} states, {p.transitions:,} transitions, "
+                  f"{p.seconds:.0f}s ({rate})", file=sys.stderr, flush=True)
+        else:
+            print(f"explore: {p.distinct_states:,} states, {p.transitions:,} transitions, "
+                  f"depth {p.depth}, frontier {p.frontier:,}, {p.seconds:.0f}s ({rate})",
+                  file=sys.stderr, flush=True)
 
-    result = explore(spec, bounds, max_states=args.max_states,
-                     progress=None if args.quiet or args.json else report,
-                     symmetry=not args.no_symmetry)
+    progress = None if args.quiet or args.json else report
+    try:
+        if args.engine == "spark":
+            result = _explore_spark(spec, bounds, args.master or "local[*]", args.max_states,
+                                    progress, not args.no_symmetry)
+        else:
+            result = explore(spec, bounds, max_states=args.max_states, progress=progress,
+                             symmetry=not args.no_symmetry, workers=args.workers)
+    except NotDistributable as e:
+        print(f"revivify explore: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

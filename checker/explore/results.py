@@ -55,11 +55,15 @@ class ExploreViolation:
 
 @attrs.frozen
 class ExploreProgress:
+    """How far a search is: a line every few seconds (``level`` None) or the end of a level
+    (``level``: its depth; ``frontier``: the states first found at that depth)."""
+
     distinct_states: int
     transitions: int
     depth: int
     frontier: int
     seconds: float
+    level: int | None = None
 
 
 @attrs.frozen
@@ -74,6 +78,13 @@ class ExploreResult:
     complete: bool  # False when max_states stopped the search early
     server_states: int  # distinct single-server states interned
     symmetry: bool
+    # levels[d]: the states first found at depth d (levels[0] == 1, the initial state); on a
+    # complete search they sum to distinct_states
+    levels: tuple[int, ...] = ()
+    engine: str = "local"  # "local" (one process or ``workers`` processes) or "spark"
+    workers: int = 1
+    # CPU time of this process and its workers (Spark: of the driver only)
+    cpu_seconds: float = 0.0
 
     @property
     def states_per_second(self) -> float:
@@ -92,6 +103,10 @@ class ExploreResult:
             "coverage": self.coverage,
             "dead_actions": list(self.dead_actions),
             "violation": None,
+            "levels": list(self.levels),
+            "engine": self.engine,
+            "workers": self.workers,
+            "cpu_seconds": round(self.cpu_seconds, 3),
         }
         if self.violation is not None:
             out["violation"] = {

@@ -28,13 +28,22 @@ def explore(
     progress_seconds: float = 5.0,
     symmetry: bool = True,
     verify: bool = False,
+    workers: int = 1,
 ) -> ExploreResult:
     """Breadth-first search of every state of ``spec`` reachable within ``bounds``.
 
     Stops at the first violation (shortest counterexample) or after ``max_states`` distinct
-    states. ``progress`` is called about every ``progress_seconds``. ``verify`` checks every
-    cached answer against the generic ``Spec`` methods (slow; for tests)."""
+    states. ``progress`` is called about every ``progress_seconds`` and at the end of each
+    level. ``verify`` checks every cached answer against the generic ``Spec`` methods (slow;
+    for tests). ``workers`` > 1: the search on that many processes (``parallel``; the same
+    counts, ``max_states`` checked per worker)."""
+    if workers != 1:
+        from .parallel import explore_parallel
+
+        return explore_parallel(spec, bounds, workers, max_states=max_states,
+                                progress=progress, symmetry=symmetry, verify=verify)
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     ex = Explorer(spec, bounds, symmetry, verify)
     actions = spec.actions
     coverage = [0] * len(actions)
@@ -69,6 +78,8 @@ def explore(
         complete=search.complete and violation is None,
         server_states=len(ex.interner.objs),
         symmetry=symmetry,
+        levels=tuple(search.levels),
+        cpu_seconds=time.process_time() - cpu0,
     )
 
 
@@ -88,6 +99,7 @@ class Search:
         self.next_report = t0 + progress_seconds
         self.transitions = 0
         self.depth = 0
+        self.levels = [1]  # the states first found at each depth (the initial state: 1)
         self.complete = True
         self.violation_at: tuple[list[int], tuple[str, str]] | None = None
         # run_plain's unpacking of a key: the counters' width, each server's sid's shift.
@@ -109,15 +121,29 @@ class Search:
             self.progress(ExploreProgress(len(self.parents), self.transitions, self.depth + 1,
                                    frontier, now - self.t0))
 
+    def level_done(self, found: int) -> None:
+        """A level ended with ``found`` new states (at depth ``self.depth + 1``)."""
+        if found:
+            self.depth += 1  # the deepest level holding a discovered state
+            self.levels.append(found)
+        if self.progress is not None and found:
+            if self.ex.plain:
+                self.transitions = self.tally(False)
+            self.progress(ExploreProgress(len(self.parents), self.transitions, self.depth,
+                                          found, time.perf_counter() - self.t0, self.depth))
+
+    def prepare(self) -> None:
+        """The explored state's key, as ``_expand_plain`` unpacks it: the canonical sids
+        above the packed budget counters (faults, crashes, requests: COUNTER_BITS each;
+        see moves.FREE..REQUEST)."""
+        self._shift_c = (KINDS - 1) * COUNTER_BITS
+        self._shifts = [(self.ex.n - 1 - pos) * SID_BITS for pos in range(self.ex.n)]
+
     def run_plain(self, init_key: int) -> None:
         """BFS over the caches: per-server plans and neighbourhoods give (action, next sid)
         pairs with their step verdicts decided; only new states are checked. Level by
         level; stops at the first violation or at ``max_states``."""
-        ex = self.ex
-        # the explored state's key: the canonical sids above the packed budget counters
-        # (faults, crashes, requests: COUNTER_BITS each; see moves.FREE..REQUEST)
-        self._shift_c = (KINDS - 1) * COUNTER_BITS
-        self._shifts = [(ex.n - 1 - pos) * SID_BITS for pos in range(ex.n)]
+        self.prepare()
         frontier = [init_key]
         expanded = 0
         while frontier:
@@ -129,11 +155,11 @@ class Search:
                 if self.max_states is not None and len(self.parents) >= self.max_states:
                     self.complete = False
                     break
-                if self.progress is not None and (expanded & 1023) == 0:
+                if (self.progress is not None and (expanded & 1023) == 0
+                        and time.perf_counter() >= self.next_report):
                     self.transitions = self.tally(False)
                     self.report(len(next_frontier))
-            if next_frontier:
-                self.depth += 1  # the deepest level holding a discovered state
+            self.level_done(len(next_frontier))
             if not self.complete or self.violation_at is not None:
                 break
             frontier = next_frontier
@@ -274,8 +300,7 @@ class Search:
                     break
                 if self.progress is not None and (expanded & 1023) == 0:
                     self.report(len(next_frontier))
-            if next_frontier:
-                self.depth += 1
+            self.level_done(len(next_frontier))
             if not self.complete or self.violation_at is not None:
                 break
             frontier = next_frontier

@@ -254,7 +254,8 @@ class TestCli:
 
     @pytest.mark.parametrize("argv", [
         ["--servers", "0"], ["--max-term", "-1"], ["--crashes", "x"], ["--bogus"],
-        ["--max-states", "0"], ["--servers", "9"],
+        ["--max-states", "0"], ["--servers", "9"], ["--workers", "0"], ["--engine", "nope"],
+        ["--engine", "spark", "--workers", "2"], ["--master", "local[2]"],
     ])
     def test_bad_arguments_exit_2(self, argv: list[str],
                                   capsys: pytest.CaptureFixture[str]) -> None:

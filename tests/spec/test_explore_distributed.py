@@ -1,0 +1,151 @@
+"""The explorer on several processes (``--workers``) and as a Spark job (``--engine spark``):
+the same states, transitions, coverage and levels as one process, the same first violation
+depth under a mutant, counterexamples that replay as real runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from revivify.checker.explore import ExplorerError, ExploreResult, explore, explore_main
+from revivify.checker.explore.codec import decode_server, encode_server
+from revivify.spec import Spec, default_spec
+from revivify.spec.actions import Bounds, replace_action
+from revivify.spec.model import ServerState
+from revivify.spec.mutants import MUTANTS
+
+SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
+# every budget (a crash, a fault, one request): Moves split by budget mask
+TINY_CRASH = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=1)
+# Spark: few levels (each is two Spark jobs)
+SPARK_BOUNDS = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=0)
+
+
+def same_counts(a: ExploreResult, b: ExploreResult) -> None:
+    assert a.complete and b.complete
+    assert (a.distinct_states, a.transitions, a.depth) == (b.distinct_states, b.transitions,
+                                                           b.depth)
+    assert a.levels == b.levels and sum(a.levels) == a.distinct_states
+    assert a.coverage == b.coverage and a.dead_actions == b.dead_actions
+    assert a.server_states == b.server_states
+    assert a.violation is None and b.violation is None
+
+
+def replays(spec: Spec, bounds: Bounds, r: ExploreResult) -> None:
+    """The counterexample is a run of the spec: each step an enabled move from the one
+    before, and its last state or step breaks the named claim."""
+    v = r.violation
+    assert v is not None
+    for before, after in zip(v.trace, v.trace[1:], strict=False):
+        moves = {(a.name, i, tuple(p.items()), n)
+                 for a, i, p, n in spec.successors(before.state, bounds)}
+        assert (after.action, after.server, tuple(after.params.items()), after.state) in moves
+    if v.kind == "invariant":
+        assert v.invariant in spec.violations(v.trace[-1].state)
+    else:
+        last = v.trace[-1]
+        assert last.server is not None
+        assert v.invariant in spec.step_violations(v.trace[-2].state, last.state, last.server)
+
+
+def mutant_cases() -> list[tuple[str, Bounds, int | None]]:
+    """A step property (OperationNeverReplaced, a 5-step run) and state invariants
+    (VotesMatchCmeta after 7 steps, LeaderHadMajority after 2), each at its mutant's
+    bounds."""
+    return [(name, MUTANTS[name].bounds, MUTANTS[name].max_states)
+            for name in ("stc_replaces_operation", "tombstone_votes_twice",
+                         "leader_without_majority")]
+
+
+class TestCodec:
+    def test_round_trip(self) -> None:
+        s = default_spec().initial()[0]
+        s2 = ServerState(term=3, voted_for=1, votes=s.votes.set(2, 1), log=s.log.set(1, 2))
+        for x in (s, s2):
+            assert decode_server(encode_server(x)) == x
+        assert encode_server(s) != encode_server(s2)
+
+
+class TestWorkers:
+    @pytest.mark.parametrize("bounds", [SMALL, TINY_CRASH], ids=["small", "budgets"])
+    def test_two_workers_count_like_one(self, bounds: Bounds) -> None:
+        same_counts(explore(default_spec(), bounds),
+                    explore(default_spec(), bounds, workers=2))
+
+    def test_without_symmetry(self) -> None:
+        bounds = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0, max_requests=1)
+        same_counts(explore(default_spec(), bounds, symmetry=False),
+                    explore(default_spec(), bounds, symmetry=False, workers=3))
+
+    @pytest.mark.parametrize("case", mutant_cases(), ids=lambda c: c[0])
+    def test_mutant_first_violation_depth(self, case: tuple[str, Bounds, int | None]) -> None:
+        name, bounds, cap = case
+        spec = MUTANTS[name].build(3)  # its closures do not pickle: rebuilt by name
+        one = explore(spec, bounds, max_states=cap)
+        two = explore(spec, bounds, max_states=cap, workers=2)
+        assert one.violation is not None and two.violation is not None
+        assert len(two.violation.trace) == len(one.violation.trace)
+        assert (two.violation.kind, two.violation.invariant) == (one.violation.kind,
+                                                                 one.violation.invariant)
+        assert not two.complete
+        replays(spec, bounds, two)
+
+    def test_a_spec_that_cannot_travel(self, capsys: pytest.CaptureFixture[str]) -> None:
+        base = default_spec()
+
+        def local_guard(s: ServerState, t: Any) -> bool:  # a local function: no pickle
+            return bool(base.action("learn_term").guard(s, t))
+
+        spec = Spec(actions=replace_action(base.actions, "learn_term", guard=local_guard),
+                    name="local")
+        with pytest.raises(ExplorerError, match="cannot be sent to other processes"):
+            explore(spec, SMALL, workers=2)
+        assert explore_main(["--workers", "2", "--quiet"], spec=spec) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("revivify explore: error: spec 'local' cannot be sent")
+        assert err.count("\n") == 1
+
+    def test_cli_json(self, capsys: pytest.CaptureFixture[str]) -> None:
+        argv = ["--max-term", "1", "--max-index", "0", "--json"]
+        assert explore_main([*argv, "--workers", "2"]) == 0
+        two = json.loads(capsys.readouterr().out)
+        assert explore_main(argv) == 0
+        one = json.loads(capsys.readouterr().out)
+        assert (two["engine"], two["workers"], one["workers"]) == ("local", 2, 1)
+        for k in ("distinct_states", "transitions", "depth", "levels", "coverage"):
+            assert two[k] == one[k], k
+
+    def test_cli_progress_per_level(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert explore_main(["--max-term", "1", "--max-index", "0", "--workers", "2"]) == 0
+        captured = capsys.readouterr()
+        lines = [x for x in captured.err.splitlines() if x.startswith("explore: level ")]
+        assert len(lines) == 18 and "new states" in lines[0]
+        assert "frontier by level" in captured.out and "2 workers" in captured.out
+
+
+@pytest.mark.spark
+class TestSpark:
+    def test_counts_like_one_process(self, spark: Any) -> None:
+        from revivify.checker.explore.sparkjob import explore_spark
+
+        r = explore_spark(default_spec(), SPARK_BOUNDS, spark)
+        assert r.engine == "spark"
+        same_counts(explore(default_spec(), SPARK_BOUNDS), r)
+
+    @pytest.mark.parametrize("case", [mutant_cases()[0], mutant_cases()[2]],
+                             ids=lambda c: c[0])
+    def test_mutant_first_violation_depth(self, spark: Any,
+                                          case: tuple[str, Bounds, int | None]) -> None:
+        from revivify.checker.explore.sparkjob import explore_spark
+
+        name, bounds, cap = case
+        spec = MUTANTS[name].build(3)
+        one = explore(spec, bounds, max_states=cap)
+        r = explore_spark(spec, bounds, spark, max_states=cap)
+        assert one.violation is not None and r.violation is not None
+        assert len(r.violation.trace) == len(one.violation.trace)
+        assert (r.violation.kind, r.violation.invariant) == (one.violation.kind,
+                                                             one.violation.invariant)
+        replays(spec, bounds, r)
