@@ -37,6 +37,7 @@ server that answered does not host it, 2 if none answered.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from revivify.impl.client import (
@@ -47,11 +48,12 @@ from revivify.impl.client import (
     step_down,
     tablet_status,
 )
-from revivify.impl.client.errors import outcome_of
+from revivify.impl.client.errors import TabletUnknownToMasters, outcome_of
 from revivify.impl.consensus.messages import NON_VOTER, VOTER, ConfigChange, MemberType, Peer
 
 from . import render
 from .common import (
+    MASTERS_ENV,
     Outcome,
     Parser,
     UsageError,
@@ -69,13 +71,52 @@ from .common import (
 
 
 def _cluster() -> Parser:
-    """``--tservers HOST:PORT,... --tablet ID``: the flags of the tablet and row commands."""
+    """The flags of the tablet commands but create: ``--tablet ID`` and where its servers
+    are, ``--tservers HOST:PORT,...`` or the masters (``--masters``, ``--root DIR``, or
+    ``$REVIVIFY_MASTERS`` with none of the three), which find them (`_tservers`)."""
     p = Parser(add_help=False)
-    p.add_argument("--tservers", type=addresses_arg, required=True, metavar="HOST:PORT,...",
-                   help="tablet servers to ask, comma-separated (any that host the tablet; "
-                        "the leader is found among them)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--tservers", type=addresses_arg, metavar="HOST:PORT,...",
+                       help="tablet servers to ask, comma-separated (any that host the "
+                            "tablet; the leader is found among them)")
+    group.add_argument("--masters", type=addresses_arg, metavar="HOST:PORT,...",
+                       help="instead of --tservers: the masters, which find the tablet's "
+                            f"servers in their catalog; default: ${MASTERS_ENV}")
+    group.add_argument("--root", dest="cluster_root", metavar="DIR",
+                       help="instead of --tservers: the masters of the local cluster in DIR "
+                            "(DIR/cluster.json, written by 'revivify cluster start')")
     p.add_argument("--tablet", required=True, metavar="ID", help="the tablet's id")
     return p
+
+
+def _servers_named(args: argparse.Namespace) -> str | None:
+    """A usage error for a command given neither --tservers nor masters (no --masters, no
+    --root, no $REVIVIFY_MASTERS), else None. parse_args has already turned --root into
+    ``args.masters``; the environment's masters are read here, the command line first."""
+    if args.tservers is not None or args.masters is not None:
+        return None
+    env = os.environ.get(MASTERS_ENV, "")
+    if not env:
+        return (f"revivify tablet {args.cmd}: one of --tservers, --masters or --root is "
+                f"required (or ${MASTERS_ENV})")
+    try:
+        args.masters = addresses_arg(env)
+    except argparse.ArgumentTypeError as exc:
+        return f"revivify tablet {args.cmd}: {MASTERS_ENV}: {exc}"
+    return None
+
+
+async def _tservers(args: argparse.Namespace, options: ClientOptions) -> list[str]:
+    """The servers to ask: --tservers as given, else the tablet's replicas as the masters'
+    catalog records them (TabletUnknownToMasters when it holds no such tablet)."""
+    if args.tservers is not None:
+        return list(args.tservers)
+    from revivify.impl.client.master import locate_tablet
+
+    found = await locate_tablet(args.masters, args.tablet, options)
+    if not found:  # a tablet the catalog knows, placed nowhere yet (being created)
+        raise TabletUnknownToMasters(args.tablet, 0)
+    return found
 
 
 def _change(args: argparse.Namespace) -> ConfigChange:
@@ -171,6 +212,10 @@ def tablet_main(argv: list[str]) -> int:
     options = client_options(args)
     if args.cmd == "create":
         return execute(prog, args, lambda: _tablet_create_work(args))
+    problem = _servers_named(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
     if args.cmd == "status":
         return execute(prog, args, lambda: _tablet_status_work(args, options))
     if args.cmd == "step-down":
@@ -193,7 +238,11 @@ async def _tablet_create_work(args: argparse.Namespace) -> Outcome:
 async def _tablet_status_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
     """Exit 0 if a server answered with the tablet's state, 1 if every server that
     answered does not host it, 2 if none answered (the module docstring)."""
-    status = await tablet_status(args.tservers, args.tablet, options=options)
+    try:
+        servers = await _tservers(args, options)
+    except TabletUnknownToMasters as exc:
+        return Outcome(1, {"tablet_id": args.tablet, "replicas": []}, "", exc.message)
+    status = await tablet_status(servers, args.tablet, options=options)
     doc, text = render.tablet_status_doc(status), render.tablet_status_text(status)
     if not status.reachable:
         return Outcome(2, doc, text, "no server answered: " + "; ".join(
@@ -211,7 +260,11 @@ async def _change_config_work(args: argparse.Namespace, options: ClientOptions,
                               change: ConfigChange) -> Outcome:
     """Exit 1 with the refusal in the document when the leader refuses the change."""
     try:
-        changed = await change_config(args.tservers, args.tablet, change,
+        servers = await _tservers(args, options)
+    except TabletUnknownToMasters as exc:
+        return Outcome(1, {"tablet_id": args.tablet}, "", exc.message)
+    try:
+        changed = await change_config(servers, args.tablet, change,
                                       args.cas_config_index, options=options)
     except ChangeRefused as refusal:
         doc = {"tablet_id": args.tablet, "refused": {
@@ -226,7 +279,11 @@ async def _change_config_work(args: argparse.Namespace, options: ClientOptions,
 
 
 async def _step_down_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
-    former = await step_down(args.tservers, args.tablet, args.new_leader, options=options)
+    try:
+        servers = await _tservers(args, options)
+    except TabletUnknownToMasters as exc:
+        return Outcome(1, {"tablet_id": args.tablet}, "", exc.message)
+    former = await step_down(servers, args.tablet, args.new_leader, options=options)
     towards = f" in favour of {args.new_leader}" if args.new_leader else ""
     doc = {"tablet_id": args.tablet, "stepped_down": former, "new_leader": args.new_leader}
     return Outcome(0, doc, f"leader {former} asked to step down{towards}")

@@ -135,6 +135,17 @@ class TabletNotFoundError(ClientError):
         self.asked = tuple(asked)
 
 
+class TabletUnknownToMasters(ClientError):
+    """No table of the masters' catalog (`tables` of them) holds `tablet_id`: a definite
+    "no such tablet" (the tablet commands' exit 1), not an unreachable cluster."""
+
+    def __init__(self, tablet_id: str, tables: int) -> None:
+        super().__init__(f"the masters know no tablet {tablet_id} (none of the catalog's "
+                         f"{tables} table{'s' if tables != 1 else ''} has it)")
+        self.tablet_id = tablet_id
+        self.tables = tables
+
+
 class ChangeRefused(ClientError):
     """The leader refused a config change (its ConfigChangeRefused, as fields)."""
 
@@ -301,6 +312,7 @@ __all__ = [
     "ServerUnreachable",
     "TabletNotFoundError",
     "TabletNotRunningError",
+    "TabletUnknownToMasters",
     "Unavailable",
     "WrongServerKind",
     "masters_unreachable_text",

@@ -85,6 +85,7 @@ from .errors import (
     NoMasterAnswered,
     Rejected,
     ServerUnreachable,
+    TabletUnknownToMasters,
     WrongServerKind,
     unreachable_reason,
 )
@@ -412,6 +413,31 @@ async def master_config(masters: Sequence[str], options: ClientOptions | None = 
     return MasterConfigView(config, answers)
 
 
-__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "MasterConfigView", "master_call",
-           "master_call_at", "master_config", "master_status",
+async def locate_tablet(masters: Sequence[str], tablet_id: str,
+                        options: ClientOptions | None = None) -> list[str]:
+    """The addresses of `tablet_id`'s replicas as the leader master's catalog records them
+    (the tablet commands' ``--masters``/``--root``): the catalog is asked for its tables,
+    then each table's locations, until the tablet is found; a table deleted between the two
+    is skipped (as ksck does). TabletUnknownToMasters when no table of the catalog holds
+    the tablet. The tablet's servers, not the catalog, are the authority on its config:
+    the caller asks them and follows the peers they report, so a catalog a little behind a
+    move is still enough to find the tablet."""
+    async with open_master_client(masters, options=options) as client:
+        listed = await client.call(api.MASTER_LIST_TABLES, api.Empty(), api.TableList)
+        for table in listed.tables:
+            try:
+                where = await client.call(api.MASTER_TABLE_LOCATIONS, api.TableName(table.name),
+                                          api.TableLocationsReply)
+            except Rejected as exc:
+                if isinstance(exc.error, api.Refused) and exc.error.reason == "NOT_FOUND":
+                    continue  # deleted since the list
+                raise
+            for tablet in where.tablets:
+                if tablet.tablet_id == tablet_id:
+                    return [r.address for r in tablet.replicas]
+    raise TabletUnknownToMasters(tablet_id, len(listed.tables))
+
+
+__all__ = ["CLIENT_UUID", "READ_ONLY", "MasterClient", "MasterConfigView", "locate_tablet",
+           "master_call", "master_call_at", "master_config", "master_status",
            "open_master_client"]
