@@ -384,8 +384,13 @@ class Follower:
         waiting = sorted((t for t in self.tails.values() if t.group is None),
                          key=lambda t: t.path)
         for t in waiting:
+            # Only as far as its first decodable line: the rest is read chunk by chunk when
+            # its node replays it, so a file found already long (a follower started on a
+            # day of traces) is never held whole (memory follows the live state).
             for chunk in t.read(final):
                 t.held.extend(chunk)
+                if _head(t.held) is not None:
+                    break
             head = _head(t.held)
             if head is not None:
                 t.head = True

@@ -354,3 +354,29 @@ def test_gzip_files_are_read_when_over(tmp_path: Path) -> None:
     state = tmp_path.parent / "gz-state"
     resumed_check([str(tmp_path)], state)
     same(check_paths([str(tmp_path)]), resumed_check([str(tmp_path)], state))
+
+
+def test_files_found_long_are_read_chunk_by_chunk(sim_traces: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower started on files already long (a day of traces) learns each file's node
+    from its first chunk and replays the rest chunk by chunk: with chunks of 512 bytes no
+    file is ever held whole (the memory of the live state, not of the history; it once
+    read every new file whole to find its first line), and the verdict is the batch one."""
+    from revivify.checker import follow as follow_module
+
+    monkeypatch.setattr(follow_module, "CHUNK", 512)
+    most_held = 0
+    head = follow_module._head
+
+    def watched(lines: list[bytes]) -> tuple[str, int] | None:
+        nonlocal most_held  # what a new file's reader holds while it looks for its node
+        most_held = max(most_held, sum(map(len, lines)))
+        return head(lines)
+
+    monkeypatch.setattr(follow_module, "_head", watched)
+    fol = Follower([str(sim_traces)])
+    fol.poll()
+    biggest = max(os.path.getsize(p) for p in discover([str(sim_traces)])[0])
+    assert biggest > 4 * 512, biggest  # several chunks, or the test shows nothing
+    assert 0 < most_held <= 2 * 512, (most_held, biggest)
+    same(check_paths([str(sim_traces)]), fol.finish())
