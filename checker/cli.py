@@ -13,7 +13,8 @@
 ``follow`` tails the trace files under the paths as servers write them (checker/follow.py:
 when each finding is printed) until SIGINT or SIGTERM, or with ``--until-idle`` until no
 file grew for that long; then it prints the final verdict as ``check`` does. With ``--web``
-it serves its page, JSON twin and ``/metrics`` there (checker/follow_web.py) and prints
+it serves its page, JSON twin and ``/metrics`` there (impl/cli/follow_web.py, handed in as
+``web``: the checker never imports impl) and prints
 ``revivify follower web on http://HOST:PORT`` first. ``minimize``
 shrinks a violating trace set to a small case in the corpus format (checker/minimize.py;
 exit 0 minimized, 1 no finding to minimize, 2 bad input). ``check
@@ -37,7 +38,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Violation
 
@@ -114,7 +115,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def trace_main(argv: list[str]) -> int:
+class WebFront(Protocol):
+    """What ``trace follow --web`` needs of the pages' module (impl/cli/follow_web.py)."""
+
+    def parse_bind(self, text: str) -> tuple[str, int]: ...
+
+    def follow_web(self, paths: list[str], tell: Callable[[Violation], None], host: str,
+                   port: int, *, until_idle: float | None, interval: float,
+                   max_frontier: int, progress: Callable[[str], None] | None,
+                   progress_seconds: float) -> Report: ...
+
+
+def trace_main(argv: list[str], web: WebFront | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except _UsageError as e:
@@ -144,7 +156,7 @@ def trace_main(argv: list[str]) -> int:
 
     say_progress = None if args.quiet else say
     if args.cmd == "follow":
-        return _follow(args, say_progress, every)
+        return _follow(args, say_progress, every, web)
     try:
         if args.cmd == "check" and args.state:
             report = _check_state(args.paths, args.state, args.max_frontier)
@@ -270,17 +282,19 @@ def _validate_checkpoint(args: argparse.Namespace) -> Report:
 
 
 def _follow(args: argparse.Namespace, say: Callable[[str], None] | None,
-            every: float) -> int:
+            every: float, front: WebFront | None) -> int:
     """``trace follow``: tell each finding as it is found, the verdict at the end."""
     from revivify.checker.follow import follow
     from revivify.checker.report import format_violation
 
     web: tuple[str, int] | None = None
     if args.web is not None:
-        from revivify.checker.follow_web import parse_bind
-
+        if front is None:
+            print("revivify trace follow: --web needs the revivify command's pages "
+                  "(revivify.impl.cli); this entry point has none", file=sys.stderr)
+            return 2
         try:
-            web = parse_bind(args.web)
+            web = front.parse_bind(args.web)
         except ValueError as e:
             print(f"revivify trace follow: --web: {e}", file=sys.stderr)
             return 2
@@ -298,10 +312,8 @@ def _follow(args: argparse.Namespace, say: Callable[[str], None] | None,
             print(format_violation(v), flush=True)
 
     try:
-        if web is not None:
-            from revivify.checker.follow_web import follow_web
-
-            report = follow_web(args.paths, tell, web[0], web[1],
+        if web is not None and front is not None:
+            report = front.follow_web(args.paths, tell, web[0], web[1],
                                 until_idle=args.until_idle, interval=args.interval,
                                 max_frontier=args.max_frontier, progress=say,
                                 progress_seconds=every)

@@ -304,7 +304,7 @@ class Follower:
     @property
     def newest_wall_ns(self) -> int:
         """The wall clock of the newest line read, over every node (0: none yet): the
-        follower's lag is now minus this (checker/follow_web.py)."""
+        follower's lag is now minus this (impl/cli/follow_web.py)."""
         return max((g.wall_ns for g in self.groups.values()), default=0)
 
     # -- reading ----------------------------------------------------------------------

@@ -122,6 +122,10 @@ def _trace(argv: list[str]) -> int:
     needs = ["z3"] + (["pyspark", "pyarrow", "pandas"] if _wants_spark(argv) else [])
     with _extras("trace", *needs):
         from revivify.checker.cli import trace_main
+    if argv[:1] == ["follow"] and any(a == "--web" or a.startswith("--web=") for a in argv):
+        from . import follow_web  # the follower's pages: impl/web's, handed to the checker
+
+        return trace_main(argv, web=follow_web)
     return trace_main(argv)
 
 

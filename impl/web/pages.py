@@ -119,7 +119,7 @@ class Exposition(Protocol):
 class Site:
     """A process's pages: who it is (for every page's header) and the pages. Any process
     with pages builds its app from one (the servers: apps.py; the trace follower:
-    checker/follow_web.py), so every site has the same header, /metrics, /healthz, JSON
+    impl/cli/follow_web.py), so every site has the same header, /metrics, /healthz, JSON
     twins and error answers."""
 
     kind: str  # "tserver" | "master" | "follower"

@@ -1,4 +1,4 @@
-"""The follower's page state (checker/follow_web.py) in-process: the snapshot the pages
+"""The follower's page state (impl/cli/follow_web.py) in-process: the snapshot the pages
 and ``/metrics`` read, its verdict and lag, against the files and findings it came from.
 (The pages and processes themselves: tests/web/test_follower.py.)"""
 
@@ -9,12 +9,13 @@ import shutil
 from pathlib import Path
 
 import attrs
+import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from revivify.checker.follow import Follower
-from revivify.checker.follow_web import FollowerMetrics, Snapshot, Watch
 from revivify.checker.keys import Violation
+from revivify.impl.cli.follow_web import FollowerMetrics, Snapshot, Watch
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = REPO / "traces" / "bad" / "append-leaves-gap"
@@ -67,3 +68,15 @@ def test_verdict_counts_what_stands() -> None:
     gone = attrs.evolve(s, findings=(attrs.evolve(bad, severity="withdrawn"),))
     assert gone.verdict() == "CLEAN" and gone.by_kind() == {}
     assert gone.lag_seconds(10.0) is None
+
+
+def test_web_without_the_pages_module_is_one_line(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The checker never imports impl: its ``trace_main`` serves pages only with the
+    module the revivify command hands it; called without, ``--web`` is exit 2, one line."""
+    from revivify.checker.cli import trace_main
+
+    assert trace_main(["follow", str(tmp_path), "--web", "127.0.0.1:0",
+                       "--until-idle", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--web needs the revivify command's pages" in err

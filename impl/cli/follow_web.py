@@ -6,10 +6,11 @@ under ``/api/v1``, ``/metrics``, ``/healthz``), built from one view:
     /follower (also /)   events checked, files followed, lag, findings, verdict
     /metrics             revivify_follower_* (``FollowerMetrics``)
 
-This is the one place the checker imports impl (docs/architecture.md rule 2, and its
-import-linter contract's exception): the page skeleton, the app and hypercorn's trio
-worker are impl/web's, so the follower's page is a server's page in look and behaviour
-and nothing of the web stack is written twice. impl/web does not know the checker.
+It lives in the CLI, the one part of impl/ that runs the checker (the checker never
+imports impl): the page skeleton, the app and hypercorn's trio worker are impl/web's, so
+the follower's page is a server's page in look and behaviour and nothing of the web stack
+is written twice. impl/main.py hands this module to checker/cli.py's ``trace_main`` for
+``--web`` (``WebFront``); impl/web does not know the checker.
 
 Threads. The web server is a task of this process's trio run; ``Follower.poll`` is CPU
 work (a first poll over a day of traces takes minutes) and runs in a worker thread, one
