@@ -792,7 +792,13 @@ class RaftCore:
         nxt = min(nxt, m.prev_index, self.log.last_index + 1)
         if pr.state is ProgressState.NEEDS_COPY \
                 and self.log.term_at(max(nxt, pr.match + 1) - 1) is None:
-            return  # it still needs what was compacted here
+            # It still needs what was compacted here. A LOG_MISMATCH comes only from a
+            # live replica with a log, so the next copy must expect READY, whatever was
+            # expected before: a first copy that made the replica (DOES_NOT_EXIST) and
+            # then fell behind this log's garbage collection would otherwise be asked
+            # again as DOES_NOT_EXIST and refused ILLEGAL_STATE for ever.
+            pr.become_needs_copy("READY")
+            return
         # (In NEEDS_COPY: a copy replaced its log; probe from where it ends.)
         pr.become_probe(nxt)
         self._check_compacted(m.src, pr)

@@ -325,3 +325,28 @@ def test_has_ready_does_not_broadcast_early() -> None:
 
 def test_the_module_keeps_its_public_face() -> None:
     assert set(progress_mod.__all__) >= {"Progress", "ProgressState", "Inflights"}
+
+
+def test_a_copied_replica_behind_the_log_gc_is_copied_again_as_ready() -> None:
+    """A peer whose server lacked the tablet (DOES_NOT_EXIST) got a copy, but this log was
+    garbage-collected past the copy's last entry meanwhile. Its answer (LOG_MISMATCH, a
+    live log ending below our first entry) says it is READY now: the next copy must expect
+    READY, else it is refused ILLEGAL_STATE at every retry and the peer never catches up
+    (the master add that timed out in CI)."""
+    c = cluster()
+    c.partition(["1", "2"], ["3"])  # 3 has only the first entries (its match is low)
+    for k in range(4):
+        c.propose("1", f"w{k}".encode())
+        c.stabilize()
+    leader = c.core("1")
+    leader.peer_missing("3")
+    assert leader.progress["3"].copy_expected == "DOES_NOT_EXIST"
+    copied_up_to = 2  # the copy's last entry, now below the leader's log
+    leader.compact(leader.log.last_index - 1)
+    assert leader.log.term_at(copied_up_to) is None
+    last = leader.log.last_index
+    leader.step(AppendResponse("3", "1", leader.term, AppendStatus.LOG_MISMATCH,
+                               prev_index=last, last_index=copied_up_to,
+                               conflict_index=copied_up_to + 1))
+    pr = leader.progress["3"]
+    assert pr.state is C and pr.copy_expected == "READY"
