@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from integration.helpers import call, run, wait_for
@@ -243,6 +244,49 @@ def test_master_add_with_the_catalog_wal_gone(tmp_path: pytest.TempPathFactory) 
             doc = json.loads(listed.stdout)
             assert doc["served_by"]["uuid"] == new.uuid and not doc["served_by"]["leader"]
             assert sorted(t["name"] for t in doc["tables"]) == sorted(names)
+            stop_process(new, "the new master", 30)
+        finally:
+            kill_process(new)
+        cluster.stop_all()
+        assert_traces_clean(cluster)
+
+
+def test_master_add_while_the_catalog_is_written(tmp_path: pytest.TempPathFactory) -> None:
+    """A burst of DDL while a master joins (a tiny flush threshold, no retained entries):
+    the catalog WAL is garbage-collected past the first copy's last entry before the new
+    master catches up, so once the burst is over the leader copies the catalog to it again,
+    this time over its READY replica, and the new master becomes a VOTER. (The second copy
+    used to be asked as DOES_NOT_EXIST and refused ILLEGAL_STATE at every retry: the new
+    master never caught up.) With no entries retained and DDL that never stops, every copy
+    is outrun by the GC: ``--log-retain-entries`` is what bounds that."""
+    root = str(tmp_path)
+    with MasterProcesses(root, masters=1, tservers=1,
+                         master_args=SMALL_CATALOG_LOG) as cluster:
+        cluster.start_all()
+        old = cluster.masters[0]
+        ready_leader(cluster)
+        wait_live(cluster, 1)
+        create_table(cluster.master_addresses, "early", 1, 1)
+        new = spawn_joiner(root, cluster, 1, [old.address])
+        names = ["early"]
+        try:
+            added = moves("master", "add", new.address, "--masters", old.address, "--json",
+                          "--deadline", "30")
+            assert added.returncode == 0, added.stderr
+            burst_end = time.monotonic() + 3.0  # past the first copy (asked every 0.5 s)
+            while time.monotonic() < burst_end:
+                name = f"d{len(names):03d}"
+                create_table([old.address], name, 1, 1)
+                names.append(name)
+            wait_for(lambda: catalog_member_type(new.address, new.uuid) == "VOTER", 60,
+                     "the new master a VOTER after the DDL burst")
+            copies = traced(cluster.trace_dir, "copy_start_replica", new.uuid)
+            listed = moves("table", "list", "--masters", new.address, "--freshness", "5",
+                           "--json", "--deadline", "30")
+            assert listed.returncode == 0, listed.stderr
+            doc = json.loads(listed.stdout)
+            assert doc["served_by"]["uuid"] == new.uuid
+            assert sorted(t["name"] for t in doc["tables"]) == sorted(names), len(copies)
             stop_process(new, "the new master", 30)
         finally:
             kill_process(new)
