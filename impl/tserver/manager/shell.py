@@ -274,9 +274,19 @@ class TabletManager:
 
     # ---------------------------------------------------------------- the executor
 
-    async def apply(self, tablet_id: str, event: Input) -> None:
-        """Step ``event`` into the core and execute its batch; raise its refusal."""
-        batch = self.core.handle(tablet_id, event)
+    async def apply(self, tablet_id: str, event: Input, *, after_steps: bool = False) -> None:
+        """Step ``event`` into the core and execute its batch; raise its refusal.
+
+        ``after_steps``: stepped in under the tablet's step lock, so that a durable step in
+        flight (a tombstone's vote: cmeta written, then recorded by the core, then traced)
+        ends before the state changes under it. A DeleteTablet of a tombstone needs it: the
+        vote would come back to a DELETING slot, and the deletion's removals must see the
+        voted cmeta."""
+        if after_steps:
+            async with self.step_lock(tablet_id):
+                batch = self.core.handle(tablet_id, event)
+        else:
+            batch = self.core.handle(tablet_id, event)
         await self.execute(tablet_id, batch)
         if batch.refusal is not None:
             raise batch.refusal
@@ -650,7 +660,7 @@ class TabletManager:
             raise api.InvalidArgument(f"unknown delete mode {mode!r}: TOMBSTONE or "
                                       "DELETED") from None
         with trio.CancelScope(shield=True):
-            await self.apply(tablet_id, Delete(parsed, cas_config_index))
+            await self.apply(tablet_id, Delete(parsed, cas_config_index), after_steps=True)
         self.metrics.tserver.deletions[parsed.value].inc()
         logger.info("tablet %s: deleted (%s%s)", tablet_id, parsed.value,
                     "" if cas_config_index is None
@@ -674,6 +684,11 @@ class TabletManager:
 
     def durable_of(self, tablet_id: str) -> Durable | None:
         return self.core.durable(tablet_id)
+
+    def may_vote(self, tablet_id: str) -> bool:
+        """Whether the tablet still has a voter's place: TOMBSTONED, or COPYING (which
+        votes once its cmeta is merged). A vote that finds it DELETING is dropped."""
+        return isinstance(self.core.state(tablet_id), Tombstoned | Copying)
 
     def vote_recorded(self, tablet_id: str, cmeta: ConsensusMeta) -> Durable:
         """A voter made ``cmeta`` durable: the tablet's durable state now."""

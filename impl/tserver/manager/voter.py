@@ -43,6 +43,13 @@ class VoterHost(Protocol):
 
     def durable_of(self, tablet_id: str) -> Durable | None: ...
 
+    def may_vote(self, tablet_id: str) -> bool: ...
+
+
+class _NoLongerVoting(Exception):
+    """The tablet left the voter's states (a DeleteTablet DELETED) while a vote waited for
+    its step lock: the vote is neither made durable nor answered, and the voter ends."""
+
 # Inputs queued for a voter beyond this are dropped (Raft re-sends: a voter that cannot
 # keep up loses requests, never memory).
 MAX_INBOX: Final = 1024
@@ -92,6 +99,8 @@ class TombstoneVoter:
         try:
             with self.scope:
                 await self._run()
+        except _NoLongerVoting:
+            pass  # the deletion that changed the state stops this voter next
         finally:
             self.done.set()
 
@@ -127,6 +136,8 @@ class TombstoneVoter:
         cmeta = ConsensusMeta(self.tablet_id, step.cmeta.term, step.cmeta.voted_for,
                               config_to_storage(step.cmeta.committed_config))
         async with manager.durable_step(self.tablet_id):
+            if not manager.may_vote(self.tablet_id):
+                raise _NoLongerVoting(self.tablet_id)
             await host.blocking(host.metadata.write_cmeta, cmeta)
             durable = manager.vote_recorded(self.tablet_id, cmeta)
             host.tracer.event(step.fact.event, step.fact.args, durable.record(),
