@@ -27,7 +27,10 @@ import errno
 import mmap
 import os
 import posixpath
+from collections.abc import Callable
 from typing import Protocol, TypeAlias
+
+from .syncpoll import SyncPoller
 
 Buffer: TypeAlias = bytes | mmap.mmap  # what map_file returns: both read as buffers
 
@@ -93,12 +96,20 @@ class Disk(Protocol):
 # --------------------------------------------------------------------------- the real OS
 
 
+def _sync(fn: Callable[[int], None], fd: int, poller: SyncPoller | None) -> None:
+    if poller is None:
+        fn(fd)
+    else:
+        poller.sync(fn, fd)
+
+
 class OsFile:
     """A real file descriptor opened O_RDWR."""
 
-    def __init__(self, path: str, fd: int) -> None:
+    def __init__(self, path: str, fd: int, poller: SyncPoller | None = None) -> None:
         self._path = path
         self._fd = fd
+        self._poller = poller
 
     @property
     def path(self) -> str:
@@ -147,11 +158,10 @@ class OsFile:
                 os.ftruncate(self._fd, offset + length)
 
     def fsync(self) -> None:
-        os.fsync(self._fd)
+        _sync(os.fsync, self._fd, self._poller)
 
     def fdatasync(self) -> None:
-        sync = getattr(os, "fdatasync", os.fsync)
-        sync(self._fd)
+        _sync(getattr(os, "fdatasync", os.fsync), self._fd, self._poller)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -160,7 +170,11 @@ class OsFile:
 
 
 class OsDisk:
-    """The real operating system's file system."""
+    """The real operating system's file system. ``poller``: keeps a CPU awake during each
+    sync (syncpoll.py); None, a sync is a plain system call."""
+
+    def __init__(self, poller: SyncPoller | None = None) -> None:
+        self.poller = poller
 
     def open(self, path: str, *, create: bool = False, exclusive: bool = False) -> OsFile:
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -168,7 +182,7 @@ class OsDisk:
             flags |= os.O_CREAT
         if exclusive:
             flags |= os.O_CREAT | os.O_EXCL
-        return OsFile(path, os.open(path, flags, 0o644))
+        return OsFile(path, os.open(path, flags, 0o644), self.poller)
 
     def read_file(self, path: str) -> bytes:
         with open(path, "rb") as f:
@@ -212,7 +226,7 @@ class OsDisk:
     def fsync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
-            os.fsync(fd)
+            _sync(os.fsync, fd, self.poller)
         finally:
             os.close(fd)
 

@@ -25,6 +25,7 @@ from revivify.impl import faultfile
 from . import lazy
 from .disk import Buffer, Disk, DiskFile, OsDisk
 from .lazy import LazyDisk
+from .syncpoll import SyncPoller
 
 
 class FaultyFile:
@@ -121,11 +122,11 @@ class FaultyDisk:
         self.inner.fsync_dir(path)
 
 
-def os_disk() -> Disk:
+def os_disk(poller: SyncPoller | None = None) -> Disk:
     """The real disk; in tests, wrapped in a LazyDisk (``REVIVIFY_LAZY_DISK=1``: a kill is
     then a power loss, lazy.py) and in a FaultyDisk when a fault file was named (outermost,
     so an injected sync error fails before anything reaches the operating system)."""
-    disk: Disk = OsDisk()
+    disk: Disk = OsDisk(poller)
     if os.environ.get(lazy.ENV) == "1":
         disk = LazyDisk(disk)
     active = faultfile.ACTIVE

@@ -112,6 +112,7 @@ from revivify.impl.storage.errors import NotFormatted
 from revivify.impl.storage.faults import os_disk
 from revivify.impl.storage.layout import ServerLayout
 from revivify.impl.storage.metadata import MetadataStore
+from revivify.impl.storage.syncpoll import SyncPoller
 from revivify.impl.storage.values import ConsensusMeta
 from revivify.impl.storage.wal import LogOptions
 from revivify.impl.tablet.errors import WriteError
@@ -150,6 +151,10 @@ class ServerOptions:
     election_ticks: int = 10
     heartbeat_ticks: int = 2
     fsync: bool = True
+    # While a sync is in flight, a thread wakes every this many microseconds (for at most
+    # 2 ms of it) so that the CPU does not halt and hear of the disk's answer a timer tick
+    # late (impl/storage/syncpoll.py); 0: plain blocking syncs.
+    fsync_poll_us: int = 50
     flush_threshold: int = 8 << 20
     seed: int | None = None
     # Blocking disk calls in worker threads (False: inline, for deterministic simulated
@@ -818,7 +823,9 @@ async def open_tserver(options: ServerOptions, *, disk: Disk | None = None,
     pages start there, impl/servers: so they answer while the WALs replay, and ``/healthz``
     can say how many tablets are left)."""
     opening = time.monotonic()  # the start-up summary's "opened in": directory to READY
-    server = TabletServer(options, disk or os_disk(), network, metrics)  # faults: test-only
+    poller = SyncPoller(options.fsync_poll_us / 1e6) \
+        if options.fsync and options.fsync_poll_us > 0 else None
+    server = TabletServer(options, disk or os_disk(poller), network, metrics)  # faults: test-only
     server.tablets.startup_gate = startup_gate
     await server.blocking(server.open_directory)
     # Every tablet on disk is registered (STARTING) before the first call is served.

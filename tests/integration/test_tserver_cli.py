@@ -23,7 +23,7 @@ def test_help_documents_every_flag() -> None:
     out = run(["--help"])
     assert out.returncode == 0
     for flag in ("--fs-root", "--rpc-bind", "--trace-dir", "--tick-ms", "--election-ticks",
-                 "--heartbeat-ticks", "--no-fsync", "--flush-mb", "--seed"):
+                 "--heartbeat-ticks", "--no-fsync", "--fsync-poll-us", "--flush-mb", "--seed"):
         assert flag in out.stdout
 
 
@@ -33,6 +33,7 @@ def test_help_documents_every_flag() -> None:
     (["--fs-root", "/tmp/x", "--rpc-bind", "127.0.0.1:99999"], "--rpc-bind"),
     (["--fs-root", "/tmp/x", "--election-ticks", "2", "--heartbeat-ticks", "2"],
      "--heartbeat-ticks"),
+    (["--fs-root", "/tmp/x", "--fsync-poll-us", "-1"], "--fsync-poll-us"),
     (["--fs-root", "/tmp/x", "--max-concurrent-copies", "0"], "--max-concurrent-copies"),
     (["--fs-root", "/tmp/x", "--copy-chunk-kb", "8192"], "--copy-chunk-kb"),
     (["--fs-root", "/tmp/x", "--fault-crash-after", "nonsense"], "--fault-crash-after"),
