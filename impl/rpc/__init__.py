@@ -83,6 +83,8 @@ clock=trio.testing.MockClock(autojump_threshold=0))``, with a partition::
 
 from typing import TYPE_CHECKING
 
+from revivify.impl.lazy import lazy_exports
+
 if TYPE_CHECKING:
     from .address import BadAddress, format_address, parse_address
     from .backoff import Backoff
@@ -150,19 +152,7 @@ _SUBMODULE_OF: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """A re-exported name, imported from its submodule on first use (PEP 562)."""
-    submodule = _SUBMODULE_OF.get(name)
-    if submodule is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
-    # __import__, not importlib.import_module: -X importtime nests only what the import
-    # statement's machinery loads, and tests/cli/test_import_budget.py reads that nesting.
-    __import__(f"{__name__}.{submodule}")
-    value = getattr(sys.modules[f"{__name__}.{submodule}"], name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SUBMODULE_OF, globals())
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

@@ -12,6 +12,8 @@ on SimDisk; the tablet server runs the blocking calls in a worker thread.
 
 from typing import TYPE_CHECKING
 
+from revivify.impl.lazy import lazy_exports
+
 if TYPE_CHECKING:
     from revivify.impl.tablet.errors import (
         ApplyOutOfOrder,
@@ -58,19 +60,7 @@ _SUBMODULE_OF: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """A re-exported name, imported from its submodule on first use (PEP 562)."""
-    submodule = _SUBMODULE_OF.get(name)
-    if submodule is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import sys
-
-    # __import__, not importlib.import_module: -X importtime nests only what the import
-    # statement's machinery loads, and tests/cli/test_import_budget.py reads that nesting.
-    __import__(f"{__name__}.{submodule}")
-    value = getattr(sys.modules[f"{__name__}.{submodule}"], name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SUBMODULE_OF, globals())
 
 __all__ = [
     "ApplyOutOfOrder",
