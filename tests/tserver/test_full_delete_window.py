@@ -78,6 +78,42 @@ async def _stc(cluster: Cluster, dest: int, source: int, term: int,
         return exc
 
 
+async def led_elsewhere(cluster: Cluster) -> tuple[int, int]:
+    """Tablet t1 created on the three servers and led by one that is not VICTIM: (the
+    leader, its term)."""
+    await cluster.start_all()
+    await cluster.create_tablet("t1")
+    lead = await cluster.wait_for_leader("t1")
+    if lead == VICTIM:
+        await cluster.call(VICTIM, api.ADMIN_STEP_DOWN,
+                           api.StepDown("t1", cluster.uuids[0]), api.Ack)
+        lead = await cluster.wait_for_leader("t1", among=[0, 1])
+    return lead, (await cluster.state(lead, "t1")).term
+
+
+def trace_findings(tmp_path: Path) -> tuple[int, list[str]]:
+    """The trace check of the run: (events read, every finding that is not a warning)."""
+    report = check_paths([str(tmp_path / "traces")])
+    return report.events, [f"{v.kind} at {v.event}: {v.message[:160]}"
+                           for v in report.sorted() if v.severity != "warning"]
+
+
+async def _copy_once_allowed(cluster: Cluster, lead: int, term: int,
+                             answers: dict[str, object],
+                             expected: str = "DOES_NOT_EXIST") -> None:
+    """Ask for the copy until it is accepted, then wait for the replica to run: the last
+    refusal in ``answers["after"]``, ``answers["copied"]`` once it runs (30 s at most)."""
+    with trio.move_on_after(30):
+        while not isinstance(answer := await _stc(cluster, VICTIM, lead, term, expected),
+                             api.Ack):
+            answers["after"] = answer
+            await trio.sleep(0.1)
+        answers["after"] = answer
+        while (await _state(cluster, VICTIM)) != "RUNNING":
+            await trio.sleep(0.1)
+        answers["copied"] = True
+
+
 @pytest.mark.parametrize("after_event", ["delete_move_wal", "delete_remove_cmeta"])
 def test_a_copy_cannot_interleave_with_a_full_deletes_last_steps(
         tmp_path: Path, after_event: str) -> None:
@@ -85,13 +121,7 @@ def test_a_copy_cannot_interleave_with_a_full_deletes_last_steps(
 
     async def main() -> None:
         async with open_cluster(str(tmp_path / "traces"), 3, seed=5) as cluster:
-            await cluster.start_all()
-            await cluster.create_tablet("t1")
-            lead = await cluster.wait_for_leader("t1")
-            if lead == VICTIM:
-                await cluster.call(VICTIM, api.ADMIN_STEP_DOWN, api.StepDown("t1"), api.Ack)
-                lead = await cluster.wait_for_leader("t1", among=[0, 1])
-            term = (await cluster.state(lead, "t1")).term
+            lead, term = await led_elsewhere(cluster)
             server = cluster.servers[VICTIM].server
             assert server is not None
             parked, release = trio.Event(), trio.Event()
@@ -105,28 +135,18 @@ def test_a_copy_cannot_interleave_with_a_full_deletes_last_steps(
                 answers["during"] = await _stc(cluster, VICTIM, lead, term)
                 release.set()
             # The deletion done, the tablet does not exist here: a copy is accepted.
-            with trio.move_on_after(30):
-                while not isinstance(answer := await _stc(cluster, VICTIM, lead, term),
-                                     api.Ack):
-                    answers["after"] = answer
-                    await trio.sleep(0.1)
-                answers["after"] = answer
-                while (await _state(cluster, VICTIM)) != "RUNNING":
-                    await trio.sleep(0.1)
-                answers["copied"] = True
+            await _copy_once_allowed(cluster, lead, term, answers)
             answers["final"] = await _state(cluster, VICTIM)
             for i in range(3):
                 await cluster.stop(i)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     during = answers["during"]
-    report = check_paths([str(tmp_path / "traces")])
-    findings = [f"{v.kind} at {v.event}: {v.message[:160]}" for v in report.sorted()
-                if v.severity != "warning"]
+    events, findings = trace_findings(tmp_path)
     assert isinstance(during, api.CopyRefused) and during.reason == "ALREADY_IN_PROGRESS", (
         f"a copy was {'accepted' if not isinstance(during, Exception) else during!r} in the "
         f"middle of the full delete ({answers}; checker: {findings})")
-    assert report.events > 0 and not findings, findings
+    assert events > 0 and not findings, findings
     assert answers.get("copied"), f"no copy after the deletion: {answers}"
 
 
@@ -147,13 +167,7 @@ def test_a_copy_cannot_begin_while_an_aborted_copy_tombstones_itself(tmp_path: P
 
     async def main() -> None:
         async with open_cluster(str(tmp_path / "traces"), 3, seed=5) as cluster:
-            await cluster.start_all()
-            await cluster.create_tablet("t1")
-            lead = await cluster.wait_for_leader("t1")
-            if lead == VICTIM:
-                await cluster.call(VICTIM, api.ADMIN_STEP_DOWN, api.StepDown("t1"), api.Ack)
-                lead = await cluster.wait_for_leader("t1", among=[0, 1])
-            term = (await cluster.state(lead, "t1")).term
+            lead, term = await led_elsewhere(cluster)
             await cluster.call(VICTIM, api.ADMIN_DELETE_TABLET, api.DeleteTablet("t1"),
                                api.Ack)
             server = cluster.servers[VICTIM].server
@@ -169,25 +183,15 @@ def test_a_copy_cannot_begin_while_an_aborted_copy_tombstones_itself(tmp_path: P
             answers["during"] = await _stc(cluster, VICTIM, lead, term, "DELETED")
             in_copy[1].set()
             abort[1].set()
-            with trio.move_on_after(30):
-                while not isinstance(answer := await _stc(cluster, VICTIM, lead, term,
-                                                          "DELETED"), api.Ack):
-                    answers["after"] = answer
-                    await trio.sleep(0.1)
-                answers["after"] = answer
-                while (await _state(cluster, VICTIM)) != "RUNNING":
-                    await trio.sleep(0.1)
-                answers["copied"] = True
+            await _copy_once_allowed(cluster, lead, term, answers, "DELETED")
             for i in range(3):
                 await cluster.stop(i)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     during = answers["during"]
-    report = check_paths([str(tmp_path / "traces")])
-    findings = [f"{v.kind} at {v.event}: {v.message[:160]}" for v in report.sorted()
-                if v.severity != "warning"]
+    events, findings = trace_findings(tmp_path)
     assert isinstance(during, api.CopyRefused) and during.reason == "ALREADY_IN_PROGRESS", (
         f"a copy was {'accepted' if not isinstance(during, Exception) else during!r} while "
         f"the aborted copy tombstoned itself ({answers}; checker: {findings})")
-    assert report.events > 0 and not findings, findings
+    assert events > 0 and not findings, findings
     assert answers.get("copied"), f"no copy after the tombstoning: {answers}"

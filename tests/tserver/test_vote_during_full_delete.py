@@ -21,15 +21,14 @@ from pathlib import Path
 
 import trio
 import trio.testing
+from tserver.test_full_delete_window import VICTIM, led_elsewhere, trace_findings
 
-from revivify.checker.local import check_paths
 from revivify.impl.testing.cluster import open_cluster
 from revivify.impl.tserver import api
 from revivify.impl.tserver.manager.core import Tombstoned
 from revivify.impl.tserver.manager.shell import TabletManager
 
-VICTIM = 2
-TABLET = "t1"
+TABLET = "t1"  # (the tablet of led_elsewhere)
 
 
 def _park_first_vote(manager: TabletManager, parked: trio.Event,
@@ -55,13 +54,7 @@ def test_a_full_delete_waits_for_the_tombstones_vote_in_flight(tmp_path: Path) -
 
     async def main() -> None:
         async with open_cluster(str(tmp_path / "traces"), 3, seed=7) as cluster:
-            await cluster.start_all()
-            await cluster.create_tablet(TABLET)
-            lead = await cluster.wait_for_leader(TABLET)
-            if lead == VICTIM:
-                await cluster.call(VICTIM, api.ADMIN_STEP_DOWN,
-                                   api.StepDown(TABLET, cluster.uuids[0]), api.Ack)
-                lead = await cluster.wait_for_leader(TABLET, among=[0, 1])
+            lead, _ = await led_elsewhere(cluster)
             await cluster.call(VICTIM, api.ADMIN_DELETE_TABLET, api.DeleteTablet(TABLET),
                                api.Ack)  # a tombstone: it keeps voting
             server = cluster.servers[VICTIM].server
@@ -99,7 +92,5 @@ def test_a_full_delete_waits_for_the_tombstones_vote_in_flight(tmp_path: Path) -
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert outcome["deleted while the vote was in flight"] is False, outcome
     assert outcome["after"] == "ABSENT", outcome
-    report = check_paths([str(tmp_path / "traces")])
-    findings = [f"{v.kind} at {v.event}: {v.message[:160]}" for v in report.sorted()
-                if v.severity != "warning"]
-    assert report.events > 0 and not findings, findings
+    events, findings = trace_findings(tmp_path)
+    assert events > 0 and not findings, findings
