@@ -21,7 +21,7 @@ from pathlib import Path
 
 import trio
 import trio.testing
-from tserver.test_full_delete_window import VICTIM, led_elsewhere, trace_findings
+from test_full_delete_window import VICTIM, led_elsewhere, trace_findings
 
 from revivify.impl.testing.cluster import open_cluster
 from revivify.impl.tserver import api
