@@ -178,6 +178,15 @@ def test_added_masters_hear_every_tablet_server(tmp_path: pytest.TempPathFactory
 SMALL_CATALOG_LOG = ("--flush-mb", "0.002", "--log-retain-entries", "0")
 
 
+def started_with_a_table(cluster: MasterProcesses, name: str) -> ServerProcess:
+    """Start the one master and the tablet server, create table ``name``: the master."""
+    cluster.start_all()
+    ready_leader(cluster)
+    wait_live(cluster, 1)
+    create_table(cluster.master_addresses, name, 1, 1)
+    return cluster.masters[0]
+
+
 def catalog_segments(fs_root: str) -> list[str]:
     wals = os.path.join(fs_root, "wals", api.CATALOG_TABLET_ID)
     return sorted(n for n in os.listdir(wals) if n.startswith("wal-") and "." not in n)
@@ -206,11 +215,7 @@ def test_master_add_with_the_catalog_wal_gone(tmp_path: pytest.TempPathFactory) 
     root = str(tmp_path)
     with MasterProcesses(root, masters=1, tservers=1,
                        master_args=SMALL_CATALOG_LOG) as cluster:
-        cluster.start_all()
-        old = cluster.masters[0]
-        ready_leader(cluster)
-        wait_live(cluster, 1)
-        create_table(cluster.master_addresses, "early", 1, 1)
+        old = started_with_a_table(cluster, "early")
         first = catalog_segments(old.fs_root)[0]
         # A restart closes the active segment; the catalog writes after it flush the
         # rows, and the closed segment (every entry flushed, none retained) is deleted.
@@ -262,11 +267,7 @@ def test_master_add_while_the_catalog_is_written(tmp_path: pytest.TempPathFactor
     root = str(tmp_path)
     with MasterProcesses(root, masters=1, tservers=1,
                          master_args=SMALL_CATALOG_LOG) as cluster:
-        cluster.start_all()
-        old = cluster.masters[0]
-        ready_leader(cluster)
-        wait_live(cluster, 1)
-        create_table(cluster.master_addresses, "early", 1, 1)
+        old = started_with_a_table(cluster, "early")
         new = spawn_joiner(root, cluster, 1, [old.address])
         names = ["early"]
         try:
