@@ -21,47 +21,64 @@ def _blocking_sync(release: threading.Event, calls: list[int]):  # type: ignore[
     return sync
 
 
+def _until(predicate, seconds: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    """Whether ``predicate()`` held within ``seconds`` (polled; no fixed sleep decides)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def _settles(poller: SyncPoller, quiet: float = 0.05, seconds: float = 10.0) -> bool:
+    """Whether the poller stops waking (no wakeup for ``quiet`` seconds) within ``seconds``:
+    a loaded machine only delays that, it cannot fake it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = poller.wakeups
+        time.sleep(quiet)
+        if poller.wakeups == before:
+            return True
+    return False
+
+
+class _InFlight:
+    """One sync on its own thread, held in flight until ``end()``."""
+
+    def __init__(self, poller: SyncPoller, fd: int) -> None:
+        self.release, self.calls = threading.Event(), list[int]()
+        self.worker = threading.Thread(target=poller.sync,
+                                       args=(_blocking_sync(self.release, self.calls), fd))
+        self.worker.start()
+
+    def end(self) -> list[int]:
+        self.release.set()
+        self.worker.join(5)
+        return self.calls
+
+
 class TestSyncPoller:
     def test_polls_only_while_a_sync_is_in_flight(self) -> None:
         """It wakes during a sync (up to its window) and not at all between syncs."""
         poller = SyncPoller(interval=200e-6, window=10.0)
-        release, calls = threading.Event(), list[int]()
-        worker = threading.Thread(target=poller.sync,
-                                  args=(_blocking_sync(release, calls), 7))
-        worker.start()
-        time.sleep(0.05)
-        during = poller.wakeups
-        release.set()
-        worker.join(5)
-        assert calls == [7]
-        assert during >= 5, "no polling while the sync was in flight"
-        time.sleep(0.01)  # the poller notices the sync ended
-        after = poller.wakeups
-        time.sleep(0.05)
-        assert poller.wakeups == after, "it kept waking with no sync in flight"
+        sync = _InFlight(poller, 7)
+        assert _until(lambda: poller.wakeups >= 5), "no polling while the sync was in flight"
+        assert sync.end() == [7]
+        assert _settles(poller), "it kept waking with no sync in flight"
 
     def test_stops_after_its_window(self) -> None:
-        """A sync longer than the window is left to block: the poller goes quiet."""
+        """A sync longer than the window is left to block: the poller goes quiet; a new sync
+        gets a window of its own."""
         poller = SyncPoller(interval=200e-6, window=0.005)
-        release, calls = threading.Event(), list[int]()
-        worker = threading.Thread(target=poller.sync,
-                                  args=(_blocking_sync(release, calls), 3))
-        worker.start()
-        time.sleep(0.03)
+        sync = _InFlight(poller, 3)
+        assert _until(lambda: poller.wakeups >= 1)
+        assert _settles(poller), "it polled past its window"
+        assert sync.end() == [3]
         settled = poller.wakeups
-        time.sleep(0.05)
-        assert poller.wakeups == settled, "it polled past its window"
-        release.set()
-        worker.join(5)
-        # A new sync gets a window of its own.
-        release2, calls2 = threading.Event(), list[int]()
-        worker = threading.Thread(target=poller.sync,
-                                  args=(_blocking_sync(release2, calls2), 4))
-        worker.start()
-        time.sleep(0.004)
-        release2.set()
-        worker.join(5)
-        assert poller.wakeups > settled
+        sync = _InFlight(poller, 4)
+        assert _until(lambda: poller.wakeups > settled), "a new sync was not polled"
+        assert sync.end() == [4]
 
     def test_the_sync_error_reaches_the_caller(self) -> None:
         poller = SyncPoller()
