@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +52,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """The rows under their headers: a rich table on a terminal, else plain_table."""
     if not is_terminal():
         return plain_table(headers, rows)
+    import shutil  # (and bz2, lzma, fnmatch: a terminal's table only, like rich)
+
     from rich import box
     from rich.console import Console
     from rich.table import Table

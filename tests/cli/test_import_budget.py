@@ -13,7 +13,9 @@ What each command may not import:
 * every command here: the checker's extras (z3, Hypothesis, PySpark) and the web stack the
   servers serve their pages with (Hypercorn, Starlette, Jinja2, prometheus_client);
 * ``--help`` and ``cluster status`` (a JSON file read and printed): trio and rich too (the
-  output is piped, so plain text), and the client library;
+  output is piped, so plain text), the client library, and attrs and msgspec (about 20 and
+  13 ms of a budget of 80: cluster.json is read by the standard library's json, a pid's
+  liveness asked of /proc by impl/processes/pids.py, not the process supervisor);
 * a one-shot call to one server (``tserver status``, ``master status``): trio and rich too;
   they go through the blocking caller (impl/cli/oneshot.py) on impl/rpc's codec.
 """
@@ -34,7 +36,8 @@ from revivify.impl.processes.control import free_port
 EXTRAS_AND_WEB = ("z3", "hypothesis", "pyspark", "starlette", "hypercorn", "jinja2",
                   "prometheus_client")
 NO_ASYNC = ("trio", "rich", *EXTRAS_AND_WEB)
-OFFLINE = (*NO_ASYNC, "revivify.impl.client")
+OFFLINE = (*NO_ASYNC, "revivify.impl.client", "revivify.impl.processes.control", "attrs",
+           "attr", "msgspec")
 
 
 def imported(argv: list[str]) -> list[tuple[int, str]]:
