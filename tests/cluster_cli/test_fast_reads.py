@@ -91,6 +91,7 @@ READS = [
     ["table", "list"],
     ["table", "list", "--freshness", "30"],
     ["table", "describe", "t"],
+    ["table", "describe", "t", "--freshness", "30"],
     ["tserver", "list"],
     ["master", "list"],
 ]
