@@ -221,7 +221,7 @@ COMMAND_TABLE: tuple[Noun, ...] = (
              Verb("restart", "NAME: start it again"))),
     Noun("ksck", "a cluster's health, like 'kudu cluster ksck' (--masters ... | --root DIR)",
          "ksck:ksck_main"),
-    Noun("completion", "a shell completion script: nouns, verbs and flags (cli.completion)",
+    Noun("completion", "a shell completion script: nouns, verbs and flags",
          "main:_completion", (
              Verb("bash", "> ~/.local/share/bash-completion/completions/revivify"),
              Verb("zsh", "> FILE, sourced by ~/.zshrc after compinit"))),

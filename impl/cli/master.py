@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import render
@@ -103,6 +104,7 @@ def _list_fast(args: argparse.Namespace, seconds: float) -> Outcome | None:
     the trio path, which says what the others did."""
     from . import oneshot
 
+    deadline = time.monotonic() + seconds  # both rounds together
     answers = oneshot.master_statuses(args.masters, call_timeout=call_timeout(args),
                                       seconds=seconds)
     if answers is None:
@@ -112,7 +114,7 @@ def _list_fast(args: argparse.Namespace, seconds: float) -> Outcome | None:
     if config is not None:
         members = [m.address for m in config.members if m.address not in answers]
         more = oneshot.master_statuses(members, call_timeout=call_timeout(args),
-                                       seconds=seconds) if members else {}
+                                       seconds=deadline - time.monotonic()) if members else {}
         if more is None:
             return None
         answers.update(more)
