@@ -27,7 +27,6 @@ document and the text are built from the reply by the same functions on either p
 from __future__ import annotations
 
 import argparse
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +54,8 @@ if TYPE_CHECKING:
     from revivify.impl.client import ClientOptions
 
 # The trio client (impl/client/master.py master_call) is imported by the work functions
-# that use it: `list` and `describe` answered by the fast path never load trio (issue 31;
+# that use it, and `secrets` (hashlib, hmac, random: a request id) by the writes: `list` and
+# `describe` answered by the fast path never load them (issue 31;
 # tests/cli/test_import_budget.py).
 
 
@@ -152,6 +152,8 @@ def _read_fast(args: argparse.Namespace, freshness: float | None, seconds: float
 
 
 async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
     from revivify.impl.client.master import master_call
 
     request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
@@ -164,6 +166,8 @@ async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -
 
 
 async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
     from revivify.impl.client.master import master_call
 
     # The request id makes a retry after a lost reply (inside master_call) answer OK.
@@ -175,6 +179,8 @@ async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -
 
 
 async def _alter_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
     from revivify.impl.client.master import master_call
 
     request = api.AlterTableRequest(args.name, list(args.add_column),
