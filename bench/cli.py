@@ -1,6 +1,6 @@
 """Benchmark: what one ``revivify`` call costs, wall and CPU, beside the interpreter's floor.
 
-    python bench/cli.py [--runs 15]
+    python bench/cli.py [--runs 15] [--against OTHER_PYTHON]
 
 Each row is one command line run `--runs` times as a fresh process (as a person or a script
 runs it); the table gives the median wall time and the median CPU time (user + system, of
@@ -12,8 +12,14 @@ its own leader), and a stopped cluster's directory is written here (``cluster.js
 servers that are not running), so nothing but this script is needed.
 
 Targets (issue 31): ``--help`` and ``cluster status`` under 80 ms; a call that talks to one
-server under 150 ms. Measured on a quiet machine; under load the medians grow, the ranking
+server under 150 ms (``table list``, ``tserver list``, ``master list``: the leader master
+found, then asked). Measured on a quiet machine; under load the medians grow, the ranking
 stays.
+
+``--against OTHER_PYTHON``: the interpreter of another checkout's venv (the code before a
+change, say), whose ``revivify`` is measured beside this one's, run for run in turn (this,
+then the other, then this...), so that the load of a shared machine falls on both alike; the
+table then gives both medians and their ratio. The servers are this checkout's.
 """
 
 from __future__ import annotations
@@ -37,25 +43,41 @@ LISTENING = re.compile(r"listening on (\S+)")
 READY_DEADLINE = 60.0
 
 
+# The runs' environment: bytecode cached, as an installed package has it (pip compiles it
+# at install). With PYTHONDONTWRITEBYTECODE (set in some shells and CI images) a source
+# tree never gets its __pycache__, and every run would compile every module it imports
+# from source: a cost no installed revivify pays, and one that grows with the size of the
+# modules rather than with what they do. The unmeasured first run writes the cache.
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_once(argv: Sequence[str]) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and exit code of one run of `argv`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          check=False)
+                          check=False, env=ENV)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, done.returncode
 
 
-def measure(argv: Sequence[str], runs: int) -> tuple[float, float, set[int]]:
-    """Median wall, median CPU (seconds) and the exit codes seen, over `runs` runs (one
-    unmeasured run first: the file cache)."""
-    run_once(argv)
-    results = [run_once(argv) for _ in range(runs)]
-    return (statistics.median(r[0] for r in results), statistics.median(r[1] for r in results),
-            {r[2] for r in results})
+Measured = tuple[float, float, set[int]]
+
+
+def measure(commands: Sequence[Sequence[str]], runs: int) -> list[Measured]:
+    """For each command: median wall, median CPU (seconds) and the exit codes seen, over
+    `runs` runs, the commands run in turn (one unmeasured run of each first: the file
+    cache)."""
+    for argv in commands:
+        run_once(argv)
+    results: list[list[tuple[float, float, int]]] = [[] for _ in commands]
+    for _ in range(runs):
+        for i, argv in enumerate(commands):
+            results[i].append(run_once(argv))
+    return [(statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs),
+             {r[2] for r in rs}) for rs in results]
 
 
 @contextmanager
@@ -67,7 +89,8 @@ def server(kind: str, root: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     # A master takes no port 0 (its address is its identity in the catalog's config).
     proc = subprocess.Popen([*REVIVIFY, kind, "run", "--fs-root", os.path.join(root, kind),
                              "--rpc-bind", f"127.0.0.1:{free_port()}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=ENV)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + READY_DEADLINE
@@ -117,6 +140,8 @@ def stopped_cluster(root: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="runs per command (median)")
+    parser.add_argument("--against", metavar="PYTHON", default=None,
+                        help="another checkout's interpreter, measured beside this one")
     args = parser.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="bench-cli-")
     try:
@@ -135,15 +160,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                      "--master", m], 0.150),
                 ("revivify table list --masters", [*REVIVIFY, "table", "list",
                                                    "--masters", m], 0.150),
+                ("revivify tserver list --masters", [*REVIVIFY, "tserver", "list",
+                                                     "--masters", m], 0.150),
+                ("revivify master list --masters", [*REVIVIFY, "master", "list",
+                                                    "--masters", m], 0.150),
             ]
-            print(f"{'command':<38} {'wall ms':>8} {'cpu ms':>8} {'target':>8}  verdict  exit")
+            other = args.against
+            if other is None:
+                print(f"{'command':<38} {'wall ms':>8} {'cpu ms':>8} {'target':>8}  verdict"
+                      "  exit")
+            else:
+                print(f"{'command':<38} {'wall ms':>8} {'cpu ms':>8} {'other ms':>8} "
+                      f"{'o cpu ms':>8} {'ratio':>6} {'target':>8}  verdict  exit")
             for name, command, target in rows:
-                wall, cpu, codes = measure(command, args.runs)
+                commands = [command] if other is None else [command, [other, *command[1:]]]
+                (wall, cpu, codes), *theirs = measure(commands, args.runs)
                 verdict = "-" if target is None else ("met" if wall < target else "MISSED")
                 shown = "-" if target is None else f"{target * 1000:.0f}"
-                print(f"{name:<38} {wall * 1000:8.1f} {cpu * 1000:8.1f} {shown:>8}  "
+                beside = ""
+                if theirs:
+                    their_wall, their_cpu, their_codes = theirs[0]
+                    codes |= their_codes
+                    beside = (f"{their_wall * 1000:8.1f} {their_cpu * 1000:8.1f} "
+                              f"{wall / their_wall:6.2f} ")
+                print(f"{name:<38} {wall * 1000:8.1f} {cpu * 1000:8.1f} {beside}{shown:>8}  "
                       f"{verdict:<7}  {','.join(map(str, sorted(codes)))}", flush=True)
-        print(f"\nmedian of {args.runs} runs each; python: {PY}")
+        print(f"\nmedian of {args.runs} runs each; python: {PY}"
+              + (f"; other: {args.against} (ratio: this / other)" if args.against else ""))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

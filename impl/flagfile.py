@@ -39,8 +39,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Mapping, Sequence
-
-import attrs
+from typing import NamedTuple
 
 FLAGFILE = "--flagfile"
 
@@ -55,8 +54,9 @@ class FlagfileError(Exception):
     line) and what is wrong with it."""
 
 
-@attrs.frozen
-class _Option:
+# A NamedTuple, not attrs: every CLI command parses through this module, and attrs costs
+# more at start-up than the command it would be part of (issue 31).
+class _Option(NamedTuple):
     takes_value: bool
     # The destinations this flag sets, and those of the flags it is mutually exclusive with:
     # a command line (or an environment variable) naming any of them drops them all from the

@@ -53,26 +53,19 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from revivify.impl.processes.control import (
-    ProcessError,
-    ServerProcess,
-    await_listening,
-    free_port,
-    kill_process,
-    pid_alive,
-    reap,
-    signal_process,
-    spawn,
-)
+from revivify.impl.processes.pids import pid_alive
 
 from . import clusterfile, render
 
 if TYPE_CHECKING:
+    from revivify.impl.processes.control import ServerProcess
     from revivify.impl.processes.masters import MasterProcesses
 
 # `cluster status` reads cluster.json and asks /proc whether each pid lives: it must start
 # fast (issue 31; tests/cli/test_import_budget.py), so trio, the client library and the
-# process supervisor are imported by the commands that start or wait for servers only.
+# process supervisor (impl/processes/control.py: attrs, subprocess, selectors) are imported
+# by the commands that start, signal or wait for servers only, inside them; the status needs
+# impl/processes/pids.py, the standard library's os alone.
 from .clusterfile import ClusterFileError, ClusterRecord, FollowerRecord, ServerRecord
 from .common import (
     Outcome,
@@ -139,6 +132,8 @@ def _servers(cluster: MasterProcesses) -> list[ServerProcess]:
 def _follower_of(root: str, record: ClusterRecord) -> ServerProcess | None:
     """The trace follower the record names, as a process to start or signal (index 0,
     its "directory" the root: it keeps nothing on disk but its log)."""
+    from revivify.impl.processes.control import ServerProcess
+
     f = record.follower
     if f is None:
         return None
@@ -159,17 +154,22 @@ def _spawn_follower(s: ServerProcess) -> None:
     """``trace follow`` of the cluster's traces with its pages on its port, detached as
     the servers are. By module name: the CLI's cluster commands never import the checker
     (the follower process does)."""
+    from revivify.impl.processes.control import spawn
+
     spawn(s, [sys.executable, "-m", "revivify.impl.cli.main", "trace", "follow",
               s.trace_dir, "--web", f"{s.host}:{s.web_port}", "--quiet"], detached=True)
 
 
 def _await_follower(s: ServerProcess, timeout: float) -> None:
+    from revivify.impl.processes.control import await_listening
+
     found = await_listening(s, FOLLOWER_LINE, "the trace follower", timeout)
     s.web = found.group(1)
 
 
 def _record_of(cluster: MasterProcesses,
                follower: ServerProcess | None = None) -> ClusterRecord:
+
     def one(prefix: str, s: ServerProcess) -> ServerRecord:
         return ServerRecord(name=f"{prefix}{s.index}", address=s.address, port=s.port,
                             fs_root=s.fs_root, log=s.log_path, uuid=s.uuid, pid=s.pid,
@@ -254,6 +254,7 @@ async def _await_ready(cluster: MasterProcesses, timeout: float) -> None:
     from revivify.impl.client import ClientOptions
     from revivify.impl.client.master import master_call, master_status
     from revivify.impl.master import api
+    from revivify.impl.processes.control import ProcessError
 
     masters = cluster.master_addresses
     want = {s.uuid for s in cluster.tservers.servers}
@@ -284,6 +285,8 @@ async def _await_ready(cluster: MasterProcesses, timeout: float) -> None:
 
 def _check_dead(cluster: MasterProcesses) -> None:
     """A ProcessError if a server has exited since it started (a port taken, ...)."""
+    from revivify.impl.processes.control import ProcessError
+
     for s in _servers(cluster):
         if not s.running:
             raise ProcessError(f"{os.path.basename(s.fs_root)} exited; log "
@@ -297,6 +300,12 @@ def _start(args: argparse.Namespace) -> Outcome:
     import trio
 
     from revivify.impl.client import ClientError
+    from revivify.impl.processes.control import (
+        ProcessError,
+        ServerProcess,
+        free_port,
+        kill_process,
+    )
     from revivify.impl.processes.masters import MasterProcesses
 
     root = os.path.abspath(args.root)
@@ -400,6 +409,8 @@ def _start(args: argparse.Namespace) -> Outcome:
 
 
 def _stop(args: argparse.Namespace) -> Outcome:
+    from revivify.impl.processes.control import kill_process, reap, signal_process
+
     root = os.path.abspath(args.root)
     with clusterfile.locked(root):
         record = clusterfile.load(root)
@@ -434,6 +445,8 @@ def _stop(args: argparse.Namespace) -> Outcome:
 def _stop_follower(s: ServerProcess, timeout: float) -> bool:
     """SIGTERM to the follower once the servers are gone: it reads their last lines,
     judges the files as they are (trace check's verdict) and exits. Whether it ran."""
+    from revivify.impl.processes.control import kill_process, reap, signal_process
+
     if not signal_process(s, signal.SIGTERM):
         return False
     deadline = time.monotonic() + timeout
@@ -446,6 +459,8 @@ def _stop_follower(s: ServerProcess, timeout: float) -> bool:
 
 
 def _kill(args: argparse.Namespace) -> Outcome:
+    from revivify.impl.processes.control import kill_process
+
     root = os.path.abspath(args.root)
     with clusterfile.locked(root):
         record = clusterfile.load(root)
@@ -458,6 +473,8 @@ def _kill(args: argparse.Namespace) -> Outcome:
 
 
 def _restart(args: argparse.Namespace) -> Outcome:
+    from revivify.impl.processes.control import ProcessError, kill_process
+
     root = os.path.abspath(args.root)
     with clusterfile.locked(root):
         record = clusterfile.load(root)
@@ -556,9 +573,15 @@ def cluster_main(argv: list[str]) -> int:
         outcome = work(args)
     except _Refused as exc:
         return fail(prog, exc.message, exc.code)
-    except ClusterFileError as exc:
+    except (ClusterFileError, OSError) as exc:
         return fail(prog, str(exc), 2)
-    except (ProcessError, OSError) as exc:
+    except Exception as exc:
+        # A ProcessError (a server that did not start or stop) is raised by the commands that
+        # run processes, which imported control.py already; status never loads it.
+        from revivify.impl.processes.control import ProcessError
+
+        if not isinstance(exc, ProcessError):
+            raise
         return fail(prog, str(exc), 2)
     return print_outcome(prog, args, outcome)
 

@@ -30,11 +30,12 @@ and kept, like a server's, since the masters are told its address (``--trace-fol
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import json
 import os
 from collections.abc import Iterator
-
-import msgspec
+from typing import Any
 
 FILE_NAME = "cluster.json"
 LOCK_NAME = "cluster.lock"
@@ -50,7 +51,13 @@ class ClusterFileError(Exception):
         self.what = what
 
 
-class ServerRecord(msgspec.Struct):
+# Values (frozen dataclasses: msgspec encodes and decodes them as it did the Structs they
+# were). Every annotation below must be one `_typed` knows: str, int, list[X], X | None and
+# these records (tests/cluster_cli/test_cluster_records.py tries them all).
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerRecord:
     name: str
     address: str
     port: int
@@ -63,7 +70,8 @@ class ServerRecord(msgspec.Struct):
     web: str = ""
 
 
-class FollowerRecord(msgspec.Struct):
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowerRecord:
     web_port: int
     log: str
     web: str = ""
@@ -71,13 +79,88 @@ class FollowerRecord(msgspec.Struct):
     start_ticks: int = 0
 
 
-class ClusterRecord(msgspec.Struct):
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterRecord:
     version: int
     masters: list[ServerRecord]
     tservers: list[ServerRecord]
-    master_args: list[str] = []
-    tserver_args: list[str] = []
+    master_args: list[str] = dataclasses.field(default_factory=list)
+    tserver_args: list[str] = dataclasses.field(default_factory=list)
     follower: FollowerRecord | None = None
+
+
+# Reading the file: two readers, one verdict. ``revivify cluster status`` reads this file
+# and nothing else, and msgspec costs a sixth of its start-up budget (issue 31: 80 ms), so
+# a file is first read with the standard library's json (`_read_plainly`), which takes it
+# only when every field it holds has exactly the type its annotation names (an int that is
+# an int, not a bool or 7051.0) and no required field is missing. Anything else, and
+# anything the two parsers might judge differently (NaN, a byte order mark, not UTF-8),
+# goes to msgspec, whose verdict and words are the reference: the fast reader never
+# accepts a file msgspec refuses, and never returns a different record (a Hypothesis test
+# compares them), so the errors a malformed file gets are msgspec's, as before.
+
+
+class _Unsure(Exception):
+    """The plain reader will not judge this document: msgspec will."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Unsure(name)  # NaN, Infinity: Python's json reads them, JSON has none
+
+
+def _read_plainly(data: bytes) -> ClusterRecord | None:
+    """The record in `data` if the standard library's reading is certain of it, else None."""
+    try:
+        document = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+        record = _typed("ClusterRecord", document)
+    except (_Unsure, ValueError, RecursionError):
+        return None
+    assert isinstance(record, ClusterRecord)
+    return record
+
+
+def _typed(annotation: str, value: Any) -> Any:
+    """`value` (from json.loads) as the annotation names it; _Unsure if it is not exactly
+    that. The annotations are strings (``from __future__ import annotations``)."""
+    annotation = annotation.strip()
+    if annotation.endswith(" | None"):
+        return None if value is None else _typed(annotation[:-len(" | None")], value)
+    if annotation.startswith("list[") and annotation.endswith("]"):
+        if type(value) is not list:
+            raise _Unsure(annotation)
+        return [_typed(annotation[5:-1], item) for item in value]
+    plain = {"str": str, "int": int}.get(annotation)
+    if plain is not None:
+        if type(value) is not plain:  # type(), not isinstance: True is no int to msgspec
+            raise _Unsure(annotation)
+        return value
+    cls = _RECORDS[annotation]  # KeyError: an annotation added that this reader lacks
+    if type(value) is not dict:
+        raise _Unsure(annotation)
+    fields: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        if field.name in value:
+            fields[field.name] = _typed(str(field.type), value[field.name])
+        elif (field.default is dataclasses.MISSING
+              and field.default_factory is dataclasses.MISSING):
+            raise _Unsure(field.name)  # missing: msgspec names it
+    return cls(**fields)
+
+
+_RECORDS: dict[str, type] = {cls.__name__: cls
+                             for cls in (ClusterRecord, ServerRecord, FollowerRecord)}
+
+
+def _read_strictly(data: bytes, path: str) -> ClusterRecord:
+    """msgspec's reading of `data`: the record, or ClusterFileError in msgspec's words."""
+    import msgspec
+
+    try:
+        return msgspec.json.decode(data, type=ClusterRecord)
+    except msgspec.ValidationError as exc:
+        raise ClusterFileError(path, f"not a cluster file: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ClusterFileError(path, f"not valid JSON: {exc}") from None
 
 
 def path_of(root: str) -> str:
@@ -97,12 +180,7 @@ def load(root: str) -> ClusterRecord:
         raise ClusterFileError(path, what) from None
     except OSError as exc:
         raise ClusterFileError(path, exc.strerror or str(exc)) from None
-    try:
-        record = msgspec.json.decode(data, type=ClusterRecord)
-    except msgspec.ValidationError as exc:
-        raise ClusterFileError(path, f"not a cluster file: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise ClusterFileError(path, f"not valid JSON: {exc}") from None
+    record = _read_plainly(data) or _read_strictly(data, path)
     if record.version != VERSION:
         raise ClusterFileError(path, f"version {record.version}, expected {VERSION}")
     if not record.masters:
@@ -117,6 +195,8 @@ def master_addresses(root: str) -> list[str]:
 
 def save(root: str, record: ClusterRecord) -> None:
     """Replace ``root/cluster.json`` atomically and durably."""
+    import msgspec  # the commands that write the file run servers: msgspec is loaded
+
     path = path_of(root)
     tmp = f"{path}.tmp.{os.getpid()}"
     data = msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"

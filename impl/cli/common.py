@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
@@ -243,25 +244,55 @@ def call_timeout_flag() -> Parser:
     return p
 
 
-def client_options(args: argparse.Namespace) -> ClientOptions:
-    """The client library's retry policy for a command: its --deadline, and its
-    --call-timeout when the command takes that flag (`call_timeout_flag`)."""
+def client_options(args: argparse.Namespace, spent: float = 0.0) -> ClientOptions:
+    """The client library's retry policy for a command: its --deadline (less the seconds a
+    fast attempt `spent`: `fast_first`), and its --call-timeout when the command takes that
+    flag (`call_timeout_flag`)."""
     from revivify.impl.client import ClientOptions
 
-    call_timeout: float = getattr(args, "call_timeout", DEFAULT_CALL_TIMEOUT)
-    return ClientOptions(deadline=args.deadline, call_timeout=call_timeout)
+    return ClientOptions(deadline=args.deadline - spent, call_timeout=call_timeout(args))
+
+
+def call_timeout(args: argparse.Namespace) -> float:
+    """The command's --call-timeout, or the client's default for a command without it."""
+    seconds: float = getattr(args, "call_timeout", DEFAULT_CALL_TIMEOUT)
+    return seconds
+
+
+# ---------------------------------------------------------------------------- fast first
+
+FAST_PATIENCE = 1.0
+"""Seconds a blocking fast attempt (oneshot.py) may spend, at most half the --deadline:
+the fast path is for servers that answer at once (in milliseconds); one that makes it
+wait longer is the trio path's to retry, and it keeps most of the deadline for that."""
+
+
+def fast_first(args: argparse.Namespace, attempt: Callable[[float], Outcome | None]
+               ) -> tuple[Outcome | None, float]:
+    """Run `attempt`, a command's blocking fast path (oneshot.py: no trio), with the seconds
+    it may spend (`FAST_PATIENCE`, at most half the --deadline): its outcome, or None and
+    the seconds it spent, which the trio path then has less of (`client_options` and
+    `execute` take them as ``spent``). The command has one deadline whichever path
+    answers, and the trio path keeps enough of it to retry and to say in its own words
+    what went wrong (but for a deadline shorter than about one call timeout plus
+    `FAST_PATIENCE` with every master silent: its error is then the deadline's, not the
+    round's "no master answered")."""
+    started = time.monotonic()
+    outcome = attempt(min(FAST_PATIENCE, args.deadline / 2))
+    return outcome, time.monotonic() - started
 
 
 # ---------------------------------------------------------------------------- running
 
 
 def execute(prog: str, args: argparse.Namespace,
-            work: Callable[[], Awaitable[Outcome]]) -> int:
+            work: Callable[[], Awaitable[Outcome]], *, spent: float = 0.0) -> int:
     """Run `work` under the deadline; print its outcome; map errors to exit codes.
 
     The client library gives up at the same deadline (ClientOptions.deadline) and says
     why (its last error); this scope, a little later, is the backstop for the calls that
     are not retried (server status, create, status), should a server never answer.
+    ``spent``: seconds of the deadline a fast attempt used already (`fast_first`).
     """
     import trio
 
@@ -277,9 +308,10 @@ def execute(prog: str, args: argparse.Namespace,
         failure: Exception | KeyboardInterrupt | None = None
         async with trio.open_nursery() as nursery:
             # A wait past render.WAIT_NOTICE_AFTER is said on stderr (issue 31).
-            nursery.start_soon(render.announce_wait, prog, deadline)
+            nursery.start_soon(render.announce_wait, prog, deadline,
+                               render.WAIT_NOTICE_AFTER, spent)
             try:
-                with trio.move_on_after(deadline + BACKSTOP_SLACK):
+                with trio.move_on_after(deadline - spent + BACKSTOP_SLACK):
                     outcome = await work()
             except (Exception, KeyboardInterrupt) as exc:  # raised below, not wrapped in
                 failure = exc                               # the nursery's exception group
@@ -334,11 +366,13 @@ __all__ = [
     "UsageError",
     "address_arg",
     "addresses_arg",
+    "call_timeout",
     "call_timeout_flag",
     "client_options",
     "common_flags",
     "execute",
     "fail",
+    "fast_first",
     "json_flag",
     "masters_flags",
     "non_negative_int",

@@ -21,6 +21,7 @@ Subcommands:
   row ...                 put, get, delete, scan rows of a tablet or table (cli.row)
   cluster ...             start, status, stop, kill, restart a local cluster (cli.cluster)
   ksck                    a cluster's health, like 'kudu cluster ksck' (cli.ksck)
+  completion bash | zsh   a shell completion script: nouns, verbs, flags (cli.completion)
 
 The CLI is the one part of impl/ that may call the checker (docs/sources.md, "The
 implementation never imports the spec"): the servers never do.
@@ -220,8 +221,10 @@ COMMAND_TABLE: tuple[Noun, ...] = (
              Verb("restart", "NAME: start it again"))),
     Noun("ksck", "a cluster's health, like 'kudu cluster ksck' (--masters ... | --root DIR)",
          "ksck:ksck_main"),
-    Noun("completion", "a shell completion script, from this table",
-         "main:_completion", (Verb("bash", "source it: eval \"$(revivify completion bash)\""),)),
+    Noun("completion", "a shell completion script: nouns, verbs and flags",
+         "main:_completion", (
+             Verb("bash", "> ~/.local/share/bash-completion/completions/revivify"),
+             Verb("zsh", "> FILE, sourced by ~/.zshrc after compinit"))),
 )
 
 NOUNS: dict[str, Noun] = {noun.name: noun for noun in COMMAND_TABLE}
@@ -303,35 +306,20 @@ def _unknown_verb(noun: Noun, word: str) -> int:
     return 2
 
 
-COMPLETION_BASH = """# bash completion for revivify: eval "$(revivify completion bash)"
-_revivify() {
-    local cur=${COMP_WORDS[COMP_CWORD]} words=""
-    if [ "$COMP_CWORD" -eq 1 ]; then
-        words="%(nouns)s --help --version"
-    elif [ "$COMP_CWORD" -eq 2 ]; then
-        case ${COMP_WORDS[1]} in
-%(cases)s
-        esac
-    fi
-    if [ -n "$words" ]; then
-        COMPREPLY=($(compgen -W "$words" -- "$cur"))
-    else
-        COMPREPLY=($(compgen -f -- "$cur"))
-    fi
-}
-complete -F _revivify revivify
-"""
-
-
 def _completion(argv: list[str]) -> int:
-    """``revivify completion bash``: nouns, then each noun's verbs, from COMMAND_TABLE."""
-    if argv != ["bash"]:
-        print("revivify completion: expected 'bash' (the one shell supported)",
+    """``revivify completion bash|zsh``: nouns and verbs from COMMAND_TABLE, flags from
+    the commands' parsers (completion.py)."""
+    from . import completion
+
+    noun = NOUNS["completion"]
+    if argv in (["-h"], ["--help"]):
+        print(noun_usage(noun), end="")
+        return 0
+    if len(argv) != 1 or argv[0] not in completion.SHELLS:
+        print(f"revivify completion: expected one shell, {' or '.join(completion.SHELLS)}",
               file=sys.stderr)
         return 2
-    cases = "\n".join(f"            {noun.name}) words=\"{' '.join(v.name for v in noun.verbs)}"
-                      f" --help\" ;;" for noun in COMMAND_TABLE if noun.verbs)
-    print(COMPLETION_BASH % {"nouns": " ".join(NOUNS), "cases": cases}, end="")
+    print(completion.script(argv[0], COMMAND_TABLE, _function), end="")
     return 0
 
 

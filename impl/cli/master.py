@@ -10,7 +10,8 @@ Every ``--masters HOST:PORT,...`` may be ``--root DIR`` instead: the masters of 
 cluster in DIR (its cluster.json, written by ``revivify cluster start``). Every command
 takes ``--json`` and ``--deadline SECONDS`` (common.py). ``status`` is one call to one
 master and takes the fast path (oneshot.py, no trio) when the master answers plainly, the
-client library otherwise (its errors are the reference). ``add`` and ``remove`` are
+client library otherwise (its errors are the reference); so does ``list`` when every
+master it asks answers plainly (oneshot.py `master_statuses`). ``add`` and ``remove`` are
 described in moves.py's docstring, with ``tserver retire``. Exit codes: 0 success; 1 the
 master refused the request; 2 bad usage or no master answered.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from . import render
@@ -29,11 +31,13 @@ from .common import (
     Outcome,
     Parser,
     address_arg,
+    call_timeout,
     call_timeout_flag,
     client_options,
     common_flags,
     execute,
     fail,
+    fast_first,
     masters_flags,
     non_negative_int,
     parse_args,
@@ -69,12 +73,15 @@ def master_main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     prog = f"revivify master {args.cmd}"
+    spent = 0.0
     if args.cmd == "status":
         fast = _status_fast(prog, args)
         if fast is not None:
             return fast
-    from revivify.impl.client.documents import master_list_docs
-    from revivify.impl.client.errors import masters_unreachable_text
+    else:
+        listed, spent = fast_first(args, lambda seconds: _list_fast(args, seconds))
+        if listed is not None:
+            return print_outcome(prog, args, listed)
     from revivify.impl.client.master import master_config, master_status
 
     async def status_work() -> Outcome:
@@ -84,24 +91,59 @@ def master_main(argv: list[str]) -> int:
 
     async def list_work() -> Outcome:
         # The catalog's Raft config, every member (issue 31), not just the addresses named.
-        view = await master_config(args.masters, client_options(args))
-        rows = master_list_docs(view.config, view.answers)
-        outside = "not a member" if view.config is not None else None  # config unknown
-        cells = [[r["address"], r["uuid"], r["member_type"] or outside,
-                  r["role"], r["term"], "yes" if r["live"] else "DEAD"] for r in rows]
-        text = render.table(["ADDRESS", "UUID", "MEMBER", "ROLE", "TERM", "LIVE"], cells)
-        errors = [f"{r['address']}: {r['error']}" for r in rows if r["error"]]
-        if errors and not args.json:
-            text += "\n" + "\n".join(errors)
-        doc: dict[str, Any] = {"masters": rows,
-                               "masters_index": view.config.masters_index
-                               if view.config is not None else None}
-        if any(r["live"] for r in rows):
-            return Outcome(0, doc, text)
-        return Outcome(2, doc, text, complaint=masters_unreachable_text(
-            [(r["address"], r["error"] or "no answer") for r in rows]))
+        view = await master_config(args.masters, client_options(args, spent))
+        return _list_outcome(args, view.config, view.answers)
 
-    return execute(prog, args, status_work if args.cmd == "status" else list_work)
+    return execute(prog, args, status_work if args.cmd == "status" else list_work,
+                   spent=spent)
+
+
+def _list_fast(args: argparse.Namespace, seconds: float) -> Outcome | None:
+    """``master list`` through oneshot.py, when every master named and every member of the
+    newest config they name answers (master_config's two rounds, each at once); None for
+    the trio path, which says what the others did."""
+    from . import oneshot
+
+    deadline = time.monotonic() + seconds  # both rounds together
+    answers = oneshot.master_statuses(args.masters, call_timeout=call_timeout(args),
+                                      seconds=seconds)
+    if answers is None:
+        return None
+    config = max((st for st in answers.values() if st.members),
+                 key=lambda st: st.masters_index, default=None)
+    if config is not None:
+        members = [m.address for m in config.members if m.address not in answers]
+        more = oneshot.master_statuses(members, call_timeout=call_timeout(args),
+                                       seconds=deadline - time.monotonic()) if members else {}
+        if more is None:
+            return None
+        answers.update(more)
+    return _list_outcome(args, config, dict(answers))
+
+
+def _list_outcome(args: argparse.Namespace, config: MasterStatus | None,
+                  answers: dict[str, MasterStatus | str]) -> Outcome:
+    """``master list``'s outcome: ``config`` the answer naming the newest committed config
+    (None: none did), ``answers`` every master asked, its status or why it gave none
+    (impl/client/master.py MasterConfigView)."""
+    from revivify.impl.client.documents import master_list_docs
+    from revivify.impl.client.errors import masters_unreachable_text
+
+    rows = master_list_docs(config, answers)
+    outside = "not a member" if config is not None else None  # config unknown
+    cells = [[r["address"], r["uuid"], r["member_type"] or outside,
+              r["role"], r["term"], "yes" if r["live"] else "DEAD"] for r in rows]
+    text = render.table(["ADDRESS", "UUID", "MEMBER", "ROLE", "TERM", "LIVE"], cells)
+    errors = [f"{r['address']}: {r['error']}" for r in rows if r["error"]]
+    if errors and not args.json:
+        text += "\n" + "\n".join(errors)
+    doc: dict[str, Any] = {"masters": rows,
+                           "masters_index": config.masters_index
+                           if config is not None else None}
+    if any(r["live"] for r in rows):
+        return Outcome(0, doc, text)
+    return Outcome(2, doc, text, complaint=masters_unreachable_text(
+        [(r["address"], r["error"] or "no answer") for r in rows]))
 
 
 def _status_fast(prog: str, args: argparse.Namespace) -> int | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +52,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """The rows under their headers: a rich table on a terminal, else plain_table."""
     if not is_terminal():
         return plain_table(headers, rows)
+    import shutil  # (and bz2, lzma, fnmatch: a terminal's table only, like rich)
+
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -176,24 +177,27 @@ WAIT_NOTICE_AFTER = 2.0
 _SPINNER = "|/-\\"
 
 
-async def announce_wait(prog: str, deadline: float, after: float = WAIT_NOTICE_AFTER
-                        ) -> None:
+async def announce_wait(prog: str, deadline: float, after: float = WAIT_NOTICE_AFTER,
+                        waited: float = 0.0) -> None:
     """Say on stderr that ``prog`` is still waiting once ``after`` seconds have passed
     (issue 31: a command that waits 10 s in silence looks hung). On a terminal a spinner
     with the seconds waited, erased when the caller cancels this task (the answer came);
     otherwise one line, which scripts can tell from the answer (stdout) and the error
     (the last stderr line). Nothing when the command shows progress of its own
     (`progress`), which says more than a spinner, or whose deadline leaves less than
-    a second of waiting after the notice (the answer or the error is about to come)."""
+    a second of waiting after the notice (the answer or the error is about to come).
+    ``waited``: seconds the command waited before this started (a fast attempt that did
+    not answer: common.fast_first); the notice comes no earlier than they make ``after``."""
     import trio
 
     if deadline < after + 1.0:
         return
-    await trio.sleep(after)
+    after = max(after, waited)
+    await trio.sleep(after - waited)
     if _progress_shown:
         return
     if not is_terminal(sys.stderr):
-        print(f"{prog}: still waiting for an answer after {after:g}s (trying until the "
+        print(f"{prog}: still waiting for an answer after {after:.3g}s (trying until the "
               f"deadline, {deadline:g}s)", file=sys.stderr, flush=True)
         return
     started = trio.current_time() - after

@@ -17,18 +17,20 @@ read, KUDU-500; impl/master/queries.py), and the answer says which master served
 how stale it may be (text: a last line "served by ..."; --json: "served_by"). Exit codes:
 0 success; 1 the master refused the request (no such table, a name already taken, not
 enough live tablet servers...); 2 bad usage or no master answered.
+
+``list`` and ``describe`` are reads: they try the blocking fast path first (oneshot.py
+`master_read`: the leader found as the trio client finds it, no trio imported), with half
+the deadline, and take the trio client's path for anything but a plain answer. The
+document and the text are built from the reply by the same functions on either path.
 """
 
 from __future__ import annotations
 
 import argparse
-import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from revivify.impl.client import ClientOptions
 from revivify.impl.client.documents import table_info_doc, table_locations_doc
-from revivify.impl.client.master import master_call
 from revivify.impl.master import api
 from revivify.impl.tablet.columns import COLUMN_TYPES, Column
 
@@ -36,14 +38,25 @@ from . import render
 from .common import (
     Outcome,
     Parser,
+    call_timeout,
     client_options,
     common_flags,
     execute,
+    fast_first,
     masters_flags,
     parse_args,
     positive_float,
     positive_int,
+    print_outcome,
 )
+
+if TYPE_CHECKING:
+    from revivify.impl.client import ClientOptions
+
+# The trio client (impl/client/master.py master_call) is imported by the work functions
+# that use it, and `secrets` (hashlib, hmac, random: a request id) by the writes: `list` and
+# `describe` answered by the fast path never load them (issue 31;
+# tests/cli/test_import_budget.py).
 
 
 def _column_arg(text: str) -> Column:
@@ -102,8 +115,13 @@ def table_main(argv: list[str]) -> int:
     if isinstance(args, int):
         return args
     prog = f"revivify table {args.cmd}"
-    options = client_options(args)
     freshness: float | None = getattr(args, "freshness", None)
+    spent = 0.0
+    if args.cmd in ("list", "describe"):
+        fast, spent = fast_first(args, lambda seconds: _read_fast(args, freshness, seconds))
+        if fast is not None:
+            return print_outcome(prog, args, fast)
+    options = client_options(args, spent)
     works: dict[str, Callable[[], Awaitable[Outcome]]] = {
         "create": lambda: _create_table_work(args, options),
         "delete": lambda: _delete_table_work(args, options),
@@ -111,10 +129,33 @@ def table_main(argv: list[str]) -> int:
         "list": lambda: _list_tables_work(args, options, freshness),
         "describe": lambda: _describe_table_work(args, options, freshness),
     }
-    return execute(prog, args, works[args.cmd])
+    return execute(prog, args, works[args.cmd], spent=spent)
+
+
+def _read_fast(args: argparse.Namespace, freshness: float | None, seconds: float
+               ) -> Outcome | None:
+    """``list`` or ``describe`` through oneshot.py; None for the trio path."""
+    from . import oneshot
+
+    follower_read = freshness is not None
+    if args.cmd == "list":
+        listed = oneshot.master_read(args.masters, api.MASTER_LIST_TABLES,
+                                     api.ListTablesRequest(freshness), api.TableList,
+                                     call_timeout=call_timeout(args), seconds=seconds,
+                                     any_master=follower_read)
+        return None if listed is None else _list_outcome(listed, follower_read)
+    located = oneshot.master_read(args.masters, api.MASTER_TABLE_LOCATIONS,
+                                  api.TableLocationsRequest(args.name, freshness),
+                                  api.TableLocationsReply, call_timeout=call_timeout(args),
+                                  seconds=seconds, any_master=follower_read)
+    return None if located is None else _describe_outcome(located, follower_read)
 
 
 async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
+    from revivify.impl.client.master import master_call
+
     request = api.CreateTableRequest(args.name, [], args.tablets, args.replicas,
                                      request_id=secrets.token_hex(16))
     reply = await master_call(args.masters, api.MASTER_CREATE_TABLE, request,
@@ -125,6 +166,10 @@ async def _create_table_work(args: argparse.Namespace, options: ClientOptions) -
 
 
 async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
+    from revivify.impl.client.master import master_call
+
     # The request id makes a retry after a lost reply (inside master_call) answer OK.
     request = api.DeleteTableRequest(args.name, request_id=secrets.token_hex(16))
     reply = await master_call(args.masters, api.MASTER_DELETE_TABLE, request,
@@ -134,6 +179,10 @@ async def _delete_table_work(args: argparse.Namespace, options: ClientOptions) -
 
 
 async def _alter_table_work(args: argparse.Namespace, options: ClientOptions) -> Outcome:
+    import secrets
+
+    from revivify.impl.client.master import master_call
+
     request = api.AlterTableRequest(args.name, list(args.add_column),
                                     list(args.drop_column), args.rename,
                                     request_id=secrets.token_hex(16))
@@ -149,10 +198,16 @@ async def _list_tables_work(args: argparse.Namespace, options: ClientOptions,
                             freshness: float | None) -> Outcome:
     """The live tables; with ``freshness``, any master may answer (a follower read) and
     the answer says which one did."""
+    from revivify.impl.client.master import master_call
+
     follower_read = freshness is not None
     reply = await master_call(args.masters, api.MASTER_LIST_TABLES,
                               api.ListTablesRequest(freshness), api.TableList, options,
                               any_master=follower_read)
+    return _list_outcome(reply, follower_read)
+
+
+def _list_outcome(reply: api.TableList, follower_read: bool) -> Outcome:
     tables = [table_info_doc(t) for t in reply.tables]
     text = "\n".join(f"{t['name']} {t['table_id']} {t['state']} "
                      f"v{t['schema_version']} tablets={t['tablets']}" for t in tables)
@@ -171,10 +226,16 @@ async def _describe_table_work(args: argparse.Namespace, options: ClientOptions,
                                freshness: float | None) -> Outcome:
     """A table's tablets, replicas, roles and leaders (a follower read with
     ``freshness``, as in _list_tables_work)."""
+    from revivify.impl.client.master import master_call
+
     follower_read = freshness is not None
     r = await master_call(args.masters, api.MASTER_TABLE_LOCATIONS,
                           api.TableLocationsRequest(args.name, freshness),
                           api.TableLocationsReply, options, any_master=follower_read)
+    return _describe_outcome(r, follower_read)
+
+
+def _describe_outcome(r: api.TableLocationsReply, follower_read: bool) -> Outcome:
     doc = table_locations_doc(r)
     if follower_read:
         doc["served_by"] = _served_doc(r.served_by)

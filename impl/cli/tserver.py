@@ -10,7 +10,9 @@
 ``status`` is one call to one server, and takes the fast path (oneshot.py: a blocking
 socket on impl/rpc's codec, no trio) when the server answers plainly; anything else (no
 connection, an error answer, a master at that address) goes through the client library,
-whose errors and messages are the reference. ``retire`` moves replicas with the masters
+whose errors and messages are the reference. ``list`` is a read of the leader master and
+tries the same fast path first (oneshot.py `master_read`, the leader found as the trio
+client finds it). ``retire`` moves replicas with the masters
 (moves.py), ``wipe`` works on the directory (the helpers of local_replica.py).
 
 Exit codes and errors as every command (common.py); ``retire`` and ``wipe`` say more in
@@ -30,14 +32,17 @@ from .common import (
     Outcome,
     Parser,
     address_arg,
+    call_timeout,
     call_timeout_flag,
     client_options,
     common_flags,
     execute,
     fail,
+    fast_first,
     json_flag,
     masters_flags,
     parse_args,
+    print_outcome,
 )
 
 TSERVER_MAIN = "revivify.impl.servers.tserver"
@@ -45,6 +50,7 @@ STATUS_PROG = "revivify tserver status"
 ADMIN_SRC_UUID = "revivify-admin"  # impl/client/admin.py's: whom the calls are from
 
 if TYPE_CHECKING:
+    from revivify.impl.master.api import TabletServerList
     from revivify.impl.storage.offline import WipeResult
 
 
@@ -128,16 +134,25 @@ def tserver_list_main(argv: list[str]) -> int:
     args = parse_args(parser, argv)
     if isinstance(args, int):
         return args
-    from revivify.impl.client.documents import tserver_entry_doc
-    from revivify.impl.client.master import master_call, master_status
     from revivify.impl.master import api
 
+    from . import oneshot
+
+    prog = "revivify tserver list"
+    fast, spent = fast_first(args, lambda seconds: _list_outcome(oneshot.master_read(
+        args.masters, api.MASTER_LIST_TSERVERS, api.Empty(), api.TabletServerList,
+        call_timeout=call_timeout(args), seconds=seconds)))
+    if fast is not None:
+        return print_outcome(prog, args, fast)
+    from revivify.impl.client.master import master_call, master_status
+
     async def work() -> Outcome:
+        options = client_options(args, spent)
         # Any master knows every server (they all get heartbeats); ask the leader's view.
         status = None
         for address in args.masters:
             try:
-                st = await master_status(address, client_options(args))
+                st = await master_status(address, options)
             except Exception:  # an unreachable master: ask the next
                 continue
             status = st
@@ -147,17 +162,29 @@ def tserver_list_main(argv: list[str]) -> int:
             else args.masters
         reply = await master_call(target + [m for m in args.masters if m not in target],
                                   api.MASTER_LIST_TSERVERS, api.Empty(),
-                                  api.TabletServerList, client_options(args))
-        rows = [tserver_entry_doc(t) for t in reply.tservers]
-        text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
-                         f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
-        if rows and render.is_terminal():
-            text = render.table(["UUID", "ADDRESS", "LIVE", "SINCE HEARTBEAT"], [
-                [r["uuid"], r["address"], "live" if r["live"] else "DEAD",
-                 f"{r['seconds_since_heartbeat']:.1f}s"] for r in rows])
-        return Outcome(0, {"tservers": rows}, text)
+                                  api.TabletServerList, options)
+        outcome = _list_outcome(reply)
+        assert outcome is not None
+        return outcome
 
-    return execute("revivify tserver list", args, work)
+    return execute(prog, args, work, spent=spent)
+
+
+def _list_outcome(reply: TabletServerList | None) -> Outcome | None:
+    """``tserver list``'s outcome from the leader's reply (None: no reply, from the fast
+    path)."""
+    from revivify.impl.client.documents import tserver_entry_doc
+
+    if reply is None:
+        return None
+    rows = [tserver_entry_doc(t) for t in reply.tservers]
+    text = "\n".join(f"{r['uuid']} {r['address']} {'live' if r['live'] else 'DEAD'} "
+                     f"{r['seconds_since_heartbeat']:.1f}s" for r in rows)
+    if rows and render.is_terminal():
+        text = render.table(["UUID", "ADDRESS", "LIVE", "SINCE HEARTBEAT"], [
+            [r["uuid"], r["address"], "live" if r["live"] else "DEAD",
+             f"{r['seconds_since_heartbeat']:.1f}s"] for r in rows])
+    return Outcome(0, {"tservers": rows}, text)
 
 
 def tserver_unregister_main(argv: list[str]) -> int:

@@ -74,7 +74,7 @@ from revivify.impl.master import api
 from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError, UnknownMethod
 
 from .connections import ServerConnections, open_connections
-from .discovery import Answer, Unanswered, discover_leader
+from .discovery import discover_leader
 from .errors import (
     ClientError,
     DeadlineExceeded,
@@ -89,6 +89,7 @@ from .errors import (
     WrongServerKind,
     unreachable_reason,
 )
+from .leader_round import Answer, Unanswered, master_answer
 from .options import ClientOptions, deadline_at, parse_address
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -258,11 +259,10 @@ class MasterClient:
                 return Unanswered(exc.message if isinstance(exc, ClientError) else str(exc))
             answered += 1
             self._learn_masters(status)
-            hinted = status.leader_address
-            if _valid(hinted) and hinted is not None:
+            answer = master_answer(status)
+            for hinted in answer.also_ask:
                 self._remember(hinted, status.leader)
-                return Answer(status.role, status.term, also_ask=(hinted,))
-            return Answer(status.role, status.term)
+            return answer
 
         found = await discover_leader(self.masters, question)
         if found.leader is None and len(not_masters) == len(self.masters):
@@ -405,12 +405,16 @@ async def master_config(masters: Sequence[str], options: ClientOptions | None = 
 
     for address in masters:
         parse_address(address)
-    await ask_all(list(dict.fromkeys(masters)))
+    asked = list(dict.fromkeys(masters))
+    await ask_all(asked)
     statuses = [a for a in answers.values() if isinstance(a, api.MasterStatus) and a.members]
     config = max(statuses, key=lambda st: st.masters_index, default=None)
     if config is not None:
-        await ask_all([m.address for m in config.members])
-    return MasterConfigView(config, answers)
+        asked += [m.address for m in config.members if m.address not in answers]
+        await ask_all(asked)
+    # In the order asked, not the order answered: the rows a master list shows of masters
+    # outside the config come in that order, the same from one run to the next.
+    return MasterConfigView(config, {address: answers[address] for address in asked})
 
 
 async def locate_tablet(masters: Sequence[str], tablet_id: str,

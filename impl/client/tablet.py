@@ -115,7 +115,7 @@ from revivify.impl.tserver.api import (
 )
 
 from .connections import ServerConnections, open_connections
-from .discovery import LEADER, Answer, Unanswered, discover_leader
+from .discovery import discover_leader
 from .errors import (
     ChangeRefused,
     ClientError,
@@ -128,6 +128,7 @@ from .errors import (
     RetriesExhausted,
     TabletNotFoundError,
 )
+from .leader_round import LEADER, Answer, Unanswered
 from .options import ClientOptions, deadline_at, parse_address
 
 T = TypeVar("T")

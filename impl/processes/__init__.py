@@ -1,7 +1,9 @@
 """Real server processes on this machine: starting, watching and stopping them.
 
     control    one server process: spawn (attached or detached), the "listening" line, SIGKILL
-               (a crash), SIGTERM (a clean stop), a pid named with its start time
+               (a crash), SIGTERM (a clean stop)
+    pids       a pid named with its start time (pid_alive): the standard library only, for
+               ``revivify cluster status``
     tservers   ProcessCluster: tablet-server processes without masters
     masters    MasterProcesses: master processes with their tablet servers
 

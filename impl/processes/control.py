@@ -36,6 +36,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from .pids import pid_alive, process_start_ticks
+
 _POLL_SECONDS = 0.05
 
 
@@ -49,40 +51,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22), or
-    None if there is no such process or it is a zombie (it has exited)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    # "pid (comm) state ...": comm may hold spaces and parentheses; it ends at the last ')'.
-    fields = stat[stat.rfind(")") + 2:].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def pid_alive(pid: int, start_ticks: int) -> bool:
-    """Whether the process that had `pid` and started at `start_ticks` still runs (not a
-    zombie, not another process that got the pid since)."""
-    if pid <= 0:
-        return False
-    if not os.path.isdir("/proc"):  # not Linux: no start time to compare, signal 0 only
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    # No start time recorded: the process had already exited when it was spawned (a zombie
-    # at once), so whatever has the pid now is another process.
-    ticks = process_start_ticks(pid)
-    return ticks is not None and start_ticks != 0 and ticks == start_ticks
 
 
 @attrs.frozen

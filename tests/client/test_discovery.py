@@ -1,6 +1,8 @@
-"""The shared leader-discovery round (impl/client/discovery.py) with scripted servers: the
-first LEADER answer wins at once, a deposed leader is skipped, named addresses are asked in
-the same round, a stalled server costs nothing, failures come back in ask order."""
+"""The shared leader-discovery round (impl/client/leader_round.py, driven by trio in
+impl/client/discovery.py) with scripted servers: the first LEADER answer wins at once, a
+deposed leader is skipped, named addresses are asked in the same round, a stalled server
+costs nothing, failures come back in ask order; and the round alone, fed by hand as the
+CLI's threads feed it (impl/cli/oneshot.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import trio
 import trio.testing
 
 from revivify.impl.client.discovery import Answer, Round, Unanswered, discover_leader
+from revivify.impl.client.leader_round import LeaderRound, master_answer
+from revivify.impl.master import api
 
 Script = Mapping[str, tuple[float, Answer | Unanswered]]
 
@@ -71,3 +75,25 @@ def test_every_server_absent() -> None:
     found, _, _ = play(["a", "b"], {"a": (0.1, Unanswered("no", absent=True)),
                                     "b": (0.1, Unanswered("no", absent=True))})
     assert found.all_absent and found.leader is None
+
+
+def test_the_round_alone_asks_each_address_once_and_ignores_late_answers() -> None:
+    leader_round = LeaderRound()
+    assert leader_round.ask(["a", "b", "a"]) == ["a", "b"]
+    assert leader_round.answered("a", Answer("FOLLOWER", 2, also_ask=("c", "b"))) == ["c"]
+    assert not leader_round.done
+    assert leader_round.answered("c", Answer("LEADER", 2)) == []
+    assert leader_round.leader == "c" and leader_round.done
+    assert leader_round.answered("b", Answer("LEADER", 3)) == []  # late: the round is over
+    assert leader_round.ask(["d"]) == []
+    assert leader_round.result() == Round("c", ("a", "b", "c"),
+                                          (("a", "FOLLOWER in term 2"),), 0)
+
+
+def test_a_masters_status_names_its_leader_to_ask() -> None:
+    def status(hint: str) -> api.MasterStatus:
+        return api.MasterStatus(uuid="u", address="m:1", role="FOLLOWER", term=4,
+                                leader="l", leader_address=hint, ready=False, masters=[])
+    assert master_answer(status("m:2")) == Answer("FOLLOWER", 4, also_ask=("m:2",))
+    assert master_answer(status("")) == Answer("FOLLOWER", 4)
+    assert master_answer(status("no port")) == Answer("FOLLOWER", 4)

@@ -29,7 +29,7 @@ from revivify.impl.client.errors import (
     masters_unreachable_text,
     unreachable_reason,
 )
-from revivify.impl.client.master import open_master_client
+from revivify.impl.client.master import master_config, open_master_client
 from revivify.impl.client.options import DEADLINE_SLACK
 from revivify.impl.client.table import open_table_client
 from revivify.impl.master import api
@@ -102,6 +102,17 @@ def test_a_table_operation_names_itself_first() -> None:
     assert isinstance(error, MastersUnreachable), error
     assert str(error) == f"get on table t: no master answered at {address} " \
                          f"(connection refused)"
+
+
+def test_master_list_rows_come_in_the_order_asked_not_answered() -> None:
+    """A silent master named first answers (its timeout) after a refused one named second:
+    ``master list`` still shows them in the order named (its rows came in the order the
+    answers did, a different order from one run to the next)."""
+    refused = refused_address()
+    with silent_address() as silent:
+        view = trio.run(master_config, [silent, refused], OPTIONS)
+    assert list(view.answers) == [silent, refused]
+    assert view.answers == {silent: "timed out after 0.5s", refused: "connection refused"}
 
 
 def test_the_reasons_in_operator_words() -> None:
