@@ -11,6 +11,17 @@ Rules of this file
   core, and runs the resulting batch. No input reaches the core between ``ready()`` and
   ``advance()``; inputs that arrive while a batch is being made durable are queued, so the
   next batch carries all of them: that is the group commit (N concurrent writes, one fsync).
+* Two lanes into the driver: client proposals (``write``) and everything else (Raft
+  messages, ticks, reads, config changes, the flush's compaction). Each round the driver
+  steps the second lane and walks its batches first, then steps the proposals queued by
+  then and walks theirs. The reason is the plan's order (impl/consensus/plan.py): a batch
+  applies its committed entries after its own WAL append, so a follower's response that
+  commits write N, stepped in one batch with write N+1's proposal, would answer write N
+  only after N+1's fsync: under many clients every write waited for two leader fsyncs.
+  Stepping the response first answers N at once, and N+1's append starts a few
+  microseconds later. Inputs queued while the driver is busy are concurrent, so stepping
+  one lane before the other is an order the network could have delivered them in; each
+  batch is still walked in the plan's order (every durable step traced right after it).
 * A write is acknowledged only once its entry is committed and applied here (on the
   leader). If leadership is lost first its outcome is unknown: the client gets
   OperationAborted and retries with the same (client_id, seq), which the store applies at
@@ -201,6 +212,7 @@ class Replica:
         self._runs = runs
         self.reason = ""  # why the driver stopped (``fail``): the ReplicaFailed reason
         self._inbox: list[Callable[[], None]] = []
+        self._proposals: list[Callable[[], None]] = []  # writes: stepped after the inbox
         self._wake = trio.Event()
         self._writes: dict[int, tuple[int, _Waiter]] = {}  # index -> (term, waiter)
         self._changes: dict[int, tuple[int, _Waiter]] = {}
@@ -231,6 +243,12 @@ class Replica:
 
     def _submit(self, fn: Callable[[], None]) -> None:
         self._inbox.append(fn)
+        self._wake.set()
+
+    def _submit_proposal(self, fn: Callable[[], None]) -> None:
+        """A client write's proposal: stepped once the inbox's batches are walked (the
+        module's rules: a commit it carries is applied before the next WAL append)."""
+        self._proposals.append(fn)
         self._wake.set()
 
     def deliver(self, messages: list[Message]) -> None:
@@ -287,7 +305,7 @@ class Replica:
                 return
             self._writes[entry.index] = (entry.term, waiter)
 
-        self._submit(go)
+        self._submit_proposal(go)
         result: ApplyResult = await waiter.wait()
         if result.rejected:
             raise api.InvalidArgument(result.error or "write rejected")
@@ -385,21 +403,31 @@ class Replica:
         core = self.core
         try:
             while True:
-                if not self._inbox and not core.has_ready():
+                if not self._inbox and not self._proposals and not core.has_ready():
                     await self._wake.wait()
                 self._wake = trio.Event()
                 inbox, self._inbox = self._inbox, []
                 for fn in inbox:
                     fn()
-                while core.has_ready():
-                    rd = core.ready()
-                    await self._execute(rd)
-                    core.advance(rd)
+                await self._walk_ready()
+                if self._proposals:  # (those queued while the inbox's batches ran, too)
+                    proposals, self._proposals = self._proposals, []
+                    for fn in proposals:
+                        fn()
+                    await self._walk_ready()
                 self._after_batch()
                 self._watch.see(core)
         except Exception as exc:  # a storage failure: the replica goes offline, loudly
             logger.exception("tablet %s failed", self.tablet_id)
             self.fail(f"{type(exc).__name__}: {exc}")
+
+    async def _walk_ready(self) -> None:
+        """Execute the core's batches until it has none ready (inputs stay queued)."""
+        core = self.core
+        while core.has_ready():
+            rd = core.ready()
+            await self._execute(rd)
+            core.advance(rd)
 
     def fail(self, reason: str) -> None:
         """The driver stopped (a storage failure, or a deletion or copy stopping it): every

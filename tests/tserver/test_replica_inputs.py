@@ -121,3 +121,111 @@ def test_durable_reports_the_last_traced_step_not_the_cores_status() -> None:
         assert (after.cmeta.current_term, after.cmeta.voted_for) == (2, "b")
 
     trio.run(main)
+
+
+def test_a_commit_is_answered_before_the_next_proposals_wal_append() -> None:
+    """A follower's response that commits write 1, queued together with write 2's proposal,
+    answers write 1 at once: it used to be stepped in one batch with the proposal, whose
+    plan applies commits only after its own WAL append, so under many clients each write
+    waited for two leader fsyncs. Here write 2's append blocks until write 1 is answered."""
+    from revivify.impl.consensus.messages import (
+        AppendRequest,
+        AppendResponse,
+        AppendStatus,
+        VoteResponse,
+    )
+    from revivify.impl.tablet.ops import WriteBatch, put
+    from revivify.impl.tablet.store import ApplyResult
+
+    held: list[Message] = []  # b's answers, delivered when the test says
+
+    def answer(m: Message) -> Message | None:
+        if isinstance(m, VoteRequest):
+            return VoteResponse("b", "a", m.term, True, pre_vote=m.pre_vote)
+        if isinstance(m, AppendRequest):
+            match = m.prev_index + len(m.entries)
+            return AppendResponse("b", "a", m.term, AppendStatus.OK, prev_index=m.prev_index,
+                                  match_index=match, last_index=match)
+        return None
+
+    def send(dest: str, tablet: str, batch: list[Message]) -> None:
+        held.extend(r for r in map(answer, batch) if r is not None)
+
+    class _Store:
+        applied_index = 0
+
+        def lookup_result(self, client_id: str, seq: int) -> None:
+            return None
+
+        def apply_entry(self, index: int, term: int, kind: str, data: bytes
+                        ) -> ApplyResult | None:
+            self.applied_index = index
+            return ApplyResult(index, 1) if kind == "write" else None
+
+    class _Metadata:
+        def write_cmeta(self, cmeta: object) -> None:
+            pass
+
+    class _Trace:
+        def event(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    gate = [trio.Event()]  # the WAL appends wait for gate[0]
+    gate[0].set()
+
+    class _Log:
+        async def append(self, entries: list[Any]) -> None:
+            await gate[0].wait()
+
+    async def blocking(fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    def batch(seq: int) -> WriteBatch:
+        return WriteBatch("c", seq, [put(b"k", b"v")])
+
+    async def main() -> None:
+        replica = _replica()
+        replica.store = _Store()  # type: ignore[assignment]
+        replica.metadata = _Metadata()  # type: ignore[assignment]
+        replica.trace = _Trace()  # type: ignore[assignment]
+        replica.log = _Log()  # type: ignore[assignment]
+        replica._blocking = blocking
+        replica._send = send
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(replica.run)
+            with trio.fail_after(5):
+                while not (replica.core.is_leader() and replica.store.applied_index >= 1):
+                    replica.tick()
+                    if held:
+                        replica.deliver(held[:])
+                        held.clear()
+                    await trio.sleep(0.001)
+                await trio.sleep(0.01)
+                held.clear()  # heartbeat answers: not needed
+                written: list[int] = []
+
+                async def write(seq: int) -> None:
+                    written.append((await replica.write(batch(seq))).index)
+
+                nursery.start_soon(write, 1)
+                while not any(isinstance(m, AppendResponse) and m.match_index >= 2
+                              for m in held):
+                    await trio.sleep(0.001)
+                commit_1: list[Message] = [m for m in held if isinstance(m, AppendResponse)]
+                held.clear()
+                gate[0] = trio.Event()  # write 2's WAL append will block
+
+                async def respond_and_propose() -> None:
+                    replica.deliver(commit_1)  # both queued before the driver runs
+                    await write(2)
+
+                nursery.start_soon(respond_and_propose)
+            with trio.move_on_after(1):
+                while not written:
+                    await trio.sleep(0.001)
+            answered_while_appending = list(written)
+            gate[0].set()  # (the append is shielded: a durable step is finished, then traced)
+            nursery.cancel_scope.cancel()
+        assert answered_while_appending == [2]  # write 1, at 2 (the leader's no-op is 1)
+
+    trio.run(main)
