@@ -213,6 +213,8 @@ class Replica:
         self.reason = ""  # why the driver stopped (``fail``): the ReplicaFailed reason
         self._inbox: list[Callable[[], None]] = []
         self._proposals: list[Callable[[], None]] = []  # writes: stepped after the inbox
+        self._waiting: set[_Waiter] = set()  # every caller waiting, queued or stepped
+        self._stopped: api.TabletNotRunning | None = None  # set by fail(): no more answers
         self._wake = trio.Event()
         self._writes: dict[int, tuple[int, _Waiter]] = {}  # index -> (term, waiter)
         self._changes: dict[int, tuple[int, _Waiter]] = {}
@@ -306,7 +308,7 @@ class Replica:
             self._writes[entry.index] = (entry.term, waiter)
 
         self._submit_proposal(go)
-        result: ApplyResult = await waiter.wait()
+        result: ApplyResult = await self._wait(waiter)
         if result.rejected:
             raise api.InvalidArgument(result.error or "write rejected")
         return _written(_check_fresh(result, batch))
@@ -327,7 +329,7 @@ class Replica:
             self._changes[entry.index] = (entry.term, waiter)
 
         self._submit(go)
-        index: int = await waiter.wait()
+        index: int = await self._wait(waiter)
         return index
 
     async def read_barrier(self) -> None:
@@ -346,7 +348,7 @@ class Replica:
             self._reads[request_id] = waiter
 
         self._submit(go)
-        index: int = await waiter.wait()
+        index: int = await self._wait(waiter)
         if self.store.applied_index < index:
             applied = _Waiter()
             self._index_waiters.append((index, applied))
@@ -369,7 +371,7 @@ class Replica:
                 waiter.fail(api.InvalidArgument(str(exc)))
 
         self._submit(go)
-        await waiter.wait()
+        await self._wait(waiter)
 
     def peer_missing(self, uuid: str) -> None:
         """The peer's server does not host this tablet (a leader marks it for a copy)."""
@@ -429,12 +431,26 @@ class Replica:
             await self._execute(rd)
             core.advance(rd)
 
+    async def _wait(self, waiter: _Waiter) -> Any:
+        """A caller's wait for the driver, from its submission on: a driver that stops
+        fails it even while its input is still queued (not yet stepped into the core)."""
+        if self._stopped is not None:
+            waiter.fail(self._stopped)
+        self._waiting.add(waiter)
+        try:
+            return await waiter.wait()
+        finally:
+            self._waiting.discard(waiter)
+
     def fail(self, reason: str) -> None:
         """The driver stopped (a storage failure, or a deletion or copy stopping it): every
         waiter fails. The caller tells the lifecycle core next (ReplicaFailed, or the slot
         already left RUNNING), which is what makes the replica refuse new calls."""
         self.reason = reason
         error = api.TabletNotRunning(self.tablet_id, Kind.FAILED.value, reason)
+        self._stopped = error
+        for w in list(self._waiting):  # inputs still queued: never stepped now
+            w.fail(error)
         for _, w in [*self._writes.values(), *self._changes.values()]:
             w.fail(error)
         for w in self._reads.values():

@@ -8,16 +8,21 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from revivify.impl.consensus import core as raft
 from revivify.impl.consensus.log import RaftLog
 from revivify.impl.consensus.messages import Config, Message, Peer, VoteRequest
+from revivify.impl.tablet.ops import WriteBatch, put
 from revivify.impl.tserver import api
 from revivify.impl.tserver.replica import MAX_QUEUED_MESSAGES, Replica, _Waiter
 
 
 class _Store:
     applied_index = 0
+
+    def lookup_result(self, client_id: str, seq: int) -> None:
+        return None  # no write seen yet
 
 
 def _replica(runs: bool = True) -> Replica:
@@ -227,5 +232,32 @@ def test_a_commit_is_answered_before_the_next_proposals_wal_append() -> None:
             gate[0].set()  # (the append is shielded: a durable step is finished, then traced)
             nursery.cancel_scope.cancel()
         assert answered_while_appending == [2]  # write 1, at 2 (the leader's no-op is 1)
+
+    trio.run(main)
+
+
+def test_a_failed_replica_fails_the_writes_still_queued() -> None:
+    """A write whose proposal waits in the driver's queue (never stepped into the core: the
+    driver is busy, or has stopped) fails with the replica instead of waiting for ever."""
+    async def main() -> None:
+        replica = _replica()
+        outcome: list[BaseException] = []
+
+        async def write() -> None:
+            try:
+                await replica.write(WriteBatch("c1", 1, [put(b"k", b"v")]))
+            except api.TabletNotRunning as exc:
+                outcome.append(exc)
+
+        with trio.fail_after(5):  # (the old code: the caller waited for ever)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write)
+                await trio.testing.wait_all_tasks_blocked()
+                assert len(replica._proposals) == 1  # queued: no driver runs here
+                replica.fail("EIO on fsync")
+        assert len(outcome) == 1 and "EIO" in outcome[0].reason  # type: ignore[attr-defined]
+        # After the failure, a call that gets past the running check fails at once too.
+        with trio.fail_after(1), pytest.raises(api.TabletNotRunning):
+            await replica.write(WriteBatch("c1", 2, [put(b"k", b"w")]))
 
     trio.run(main)
