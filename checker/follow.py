@@ -85,8 +85,12 @@ from revivify.checker.traces import Envelope, InputError, discover, name_incarna
 from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
 from revivify.spec.catalog import CatalogSpec
 
-# Bytes read from a file at a time: memory per poll is bounded by this, not by the file.
-CHUNK: Final = 1 << 22
+# Bytes read from a file at a time: memory per poll is bounded by this, not by the file
+# (the chunk's lines and the events they release are held at once).
+CHUNK: Final = 1 << 20
+# Keys copied at a time to flush their pending facts (``_pending_facts``): a pickle round
+# trip per batch, and a batch's copies at most held at once.
+COPY_BATCH: Final = 256
 # The global checks are judged at most this often while following (seconds).
 GLOBAL_EVERY: Final = 0.5
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
@@ -143,6 +147,54 @@ class _Tail:
         self.size = size
         return changed
 
+    def _shrank(self, size: int) -> bool:
+        """Whether the file is shorter than what was read of it (``FileShrank``)."""
+        if size >= self.offset:
+            return False
+        # Rewritten: what was checked is no longer there.
+        self.trouble = self.trouble or ("FileShrank", (
+            f"the file holds {size} bytes, fewer than the {self.offset} already "
+            "checked: it was truncated or rewritten (trace files only grow); "
+            "the rest of it is not read"))
+        return True
+
+    def read_head(self, final: bool) -> tuple[str, int] | None:
+        """The file's node and incarnation (``traces.first_envelope``): its lines up to
+        its first decodable one, read one by one into ``held`` and no further (the rest is
+        read chunk by chunk when its node replays it, so a file found already long, say a
+        follower started on a day of traces, is never held whole: memory follows the live
+        state). A gzip file, only when final, is looked into without holding a line (it
+        is read again from its start when replayed)."""
+        if self.gz:
+            if not final:
+                return None
+            try:
+                with gzip.open(self.path, "rb") as gz:
+                    return _head(gz)
+            except (OSError, EOFError):  # unreadable: ``read`` meets it when replayed
+                return None
+        got = _head(self.held)
+        if got is not None:
+            return got
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            self.trouble = self.trouble or ("UnreadableFile", str(exc))
+            return None
+        with fh:
+            if self._shrank(os.fstat(fh.fileno()).st_size):
+                return None
+            fh.seek(self.offset)
+            while raw := fh.readline():
+                if not raw.endswith(b"\n") and not final:
+                    break  # a torn last line: read again once whole (or final)
+                self.offset += len(raw)
+                self.held.append(raw)
+                got = _head((raw,))
+                if got is not None:
+                    return got
+        return None
+
     def read(self, final: bool) -> Iterator[list[bytes]]:
         """The file's new whole lines, chunk by chunk, each with its newline; with
         ``final`` also its torn last line (the file is over: the batch reader yields it
@@ -150,9 +202,10 @@ class _Tail:
         whole once, when it is final."""
         if self.gz:
             if final and self.offset == 0:
-                self.offset = 1  # read: a gzip file is read once
+                self.offset = 1  # read: a gzip file is read once, chunk by chunk too
                 with gzip.open(self.path, "rb") as gz:
-                    yield list(gz)
+                    while chunk := gz.readlines(CHUNK):
+                        yield chunk
             return
         try:
             fh = open(self.path, "rb")  # noqa: SIM115 (closed below; a generator)
@@ -160,12 +213,7 @@ class _Tail:
             self.trouble = self.trouble or ("UnreadableFile", str(exc))
             return
         with fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < self.offset:  # rewritten: what was checked is no longer there
-                self.trouble = self.trouble or ("FileShrank", (
-                    f"the file holds {size} bytes, fewer than the {self.offset} already "
-                    "checked: it was truncated or rewritten (trace files only grow); "
-                    "the rest of it is not read"))
+            if self._shrank(os.fstat(fh.fileno()).st_size):
                 return
             fh.seek(self.offset)
             rest = b""
@@ -340,7 +388,11 @@ class Follower:
         for g in groups:
             for k in g.replay.keys.values():
                 r.finish_key(k)
-            drain_facts(r, _Counting(self))
+                drain_facts(r, _Counting(self))
+            # Spent: dropped as the batch check drops a node's keys once it is done, so
+            # the global tables grow as the keys go (the peak is not both at once).
+            g.replay.keys.clear()
+            self.flushed.clear()
             report.server_events += g.replay.stats.server_events
             report.keys += g.replay.stats.keys
         self.on_finding, tell = None, self.on_finding  # the verdict lists the rest
@@ -384,14 +436,7 @@ class Follower:
         waiting = sorted((t for t in self.tails.values() if t.group is None),
                          key=lambda t: t.path)
         for t in waiting:
-            # Only as far as its first decodable line: the rest is read chunk by chunk when
-            # its node replays it, so a file found already long (a follower started on a
-            # day of traces) is never held whole (memory follows the live state).
-            for chunk in t.read(final):
-                t.held.extend(chunk)
-                if _head(t.held) is not None:
-                    break
-            head = _head(t.held)
+            head = t.read_head(final)
             if head is not None:
                 t.head = True
                 self._join(t, *head)
@@ -501,10 +546,10 @@ class Follower:
                 out.extend(got[2])
             else:
                 dirty.append((tablet, k, sig))
-        if dirty:  # one pickle round trip copies them all (faster than deepcopy)
-            copies = pickle.loads(pickle.dumps([k for _, k, _ in dirty],
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-            for (tablet, k, sig), kc in zip(dirty, copies, strict=True):
+        for at in range(0, len(dirty), COPY_BATCH):
+            batch = dirty[at:at + COPY_BATCH]
+            for (tablet, k, sig), kc in zip(batch, _copies([k for _, k, _ in batch]),
+                                            strict=True):
                 r.finish_key(kc)
                 facts = list(r.facts)
                 r.facts.clear()
@@ -541,6 +586,21 @@ class Follower:
                 inc, first, last = run
                 g.incs.setdefault(grp.node, {}).setdefault(inc, (first, last, False))
         return g, g.violations()
+
+
+def _copies(keys: list[KeyState]) -> list[KeyState]:
+    """Copies of ``keys`` for ``finish_key`` to flush, without their context windows
+    (``finish_key`` never reads a window, and the window is most of a key's memory: the
+    copy's is an empty tuple, so a step that did append to it would fail, not go
+    unnoticed). One pickle round trip for them all (faster than deepcopy)."""
+    windows = [k.window for k in keys]
+    try:
+        for k in keys:
+            k.window = ()  # type: ignore[assignment]
+        return pickle.loads(pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL))  # type: ignore[no-any-return]
+    finally:
+        for k, w in zip(keys, windows, strict=True):
+            k.window = w
 
 
 @attrs.define

@@ -149,6 +149,7 @@ from revivify.checker.keys import (
     _forced,
     _Problem,
     canon,
+    remember,
     resync,
 )
 from revivify.checker.logshape import (
@@ -460,7 +461,7 @@ class Replayer:
         else:
             found = self.log_tracker.commit_step(k, index, so.a, so.lead, ot, file, line,
                                                  lamport, args_b)
-        k.window.append((file, line, event, args_b))
+        remember(k.window, (file, line, event, args_b))
         return found or True
 
     # -----------------------------------------------------------------------------------
@@ -650,7 +651,7 @@ class Replayer:
                                                out.obs_term, file, line, k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
-        k.window.append((file, line, event, args_b))
+        remember(k.window, (file, line, event, args_b))
         return found
 
     @staticmethod
