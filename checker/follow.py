@@ -66,6 +66,7 @@ a run over the new lines gives the verdict of one run over everything.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import pickle
 import time
@@ -82,8 +83,9 @@ from revivify.checker.local import SeqFeed, _NodeReplay, drain_facts
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer
 from revivify.checker.report import Report, from_input_error
 from revivify.checker.traces import Envelope, InputError, discover, name_incarnation
+from revivify.contract.events import CATALOG_TABLET, KNOWN_EVENTS
 from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
-from revivify.spec.catalog import CatalogSpec
+from revivify.spec.catalog import CatalogSpec, ReplicaView
 
 # Bytes read from a file at a time: memory per poll is bounded by this, not by the file
 # (the chunk's lines and the events they release are held at once).
@@ -233,15 +235,155 @@ class _Tail:
 
 
 @attrs.define
+class _FollowedNode(_NodeReplay):
+    """A node's replay as the follower keeps it: ``_NodeReplay`` with its idle keys packed.
+
+    The batch check holds one node's keys at a time; the follower holds every node's, for
+    as long as it runs (a node may write again). So a key that took no event for a while
+    is kept as bytes (``packed``: a pickle of the key, its state as the state's tuple, not
+    an id into the replayer's tables): about a third of its memory as objects. It is
+    unpacked when its next event comes (``_new_key``: a key not in ``keys`` is looked up
+    here first) or when something reads every key of the node (a file begins or ends,
+    the masters' catalog replica); ``pack_idle`` packs. Packing leaves shape mode (the
+    key's concrete state is packed: ``Replayer.concretize``, as a saved state does), which
+    changes no verdict (tests/trace/test_follow.py, packing at random points)."""
+
+    packed: dict[str, bytes] = attrs.Factory(dict)
+    # The strings packed by reference (``_Packer``): the node's files, its UUID, the
+    # event names; each keeps its index.
+    shared: list[str] = attrs.Factory(lambda: sorted(KNOWN_EVENTS))
+    shared_ids: dict[str, int] = attrs.Factory(dict)
+
+    def open_file(self, f: str) -> SeqFeed:
+        self._share(f)
+        return super().open_file(f)
+
+    def _share(self, s: str) -> None:
+        if not self.shared_ids:
+            self.shared_ids.update((x, i) for i, x in enumerate(self.shared))
+        if s not in self.shared_ids:
+            self.shared_ids[s] = len(self.shared)
+            self.shared.append(s)
+
+    def pack_idle(self, active: Callable[[KeyState], bool]) -> None:
+        """Pack every key not ``active``."""
+        r, keys = self.r, self.keys
+        idle = [t for t, k in keys.items() if not active(k)]
+        if not idle:
+            return
+        if self.ns.node:
+            self._share(self.ns.node)
+        buf = io.BytesIO()
+        packer = _Packer(buf, self.shared_ids, r.interner.ids)
+        for tablet in idle:
+            k = keys.pop(tablet)
+            r.concretize(k)
+            st = r.states.tuples[k.state] if k.state >= 0 else None
+            k.state = -1  # an id means nothing out of this replayer's tables
+            buf.seek(0)
+            buf.truncate()
+            packer.clear_memo()
+            packer.tablet = tablet
+            packer.dump((st, k))
+            self.packed[tablet] = buf.getvalue()
+
+    def unpacked(self, tablet: str, blob: bytes) -> KeyState:
+        """A packed key as an object again (the packed bytes are left as they are)."""
+        st, k = _Unpacker(io.BytesIO(blob), self.shared, self.r.interner.names,
+                          tablet).load()
+        if st is not None:
+            k.state = self.r.states.intern(st)
+        return k  # type: ignore[no-any-return]
+
+    def unpack(self, tablet: str) -> KeyState | None:
+        blob = self.packed.pop(tablet, None)
+        if blob is None:
+            return self.keys.get(tablet)
+        k = self.keys[tablet] = self.unpacked(tablet, blob)
+        return k
+
+    def unpack_all(self) -> None:
+        for tablet in list(self.packed):
+            self.unpack(tablet)
+
+    def holds(self, tablet: str) -> bool:
+        return tablet in self.keys or tablet in self.packed
+
+    def _new_key(self, old: KeyState | None, tablet: str, node: str) -> KeyState:
+        if old is None:
+            old = self.unpack(tablet)
+            if old is not None and old.node == node:
+                return old
+        return super()._new_key(old, tablet, node)
+
+    def _begin(self, f: str, line: int, first: Envelope) -> None:
+        self.unpack_all()  # an incarnation's start steps every key
+        super()._begin(f, line, first)
+
+    def close_file(self, feed: SeqFeed) -> None:
+        self.unpack_all()  # a file's end reads every key (end_file, _file_end)
+        super().close_file(feed)
+
+    def _catalog_replica(self, ev: Envelope) -> ReplicaView | None:
+        self.unpack(CATALOG_TABLET)
+        return super()._catalog_replica(ev)
+
+
+class _Packer(pickle.Pickler):
+    """Pickles a key with the strings the replay shares by reference: the key's tablet,
+    the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
+    holds the same few strings many times (its files in its window and its per-term
+    tables, its UUID in its facts), and unpickled afresh each would be a string of its
+    own, in the key and in every fact it flushes into the global tables."""
+
+    def __init__(self, buf: io.BytesIO, shared: dict[str, int], uuids: dict[str, int]
+                 ) -> None:
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.shared = shared
+        self.uuids = uuids
+        self.tablet = ""
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if type(obj) is not str:
+            return None
+        if obj is self.tablet:
+            return -1
+        got = self.shared.get(obj)
+        if got is not None:
+            return got
+        got = self.uuids.get(obj)
+        return None if got is None else -2 - got
+
+
+class _Unpacker(pickle.Unpickler):
+    """``_Packer``'s bytes back, the strings by reference resolved."""
+
+    def __init__(self, buf: io.BytesIO, shared: list[str], uuids: list[str], tablet: str
+                 ) -> None:
+        super().__init__(buf)
+        self.shared = shared
+        self.uuids = uuids
+        self.tablet = tablet
+
+    def persistent_load(self, pid: Any) -> str:
+        if pid >= 0:
+            return self.shared[pid]
+        return self.tablet if pid == -1 else self.uuids[-2 - pid]
+
+
+@attrs.define
 class _Group:
     """One node's files in the order the batch check replays them (incarnation, path),
     the one being read (``cur``, fed through ``feed``) and its replay."""
 
     node: str
-    replay: _NodeReplay
+    replay: _FollowedNode
     files: list[_Tail] = attrs.Factory(list)
     cur: int = 0
     feed: SeqFeed | None = None
+    # The lines of the current file pushed when its keys were last and next-to-last
+    # looked at for packing (``_pack``).
+    marks: tuple[int, int] = (0, 0)
     max_clock: int = -1  # the highest clock read in order in any of its files
     # The highest wall clock (ns) of the last line of each chunk read: a node's lines are
     # appended in wall-clock order up to clock steps, so this is about its newest line's.
@@ -264,6 +406,7 @@ class _Group:
             t = self.files[self.cur]
             if self.feed is None:
                 self.feed = self.replay.open_file(t.path)
+                self.marks = (0, 0)
                 if t.held:
                     self.replay.push_lines(self.feed, t.held)
                     self.wall_ns = max(self.wall_ns, _wall_ns(t.held[-1]))
@@ -274,6 +417,7 @@ class _Group:
                 self.replay.push_lines(self.feed, chunk)
                 self.wall_ns = max(self.wall_ns, _wall_ns(chunk[-1]))
                 fed = True
+                self._pack(self.feed)
             self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
             if not over:
                 break
@@ -282,6 +426,20 @@ class _Group:
             t.done = True
             self.cur += 1
         return fed
+
+    def _pack(self, feed: SeqFeed) -> None:
+        """Pack the keys that took no event since the look before last (``_FollowedNode``):
+        after each chunk, so a long file read at once holds as objects only the keys its
+        last two chunks (or polls) touched. A key's newest event is its window's last
+        entry; one of an earlier file is idle."""
+        before = self.marks[0]
+        self.marks = (self.marks[1], feed.line)
+        f = feed.file
+
+        def active(k: KeyState) -> bool:
+            return bool(k.window) and k.window[-1][0] == f and k.window[-1][1] > before
+
+        self.replay.pack_idle(active)
 
     def horizon(self) -> float:
         """The clock below which this node writes nothing more in its current
@@ -328,10 +486,6 @@ class Follower:
     # Identities of the findings told to ``on_finding``, and of the global ones among them.
     told: set[tuple[str, str]] = attrs.field(init=False, factory=set)
     told_global: dict[tuple[str, str], Violation] = attrs.field(init=False, factory=dict)
-    # Per (node, tablet): what ``finish_key`` flushed for the key last time, with the key
-    # and its signature then (``_pending_facts``).
-    flushed: dict[tuple[str, str], tuple[Any, KeyState, list[GlobalFact]]] = attrs.field(
-        init=False, factory=dict)
     # Global findings seen but not yet told -> the highest clock read when first seen.
     pending: dict[tuple[str, str], float] = attrs.field(init=False, factory=dict)
     facts_seen: int = attrs.field(init=False, default=0)  # facts merged (``_Counting``)
@@ -381,20 +535,21 @@ class Follower:
         self._discover(final=True)
         self._assign(final=True)
         r, report = self.replayer, self.report
-        groups = self._in_order()
-        for g in groups:
-            g.advance(final=True)
-        self._troubles(final=True)
-        for g in groups:
+        for g in self._in_order():
+            g.advance(final=True)  # its files closed: every key unpacked (close_file)
             for k in g.replay.keys.values():
                 r.finish_key(k)
+                drain_facts(r, _Counting(self))
+            for tablet, blob in g.replay.packed.items():
+                r.finish_key(g.replay.unpacked(tablet, blob))
                 drain_facts(r, _Counting(self))
             # Spent: dropped as the batch check drops a node's keys once it is done, so
             # the global tables grow as the keys go (the peak is not both at once).
             g.replay.keys.clear()
-            self.flushed.clear()
+            g.replay.packed.clear()
             report.server_events += g.replay.stats.server_events
             report.keys += g.replay.stats.keys
+        self._troubles(final=True)  # (finish_key makes facts, never findings)
         self.on_finding, tell = None, self.on_finding  # the verdict lists the rest
         for v in self.globals_.violations() if judge else ():
             self._add(v)
@@ -473,7 +628,7 @@ class Follower:
         g.add(t)
 
     def _group(self, node: str) -> _Group:
-        nr = _NodeReplay(self.replayer, _Counting(self), self._add, self.catalog)
+        nr = _FollowedNode(self.replayer, _Counting(self), self._add, self.catalog)
         nr.live_keys = self._live_keys
         return _Group(node, nr)
 
@@ -533,29 +688,22 @@ class Follower:
                 self.told_global[ident] = v
                 self._tell(v)
 
-    def _pending_facts(self, grp: _Group) -> list[GlobalFact]:
-        """The facts ``finish_key`` would flush for each of the node's keys now (on a
-        copy of the key), cached per key until the key takes another event (its context
-        window's newest line, its incarnation or its state moved)."""
-        r, out = self.replayer, []
-        dirty = []
-        for tablet, k in grp.replay.keys.items():
-            sig = (k.window[-1][:2] if k.window else None, k.inc, k.state, k.pos)
-            got = self.flushed.get((grp.node, tablet))
-            if got is not None and got[0] == sig and got[1] is k:
-                out.extend(got[2])
-            else:
-                dirty.append((tablet, k, sig))
-        for at in range(0, len(dirty), COPY_BATCH):
-            batch = dirty[at:at + COPY_BATCH]
-            for (tablet, k, sig), kc in zip(batch, _copies([k for _, k, _ in batch]),
-                                            strict=True):
+    def _pending_facts(self, grp: _Group) -> Iterator[GlobalFact]:
+        """The facts ``finish_key`` would flush for each of the node's keys now, on a copy
+        of the key (a packed key's bytes are one), a batch of copies at a time: none is
+        kept (keeping them for the keys that did not change since cost as much memory as
+        the keys themselves)."""
+        r = self.replayer
+        keys = list(grp.replay.keys.values())
+        for at in range(0, len(keys), COPY_BATCH):
+            for kc in _copies(keys[at:at + COPY_BATCH]):
                 r.finish_key(kc)
-                facts = list(r.facts)
+                yield from r.facts
                 r.facts.clear()
-                self.flushed[(grp.node, tablet)] = (sig, k, facts)
-                out.extend(facts)
-        return out
+        for tablet, blob in grp.replay.packed.items():
+            r.finish_key(grp.replay.unpacked(tablet, blob))
+            yield from r.facts
+            r.facts.clear()
 
     def _bearing(self, v: Violation, tables: GlobalChecks) -> list[_Group] | None:
         """The nodes whose unread lines may bear on a global finding: those holding its
@@ -568,7 +716,7 @@ class Follower:
         if any(n not in self.groups for n in named):
             return None
         return [g for g in self.groups.values()
-                if g.node in named or v.tablet in g.replay.keys]
+                if g.node in named or g.replay.holds(v.tablet)]
 
     def provisional(self) -> tuple[GlobalChecks, list[Violation]]:
         """The global findings on the facts so far, on a copy of the tables (returned with
