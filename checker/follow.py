@@ -65,6 +65,7 @@ a run over the new lines gives the verdict of one run over everything.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -77,7 +78,7 @@ import attrs
 import msgspec
 
 from revivify.checker.facts import GlobalFact
-from revivify.checker.global_checks import GlobalChecks
+from revivify.checker.global_checks import GlobalChecks, Journal
 from revivify.checker.keys import KeyState, Violation
 from revivify.checker.local import SeqFeed, _NodeReplay, drain_facts
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer
@@ -90,6 +91,8 @@ from revivify.spec.catalog import CatalogSpec, ReplicaView
 # Bytes read from a file at a time: memory per poll is bounded by this, not by the file
 # (the chunk's lines and the events they release are held at once).
 CHUNK: Final = 1 << 20
+# A key that took no event in its node's last this many lines is packed (``_Group._pack``).
+PACK_LINES: Final = 1024
 # Keys copied at a time to flush their pending facts (``_pending_facts``): a pickle round
 # trip per batch, and a batch's copies at most held at once.
 COPY_BATCH: Final = 256
@@ -251,7 +254,7 @@ class _FollowedNode(_NodeReplay):
     packed: dict[str, bytes] = attrs.Factory(dict)
     # The strings packed by reference (``_Packer``): the node's files, its UUID, the
     # event names; each keeps its index.
-    shared: list[str] = attrs.Factory(lambda: sorted(KNOWN_EVENTS))
+    shared: list[str] = attrs.Factory(lambda: [*_KEY_FIELDS, *sorted(KNOWN_EVENTS)])
     shared_ids: dict[str, int] = attrs.Factory(dict)
 
     def open_file(self, f: str) -> SeqFeed:
@@ -329,6 +332,10 @@ class _FollowedNode(_NodeReplay):
         return super()._catalog_replica(ev)
 
 
+# A key's field names: its pickle is a dict of them (attrs' ``__getstate__``).
+_KEY_FIELDS: Final = tuple(f.name for f in attrs.fields(KeyState))
+
+
 class _Packer(pickle.Pickler):
     """Pickles a key with the strings the replay shares by reference: the key's tablet,
     the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
@@ -381,9 +388,8 @@ class _Group:
     files: list[_Tail] = attrs.Factory(list)
     cur: int = 0
     feed: SeqFeed | None = None
-    # The lines of the current file pushed when its keys were last and next-to-last
-    # looked at for packing (``_pack``).
-    marks: tuple[int, int] = (0, 0)
+    # Polls in a row that fed the node no line (``_pack``).
+    idle_polls: int = 0
     max_clock: int = -1  # the highest clock read in order in any of its files
     # The highest wall clock (ns) of the last line of each chunk read: a node's lines are
     # appended in wall-clock order up to clock steps, so this is about its newest line's.
@@ -406,7 +412,6 @@ class _Group:
             t = self.files[self.cur]
             if self.feed is None:
                 self.feed = self.replay.open_file(t.path)
-                self.marks = (0, 0)
                 if t.held:
                     self.replay.push_lines(self.feed, t.held)
                     self.wall_ns = max(self.wall_ns, _wall_ns(t.held[-1]))
@@ -417,7 +422,7 @@ class _Group:
                 self.replay.push_lines(self.feed, chunk)
                 self.wall_ns = max(self.wall_ns, _wall_ns(chunk[-1]))
                 fed = True
-                self._pack(self.feed)
+                self._pack(self.feed, PACK_LINES)
             self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
             if not over:
                 break
@@ -425,19 +430,22 @@ class _Group:
             self.feed = None
             t.done = True
             self.cur += 1
+        self.idle_polls = 0 if fed else self.idle_polls + 1
+        if self.feed is not None:
+            self._pack(self.feed, PACK_LINES if self.idle_polls < 2 else 0)
         return fed
 
-    def _pack(self, feed: SeqFeed) -> None:
-        """Pack the keys that took no event since the look before last (``_FollowedNode``):
-        after each chunk, so a long file read at once holds as objects only the keys its
-        last two chunks (or polls) touched. A key's newest event is its window's last
-        entry; one of an earlier file is idle."""
-        before = self.marks[0]
-        self.marks = (self.marks[1], feed.line)
+    def _pack(self, feed: SeqFeed, recent: int) -> None:
+        """Pack the keys whose last event is not among the current file's last ``recent``
+        lines (``_FollowedNode``): after each chunk, so a long file read at once holds
+        as objects only the keys of its last lines; and after each poll, all of them
+        once the node has written nothing for two polls. A key's last event is its
+        window's newest entry; one of an earlier file is idle."""
+        since = feed.line - recent
         f = feed.file
 
         def active(k: KeyState) -> bool:
-            return bool(k.window) and k.window[-1][0] == f and k.window[-1][1] > before
+            return bool(k.window) and k.window[-1][0] == f and k.window[-1][1] > since
 
         self.replay.pack_idle(active)
 
@@ -674,19 +682,18 @@ class Follower:
         it first appeared (the lines that prove it are at or below that clock, and each
         node's clocks increase along its file)."""
         top = max((g.max_clock for g in self.groups.values()), default=-1)
-        tables, provisional = self.provisional()
-        found = {v.identity(): v for v in provisional}
+        with self.provisional() as (tables, provisional):
+            found = {v.identity(): v for v in provisional}
+            bearing = {ident: self._bearing(v, tables) for ident, v in found.items()
+                       if ident not in self.told}
         for ident in [i for i in self.pending if i not in found]:
             del self.pending[ident]
-        for ident, v in found.items():
-            if ident in self.told:
-                continue
+        for ident, groups in bearing.items():
             seen = self.pending.setdefault(ident, top)
-            bearing = self._bearing(v, tables)
-            if bearing is not None and all(g.horizon() > seen for g in bearing):
+            if groups is not None and all(g.horizon() > seen for g in groups):
                 del self.pending[ident]
-                self.told_global[ident] = v
-                self._tell(v)
+                self.told_global[ident] = found[ident]
+                self._tell(found[ident])
 
     def _pending_facts(self, grp: _Group) -> Iterator[GlobalFact]:
         """The facts ``finish_key`` would flush for each of the node's keys now, on a copy
@@ -718,22 +725,27 @@ class Follower:
         return [g for g in self.groups.values()
                 if g.node in named or g.replay.holds(v.tablet)]
 
-    def provisional(self) -> tuple[GlobalChecks, list[Violation]]:
-        """The global findings on the facts so far, on a copy of the tables (returned with
-        them): every key's pending facts flushed as if it ended now, every running
-        incarnation taken as crashed right after its last line (the widest excuse its
-        crash could still give)."""
-        r = self.replayer
-        g = pickle.loads(pickle.dumps(self.globals_, protocol=pickle.HIGHEST_PROTOCOL))
+    @contextlib.contextmanager
+    def provisional(self) -> Iterator[tuple[GlobalChecks, list[Violation]]]:
+        """The global findings on the facts so far, with the tables they were read from
+        (valid inside the ``with``): every key's pending facts flushed as if it ended
+        now, every running incarnation taken as crashed right after its last line (the
+        widest excuse its crash could still give). They are merged into the follower's
+        own tables and taken back after (``global_checks.Journal``): a copy of the tables
+        would double their memory for the time of a judgement."""
+        r, g = self.replayer, self.globals_
         assert not r.facts, "the facts are drained after every push"
-        for grp in self.groups.values():
-            for f in self._pending_facts(grp):
-                g.fact(f)
-            run = grp.running()
-            if run is not None:
-                inc, first, last = run
-                g.incs.setdefault(grp.node, {}).setdefault(inc, (first, last, False))
-        return g, g.violations()
+        journal = Journal(g)
+        try:
+            for grp in self.groups.values():
+                for f in self._pending_facts(grp):
+                    journal.fact(f)
+                run = grp.running()
+                if run is not None:
+                    journal.incarnation(grp.node, *run)
+            yield g, g.violations()
+        finally:
+            journal.undo()
 
 
 def _copies(keys: list[KeyState]) -> list[KeyState]:

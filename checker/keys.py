@@ -153,8 +153,11 @@ class KeyState:
     # The last events (file, line, event, args), the newest last: the context of a finding.
     window: list[WindowEntry] = attrs.Factory(list)  # ``remember``: at most WINDOW
     max_term: int = -1
-    max_term_at: str = ""
-    votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
+    # Where ``max_term`` was first seen (file, line): two fields, not a "file:line" string
+    # made per key (the follower keeps every node's keys).
+    max_term_file: str = ""
+    max_term_line: int = 0
+    votes: dict[int, tuple[int, str, int]] = attrs.Factory(dict)  # term -> (whom, file, line)
     # The open run of commits: indices c_lo..c_hi, each *named* by a commit event of this
     # key with term c_term (a batch commit names only its last index: a commit that skips
     # indices breaks the run); the first logged at c_file:c_line. Flushed as one fact when

@@ -463,7 +463,7 @@ class _NodeReplay:
         out.hits += 1
         if out.obs_term > k.max_term:
             k.max_term = out.obs_term
-            k.max_term_at = f"{f}:{line}"
+            k.max_term_file, k.max_term_line = f, line
         k.state = out.post
         found: list[Violation] | None = None
         if out.fast == FAST_LOG:
