@@ -816,20 +816,25 @@ class Journal:
     """Facts merged into ``tables`` that ``undo`` takes back: the follower's provisional
     judgement (checker/follow.py: every key's pending facts merged as if it ended now,
     the findings read, then the tables as they were) on its own tables, where a copy of
-    them would double its memory for the time of a judgement.
+    them would double their memory for the time of a judgement.
 
-    Before a fact is merged, each entry its merge may change is saved (the value, copied
-    when it is mutable, or its absence): ``_TOUCHES`` names them per kind, beside
-    ``_MERGES``. Only the kinds a key's end flushes (``LogTracker.finish``) and the
+    Before a fact is merged, each entry its merge may change is saved: ``_TOUCHES`` names
+    them per kind, beside ``_MERGES``. A merge only adds entries or replaces their values
+    (never deletes), and a dict keeps its insertion order, so an entry that was absent
+    needs no record: ``undo`` pops each table's newest entries back to its length before
+    the first fact; an entry that was present is saved (its value, copied when mutable)
+    and put back. Only the kinds a key's end flushes (``LogTracker.finish``) and the
     running incarnations are journaled; any other kind is refused. ``violations`` reads
     the tables without changing them (tests/trace/test_follow.py checks both: the tables
     after ``undo`` are the tables before, byte for byte)."""
 
     def __init__(self, tables: GlobalChecks) -> None:
         self.tables = tables
-        # table, key, old value (or _ABSENT), flat: an entry saved twice is restored to
-        # its first value, since ``undo`` goes backwards.
+        # table, key, old value, flat: an entry saved twice is restored to its first
+        # value, since ``undo`` goes backwards.
         self.saved: list[Any] = []
+        # Per dict touched, its length before the first fact.
+        self.lengths: dict[int, tuple[dict[Any, Any], int]] = {}
         # The entries saved with a copy (per tablet: shared by its keys): copied once.
         self.copied: set[tuple[int, Any]] = set()
         # bad_commits: its entries appear where two commit runs conflict (rare): saved
@@ -851,16 +856,19 @@ class Journal:
 
     def save(self, table: Any, key: Any, copy: Callable[[Any], Any] | None = None) -> None:
         """Save ``table[key]`` (a set ``table``: whether it holds ``key``)."""
+        if isinstance(table, set):
+            self.saved += (table, key, key in table)
+            return
+        if id(table) not in self.lengths:
+            self.lengths[id(table)] = (table, len(table))
+        old = table.get(key, _ABSENT)
+        if old is _ABSENT:
+            return  # popped by ``undo``
         if copy is not None:
             if (id(table), key) in self.copied:
                 return  # saved already: its first value is the one restored
             self.copied.add((id(table), key))
-        if isinstance(table, set):
-            old: Any = key in table
-        else:
-            old = table.get(key, _ABSENT)
-            if old is not _ABSENT and copy is not None:
-                old = copy(old)
+            old = copy(old)
         self.saved += (table, key, old)
 
     def save_bad_commits(self) -> None:
@@ -877,14 +885,16 @@ class Journal:
                     table.add(key)
                 else:
                     table.discard(key)
-            elif old is _ABSENT:
-                table.pop(key, None)
             else:
                 table[key] = old
+        for table, length in self.lengths.values():
+            while len(table) > length:
+                table.popitem()  # the newest entry: one the facts added
         if self.bad is not None:
             self.tables.bad_commits.clear()
             self.tables.bad_commits.update(self.bad)
         saved.clear()
+        self.lengths.clear()
         self.copied.clear()
         self.bad = None
 
