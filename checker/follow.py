@@ -236,6 +236,10 @@ class _Tail:
                     break
 
 
+# A key's field names: its pickle is a dict of them (attrs' ``__getstate__``).
+_KEY_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in attrs.fields(KeyState))
+
+
 @attrs.define
 class _FollowedNode(_NodeReplay):
     """A node's replay as the follower keeps it: ``_NodeReplay`` with its idle keys packed.
@@ -332,10 +336,6 @@ class _FollowedNode(_NodeReplay):
         return super()._catalog_replica(ev)
 
 
-# A key's field names: its pickle is a dict of them (attrs' ``__getstate__``).
-_KEY_FIELDS: Final = tuple(f.name for f in attrs.fields(KeyState))
-
-
 class _Packer(pickle.Pickler):
     """Pickles a key with the strings the replay shares by reference: the key's tablet,
     the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
@@ -373,9 +373,10 @@ class _Unpacker(pickle.Unpickler):
         self.tablet = tablet
 
     def persistent_load(self, pid: Any) -> str:
-        if pid >= 0:
-            return self.shared[pid]
-        return self.tablet if pid == -1 else self.uuids[-2 - pid]
+        at: int = pid
+        if at >= 0:
+            return self.shared[at]
+        return self.tablet if at == -1 else self.uuids[-2 - at]
 
 
 @attrs.define
