@@ -835,8 +835,9 @@ class Journal:
         self.saved: list[Any] = []
         # Per dict touched, its length before the first fact.
         self.lengths: dict[int, tuple[dict[Any, Any], int]] = {}
-        # The entries saved with a copy (per tablet: shared by its keys): copied once.
-        self.copied: set[tuple[int, Any]] = set()
+        # Per table, the keys of the entries saved with a copy (per tablet: shared by its
+        # keys): copied once.
+        self.copied: dict[int, set[Any]] = {}
         # bad_commits: its entries appear where two commit runs conflict (rare): saved
         # whole, once.
         self.bad: dict[tuple[str, int], list[tuple[int, str, str, int]]] | None = None
@@ -865,9 +866,10 @@ class Journal:
         if old is _ABSENT:
             return  # popped by ``undo``
         if copy is not None:
-            if (id(table), key) in self.copied:
+            done = self.copied.setdefault(id(table), set())
+            if key in done:
                 return  # saved already: its first value is the one restored
-            self.copied.add((id(table), key))
+            done.add(key)
             old = copy(old)
         self.saved += (table, key, old)
 
