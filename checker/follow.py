@@ -54,6 +54,23 @@ Memory is the live state, not the history: per node its keys (``KeyState``, boun
 the spec's small state plus the context window), its ``FileOrder`` (at most
 ``REORDER_WINDOW`` held lines), the global tables (which grow with tablets and terms, as
 in the batch check), and per file a ``_Tail`` (offsets). No event is kept once replayed.
+The batch check holds one node's keys at a time and drops them when the node is done;
+the follower holds every node's for as long as it runs, so it keeps them small:
+
+* a key that took no event in its node's last ``PACK_LINES`` lines (or whose node wrote
+  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 500
+  bytes against 4 KB as objects) and unpacked at its next event;
+* a file is read ``CHUNK`` bytes of whole lines at a time, and a new file only up to its
+  first decodable line to learn its node (``_Tail.read_head``);
+* a provisional judgement merges every key's pending facts into the follower's own tables
+  and takes them back after (``global_checks.Journal``), rather than judging a copy of
+  the tables, and keeps none of those facts between judgements;
+* ``finish`` ends the nodes one by one and drops each node's keys once ended, as the batch
+  check does.
+
+What remains above the batch check's peak is the packed keys and, during a judgement,
+the pending facts merged (the batch check's final tables hold them too, without the
+keys): ``bench/checker.py --follow`` measures both peaks side by side.
 
 Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
 follower's state between two polls is plain data once the replayer's caches are left out:
@@ -68,6 +85,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import operator
 import os
 import pickle
 import time
@@ -236,8 +254,9 @@ class _Tail:
                     break
 
 
-# A key's field names: its pickle is a dict of them (attrs' ``__getstate__``).
-_KEY_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in attrs.fields(KeyState))
+# A key packed is the tuple of its fields' values, in ``attrs.fields`` order (what its
+# ``__init__`` takes back), not attrs' ``__getstate__`` dict of them by name.
+_KEY_VALUES: Final = operator.attrgetter(*(f.name for f in attrs.fields(KeyState)))
 
 
 @attrs.define
@@ -258,7 +277,7 @@ class _FollowedNode(_NodeReplay):
     packed: dict[str, bytes] = attrs.Factory(dict)
     # The strings packed by reference (``_Packer``): the node's files, its UUID, the
     # event names; each keeps its index.
-    shared: list[str] = attrs.Factory(lambda: [*_KEY_FIELDS, *sorted(KNOWN_EVENTS)])
+    shared: list[str] = attrs.Factory(lambda: sorted(KNOWN_EVENTS))
     shared_ids: dict[str, int] = attrs.Factory(dict)
 
     def open_file(self, f: str) -> SeqFeed:
@@ -291,16 +310,17 @@ class _FollowedNode(_NodeReplay):
             buf.truncate()
             packer.clear_memo()
             packer.tablet = tablet
-            packer.dump((st, k))
+            packer.dump((st, _KEY_VALUES(k)))
             self.packed[tablet] = zlib.compress(buf.getbuffer(), 1)
 
     def unpacked(self, tablet: str, blob: bytes) -> KeyState:
         """A packed key as an object again (the packed bytes are left as they are)."""
-        st, k = _Unpacker(io.BytesIO(zlib.decompress(blob)), self.shared,
-                          self.r.interner.names, tablet).load()
+        st, values = _Unpacker(io.BytesIO(zlib.decompress(blob)), self.shared,
+                               self.r.interner.names, tablet).load()
+        k = KeyState(*values)
         if st is not None:
             k.state = self.r.states.intern(st)
-        return k  # type: ignore[no-any-return]
+        return k
 
     def unpack(self, tablet: str) -> KeyState | None:
         blob = self.packed.pop(tablet, None)
