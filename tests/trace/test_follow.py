@@ -446,22 +446,22 @@ def test_idle_keys_are_not_kept_as_objects(tmp_path: Path) -> None:
     from revivify.checker import follow as follow_module
 
     _many_tablets(tmp_path, 400, 6)
-    assert _key_objects() == 0
+    base = _key_objects()  # any other test's, still alive in this process
     fol = Follower([str(tmp_path)], global_every=0.0, judge_factor=0.0)
     fol.poll()
     # One tablet is at least 2 + 6 * 2 lines of each node's file.
     per_node = follow_module.PACK_LINES // 14 + 2
-    assert _key_objects() <= 3 * per_node < 1200 // 2
+    assert _key_objects() - base <= 3 * per_node < 1200 // 2
     keys = sum(len(g.replay.keys) + len(g.replay.packed) for g in fol.groups.values())
     assert keys == 1200
     fol.poll()
     fol.poll()
-    assert _key_objects() == 0
+    assert _key_objects() == base
     packed = [len(b) for g in fol.groups.values() for b in g.replay.packed.values()]
     assert len(packed) == keys and sum(packed) / keys < 1000, sum(packed) / keys
     state = dumps(fol)
     same(check_paths([str(tmp_path)]), fol.finish())
-    assert _key_objects() == 0  # finish drops each node's keys as it ends them
+    assert _key_objects() == base  # finish drops each node's keys as it ends them
     restored = loads(state, [str(tmp_path)], DEFAULT_MAX_FRONTIER)
     same(check_paths([str(tmp_path)]), restored.finish())
 
