@@ -835,8 +835,7 @@ class Journal:
         self.saved: list[Any] = []
         # Per dict touched, its length before the first fact.
         self.lengths: dict[int, tuple[dict[Any, Any], int]] = {}
-        # Per table, the keys of the entries saved with a copy (per tablet: shared by its
-        # keys): copied once.
+        # Per table saved with a copy, the keys of the entries already looked at.
         self.copied: dict[int, set[Any]] = {}
         # bad_commits: its entries appear where two commit runs conflict (rare): saved
         # whole, once.
@@ -862,16 +861,17 @@ class Journal:
             return
         if id(table) not in self.lengths:
             self.lengths[id(table)] = (table, len(table))
+        if copy is not None:
+            # An entry shared by several keys (per tablet, per node): what it was before
+            # the first fact is all that matters, so it is looked at once.
+            done = self.copied.setdefault(id(table), set())
+            if key in done:
+                return
+            done.add(key)
         old = table.get(key, _ABSENT)
         if old is _ABSENT:
             return  # popped by ``undo``
-        if copy is not None:
-            done = self.copied.setdefault(id(table), set())
-            if key in done:
-                return  # saved already: its first value is the one restored
-            done.add(key)
-            old = copy(old)
-        self.saved += (table, key, old)
+        self.saved += (table, key, old if copy is None else copy(old))
 
     def save_bad_commits(self) -> None:
         if self.bad is None:
