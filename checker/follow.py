@@ -112,9 +112,6 @@ from revivify.spec.catalog import CatalogSpec, ReplicaView
 CHUNK: Final = 1 << 18
 # A key that took no event in its node's last this many lines is packed (``_Group._pack``).
 PACK_LINES: Final = 1024
-# Keys copied at a time to flush their pending facts (``_pending_facts``): a pickle round
-# trip per batch, and a batch's copies at most held at once.
-COPY_BATCH: Final = 256
 # The global checks are judged at most this often while following (seconds).
 GLOBAL_EVERY: Final = 0.5
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
@@ -718,16 +715,11 @@ class Follower:
 
     def _pending_facts(self, grp: _Group) -> Iterator[GlobalFact]:
         """The facts ``finish_key`` would flush for each of the node's keys now, on a copy
-        of the key (a packed key's bytes are one), a batch of copies at a time: none is
-        kept (keeping them for the keys that did not change since cost as much memory as
-        the keys themselves)."""
+        of the key: its packed bytes unpacked (``provisional`` packs every key first), one
+        at a time. None is kept (keeping them for the keys that did not change since cost
+        as much memory as the keys themselves)."""
         r = self.replayer
-        keys = list(grp.replay.keys.values())
-        for at in range(0, len(keys), COPY_BATCH):
-            for kc in _copies(keys[at:at + COPY_BATCH]):
-                r.finish_key(kc)
-                yield from r.facts
-                r.facts.clear()
+        assert not grp.replay.keys, "provisional packs every key"
         for tablet, blob in grp.replay.packed.items():
             r.finish_key(grp.replay.unpacked(tablet, blob))
             yield from r.facts
@@ -759,6 +751,11 @@ class Follower:
         journal = Journal(g)
         try:
             for grp in self.groups.values():
+                # Every key packed first: its bytes are the copy ``finish_key`` flushes,
+                # and the keys still objects (those of the last lines) go out of memory
+                # for the judgement, when the pending facts are in it.
+                grp.replay.pack_idle(lambda k: False)
+            for grp in self.groups.values():
                 for f in self._pending_facts(grp):
                     journal.fact(f)
                 run = grp.running()
@@ -767,21 +764,6 @@ class Follower:
             yield g, g.violations()
         finally:
             journal.undo()
-
-
-def _copies(keys: list[KeyState]) -> list[KeyState]:
-    """Copies of ``keys`` for ``finish_key`` to flush, without their context windows
-    (``finish_key`` never reads a window, and the window is most of a key's memory: the
-    copy's is an empty tuple, so a step that did append to it would fail, not go
-    unnoticed). One pickle round trip for them all (faster than deepcopy)."""
-    windows = [k.window for k in keys]
-    try:
-        for k in keys:
-            k.window = ()  # type: ignore[assignment]
-        return pickle.loads(pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL))  # type: ignore[no-any-return]
-    finally:
-        for k, w in zip(keys, windows, strict=True):
-            k.window = w
 
 
 @attrs.define
