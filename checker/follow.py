@@ -54,6 +54,23 @@ Memory is the live state, not the history: per node its keys (``KeyState``, boun
 the spec's small state plus the context window), its ``FileOrder`` (at most
 ``REORDER_WINDOW`` held lines), the global tables (which grow with tablets and terms, as
 in the batch check), and per file a ``_Tail`` (offsets). No event is kept once replayed.
+The batch check holds one node's keys at a time and drops them when the node is done;
+the follower holds every node's for as long as it runs, so it keeps them small:
+
+* a key that took no event in its node's last ``PACK_LINES`` lines (or whose node wrote
+  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 150
+  bytes against 4 KB as objects) and unpacked at its next event;
+* a file is read ``CHUNK`` bytes of whole lines at a time, and a new file only up to its
+  first decodable line to learn its node (``_Tail.read_head``);
+* a provisional judgement merges every key's pending facts into the follower's own tables
+  and takes them back after (``global_checks.Journal``), rather than judging a copy of
+  the tables, and keeps none of those facts between judgements;
+* ``finish`` ends the nodes one by one and drops each node's keys once ended, as the batch
+  check does.
+
+What remains above the batch check's peak is the packed keys and, during a judgement,
+the pending facts merged (the batch check's final tables hold them too, without the
+keys): ``bench/checker.py --follow`` measures both peaks side by side.
 
 Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
 follower's state between two polls is plain data once the replayer's caches are left out:
@@ -65,10 +82,14 @@ a run over the new lines gives the verdict of one run over everything.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
+import operator
 import os
 import pickle
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -76,17 +97,21 @@ import attrs
 import msgspec
 
 from revivify.checker.facts import GlobalFact
-from revivify.checker.global_checks import GlobalChecks
+from revivify.checker.global_checks import GlobalChecks, Journal
 from revivify.checker.keys import KeyState, Violation
 from revivify.checker.local import SeqFeed, _NodeReplay, drain_facts
 from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Replayer
 from revivify.checker.report import Report, from_input_error
 from revivify.checker.traces import Envelope, InputError, discover, name_incarnation
+from revivify.contract.events import CATALOG_TABLET, KNOWN_EVENTS
 from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
-from revivify.spec.catalog import CatalogSpec
+from revivify.spec.catalog import CatalogSpec, ReplicaView
 
-# Bytes read from a file at a time: memory per poll is bounded by this, not by the file.
-CHUNK: Final = 1 << 22
+# Bytes read from a file at a time: memory per poll is bounded by this, not by the file
+# (the chunk's lines and the events they release are held at once).
+CHUNK: Final = 1 << 18
+# A key that took no event in its node's last this many lines is packed (``_Group._pack``).
+PACK_LINES: Final = 1024
 # The global checks are judged at most this often while following (seconds).
 GLOBAL_EVERY: Final = 0.5
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
@@ -143,6 +168,54 @@ class _Tail:
         self.size = size
         return changed
 
+    def _shrank(self, size: int) -> bool:
+        """Whether the file is shorter than what was read of it (``FileShrank``)."""
+        if size >= self.offset:
+            return False
+        # Rewritten: what was checked is no longer there.
+        self.trouble = self.trouble or ("FileShrank", (
+            f"the file holds {size} bytes, fewer than the {self.offset} already "
+            "checked: it was truncated or rewritten (trace files only grow); "
+            "the rest of it is not read"))
+        return True
+
+    def read_head(self, final: bool) -> tuple[str, int] | None:
+        """The file's node and incarnation (``traces.first_envelope``): its lines up to
+        its first decodable one, read one by one into ``held`` and no further (the rest is
+        read chunk by chunk when its node replays it, so a file found already long, say a
+        follower started on a day of traces, is never held whole: memory follows the live
+        state). A gzip file, only when final, is looked into without holding a line (it
+        is read again from its start when replayed)."""
+        if self.gz:
+            if not final:
+                return None
+            try:
+                with gzip.open(self.path, "rb") as gz:
+                    return _head(gz)
+            except (OSError, EOFError):  # unreadable: ``read`` meets it when replayed
+                return None
+        got = _head(self.held)
+        if got is not None:
+            return got
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            self.trouble = self.trouble or ("UnreadableFile", str(exc))
+            return None
+        with fh:
+            if self._shrank(os.fstat(fh.fileno()).st_size):
+                return None
+            fh.seek(self.offset)
+            while raw := fh.readline():
+                if not raw.endswith(b"\n") and not final:
+                    break  # a torn last line: read again once whole (or final)
+                self.offset += len(raw)
+                self.held.append(raw)
+                got = _head((raw,))
+                if got is not None:
+                    return got
+        return None
+
     def read(self, final: bool) -> Iterator[list[bytes]]:
         """The file's new whole lines, chunk by chunk, each with its newline; with
         ``final`` also its torn last line (the file is over: the batch reader yields it
@@ -150,38 +223,185 @@ class _Tail:
         whole once, when it is final."""
         if self.gz:
             if final and self.offset == 0:
-                self.offset = 1  # read: a gzip file is read once
+                self.offset = 1  # read: a gzip file is read once, chunk by chunk too
                 with gzip.open(self.path, "rb") as gz:
-                    yield list(gz)
+                    while chunk := gz.readlines(CHUNK):
+                        yield chunk
             return
         try:
-            fh = open(self.path, "rb")  # noqa: SIM115 (closed below; a generator)
+            fh = open(self.path, "rb", buffering=1 << 16)  # noqa: SIM115 (a generator)
         except OSError as exc:
             self.trouble = self.trouble or ("UnreadableFile", str(exc))
             return
         with fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < self.offset:  # rewritten: what was checked is no longer there
-                self.trouble = self.trouble or ("FileShrank", (
-                    f"the file holds {size} bytes, fewer than the {self.offset} already "
-                    "checked: it was truncated or rewritten (trace files only grow); "
-                    "the rest of it is not read"))
+            if self._shrank(os.fstat(fh.fileno()).st_size):
                 return
             fh.seek(self.offset)
-            rest = b""
-            while True:
-                data = fh.read(CHUNK)
-                if not data:
+            # Whole lines, about CHUNK bytes at a time, each its own bytes object (no
+            # chunk-sized buffer copied around). Only the file's last line can lack its
+            # newline: a torn write, read again next time unless the file is over.
+            while lines := fh.readlines(CHUNK):
+                torn = not lines[-1].endswith(b"\n")
+                if torn and not final:
+                    lines.pop()
+                if lines:
+                    self.offset += sum(map(len, lines))
+                    yield lines
+                if torn:
                     break
-                data = rest + data
-                cut = data.rfind(b"\n") + 1
-                rest = data[cut:]
-                if cut:
-                    self.offset += cut
-                    yield [x + b"\n" for x in data[:cut - 1].split(b"\n")]
-            if final and rest:
-                self.offset += len(rest)
-                yield [rest]
+
+
+# A key packed is the tuple of its fields' values, in ``attrs.fields`` order (what its
+# ``__init__`` takes back), not attrs' ``__getstate__`` dict of them by name.
+_KEY_VALUES: Final = operator.attrgetter(*(f.name for f in attrs.fields(KeyState)))
+
+
+@attrs.define
+class _FollowedNode(_NodeReplay):
+    """A node's replay as the follower keeps it: ``_NodeReplay`` with its idle keys packed.
+
+    The batch check holds one node's keys at a time; the follower holds every node's, for
+    as long as it runs (a node may write again). So a key that took no event for a while
+    is kept as bytes (``packed``: a pickle of the key, its state as the state's tuple, not
+    an id into the replayer's tables, compressed): about 150 bytes against 4 KB as
+    objects. It is
+    unpacked when its next event comes (``_new_key``: a key not in ``keys`` is looked up
+    here first) or when something reads every key of the node (a file begins or ends,
+    the masters' catalog replica); ``pack_idle`` packs. Packing leaves shape mode (the
+    key's concrete state is packed: ``Replayer.concretize``, as a saved state does), which
+    changes no verdict (tests/trace/test_follow.py, packing at random points)."""
+
+    packed: dict[str, bytes] = attrs.Factory(dict)
+    # The strings packed by reference (``_Packer``): the node's files, its UUID, the
+    # event names; each keeps its index.
+    shared: list[str] = attrs.Factory(lambda: sorted(KNOWN_EVENTS))
+    shared_ids: dict[str, int] = attrs.Factory(dict)
+    # The compression's preset dictionary: the node's first packed key's pickle. Keys of
+    # one node are alike (their fields, their events' arguments), so each is compressed
+    # against it: about 150 bytes a key, against 400 without.
+    zdict: bytes = b""
+
+    def open_file(self, f: str) -> SeqFeed:
+        self._share(f)
+        return super().open_file(f)
+
+    def _share(self, s: str) -> None:
+        if not self.shared_ids:
+            self.shared_ids.update((x, i) for i, x in enumerate(self.shared))
+        if s not in self.shared_ids:
+            self.shared_ids[s] = len(self.shared)
+            self.shared.append(s)
+
+    def pack_idle(self, active: Callable[[KeyState], bool]) -> None:
+        """Pack every key not ``active``."""
+        r, keys = self.r, self.keys
+        idle = [t for t, k in keys.items() if not active(k)]
+        if not idle:
+            return
+        if self.ns.node:
+            self._share(self.ns.node)
+        buf = io.BytesIO()
+        packer = _Packer(buf, self.shared_ids, r.interner.ids)
+        for tablet in idle:
+            k = keys.pop(tablet)
+            r.concretize(k)
+            st = r.states.tuples[k.state] if k.state >= 0 else None
+            k.state = -1  # an id means nothing out of this replayer's tables
+            buf.seek(0)
+            buf.truncate()
+            packer.clear_memo()
+            packer.tablet = tablet
+            packer.dump((st, _KEY_VALUES(k)))
+            if not self.zdict:
+                self.zdict = buf.getvalue()
+            z = zlib.compressobj(1, zlib.DEFLATED, 15, 8, zlib.Z_DEFAULT_STRATEGY, self.zdict)
+            self.packed[tablet] = z.compress(buf.getbuffer()) + z.flush()
+
+    def unpacked(self, tablet: str, blob: bytes) -> KeyState:
+        """A packed key as an object again (the packed bytes are left as they are)."""
+        z = zlib.decompressobj(zdict=self.zdict)
+        st, values = _Unpacker(io.BytesIO(z.decompress(blob) + z.flush()), self.shared,
+                               self.r.interner.names, tablet).load()
+        k = KeyState(*values)
+        if st is not None:
+            k.state = self.r.states.intern(st)
+        return k
+
+    def unpack(self, tablet: str) -> KeyState | None:
+        blob = self.packed.pop(tablet, None)
+        if blob is None:
+            return self.keys.get(tablet)
+        k = self.keys[tablet] = self.unpacked(tablet, blob)
+        return k
+
+    def unpack_all(self) -> None:
+        for tablet in list(self.packed):
+            self.unpack(tablet)
+
+    def holds(self, tablet: str) -> bool:
+        return tablet in self.keys or tablet in self.packed
+
+    def _new_key(self, old: KeyState | None, tablet: str, node: str) -> KeyState:
+        if old is None:
+            old = self.unpack(tablet)
+            if old is not None and old.node == node:
+                return old
+        return super()._new_key(old, tablet, node)
+
+    def _begin(self, f: str, line: int, first: Envelope) -> None:
+        self.unpack_all()  # an incarnation's start steps every key
+        super()._begin(f, line, first)
+
+    def close_file(self, feed: SeqFeed) -> None:
+        self.unpack_all()  # a file's end reads every key (end_file, _file_end)
+        super().close_file(feed)
+
+    def _catalog_replica(self, ev: Envelope) -> ReplicaView | None:
+        self.unpack(CATALOG_TABLET)
+        return super()._catalog_replica(ev)
+
+
+class _Packer(pickle.Pickler):
+    """Pickles a key with the strings the replay shares by reference: the key's tablet,
+    the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
+    holds the same few strings many times (its files in its window and its per-term
+    tables, its UUID in its facts), and unpickled afresh each would be a string of its
+    own, in the key and in every fact it flushes into the global tables."""
+
+    def __init__(self, buf: io.BytesIO, shared: dict[str, int], uuids: dict[str, int]
+                 ) -> None:
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.shared = shared
+        self.uuids = uuids
+        self.tablet = ""
+
+    def persistent_id(self, obj: Any) -> int | None:
+        if type(obj) is not str:
+            return None
+        if obj is self.tablet:
+            return -1
+        got = self.shared.get(obj)
+        if got is not None:
+            return got
+        got = self.uuids.get(obj)
+        return None if got is None else -2 - got
+
+
+class _Unpacker(pickle.Unpickler):
+    """``_Packer``'s bytes back, the strings by reference resolved."""
+
+    def __init__(self, buf: io.BytesIO, shared: list[str], uuids: list[str], tablet: str
+                 ) -> None:
+        super().__init__(buf)
+        self.shared = shared
+        self.uuids = uuids
+        self.tablet = tablet
+
+    def persistent_load(self, pid: Any) -> str:
+        at: int = pid
+        if at >= 0:
+            return self.shared[at]
+        return self.tablet if at == -1 else self.uuids[-2 - at]
 
 
 @attrs.define
@@ -190,10 +410,12 @@ class _Group:
     the one being read (``cur``, fed through ``feed``) and its replay."""
 
     node: str
-    replay: _NodeReplay
+    replay: _FollowedNode
     files: list[_Tail] = attrs.Factory(list)
     cur: int = 0
     feed: SeqFeed | None = None
+    # Polls in a row that fed the node no line (``_pack``).
+    idle_polls: int = 0
     max_clock: int = -1  # the highest clock read in order in any of its files
     # The highest wall clock (ns) of the last line of each chunk read: a node's lines are
     # appended in wall-clock order up to clock steps, so this is about its newest line's.
@@ -226,6 +448,7 @@ class _Group:
                 self.replay.push_lines(self.feed, chunk)
                 self.wall_ns = max(self.wall_ns, _wall_ns(chunk[-1]))
                 fed = True
+                self._pack(self.feed, PACK_LINES)
             self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
             if not over:
                 break
@@ -233,7 +456,24 @@ class _Group:
             self.feed = None
             t.done = True
             self.cur += 1
+        self.idle_polls = 0 if fed else self.idle_polls + 1
+        if self.feed is not None:
+            self._pack(self.feed, PACK_LINES if self.idle_polls < 2 else 0)
         return fed
+
+    def _pack(self, feed: SeqFeed, recent: int) -> None:
+        """Pack the keys whose last event is not among the current file's last ``recent``
+        lines (``_FollowedNode``): after each chunk, so a long file read at once holds
+        as objects only the keys of its last lines; and after each poll, all of them
+        once the node has written nothing for two polls. A key's last event is its
+        window's newest entry; one of an earlier file is idle."""
+        since = feed.line - recent
+        f = feed.file
+
+        def active(k: KeyState) -> bool:
+            return bool(k.window) and k.window[-1][0] == f and k.window[-1][1] > since
+
+        self.replay.pack_idle(active)
 
     def horizon(self) -> float:
         """The clock below which this node writes nothing more in its current
@@ -280,10 +520,6 @@ class Follower:
     # Identities of the findings told to ``on_finding``, and of the global ones among them.
     told: set[tuple[str, str]] = attrs.field(init=False, factory=set)
     told_global: dict[tuple[str, str], Violation] = attrs.field(init=False, factory=dict)
-    # Per (node, tablet): what ``finish_key`` flushed for the key last time, with the key
-    # and its signature then (``_pending_facts``).
-    flushed: dict[tuple[str, str], tuple[Any, KeyState, list[GlobalFact]]] = attrs.field(
-        init=False, factory=dict)
     # Global findings seen but not yet told -> the highest clock read when first seen.
     pending: dict[tuple[str, str], float] = attrs.field(init=False, factory=dict)
     facts_seen: int = attrs.field(init=False, default=0)  # facts merged (``_Counting``)
@@ -333,16 +569,21 @@ class Follower:
         self._discover(final=True)
         self._assign(final=True)
         r, report = self.replayer, self.report
-        groups = self._in_order()
-        for g in groups:
-            g.advance(final=True)
-        self._troubles(final=True)
-        for g in groups:
+        for g in self._in_order():
+            g.advance(final=True)  # its files closed: every key unpacked (close_file)
             for k in g.replay.keys.values():
                 r.finish_key(k)
-            drain_facts(r, _Counting(self))
+                drain_facts(r, _Counting(self))
+            for tablet, blob in g.replay.packed.items():
+                r.finish_key(g.replay.unpacked(tablet, blob))
+                drain_facts(r, _Counting(self))
+            # Spent: dropped as the batch check drops a node's keys once it is done, so
+            # the global tables grow as the keys go (the peak is not both at once).
+            g.replay.keys.clear()
+            g.replay.packed.clear()
             report.server_events += g.replay.stats.server_events
             report.keys += g.replay.stats.keys
+        self._troubles(final=True)  # (finish_key makes facts, never findings)
         self.on_finding, tell = None, self.on_finding  # the verdict lists the rest
         for v in self.globals_.violations() if judge else ():
             self._add(v)
@@ -384,14 +625,7 @@ class Follower:
         waiting = sorted((t for t in self.tails.values() if t.group is None),
                          key=lambda t: t.path)
         for t in waiting:
-            # Only as far as its first decodable line: the rest is read chunk by chunk when
-            # its node replays it, so a file found already long (a follower started on a
-            # day of traces) is never held whole (memory follows the live state).
-            for chunk in t.read(final):
-                t.held.extend(chunk)
-                if _head(t.held) is not None:
-                    break
-            head = _head(t.held)
+            head = t.read_head(final)
             if head is not None:
                 t.head = True
                 self._join(t, *head)
@@ -428,7 +662,7 @@ class Follower:
         g.add(t)
 
     def _group(self, node: str) -> _Group:
-        nr = _NodeReplay(self.replayer, _Counting(self), self._add, self.catalog)
+        nr = _FollowedNode(self.replayer, _Counting(self), self._add, self.catalog)
         nr.live_keys = self._live_keys
         return _Group(node, nr)
 
@@ -474,43 +708,30 @@ class Follower:
         it first appeared (the lines that prove it are at or below that clock, and each
         node's clocks increase along its file)."""
         top = max((g.max_clock for g in self.groups.values()), default=-1)
-        tables, provisional = self.provisional()
-        found = {v.identity(): v for v in provisional}
+        with self.provisional() as (tables, provisional):
+            found = {v.identity(): v for v in provisional}
+            bearing = {ident: self._bearing(v, tables) for ident, v in found.items()
+                       if ident not in self.told}
         for ident in [i for i in self.pending if i not in found]:
             del self.pending[ident]
-        for ident, v in found.items():
-            if ident in self.told:
-                continue
+        for ident, groups in bearing.items():
             seen = self.pending.setdefault(ident, top)
-            bearing = self._bearing(v, tables)
-            if bearing is not None and all(g.horizon() > seen for g in bearing):
+            if groups is not None and all(g.horizon() > seen for g in groups):
                 del self.pending[ident]
-                self.told_global[ident] = v
-                self._tell(v)
+                self.told_global[ident] = found[ident]
+                self._tell(found[ident])
 
-    def _pending_facts(self, grp: _Group) -> list[GlobalFact]:
-        """The facts ``finish_key`` would flush for each of the node's keys now (on a
-        copy of the key), cached per key until the key takes another event (its context
-        window's newest line, its incarnation or its state moved)."""
-        r, out = self.replayer, []
-        dirty = []
-        for tablet, k in grp.replay.keys.items():
-            sig = (k.window[-1][:2] if k.window else None, k.inc, k.state, k.pos)
-            got = self.flushed.get((grp.node, tablet))
-            if got is not None and got[0] == sig and got[1] is k:
-                out.extend(got[2])
-            else:
-                dirty.append((tablet, k, sig))
-        if dirty:  # one pickle round trip copies them all (faster than deepcopy)
-            copies = pickle.loads(pickle.dumps([k for _, k, _ in dirty],
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-            for (tablet, k, sig), kc in zip(dirty, copies, strict=True):
-                r.finish_key(kc)
-                facts = list(r.facts)
-                r.facts.clear()
-                self.flushed[(grp.node, tablet)] = (sig, k, facts)
-                out.extend(facts)
-        return out
+    def _pending_facts(self, grp: _Group) -> Iterator[GlobalFact]:
+        """The facts ``finish_key`` would flush for each of the node's keys now, on a copy
+        of the key: its packed bytes unpacked (``provisional`` packs every key first), one
+        at a time. None is kept (keeping them for the keys that did not change since cost
+        as much memory as the keys themselves)."""
+        r = self.replayer
+        assert not grp.replay.keys, "provisional packs every key"
+        for tablet, blob in grp.replay.packed.items():
+            r.finish_key(grp.replay.unpacked(tablet, blob))
+            yield from r.facts
+            r.facts.clear()
 
     def _bearing(self, v: Violation, tables: GlobalChecks) -> list[_Group] | None:
         """The nodes whose unread lines may bear on a global finding: those holding its
@@ -523,24 +744,34 @@ class Follower:
         if any(n not in self.groups for n in named):
             return None
         return [g for g in self.groups.values()
-                if g.node in named or v.tablet in g.replay.keys]
+                if g.node in named or g.replay.holds(v.tablet)]
 
-    def provisional(self) -> tuple[GlobalChecks, list[Violation]]:
-        """The global findings on the facts so far, on a copy of the tables (returned with
-        them): every key's pending facts flushed as if it ended now, every running
-        incarnation taken as crashed right after its last line (the widest excuse its
-        crash could still give)."""
-        r = self.replayer
-        g = pickle.loads(pickle.dumps(self.globals_, protocol=pickle.HIGHEST_PROTOCOL))
+    @contextlib.contextmanager
+    def provisional(self) -> Iterator[tuple[GlobalChecks, list[Violation]]]:
+        """The global findings on the facts so far, with the tables they were read from
+        (valid inside the ``with``): every key's pending facts flushed as if it ended
+        now, every running incarnation taken as crashed right after its last line (the
+        widest excuse its crash could still give). They are merged into the follower's
+        own tables and taken back after (``global_checks.Journal``): a copy of the tables
+        would double their memory for the time of a judgement."""
+        r, g = self.replayer, self.globals_
         assert not r.facts, "the facts are drained after every push"
-        for grp in self.groups.values():
-            for f in self._pending_facts(grp):
-                g.fact(f)
-            run = grp.running()
-            if run is not None:
-                inc, first, last = run
-                g.incs.setdefault(grp.node, {}).setdefault(inc, (first, last, False))
-        return g, g.violations()
+        journal = Journal(g)
+        try:
+            for grp in self.groups.values():
+                # Every key packed first: its bytes are the copy ``finish_key`` flushes,
+                # and the keys still objects (those of the last lines) go out of memory
+                # for the judgement, when the pending facts are in it.
+                grp.replay.pack_idle(lambda k: False)
+            for grp in self.groups.values():
+                for f in self._pending_facts(grp):
+                    journal.fact(f)
+                run = grp.running()
+                if run is not None:
+                    journal.incarnation(grp.node, *run)
+            yield g, g.violations()
+        finally:
+            journal.undo()
 
 
 @attrs.define

@@ -805,3 +805,126 @@ _MERGES: Final[dict[type[GlobalFact], Callable[[GlobalChecks, Any], None]]] = {
     CatalogRecord: GlobalChecks._catalog_record,
 }
 assert set(_MERGES) == set(RECORDS), "a kind of fact without its merge"
+
+
+# -- merging facts that are taken back ------------------------------------------------------
+
+_ABSENT: Final = object()
+
+
+class Journal:
+    """Facts merged into ``tables`` that ``undo`` takes back: the follower's provisional
+    judgement (checker/follow.py: every key's pending facts merged as if it ended now,
+    the findings read, then the tables as they were) on its own tables, where a copy of
+    them would double their memory for the time of a judgement.
+
+    Before a fact is merged, each entry its merge may change is saved: ``_TOUCHES`` names
+    them per kind, beside ``_MERGES``. A merge only adds entries or replaces their values
+    (never deletes), and a dict keeps its insertion order, so an entry that was absent
+    needs no record: ``undo`` pops each table's newest entries back to its length before
+    the first fact; an entry that was present is saved (its value, copied when mutable)
+    and put back. Only the kinds a key's end flushes (``LogTracker.finish``) and the
+    running incarnations are journaled; any other kind is refused. ``violations`` reads
+    the tables without changing them (tests/trace/test_follow.py checks both: the tables
+    after ``undo`` are the tables before, byte for byte)."""
+
+    def __init__(self, tables: GlobalChecks) -> None:
+        self.tables = tables
+        # table, key, old value, flat: an entry saved twice is restored to its first
+        # value, since ``undo`` goes backwards.
+        self.saved: list[Any] = []
+        # Per dict touched, its length before the first fact.
+        self.lengths: dict[int, tuple[dict[Any, Any], int]] = {}
+        # Per table saved with a copy, the keys of the entries already looked at.
+        self.copied: dict[int, set[Any]] = {}
+        # bad_commits: its entries appear where two commit runs conflict (rare): saved
+        # whole, once.
+        self.bad: dict[tuple[str, int], list[tuple[int, str, str, int]]] | None = None
+
+    def fact(self, f: GlobalFact) -> None:
+        touch = _TOUCHES.get(type(f))
+        if touch is None:
+            raise TypeError(f"a {type(f).__name__} fact cannot be taken back")
+        touch(self, f)
+        self.tables.fact(f)
+
+    def incarnation(self, node: str, inc: int, first: int, last: int) -> None:
+        """A running incarnation, taken as crashed after its last line (unless the
+        tables know it already)."""
+        self.save(self.tables.incs, node, dict)
+        self.tables.incs.setdefault(node, {}).setdefault(inc, (first, last, False))
+
+    def save(self, table: Any, key: Any, copy: Callable[[Any], Any] | None = None) -> None:
+        """Save ``table[key]`` (a set ``table``: whether it holds ``key``)."""
+        if isinstance(table, set):
+            self.saved += (table, key, key in table)
+            return
+        if id(table) not in self.lengths:
+            self.lengths[id(table)] = (table, len(table))
+        if copy is not None:
+            # An entry shared by several keys (per tablet, per node): what it was before
+            # the first fact is all that matters, so it is looked at once.
+            done = self.copied.setdefault(id(table), set())
+            if key in done:
+                return
+            done.add(key)
+        old = table.get(key, _ABSENT)
+        if old is _ABSENT:
+            return  # popped by ``undo``
+        self.saved += (table, key, old if copy is None else copy(old))
+
+    def save_bad_commits(self) -> None:
+        if self.bad is None:
+            self.bad = {k: list(v) for k, v in self.tables.bad_commits.items()}
+
+    def undo(self) -> None:
+        """The tables as they were before the first fact."""
+        saved = self.saved
+        for at in range(len(saved) - 3, -1, -3):
+            table, key, old = saved[at:at + 3]
+            if isinstance(table, set):
+                if old:
+                    table.add(key)
+                else:
+                    table.discard(key)
+            else:
+                table[key] = old
+        for table, length in self.lengths.values():
+            while len(table) > length:
+                table.popitem()  # the newest entry: one the facts added
+        if self.bad is not None:
+            self.tables.bad_commits.clear()
+            self.tables.bad_commits.update(self.bad)
+        saved.clear()
+        self.lengths.clear()
+        self.copied.clear()
+        self.bad = None
+
+
+def _copy_runs(entry: tuple[list[int], list[_Run]]) -> tuple[list[int], list[_Run]]:
+    los, runs = entry
+    return list(los), [_Run(r.lo, r.hi, r.term, r.witness) for r in runs]
+
+
+def _touch_commit_run(j: Journal, f: CommitRun) -> None:
+    j.save(j.tables.runs, f.tablet, _copy_runs)
+    j.save_bad_commits()
+
+
+def _touch_named(j: Journal, f: Named) -> None:
+    j.save(j.tables.named, f.tablet, set)
+    if f.copied:
+        j.save(j.tables.copied, (f.tablet, f.node))
+
+
+# The entries each kind's merge (``_MERGES``) may change, for the kinds a ``Journal`` takes.
+_TOUCHES: Final[dict[type[GlobalFact], Callable[[Journal, Any], None]]] = {
+    CommitRun: _touch_commit_run,
+    CommittedRun: lambda j, f: j.save(j.tables.cruns, f.tablet, set),
+    Hold: lambda j, f: j.save(j.tables.holds, (f.tablet, f.node)),
+    LeaderCommit: lambda j, f: j.save(j.tables.lcommits, (f.tablet, f.term, f.leader)),
+    OwnTermAppend: lambda j, f: j.save(j.tables.appends, (f.tablet, f.term, f.node)),
+    EntryTermAppend: lambda j, f: j.save(j.tables.tappends, (f.tablet, f.term, f.node)),
+    FollowerCommit: lambda j, f: j.save(j.tables.fcommits, (f.tablet, f.term, f.node)),
+    Named: _touch_named,
+}

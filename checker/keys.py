@@ -15,7 +15,6 @@ frontier, ``explain`` the words of a finding).
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Final, NamedTuple
 
 import attrs
@@ -33,6 +32,17 @@ from revivify.spec.model import MAP_FIELDS, ServerState
 
 # The last events a key keeps: the context of a finding.
 WINDOW: Final = 6
+# One entry of a key's window: (file, line, event, raw args).
+WindowEntry = tuple[str, int, str, bytes]
+
+
+def remember(window: list[WindowEntry], entry: WindowEntry) -> None:
+    """Append ``entry`` to a key's window, dropping the oldest beyond ``WINDOW``. A plain
+    list, not a ``deque(maxlen=WINDOW)``: a deque allocates a block of 64 slots (about
+    760 bytes), and a follower keeps every node's keys alive at once (checker/follow.py)."""
+    window.append(entry)
+    if len(window) > WINDOW:
+        del window[0]
 # Parameters that name servers (interned to ints in the spec's parameters).
 _ID_PARAMS: Final = frozenset({"candidate", "me", "caller", "source"})
 
@@ -141,10 +151,13 @@ class KeyState:
     state: int = -1
     inc: int = -1
     # The last events (file, line, event, args), the newest last: the context of a finding.
-    window: deque[tuple[str, int, str, bytes]] = attrs.Factory(lambda: deque(maxlen=WINDOW))
+    window: list[WindowEntry] = attrs.Factory(list)  # ``remember``: at most WINDOW
     max_term: int = -1
-    max_term_at: str = ""
-    votes: dict[int, tuple[int, str]] = attrs.Factory(dict)
+    # Where ``max_term`` was first seen (file, line): two fields, not a "file:line" string
+    # made per key (the follower keeps every node's keys).
+    max_term_file: str = ""
+    max_term_line: int = 0
+    votes: dict[int, tuple[int, str, int]] = attrs.Factory(dict)  # term -> (whom, file, line)
     # The open run of commits: indices c_lo..c_hi, each *named* by a commit event of this
     # key with term c_term (a batch commit names only its last index: a commit that skips
     # indices breaks the run); the first logged at c_file:c_line. Flushed as one fact when

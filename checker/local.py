@@ -43,7 +43,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import msgspec
@@ -51,6 +51,7 @@ import msgspec
 from revivify.checker.catalog import CatalogReplay, catalog_replica
 from revivify.checker.facts import Blind, Deny, FactSink, Incarnation, KeyLast, ServerFormat
 from revivify.checker.global_checks import GlobalChecks
+from revivify.checker.keys import remember
 from revivify.checker.replay import (
     DEFAULT_MAX_FRONTIER,
     FAST_LOG,
@@ -77,11 +78,14 @@ from revivify.checker.traces import (
     refused_line,
     tablet_error,
 )
-from revivify.contract.events import CATALOG_TABLET
+from revivify.contract.events import CATALOG_TABLET, KNOWN_EVENTS
 from revivify.spec.catalog import DEFAULT as CATALOG_SPEC
 from revivify.spec.catalog import CatalogSpec, ReplicaView
 
 _NO_LAMPORT = float("inf")  # no int is above it: the fast order check fails
+# Each known event name as one shared string: a decoded line's name is a new string, and a
+# key's window keeps the names of its last events (a follower keeps every node's keys).
+_EVENT_NAMES: Final = {name: name for name in KNOWN_EVENTS}
 
 
 @attrs.define
@@ -402,6 +406,7 @@ class _NodeReplay:
         feed_raw = r.feed_raw
         memo_get = r.memo.get  # the memo is only replaced by maybe_reset (bound again then)
         shape_step = r.shape_step
+        names = _EVENT_NAMES
         since_reset = self.since_reset
         events = stop_line = 0
         ev: Any
@@ -421,6 +426,7 @@ class _NodeReplay:
                 if k is None or k.node != ev.node:
                     k = self._new_key(k, tablet, ev.node)
                 event = ev.event
+                event = names.get(event, event)  # one string per name (``_EVENT_NAMES``)
                 args_b = bytes(ev.args)
                 st_b = bytes(ev.state)
                 if ev.inc == k.inc:
@@ -457,7 +463,7 @@ class _NodeReplay:
         out.hits += 1
         if out.obs_term > k.max_term:
             k.max_term = out.obs_term
-            k.max_term_at = f"{f}:{line}"
+            k.max_term_file, k.max_term_line = f, line
         k.state = out.post
         found: list[Violation] | None = None
         if out.fast == FAST_LOG:
@@ -469,7 +475,7 @@ class _NodeReplay:
         elif out.fast != FAST_PLAIN:
             found = self.r.log_tracker.commit_step(k, out.a, out.b, out.lead, out.obs_term,
                                                    f, line, lamport, args_b)
-        k.window.append((f, line, event, args_b))
+        remember(k.window, (f, line, event, args_b))
         for v in found or ():
             self.add(v)
 

@@ -149,6 +149,7 @@ from revivify.checker.keys import (
     _forced,
     _Problem,
     canon,
+    remember,
     resync,
 )
 from revivify.checker.logshape import (
@@ -449,7 +450,7 @@ class Replayer:
         so.hits += 1
         if ot > k.max_term:
             k.max_term = ot
-            k.max_term_at = f"{file}:{line}"
+            k.max_term_file, k.max_term_line = file, line
         k.state = so.post
         k.pos = pos + so.dpos
         found: list[Violation] | None
@@ -460,7 +461,7 @@ class Replayer:
         else:
             found = self.log_tracker.commit_step(k, index, so.a, so.lead, ot, file, line,
                                                  lamport, args_b)
-        k.window.append((file, line, event, args_b))
+        remember(k.window, (file, line, event, args_b))
         return found or True
 
     # -----------------------------------------------------------------------------------
@@ -650,7 +651,7 @@ class Replayer:
                                                out.obs_term, file, line, k.lam, args_b)
             if got:
                 found = got if found is None else [*found, *got]
-        k.window.append((file, line, event, args_b))
+        remember(k.window, (file, line, event, args_b))
         return found
 
     @staticmethod
@@ -660,16 +661,17 @@ class Replayer:
         if obs_term < k.max_term:
             found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
                 "TermRegression", "violation", "TermMonotonic",
-                f"term {obs_term} after term {k.max_term} (seen at {k.max_term_at})",
+                f"term {obs_term} after term {k.max_term} (seen at "
+                f"{k.max_term_file}:{k.max_term_line})",
                 (), ""), -1))
             # One fault, one finding: the replay goes on from the term the node reports
             # (as it resynchronises a state), so the events of the lower term that follow
             # are not each reported again.
             k.max_term = obs_term
-            k.max_term_at = f"{file}:{line}"
+            k.max_term_file, k.max_term_line = file, line
         elif obs_term > k.max_term:
             k.max_term = obs_term
-            k.max_term_at = f"{file}:{line}"
+            k.max_term_file, k.max_term_line = file, line
         return found
 
     def _wal_and_config_seen(self, k: KeyState, file: str, line: int, event: str,
@@ -708,12 +710,13 @@ class Replayer:
             who = p["candidate"] if event == "vote_granted" else p["me"]
             prior = k.votes.get(t)
             if prior is None:
-                k.votes[t] = (who, f"{file}:{line}")
+                k.votes[t] = (who, file, line)
             elif prior[0] != who:
                 found = add_finding(found, key_finding(k, file, line, event, args_b, _Problem(
                     "DoubleVote", "violation", "VoteOnce",
                     f"vote for {self.interner.name(who)} in term {t}, but this node "
-                    f"voted for {self.interner.name(prior[0])} in term {t} at {prior[1]}",
+                    f"voted for {self.interner.name(prior[0])} in term {t} at "
+                    f"{prior[1]}:{prior[2]}",
                     (), ""), -1))
         wrong = self._identity(k, file, line, event, args_b, p)
         if wrong is not None:

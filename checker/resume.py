@@ -174,7 +174,6 @@ def _revive(saved: _Saved, paths: list[str]) -> Follower:
 
 def _detach(fol: Follower) -> tuple[Any, ...]:
     """Take out what is not data (the replayer, callbacks): ``_attach`` puts it back."""
-    fol.flushed.clear()  # a cache (follow.Follower._pending_facts)
     held = (fol.replayer, fol.on_finding, [
         (g.replay.r, g.replay.sink, g.replay.add, g.replay.live_keys,
          None if g.replay.masters is None else (g.replay.masters.sink,
