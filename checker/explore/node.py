@@ -110,9 +110,11 @@ class NodeSearch(Search):
     def chain_to(self, key: int) -> list[int]:
         return [key]
 
-    def expand(self, key: int, append: Callable[[int], None]) -> bool:
-        """Every move from the state ``key`` (see ``Search._expand_plain``)."""
-        return self._expand_plain(key, append)
+    def expand(self, key: int, append: Callable[[int], None],
+               owned: bytearray | None = None, check: bool = True) -> bool:
+        """Every move from the state ``key`` (see ``Search._expand_plain``; ``owned`` and
+        ``check``: the parallel search's share of it)."""
+        return self._expand_plain(key, append, owned, check)
 
     def take_tally(self) -> tuple[int, list[int]]:
         """The transitions and per-action coverage of the expansions since the last call

@@ -94,7 +94,7 @@ def explore_parallel(
     early = initial_violation(spec, ex, t0, cpu0, symmetry, "local", workers)
     if early is not None:
         return early
-    cap = None if max_states is None else -(-max_states // workers)
+    cap = max_states  # every worker knows every state
     ctx = multiprocessing.get_context(START_METHOD)
     ctx.set_forkserver_preload(PRELOAD)
     inboxes = [ctx.Queue() for _ in range(workers)]
@@ -117,7 +117,11 @@ def explore_parallel(
         capped = False
         while True:
             answers: list[_Level] = coord.ask_all(("level",))
-            found = sum(a.found for a in answers)
+            # every worker ends a level holding the same new states
+            found = answers[0].found
+            if any(a.found != found for a in answers):
+                raise ExplorerError(f"the workers disagree on the level's new states: "
+                                    f"{[a.found for a in answers]}")
             if found:
                 levels.append(found)
                 if progress is not None:
@@ -244,13 +248,13 @@ class _Worker:
         # per peer: the sids already named to it, and its sids -> mine
         self.named: list[bytearray] = [bytearray() for _ in range(workers)]
         self.mine_of: list[list[int]] = [[] for _ in range(workers)]
+        # sid -> 1 when this worker expands the servers in that state (its orbit's share)
+        self.xown = bytearray()
         ex = node.ex
         init = ex.key([ex.interner.sid(s) for s in ex.spec.initial()], 0)
-        node.fill()
-        self.frontier: list[int] = []
-        if node.owner(init, workers) == me:
-            self.seen[init] = ROOT
-            self.frontier.append(init)
+        # every worker holds every state; the coordinator checked the initial one
+        self.seen[init] = ROOT
+        self.frontier: list[int] = [init]
 
     def serve(self) -> None:
         while True:
@@ -270,40 +274,62 @@ class _Worker:
                 return
 
     def level(self) -> _Level:
-        node, seen, me, n = self.node, self.seen, self.me, self.workers
+        """Expand this worker's share of the level, exchange the new states with every
+        peer, check the invariants of the new states this worker owns."""
+        node, seen = self.node, self.seen
         search = node.search
+        self._own_servers()
         found: list[int] = []
         capped = False
+        expand, append, xown, cap = search.expand, found.append, self.xown, self.cap
         for key in self.frontier:
-            if search.expand(key, found.append):
+            if expand(key, append, xown, False):
                 break
-            if self.cap is not None and len(seen) >= self.cap:
+            if cap is not None and len(seen) >= cap:
                 capped = True
                 break
         node.fill()
-        mine: list[int] = []
-        out: list[list[int]] = [[] for _ in range(n)]
-        owner = node.owner
-        for k in found:
-            o = owner(k, n)
-            if o == me:
-                mine.append(k)
-            else:
-                out[o].append(k)
-        for peer in range(n):
-            if peer != me:
-                self.inboxes[peer].put((me, self._names(peer, out[peer]), out[peer],
-                                        [seen[k] for k in out[peer]]))
-        for _ in range(n - 1):
-            sender, names, keys, parents = self.inboxes[me].get()
-            self._merge(sender, names, keys, parents, mine)
-        self.frontier = mine
+        parents = [seen[k] for k in found]
+        for peer in range(self.workers):
+            if peer != self.me:
+                self.inboxes[peer].put((self.me, self._names(peer, found), found, parents))
+        # (a copy: the queues' feeder threads pickle ``found`` after ``put`` returns)
+        frontier = found.copy()
+        for _ in range(self.workers - 1):
+            sender, names, keys, their_parents = self.inboxes[self.me].get()
+            self._merge(sender, names, keys, their_parents, frontier)
+        self.frontier = frontier
         violation = None
         if search.violation_at is not None:
             chain, (kind, name) = search.violation_at
             violation = (chain[0], kind, name)
+        else:
+            violation = self._check(frontier)
         transitions = search.tally(False) if self.tally_levels else 0
-        return _Level(len(mine), capped, violation, transitions)
+        return _Level(len(frontier), capped, violation, transitions)
+
+    def _own_servers(self) -> None:
+        """Extend ``xown`` to every sid interned so far: the servers this worker expands
+        are those whose state's orbit falls to it (``Node.orbit``, the same in every
+        process for every member of an orbit)."""
+        node, xown, me, n = self.node, self.xown, self.me, self.workers
+        node.fill()
+        orbit = node.orbit
+        xown.extend([orbit[s] % n == me for s in range(len(xown), len(orbit))])
+
+    def _check(self, frontier: list[int]) -> tuple[int, str, str] | None:
+        """The invariants of the level's new states that this worker owns (``Node.owner``:
+        each state is checked by one worker), else None; the first failing one."""
+        node, me, n = self.node, self.me, self.workers
+        checks = node.ex.checks
+        state_ok, owner, unpack = checks.state_ok, node.owner, node.ex.unpack
+        for key in frontier:
+            if owner(key, n) != me:
+                continue
+            sids, _cw = unpack(key)
+            if not state_ok(sids):
+                return key, "invariant", checks.state_failures(sids)[0]
+        return None
 
     def _names(self, peer: int, keys: list[int]) -> list[tuple[int, bytes]]:
         """The (sid, stable encoding) of every sid in ``keys`` not yet named to ``peer``."""
@@ -322,7 +348,7 @@ class _Worker:
 
     def _merge(self, sender: int, names: list[tuple[int, bytes]], keys: list[int],
                parents: list[int], frontier: list[int]) -> None:
-        """The states ``sender`` found for me: those new to me join my next frontier."""
+        """The new states ``sender`` found: those new to me join my next frontier."""
         node, seen = self.node, self.seen
         table = self.mine_of[sender]
         for s, enc in names:

@@ -165,10 +165,16 @@ class Search:
             frontier = next_frontier
         self.transitions = self.tally(True)
 
-    def _expand_plain(self, key: int, append: Callable[[int], None]) -> bool:
+    def _expand_plain(self, key: int, append: Callable[[int], None],
+                      owned: bytearray | None = None, check: bool = True) -> bool:
         """Every move of every server from the state ``key``: each new state recorded
         (its parent, ``append``ed to the next level) and checked; True when a step
-        property or an invariant fails (``violation_at`` says which)."""
+        property or an invariant fails (``violation_at`` says which).
+
+        The parallel search (``parallel``) expands a state in parts: ``owned`` (by sid,
+        non-zero for the server states this process expands) leaves out the servers in
+        the others' states, and ``check`` False leaves the new states' invariants to be
+        checked once, by their owner, after the level's exchange."""
         ex = self.ex
         parents = self.parents
         state_ok = ex.checks.state_ok
@@ -187,6 +193,8 @@ class Search:
                   | ((((cw >> (2 * bits)) & COUNTER_MASK) < max_r) << 2))
         for i in range(ex.n):
             sid = sids[i]
+            if owned is not None and not owned[sid]:
+                continue
             for mv in self._moves(i, sids):
                 if mv.bad:
                     prop = mv.bad_at[budget]
@@ -204,7 +212,7 @@ class Search:
                         if nkey not in parents:
                             parents[nkey] = key
                             append(nkey)
-                            if not state_ok(sids):
+                            if check and not state_ok(sids):
                                 bad = ex.checks.state_failures(sids)
                                 self.violation_at = (self.chain_to(nkey),
                                                      ("invariant", bad[0]))
