@@ -49,7 +49,7 @@ from .results import ExplorerError, ExploreResult, ExploreViolation
 from .search import Search
 
 # An odd 64-bit constant: the budget counters' share of the owner (the golden ratio's).
-_MIX: Final = 0x9E3779B97F4A7C15
+MIX: Final = 0x9E3779B97F4A7C15
 
 
 class NotDistributable(ExplorerError):
@@ -110,11 +110,9 @@ class NodeSearch(Search):
     def chain_to(self, key: int) -> list[int]:
         return [key]
 
-    def expand(self, key: int, append: Callable[[int], None],
-               owned: bytearray | None = None, check: bool = True) -> bool:
-        """Every move from the state ``key`` (see ``Search._expand_plain``; ``owned`` and
-        ``check``: the parallel search's share of it)."""
-        return self._expand_plain(key, append, owned, check)
+    def expand(self, key: int, append: Callable[[int], None]) -> bool:
+        """Every move from the state ``key`` (see ``Search._expand_plain``)."""
+        return self._expand_plain(key, append)
 
     def take_tally(self) -> tuple[int, list[int]]:
         """The transitions and per-action coverage of the expansions since the last call
@@ -166,7 +164,7 @@ class Node:
         ``fill`` first)."""
         sids, cw = self.ex.unpack(key)
         orbit = self.orbit
-        return (sum([orbit[s] for s in sids]) + cw * _MIX) % owners
+        return (sum([orbit[s] for s in sids]) + cw * MIX) % owners
 
     def stable(self, key: int) -> bytes:
         """The state's orbit as stable bytes: over every server permutation p, the least
@@ -233,5 +231,5 @@ def initial_violation(spec: Spec, ex: Explorer, t0: float, cpu0: float, symmetry
                               time.process_time() - cpu0, engine)
 
 
-__all__ = ["Node", "NodeSearch", "NotDistributable", "SpecSource", "distributed_result",
+__all__ = ["MIX", "Node", "NodeSearch", "NotDistributable", "SpecSource", "distributed_result",
            "initial_violation", "property_docs", "require_plain"]

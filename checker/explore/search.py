@@ -173,8 +173,8 @@ class Search:
 
         The parallel search (``parallel``) expands a state in parts: ``owned`` (by sid,
         non-zero for the server states this process expands) leaves out the servers in
-        the others' states, and ``check`` False leaves the new states' invariants to be
-        checked once, by their owner, after the level's exchange."""
+        the other processes' server states, and ``check`` False leaves the new states'
+        invariants to be checked once, by their owner, after the level's exchange."""
         ex = self.ex
         parents = self.parents
         state_ok = ex.checks.state_ok
