@@ -140,7 +140,7 @@ def run_in_threads(spec: Spec, bounds: Bounds, workers: int) -> tuple[list[_Work
     while True:
         answers: list[Any] = [None] * workers
 
-        def run(w: _Worker) -> None:
+        def run(w: _Worker, answers: list[Any] = answers) -> None:
             answers[w.me] = w.level()
 
         threads = [threading.Thread(target=run, args=(w,)) for w in ws]
@@ -169,7 +169,7 @@ class TestShare:
         assert all(a != b for a, b in zip(shares[0].owned, shares[1].owned, strict=True))
 
     def test_moves_narrow_the_gap(self) -> None:
-        orbit = list(range(0, 40, 2)) + [1]
+        orbit = [*range(0, 40, 2), 1]
         counts = {o: 100 + o for o in orbit}
         share = Share(0, 2)
         share.rebalance(orbit, counts)
