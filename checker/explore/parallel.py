@@ -80,7 +80,6 @@ from .node import (
     require_plain,
 )
 from .results import ExploreProgress, ExplorerError, ExploreResult, ExploreViolation
-from .symmetry import SID_MASK
 
 # forkserver: workers fork from a clean server process (no inherited threads or open files
 # of the caller) that has imported the explorer and compiled the stock spec once (``warm``).
@@ -347,18 +346,17 @@ class _Worker:
         named.extend(bytes(len(encs) - len(named)))
         checks = node.ex.checks
         state_ok, every = checks.state_ok, self.orbits.extend
-        shift_c, shifts = self.search._shift_c, self.search._shifts
+        shift_c, unpack, orbit_of = self.search._shift_c, self.search._unpack, orbit.__getitem__
         cw_mask = (1 << shift_c) - 1
         names: list[tuple[int, bytes]] = []
         violation = None
         for key in found:
-            packed = key >> shift_c
-            sids = [(packed >> sh) & SID_MASK for sh in shifts]
+            sids = unpack(key >> shift_c)
             for s in sids:
                 if not named[s]:
                     named[s] = 1
                     names.append((s, encs[s]))
-            orbits = [orbit[s] for s in sids]
+            orbits = list(map(orbit_of, sids))
             every(orbits)
             # the owner, inline (Node.owner)
             if (sum(orbits) + (key & cw_mask) * MIX) % n == me and not state_ok(sids):
@@ -380,22 +378,21 @@ class _Worker:
             if s >= len(table):
                 table.extend([-1] * (s + 1 - len(table)))
             table[s] = node.sid(enc)
-        orbit, canon = node.orbit, node.ex.canon
+        orbit_of, canon, mine_of = node.orbit.__getitem__, node.ex.canon, table.__getitem__
         checks = node.ex.checks
         state_ok, every, append = checks.state_ok, self.orbits.extend, frontier.append
-        shift_c, shifts = self.search._shift_c, self.search._shifts
+        shift_c, unpack = self.search._shift_c, self.search._unpack
         cw_mask = (1 << shift_c) - 1
         tag = 2 + sender
         violation = None
         for k, parent in zip(keys, parents, strict=True):
-            packed = k >> shift_c
-            sids = [table[(packed >> sh) & SID_MASK] for sh in shifts]
+            sids = list(map(mine_of, unpack(k >> shift_c)))
             cw = k & cw_mask
             mine = (canon(*sids) << shift_c) | cw
             if mine not in seen:
                 seen[mine] = -(tag + parent * n)
                 append(mine)
-                orbits = [orbit[s] for s in sids]
+                orbits = list(map(orbit_of, sids))
                 every(orbits)
                 if (sum(orbits) + cw * MIX) % n == me and not state_ok(sids):
                     violation = violation or (mine, "invariant",

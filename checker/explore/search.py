@@ -16,7 +16,7 @@ from .counterexample import replay
 from .engine import Explorer
 from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
 from .results import ExploreProgress, ExploreResult, ExploreViolation
-from .symmetry import SID_BITS, SID_MASK
+from .symmetry import SID_BITS, make_unpack
 
 
 def explore(
@@ -105,6 +105,7 @@ class Search:
         # run_plain's unpacking of a key: the counters' width, each server's sid's shift.
         self._shift_c = 0
         self._shifts: list[int] = []
+        self._unpack: Callable[[int], list[int]] = make_unpack(ex.n)
 
     def chain_to(self, key: int) -> list[int]:
         parents = self.parents
@@ -181,8 +182,7 @@ class Search:
         canon = ex.canon
         shift_c = self._shift_c
         cw = key & ((1 << shift_c) - 1)
-        packed = key >> shift_c
-        sids = [(packed >> sh) & SID_MASK for sh in self._shifts]
+        sids = self._unpack(key >> shift_c)
         if ex.verify:
             ex.check_against_generic(sids, cw, ex.successors_fast(sids, cw))
         # which budgets may still be spent (moves.budget_mask, inline)
