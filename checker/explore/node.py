@@ -117,6 +117,12 @@ class NodeSearch(Search):
         """Every move from the state ``key`` (see ``Search._expand_plain``)."""
         return self._expand_plain(key, append)
 
+    def expand_share(self, key: int, append: Callable[[int], None], owned: bytearray) -> bool:
+        """This process's share of the moves from the state ``key`` (``parallel``): those
+        of the servers whose states ``owned`` marks; the new states' invariants are left
+        to their owner."""
+        return self._expand_plain(key, append, owned, False)
+
     def take_tally(self) -> tuple[int, list[int]]:
         """The transitions and per-action coverage of the expansions since the last call
         (each Moves' uses are counted, then zeroed)."""

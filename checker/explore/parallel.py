@@ -314,9 +314,9 @@ class _Worker:
         self.share.rebalance(node.orbit, self.counts)
         found: list[int] = []
         capped = False
-        expand, append, owned = search._expand_plain, found.append, self.share.owned
+        expand, append, owned = search.expand_share, found.append, self.share.owned
         for key in self.frontier:
-            if expand(key, append, owned, False):
+            if expand(key, append, owned):
                 break
             if cap is not None and len(seen) >= cap:
                 capped = True
