@@ -93,7 +93,7 @@ class _Level:
     """A worker's answer at the end of a level."""
 
     found: int  # states it owns at the new level
-    capped: bool  # it stopped expanding at its share of max_states
+    capped: bool  # it stopped expanding at max_states
     violation: tuple[int, str, str] | None  # (key, kind, name)
     transitions: int  # so far (when progress is reported), else 0
 
@@ -109,7 +109,8 @@ def explore_parallel(
     verify: bool = False,
 ) -> ExploreResult:
     """The search on ``workers`` processes (see the module's docstring). ``max_states``:
-    each worker stops expanding once it has seen its share (max_states / workers)."""
+    each worker stops expanding once the states it holds (every worker holds them all)
+    reach it; the level is still exchanged."""
     if workers < 1:
         raise ValueError("workers must be >= 1")
     t0 = time.perf_counter()

@@ -36,7 +36,7 @@ def explore(
     states. ``progress`` is called about every ``progress_seconds`` and at the end of each
     level. ``verify`` checks every cached answer against the generic ``Spec`` methods (slow;
     for tests). ``workers`` > 1: the search on that many processes (``parallel``; the same
-    counts, ``max_states`` checked per worker)."""
+    counts, ``max_states`` checked by each worker on the states it holds)."""
     if workers != 1:
         from .parallel import explore_parallel
 
