@@ -8,16 +8,19 @@ state, whatever the order in which one search visits them. The distributed searc
 (``parallel``: worker processes; ``sparkjob``: a Spark job) build exactly that set: level
 d + 1 is every successor of level d that no earlier level holds, and a level starts only
 when the previous one is complete everywhere (the synchronisation), so a state first
-reached at depth d + 1 is never taken for new at a later depth, nor missed. Each state has
-one *owner* (a function of its orbit, below) that alone keeps it in its visited set and
-alone expands it, so each orbit is expanded exactly once, as in one process. Transitions
-and coverage are summed over the expansions, and the number of moves of each action from
-p.S equals that from S (the package's theory, "Symmetry reduction", (2)): which
-representative of an orbit a process happens to hold does not change the counts. Hence the
-same distinct states per level, transitions, coverage and depth. A violation is found
-while level d is expanded (a step property on a transition from it, an invariant in a new
-state of level d + 1), so its depth, the length of its shortest counterexample, is the
-single process's too; which of several violations of one level is reported may differ.
+reached at depth d + 1 is never taken for new at a later depth, nor missed. Each orbit is
+expanded exactly once, as in one process: the Spark job gives each state one *owner* (a
+function of its orbit, below) that alone keeps it and expands it; the worker processes
+each hold every state and expand each (state, server) pair once between them, the server's
+orbit naming the worker (``parallel``, "Sharing the work"), and check each new state's
+invariants at its owner. Transitions and coverage are summed over the expansions, and the
+number of moves of each action from p.S equals that from S (the package's theory,
+"Symmetry reduction", (2)): which representative of an orbit a process happens to hold
+does not change the counts. Hence the same distinct states per level, transitions,
+coverage and depth. A violation is found while level d is expanded (a step property on a
+transition from it, an invariant in a new state of level d + 1), so its depth, the length
+of its shortest counterexample, is the single process's too; which of several violations
+of one level is reported may differ.
 
 The owner must not depend on the process that computes it: sids and the canonical
 representative (``symmetry.make_canon``, a minimum over sids) do, and ``hash`` of bytes is
@@ -49,7 +52,7 @@ from .results import ExplorerError, ExploreResult, ExploreViolation
 from .search import Search
 
 # An odd 64-bit constant: the budget counters' share of the owner (the golden ratio's).
-_MIX: Final = 0x9E3779B97F4A7C15
+MIX: Final = 0x9E3779B97F4A7C15
 
 
 class NotDistributable(ExplorerError):
@@ -114,6 +117,12 @@ class NodeSearch(Search):
         """Every move from the state ``key`` (see ``Search._expand_plain``)."""
         return self._expand_plain(key, append)
 
+    def expand_share(self, key: int, append: Callable[[int], None], owned: bytearray) -> bool:
+        """This process's share of the moves from the state ``key`` (``parallel``): those
+        of the servers whose states ``owned`` marks; the new states' invariants are left
+        to their owner."""
+        return self._expand_plain(key, append, owned, False)
+
     def take_tally(self) -> tuple[int, list[int]]:
         """The transitions and per-action coverage of the expansions since the last call
         (each Moves' uses are counted, then zeroed)."""
@@ -164,7 +173,7 @@ class Node:
         ``fill`` first)."""
         sids, cw = self.ex.unpack(key)
         orbit = self.orbit
-        return (sum([orbit[s] for s in sids]) + cw * _MIX) % owners
+        return (sum([orbit[s] for s in sids]) + cw * MIX) % owners
 
     def stable(self, key: int) -> bytes:
         """The state's orbit as stable bytes: over every server permutation p, the least
@@ -231,5 +240,5 @@ def initial_violation(spec: Spec, ex: Explorer, t0: float, cpu0: float, symmetry
                               time.process_time() - cpu0, engine)
 
 
-__all__ = ["Node", "NodeSearch", "NotDistributable", "SpecSource", "distributed_result",
+__all__ = ["MIX", "Node", "NodeSearch", "NotDistributable", "SpecSource", "distributed_result",
            "initial_violation", "property_docs", "require_plain"]

@@ -1,25 +1,48 @@
 """``explore(..., workers=N)``: the breadth-first search on N processes.
 
-Each worker process holds a ``node.Node`` (its own ``Explorer``, caches and interning) and
-owns the states whose orbit hashes to it (``Node.owner``; why the partitioned,
-level-synchronous search finds the same states, transitions, coverage and depth as one
-process is in ``node``'s docstring). A level, driven by the coordinator (the calling
-process):
+Every worker process holds a ``node.Node`` (its own ``Explorer``, caches and interning) and
+every state: the visited set is replicated, and the work is divided by *server*, not by
+state. A level, driven by the coordinator (the calling process):
 
-1. each worker expands the states of its frontier (the level's states it owns) with the
-   single process's expansion (``Search._expand_plain``) into its ``seen`` dict, which holds
-   the states it owns and those it generated for others (each is sent at most once);
-   every state new to it is checked against the invariants there;
-2. it sends each other worker the new states that worker owns (one message per peer per
-   level, empty or not, so a receiver knows when the level is in), and merges what it
-   receives into ``seen``: the states new to it are its next frontier;
-3. it tells the coordinator how many states it owns at the new level, and any violation.
+1. each worker expands its share of every state of the frontier (below) with the single
+   process's expansion (``Search._expand_plain``) into its ``seen`` dict;
+2. it sends every other worker the states new to it (one message per peer per level, empty
+   or not, so a receiver knows when the level is in) and merges what it receives: so every
+   worker ends the level with the same next frontier and the same visited set, each in its
+   own numbering and order;
+3. each new state's invariants are checked by one worker, its owner (``Node.owner``), in
+   the same passes (the scan of what it found, the merge of what it received);
+4. it tells the coordinator how many new states the level has, and any violation.
+
+Sharing the work
+----------------
+Worker w expands server i of a state S when the orbit of S's server i's state (``Node.orbit``,
+the same in every process) is assigned to w. The caches the search spends most of its time
+filling (a server state's plan, its moves among each neighbourhood of other servers, its
+guards, effects and step verdicts) are keyed on that server state, so each is built by one
+worker, instead of by every worker for nearly every server state, which is what made the
+earlier partition by state (each worker expanding whole states) slower than one process.
+
+The share is exact. Each worker holds S in its own canonical arrangement, a permutation p
+of any other's, whose server p(j) is server j relabelled by p: an orbit-preserving
+bijection of the positions, so the servers of S one worker expands correspond one for one
+to those the others leave out, and the moves of server j of S are the moves of server p(j)
+of p.S (the package's theory, "Symmetry reduction", (2)). Hence each (state, server) pair
+of a level is expanded exactly once, and the transitions and coverage summed over the
+workers are one process's; the levels are the same sets (``node``'s docstring).
+
+The assignment (``Share``): an orbit's default worker is its digest modulo N; at the start
+of each level, every worker counts the servers of the frontier in each orbit (the same
+counts everywhere: the frontiers are the same set, and orbits do not depend on the
+arrangement) and moves orbits from the busiest worker to the idlest while the busiest holds
+more than 5% over the mean. Every worker computes the same moves from the same counts, so
+all agree on every assignment without a message.
 
 Messages name a state by the sender's key (its canonical packed sids) and carry, the first
-time the sender names a sid to that peer, the sid's server state as stable bytes
+time the sender names a sid, the sid's server state as stable bytes
 (``codec.encode_server``): the receiver keeps a per-sender translation table to its own sids
-and canonicalises the state in its own numbering. So no message and no owner depends on
-process-local numbering or on a salted hash.
+and canonicalises the state in its own numbering. So no message, no owner and no share
+depends on process-local numbering or on a salted hash.
 
 Parents. ``seen`` maps a state to how it was reached: -1 the initial state; a key >= 0, a
 state of this worker's frontier (the single process's parent link); -(2 + parent * N +
@@ -30,6 +53,8 @@ one, then replayed like the single process's (``counterexample.replay``).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import multiprocessing
 import time
 import traceback
@@ -46,6 +71,7 @@ from .codec import decode_server
 from .counterexample import replay
 from .engine import Explorer
 from .node import (
+    MIX,
     Node,
     SpecSource,
     distributed_result,
@@ -67,7 +93,7 @@ class _Level:
     """A worker's answer at the end of a level."""
 
     found: int  # states it owns at the new level
-    capped: bool  # it stopped expanding at its share of max_states
+    capped: bool  # it stopped expanding at max_states
     violation: tuple[int, str, str] | None  # (key, kind, name)
     transitions: int  # so far (when progress is reported), else 0
 
@@ -83,7 +109,8 @@ def explore_parallel(
     verify: bool = False,
 ) -> ExploreResult:
     """The search on ``workers`` processes (see the module's docstring). ``max_states``:
-    each worker stops expanding once it has seen its share (max_states / workers)."""
+    each worker stops expanding once the states it holds (every worker holds them all)
+    reach it; the level is still exchanged."""
     if workers < 1:
         raise ValueError("workers must be >= 1")
     t0 = time.perf_counter()
@@ -94,7 +121,7 @@ def explore_parallel(
     early = initial_violation(spec, ex, t0, cpu0, symmetry, "local", workers)
     if early is not None:
         return early
-    cap = None if max_states is None else -(-max_states // workers)
+    cap = max_states  # every worker knows every state
     ctx = multiprocessing.get_context(START_METHOD)
     ctx.set_forkserver_preload(PRELOAD)
     inboxes = [ctx.Queue() for _ in range(workers)]
@@ -117,7 +144,11 @@ def explore_parallel(
         capped = False
         while True:
             answers: list[_Level] = coord.ask_all(("level",))
-            found = sum(a.found for a in answers)
+            # every worker ends a level holding the same new states
+            found = answers[0].found
+            if any(a.found != found for a in answers):
+                raise ExplorerError(f"the workers disagree on the level's new states: "
+                                    f"{[a.found for a in answers]}")
             if found:
                 levels.append(found)
                 if progress is not None:
@@ -240,17 +271,24 @@ class _Worker:
         self.conn = conn
         self.inboxes = inboxes
         node = self.node = Node(source.build(), bounds, symmetry, verify)
+        self.search = node.search
         self.seen = node.search.parents
-        # per peer: the sids already named to it, and its sids -> mine
-        self.named: list[bytearray] = [bytearray() for _ in range(workers)]
+        # the sids already named to the peers (every message goes to every peer), and
+        # per peer its sids -> mine
+        self.named = bytearray()
         self.mine_of: list[list[int]] = [[] for _ in range(workers)]
+        self.share = Share(me, workers)
         ex = node.ex
         init = ex.key([ex.interner.sid(s) for s in ex.spec.initial()], 0)
+        # every worker holds every state; the coordinator checked the initial one
+        self.seen[init] = ROOT
+        self.frontier: list[int] = [init]
         node.fill()
-        self.frontier: list[int] = []
-        if node.owner(init, workers) == me:
-            self.seen[init] = ROOT
-            self.frontier.append(init)
+        # the orbits of the frontier's servers, counted (for ``Share.rebalance``), and
+        # those of the next level's, as the scan and the merge meet them
+        self.counts: dict[int, int] = collections.Counter(
+            [node.orbit[s] for s in ex.unpack(init)[0]])
+        self.orbits: list[int] = []
 
     def serve(self) -> None:
         while True:
@@ -262,7 +300,7 @@ class _Worker:
                 encs, cw = self.node.servers(key)
                 self.conn.send(("ok", (encs, cw, self.seen[key])))
             elif cmd[0] == "finish":
-                transitions, coverage = self.node.search.take_tally()
+                transitions, coverage = self.search.take_tally()
                 self.node.fill()
                 self.conn.send(("ok", (transitions, coverage, self.node.digests,
                                        time.process_time())))
@@ -270,73 +308,171 @@ class _Worker:
                 return
 
     def level(self) -> _Level:
-        node, seen, me, n = self.node, self.seen, self.me, self.workers
-        search = node.search
+        """Expand this worker's share of the level, exchange the new states with every
+        peer, checking those this worker owns."""
+        node, seen, search, cap = self.node, self.seen, self.search, self.cap
+        node.fill()
+        self.share.rebalance(node.orbit, self.counts)
         found: list[int] = []
         capped = False
+        expand, append, owned = search.expand_share, found.append, self.share.owned
         for key in self.frontier:
-            if search.expand(key, found.append):
+            if expand(key, append, owned):
                 break
-            if self.cap is not None and len(seen) >= self.cap:
+            if cap is not None and len(seen) >= cap:
                 capped = True
                 break
         node.fill()
-        mine: list[int] = []
-        out: list[list[int]] = [[] for _ in range(n)]
-        owner = node.owner
-        for k in found:
-            o = owner(k, n)
-            if o == me:
-                mine.append(k)
-            else:
-                out[o].append(k)
-        for peer in range(n):
-            if peer != me:
-                self.inboxes[peer].put((me, self._names(peer, out[peer]), out[peer],
-                                        [seen[k] for k in out[peer]]))
-        for _ in range(n - 1):
-            sender, names, keys, parents = self.inboxes[me].get()
-            self._merge(sender, names, keys, parents, mine)
-        self.frontier = mine
-        violation = None
+        violation = self._scan(found)
+        # (a copy: the queues' feeder threads pickle ``found`` after ``put`` returns)
+        frontier = found.copy()
+        for _ in range(self.workers - 1):
+            sender, names, keys, parents = self.inboxes[self.me].get()
+            violation = self._merge(sender, names, keys, parents, frontier) or violation
+        self.frontier = frontier
+        self.counts = collections.Counter(self.orbits)
+        self.orbits = []
         if search.violation_at is not None:
             chain, (kind, name) = search.violation_at
             violation = (chain[0], kind, name)
         transitions = search.tally(False) if self.tally_levels else 0
-        return _Level(len(mine), capped, violation, transitions)
+        return _Level(len(frontier), capped, violation, transitions)
 
-    def _names(self, peer: int, keys: list[int]) -> list[tuple[int, bytes]]:
-        """The (sid, stable encoding) of every sid in ``keys`` not yet named to ``peer``."""
-        named = self.named[peer]
-        encs = self.node.encs
-        if len(named) < len(encs):
-            named.extend(bytes(len(encs) - len(named)))
-        out: list[tuple[int, bytes]] = []
-        unpack = self.node.ex.unpack
-        for k in keys:
-            for s in unpack(k)[0]:
+    def _scan(self, found: list[int]) -> tuple[int, str, str] | None:
+        """Send every peer the states this worker found, naming the sids not named yet;
+        count their servers' orbits and check the invariants of those this worker owns.
+        The first that fails, else None."""
+        node, me, n = self.node, self.me, self.workers
+        encs, orbit, named = node.encs, node.orbit, self.named
+        named.extend(bytes(len(encs) - len(named)))
+        checks = node.ex.checks
+        state_ok, every = checks.state_ok, self.orbits.extend
+        shift_c, unpack, orbit_of = self.search._shift_c, self.search._unpack, orbit.__getitem__
+        cw_mask = (1 << shift_c) - 1
+        names: list[tuple[int, bytes]] = []
+        violation = None
+        for key in found:
+            sids = unpack(key >> shift_c)
+            for s in sids:
                 if not named[s]:
                     named[s] = 1
-                    out.append((s, encs[s]))
-        return out
+                    names.append((s, encs[s]))
+            orbits = list(map(orbit_of, sids))
+            every(orbits)
+            # the owner, inline (Node.owner)
+            if (sum(orbits) + (key & cw_mask) * MIX) % n == me and not state_ok(sids):
+                violation = violation or (key, "invariant", checks.state_failures(sids)[0])
+        seen = self.seen
+        parents = [seen[k] for k in found]
+        for peer in range(n):
+            if peer != me:
+                self.inboxes[peer].put((me, names, found, parents))
+        return violation
 
     def _merge(self, sender: int, names: list[tuple[int, bytes]], keys: list[int],
-               parents: list[int], frontier: list[int]) -> None:
-        """The states ``sender`` found for me: those new to me join my next frontier."""
-        node, seen = self.node, self.seen
+               parents: list[int], frontier: list[int]) -> tuple[int, str, str] | None:
+        """The new states ``sender`` found: those new to me join my next frontier (their
+        orbits counted, those I own checked: the first that fails, else None)."""
+        node, seen, me, n = self.node, self.seen, self.me, self.workers
         table = self.mine_of[sender]
         for s, enc in names:
             if s >= len(table):
                 table.extend([-1] * (s + 1 - len(table)))
             table[s] = node.sid(enc)
-        unpack, key_of = node.ex.unpack, node.ex.key
+        orbit_of, canon, mine_of = node.orbit.__getitem__, node.ex.canon, table.__getitem__
+        checks = node.ex.checks
+        state_ok, every, append = checks.state_ok, self.orbits.extend, frontier.append
+        shift_c, unpack = self.search._shift_c, self.search._unpack
+        cw_mask = (1 << shift_c) - 1
         tag = 2 + sender
+        violation = None
         for k, parent in zip(keys, parents, strict=True):
-            sids, cw = unpack(k)
-            mine = key_of([table[s] for s in sids], cw)
+            sids = list(map(mine_of, unpack(k >> shift_c)))
+            cw = k & cw_mask
+            mine = (canon(*sids) << shift_c) | cw
             if mine not in seen:
-                seen[mine] = -(tag + parent * self.workers)
-                frontier.append(mine)
+                seen[mine] = -(tag + parent * n)
+                append(mine)
+                orbits = list(map(orbit_of, sids))
+                every(orbits)
+                if (sum(orbits) + cw * MIX) % n == me and not state_ok(sids):
+                    violation = violation or (mine, "invariant",
+                                              checks.state_failures(sids)[0])
+        return violation
 
 
-__all__ = ["START_METHOD", "explore_parallel"]
+class Share:
+    """Which worker expands the servers in which server states (the module's docstring,
+    "Sharing the work"): all the server states of one orbit go to one worker, by default
+    the one its digest names; orbits move between workers to even out the servers each
+    has in the frontier (``rebalance``). Every worker keeps its own copy and makes the
+    same moves from the same counts, so all agree on every assignment."""
+
+    # the busiest worker may hold this much more than the mean before orbits move
+    TOLERANCE: Final = 0.05
+    # a frontier with fewer servers than this moves nothing (too little work to matter)
+    MIN_SERVERS: Final = 1000
+
+    def __init__(self, me: int, workers: int) -> None:
+        self.me = me
+        self.workers = workers
+        self.moved: dict[int, int] = {}  # orbit -> its worker, when not its default
+        self.members: dict[int, list[int]] = {}  # orbit -> its sids here
+        self.owned = bytearray()  # sid -> 1 when this worker expands it
+
+    def worker(self, orbit: int) -> int:
+        return self.moved.get(orbit, orbit % self.workers)
+
+    def rebalance(self, orbit: list[int], counts: dict[int, int]) -> None:
+        """Take in the sids interned since the last call (``orbit``: sid -> its orbit),
+        then move orbits from the busiest worker to the idlest, by the frontier's servers
+        in each (``counts``), while a move narrows the gap: the largest orbit no larger
+        than half the gap, else the smallest (the counts, then the digests, break ties,
+        so every worker picks the same)."""
+        owned, members, me = self.owned, self.members, self.me
+        for sid in range(len(owned), len(orbit)):
+            o = orbit[sid]
+            members.setdefault(o, []).append(sid)
+            owned.append(self.worker(o) == me)
+        total = sum(counts.values())
+        if total < self.MIN_SERVERS:
+            return
+        load = [0] * self.workers
+        held: list[list[tuple[int, int]]] = [[] for _ in range(self.workers)]
+        for o, c in counts.items():
+            w = self.worker(o)
+            load[w] += c
+            held[w].append((c, o))
+        for orbits in held:
+            orbits.sort()
+        limit = total / self.workers * (1 + self.TOLERANCE)
+        for _ in range(len(counts)):
+            busy = load.index(max(load))
+            idle = load.index(min(load))
+            gap = load[busy] - load[idle]
+            if load[busy] <= limit:
+                break
+            orbits = held[busy]
+            at = bisect.bisect_right(orbits, (gap // 2, 1 << 64)) - 1
+            c, o = orbits[max(at, 0)]
+            if c >= gap:
+                break  # no move narrows it
+            del orbits[max(at, 0)]
+            bisect.insort(held[idle], (c, o))
+            load[busy] -= c
+            load[idle] += c
+            self._move(o, idle)
+
+    def _move(self, orbit: int, to: int) -> None:
+        was = self.worker(orbit)
+        if to == orbit % self.workers:
+            self.moved.pop(orbit, None)
+        else:
+            self.moved[orbit] = to
+        if self.me in (was, to):
+            flag = to == self.me
+            for sid in self.members.get(orbit, ()):
+                self.owned[sid] = flag
+
+
+__all__ = ["START_METHOD", "Share", "explore_parallel"]

@@ -16,7 +16,7 @@ from .counterexample import replay
 from .engine import Explorer
 from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
 from .results import ExploreProgress, ExploreResult, ExploreViolation
-from .symmetry import SID_BITS, SID_MASK
+from .symmetry import SID_BITS, make_unpack
 
 
 def explore(
@@ -36,7 +36,7 @@ def explore(
     states. ``progress`` is called about every ``progress_seconds`` and at the end of each
     level. ``verify`` checks every cached answer against the generic ``Spec`` methods (slow;
     for tests). ``workers`` > 1: the search on that many processes (``parallel``; the same
-    counts, ``max_states`` checked per worker)."""
+    counts, ``max_states`` checked by each worker on the states it holds)."""
     if workers != 1:
         from .parallel import explore_parallel
 
@@ -105,6 +105,7 @@ class Search:
         # run_plain's unpacking of a key: the counters' width, each server's sid's shift.
         self._shift_c = 0
         self._shifts: list[int] = []
+        self._unpack: Callable[[int], list[int]] = make_unpack(ex.n)
 
     def chain_to(self, key: int) -> list[int]:
         parents = self.parents
@@ -165,18 +166,23 @@ class Search:
             frontier = next_frontier
         self.transitions = self.tally(True)
 
-    def _expand_plain(self, key: int, append: Callable[[int], None]) -> bool:
+    def _expand_plain(self, key: int, append: Callable[[int], None],
+                      owned: bytearray | None = None, check: bool = True) -> bool:
         """Every move of every server from the state ``key``: each new state recorded
         (its parent, ``append``ed to the next level) and checked; True when a step
-        property or an invariant fails (``violation_at`` says which)."""
+        property or an invariant fails (``violation_at`` says which).
+
+        The parallel search (``parallel``) expands a state in parts: ``owned`` (by sid,
+        non-zero for the server states this process expands) leaves out the servers in
+        the other processes' server states, and ``check`` False leaves the new states'
+        invariants to be checked once, by their owner, after the level's exchange."""
         ex = self.ex
         parents = self.parents
         state_ok = ex.checks.state_ok
         canon = ex.canon
         shift_c = self._shift_c
         cw = key & ((1 << shift_c) - 1)
-        packed = key >> shift_c
-        sids = [(packed >> sh) & SID_MASK for sh in self._shifts]
+        sids = self._unpack(key >> shift_c)
         if ex.verify:
             ex.check_against_generic(sids, cw, ex.successors_fast(sids, cw))
         # which budgets may still be spent (moves.budget_mask, inline)
@@ -187,6 +193,8 @@ class Search:
                   | ((((cw >> (2 * bits)) & COUNTER_MASK) < max_r) << 2))
         for i in range(ex.n):
             sid = sids[i]
+            if owned is not None and not owned[sid]:
+                continue
             for mv in self._moves(i, sids):
                 if mv.bad:
                     prop = mv.bad_at[budget]
@@ -204,7 +212,7 @@ class Search:
                         if nkey not in parents:
                             parents[nkey] = key
                             append(nkey)
-                            if not state_ok(sids):
+                            if check and not state_ok(sids):
                                 bad = ex.checks.state_failures(sids)
                                 self.violation_at = (self.chain_to(nkey),
                                                      ("invariant", bad[0]))

@@ -115,6 +115,17 @@ def make_canon(interner: SidInterner) -> Callable[..., int]:
     return fn
 
 
+def make_unpack(n: int) -> Callable[[int], list[int]]:
+    """A generated function: the n sids packed in an int (``pack_sids``), as a list
+    (straight-line: a list comprehension costs a call and a loop per state)."""
+    parts = [f"(packed >> {(n - 1 - pos) * SID_BITS}) & {SID_MASK}" if pos < n - 1
+             else f"packed & {SID_MASK}" for pos in range(n)]
+    env: dict[str, Any] = {}
+    exec(f"def unpack(packed):\n    return [{', '.join(parts)}]\n", env)
+    fn: Callable[[int], list[int]] = env["unpack"]
+    return fn
+
+
 def pack_sids(values: Sequence[int]) -> int:
     """Small non-negative integers (each below 2**SID_BITS) packed into one int."""
     out = 0
@@ -124,4 +135,4 @@ def pack_sids(values: Sequence[int]) -> int:
 
 
 __all__ = ["ID_FIELDS", "ID_MAP_FIELDS", "MAX_SERVERS", "SID_BITS", "SID_MASK", "SidInterner",
-           "make_canon", "pack_sids", "permute_system", "relabel"]
+           "make_canon", "make_unpack", "pack_sids", "permute_system", "relabel"]

@@ -5,12 +5,16 @@ depth under a mutant, counterexamples that replay as real runs."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import queue
+import threading
+from typing import Any, cast
 
 import pytest
 
 from revivify.checker.explore import ExplorerError, ExploreResult, explore, explore_main
 from revivify.checker.explore.codec import decode_server, encode_server
+from revivify.checker.explore.node import SpecSource
+from revivify.checker.explore.parallel import Share, _Worker
 from revivify.spec import Spec, default_spec
 from revivify.spec.actions import Bounds, replace_action
 from revivify.spec.model import ServerState
@@ -123,6 +127,80 @@ class TestWorkers:
         lines = [x for x in captured.err.splitlines() if x.startswith("explore: level ")]
         assert len(lines) == 18 and "new states" in lines[0]
         assert "frontier by level" in captured.out and "2 workers" in captured.out
+
+
+def run_in_threads(spec: Spec, bounds: Bounds, workers: int) -> tuple[list[_Worker], int,
+                                                                       list[int]]:
+    """The parallel search's workers in this process, one thread each (the GIL takes
+    turns; the protocol is the same), to look inside them: the workers, the transitions
+    summed over them, the coverage summed."""
+    inboxes: list[Any] = [queue.Queue() for _ in range(workers)]
+    ws = [_Worker(me, workers, SpecSource.of(spec), bounds, True, False, None, False,
+                  cast(Any, None), inboxes) for me in range(workers)]
+    while True:
+        answers: list[Any] = [None] * workers
+
+        def run(w: _Worker, answers: list[Any] = answers) -> None:
+            answers[w.me] = w.level()
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in ws]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({a.found for a in answers}) == 1
+        if not answers[0].found:
+            break
+    tallies = [w.search.take_tally() for w in ws]
+    coverage = [sum(c) for c in zip(*[t[1] for t in tallies], strict=True)]
+    return ws, sum(t[0] for t in tallies), coverage
+
+
+class TestShare:
+    def test_every_worker_makes_the_same_moves(self) -> None:
+        """Two workers' copies, fed the same counts, move the same orbits and expand
+        complementary server states."""
+        orbit = [10, 11, 12, 13, 20, 22, 24, 31]  # sid -> orbit digest
+        counts = {10: 900, 12: 800, 20: 700, 22: 50, 24: 40, 11: 30}  # even: worker 0
+        shares = [Share(me, 2) for me in range(2)]
+        for share in shares:
+            share.rebalance(orbit, counts)
+        assert shares[0].moved == shares[1].moved != {}
+        assert all(a != b for a, b in zip(shares[0].owned, shares[1].owned, strict=True))
+
+    def test_moves_narrow_the_gap(self) -> None:
+        orbit = [*range(0, 40, 2), 1]
+        counts = {o: 100 + o for o in orbit}
+        share = Share(0, 2)
+        share.rebalance(orbit, counts)
+        load = [0, 0]
+        for o, c in counts.items():
+            load[share.worker(o)] += c
+        assert max(load) <= sum(load) / 2 * (1 + Share.TOLERANCE)
+
+
+class TestSharedWork:
+    def test_each_server_state_is_expanded_by_one_worker(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The workers' caches about server states are disjoint (the point of sharing
+        the work by server: each builds them for its own orbits only), and the counts
+        are one process's."""
+        monkeypatch.setattr(Share, "MIN_SERVERS", 10**9)  # no moves
+        one = explore(default_spec(), SMALL)
+        ws, transitions, coverage = run_in_threads(default_spec(), SMALL, 2)
+        assert transitions == one.transitions
+        assert dict(zip(one.coverage, coverage, strict=True)) == one.coverage
+        planned = [{w.node.orbit[sid] for _i, sid in w.node.ex.plans} for w in ws]
+        assert planned[0] and planned[1] and not planned[0] & planned[1]
+
+    def test_orbits_that_move_keep_the_counts(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(Share, "MIN_SERVERS", 0)
+        monkeypatch.setattr(Share, "TOLERANCE", 0.0)
+        one = explore(default_spec(), TINY_CRASH)
+        ws, transitions, coverage = run_in_threads(default_spec(), TINY_CRASH, 3)
+        assert ws[0].share.moved and all(w.share.moved == ws[0].share.moved for w in ws)
+        assert transitions == one.transitions
+        assert dict(zip(one.coverage, coverage, strict=True)) == one.coverage
 
 
 @pytest.mark.spark
