@@ -31,23 +31,29 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def signal_alive(pid: int) -> bool:
+    """Whether some process has ``pid`` (signal 0; one we may not signal counts as alive).
+    It may be another process than the one that first had the pid: see ``pid_alive``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def pid_alive(pid: int, start_ticks: int) -> bool:
     """Whether the process that had `pid` and started at `start_ticks` still runs (not a
     zombie, not another process that got the pid since)."""
     if pid <= 0:
         return False
     if not os.path.isdir("/proc"):  # not Linux: no start time to compare, signal 0 only
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return signal_alive(pid)
     # No start time recorded: the process had already exited when it was spawned (a zombie
     # at once), so whatever has the pid now is another process.
     ticks = process_start_ticks(pid)
     return ticks is not None and start_ticks != 0 and ticks == start_ticks
 
 
-__all__ = ["pid_alive", "process_start_ticks"]
+__all__ = ["pid_alive", "process_start_ticks", "signal_alive"]

@@ -28,6 +28,8 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from revivify.impl.processes.pids import signal_alive
+
 _counter = itertools.count(1)
 
 
@@ -92,22 +94,13 @@ def sweep_stale() -> list[str]:
     swept = []
     for name in out.split():
         m = re.fullmatch(r"revivify_cut_(\d+)_\d+", name)
-        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+        if m is None or int(m.group(1)) == os.getpid() or signal_alive(int(m.group(1))):
             continue
         subprocess.run(["nft", "delete", "table", "inet", name], capture_output=True,
                        check=False)
         swept.append(name)
     return swept
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager

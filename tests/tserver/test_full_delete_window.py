@@ -114,6 +114,19 @@ async def _copy_once_allowed(cluster: Cluster, lead: int, term: int,
         answers["copied"] = True
 
 
+def _refused_during_then_copied(answers: dict[str, object], tmp_path: Path, window: str,
+                                steps: str) -> None:
+    """The copy asked inside the window was refused ALREADY_IN_PROGRESS, the one asked
+    after ``steps`` ran, and the traces check clean."""
+    during = answers["during"]
+    events, findings = trace_findings(tmp_path)
+    assert isinstance(during, api.CopyRefused) and during.reason == "ALREADY_IN_PROGRESS", (
+        f"a copy was {'accepted' if not isinstance(during, Exception) else during!r} "
+        f"{window} ({answers}; checker: {findings})")
+    assert events > 0 and not findings, findings
+    assert answers.get("copied"), f"no copy after {steps}: {answers}"
+
+
 @pytest.mark.parametrize("after_event", ["delete_move_wal", "delete_remove_cmeta"])
 def test_a_copy_cannot_interleave_with_a_full_deletes_last_steps(
         tmp_path: Path, after_event: str) -> None:
@@ -141,13 +154,8 @@ def test_a_copy_cannot_interleave_with_a_full_deletes_last_steps(
                 await cluster.stop(i)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    during = answers["during"]
-    events, findings = trace_findings(tmp_path)
-    assert isinstance(during, api.CopyRefused) and during.reason == "ALREADY_IN_PROGRESS", (
-        f"a copy was {'accepted' if not isinstance(during, Exception) else during!r} in the "
-        f"middle of the full delete ({answers}; checker: {findings})")
-    assert events > 0 and not findings, findings
-    assert answers.get("copied"), f"no copy after the deletion: {answers}"
+    _refused_during_then_copied(answers, tmp_path, "in the middle of the full delete",
+                                "the deletion")
 
 
 async def _state(cluster: Cluster, i: int) -> str:
@@ -188,10 +196,5 @@ def test_a_copy_cannot_begin_while_an_aborted_copy_tombstones_itself(tmp_path: P
                 await cluster.stop(i)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    during = answers["during"]
-    events, findings = trace_findings(tmp_path)
-    assert isinstance(during, api.CopyRefused) and during.reason == "ALREADY_IN_PROGRESS", (
-        f"a copy was {'accepted' if not isinstance(during, Exception) else during!r} while "
-        f"the aborted copy tombstoned itself ({answers}; checker: {findings})")
-    assert events > 0 and not findings, findings
-    assert answers.get("copied"), f"no copy after the tombstoning: {answers}"
+    _refused_during_then_copied(answers, tmp_path, "while the aborted copy tombstoned itself",
+                                "the tombstoning")
