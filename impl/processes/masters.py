@@ -60,7 +60,6 @@ class MasterProcesses:
         self.trace_dir = os.path.join(root, "traces")
         os.makedirs(self.trace_dir, exist_ok=True)
         self.python = python
-        self.start_timeout = start_timeout
         self.detached = detached
         self.master_args = list(master_args)
         self.tserver_args = list(tserver_args)
@@ -78,6 +77,16 @@ class MasterProcesses:
             root, tservers, python=python, start_timeout=start_timeout,
             args=["--masters", self.master_list, *tserver_args], detached=detached,
             ports=tserver_ports, web_ports=tserver_web_ports, placements=tserver_placements)
+
+    @property
+    def start_timeout(self) -> float:
+        """How long a start waits for a server's lines: masters and tablet servers alike
+        (`cluster restart --timeout` sets it for whichever it restarts)."""
+        return self.tservers.start_timeout
+
+    @start_timeout.setter
+    def start_timeout(self, seconds: float) -> None:
+        self.tservers.start_timeout = seconds
 
     def __enter__(self) -> MasterProcesses:
         return self

@@ -122,6 +122,12 @@ def test_kill_and_restart_one_server(tmp_path: Path) -> None:
         assert _alive(root) == {"m0": True, "ts0": False}
         again = revivify("cluster", "kill", "ts0", "--root", root)
         assert again.returncode == 1 and "not running" in again.stderr
+        # --timeout bounds a tablet server's start too (it was the masters' only): no
+        # Python process prints its listening line within 50 ms.
+        hasty = revivify("cluster", "restart", "ts0", "--root", root, "--timeout", "0.05")
+        assert hasty.returncode == 2, hasty.stderr
+        assert "ts0 did not start" in hasty.stderr and "within 0.05s" in hasty.stderr
+        assert _alive(root) == {"m0": True, "ts0": False}
         ok("cluster", "restart", "ts0", "--root", root)
         after = clusterfile.load(root).tservers[0]
         assert (after.uuid, after.port, after.fs_root) == (before.uuid, before.port,
