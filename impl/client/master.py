@@ -212,6 +212,10 @@ class MasterClient:
         options = self.options
         attempts = 0
         last: BaseException | None = None
+        # Each master's latest silence (why it gave no answer), dropped once it answers:
+        # if at the end every master is silent, the error says where and why, as a call
+        # to the leader does (a deadline may cut the last round short).
+        silent: dict[str, str] = {}
         deadline = deadline_at(options, deadline)
         with trio.CancelScope(deadline=deadline):
             while True:
@@ -226,10 +230,17 @@ class MasterClient:
                         if not exc.retryable:
                             raise Rejected(address, exc) from None
                         last = exc
-                    except (ServerUnreachable, RpcError, OSError) as exc:
-                        # StaleCatalog, MasterNotLeader, ServiceUnavailable (all RpcError),
+                        silent.pop(address, None)
+                    except (ServerUnreachable, ConnectFailed, ConnectionClosed,
+                            OSError) as exc:
                         # NoAnswer, a connection error: this master cannot answer now
                         last = exc
+                        silent[address] = unreachable_reason(exc)
+                    except RpcError as exc:
+                        # StaleCatalog, MasterNotLeader, ServiceUnavailable: it answered,
+                        # not with the catalog
+                        last = exc
+                        silent.pop(address, None)
                     else:
                         self._last_reader = address
                         return answer
@@ -237,6 +248,9 @@ class MasterClient:
                 if trio.current_time() + delay >= deadline:
                     break
                 await trio.sleep(delay)
+        if self.masters and all(address in silent for address in self.masters):
+            reasons = NoMasterAnswered([(address, silent[address]) for address in self.masters])
+            raise MastersUnreachable(method, attempts, reasons, say_operation=False)
         raise DeadlineExceeded(method, attempts, last, outcome_unknown=False)
 
     async def _find_leader(self) -> str:

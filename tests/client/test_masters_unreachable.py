@@ -54,13 +54,20 @@ def silent_address() -> Iterator[str]:
         yield f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def call_masters(masters: list[str]) -> tuple[BaseException, float]:
+def call_masters(masters: list[str], *, any_master: bool = False
+                 ) -> tuple[BaseException, float]:
+    """A catalog read of the leader, or with ``any_master`` a follower read (a freshness
+    bound: any master may answer, `MasterClient.call_any`)."""
     async def main() -> tuple[BaseException, float]:
         async with open_master_client(masters, options=OPTIONS) as client:
             start = trio.current_time()
             try:
-                await client.call(api.MASTER_LIST_TABLES, api.ListTablesRequest(),
-                                  api.TableList)
+                if any_master:
+                    await client.call_any(api.MASTER_LIST_TABLES, api.ListTablesRequest(5.0),
+                                          api.TableList)
+                else:
+                    await client.call(api.MASTER_LIST_TABLES, api.ListTablesRequest(),
+                                      api.TableList)
             except Exception as exc:
                 return exc, trio.current_time() - start
         raise AssertionError("an answer from no master")
@@ -84,6 +91,21 @@ def test_a_silent_master_is_said_to_time_out() -> None:
     assert isinstance(error, MastersUnreachable), error
     assert str(error) == (f"no master answered at {silent}, {refused} ({silent}: timed out "
                           f"after 0.5s; {refused}: connection refused)")
+    assert took <= OPTIONS.deadline + DEADLINE_SLACK
+
+
+@pytest.mark.parametrize("silent_first", [True, False])
+def test_a_follower_read_says_the_same(silent_first: bool) -> None:
+    """A read any master may answer (``--freshness``) with every master down: the same
+    line as a read of the leader, not the last connection error ("cannot connect to B")."""
+    refused = refused_address()
+    with silent_address() as silent:
+        masters = [silent, refused] if silent_first else [refused, silent]
+        error, took = call_masters(masters, any_master=True)
+    assert isinstance(error, MastersUnreachable), error
+    said = {silent: f"{silent}: timed out after 0.5s", refused: f"{refused}: connection refused"}
+    assert str(error) == (f"no master answered at {', '.join(masters)} "
+                          f"({'; '.join(said[m] for m in masters)})")
     assert took <= OPTIONS.deadline + DEADLINE_SLACK
 
 
