@@ -592,13 +592,18 @@ class Replica:
         leader keeps what its slowest peer still needs (so a follower that was down a while
         catches up from the log) unless that is more than ``retain_entries`` behind; a
         follower keeps ``retain_entries`` too, in case it leads next. Beyond that a lagging
-        replica needs a tablet copy."""
+        replica needs a tablet copy. Never past a retention anchor of the log (a tablet
+        copy's snapshot, and its handover: impl/tserver/copy/source.py): what a copy gave
+        a peer ends there, and the peer continues from the entries after it."""
         floor = max(0, flushed_index - self.retain_entries)
         st = self.core.status()
+        point = floor
         if st.peers:
             slowest = min(p.match for p in st.peers)
-            return min(flushed_index, max(slowest, floor))
-        return floor
+            point = min(flushed_index, max(slowest, floor))
+        for anchor in self.log.anchors():
+            point = min(point, anchor.index)
+        return point
 
 
 def _raise(error: BaseException) -> None:

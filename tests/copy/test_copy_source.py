@@ -45,8 +45,10 @@ def fetch_all(mgr: CopySessionManager, session_id: str, kind: str, name: str) ->
 
 
 def released(mgr: CopySessionManager, layouts: Layouts, src: SourceTablet) -> bool:
+    """No session, no handle, and no anchor but those handed over by ended sessions."""
     return (not mgr.session_ids() and mgr.open_handles() == 0
-            and layouts.tracking.open_count() == 0 and src.log.anchors() == [])
+            and layouts.tracking.open_count() == 0
+            and len(src.log.anchors()) == mgr.handovers())
 
 
 @pytest.fixture
@@ -103,11 +105,46 @@ def test_gc_keeps_anchored_segments_until_the_session_ends(layouts: Layouts) -> 
         for f in info.wal_segments:
             assert src.layout.disk.exists(src.file_path("wal", f.name))
         mgr.end(info.session_id)
-        assert src.log.anchors() == []
+        assert info.last_opid is not None
+        [handed] = src.log.anchors()  # the handover: at the snapshot's last index
+        assert handed.index == info.last_opid[1] and mgr.handovers() == 1
         collected = await src.log.gc(flushed.index)
         gone = {p.rsplit("/", 1)[1] for p in collected}
-        assert gone & {f.name for f in info.wal_segments}  # now they may go
+        assert gone & {f.name for f in info.wal_segments}  # those below it may go now
+        for f in info.wal_segments:
+            if f.name not in gone:  # what is kept holds the snapshot's last entry or more
+                assert any(s.max_index is not None and s.max_index >= handed.index
+                           for s in src.log.segments() if s.path.endswith(f.name))
         assert released(mgr, layouts, src)
+
+    run_with_source(layouts, body)
+
+
+def test_an_ended_session_hands_its_anchor_over_for_the_idle_timeout(
+        layouts: Layouts) -> None:
+    """The destination's log ends at the snapshot's last entry and continues from the
+    leader's next AppendRequest: the entries after it stay (for the WAL and for the
+    replica's `retention_point`) for idle_timeout seconds after the session ends, then
+    the anchor goes; close_all releases it at once."""
+    async def body(src: SourceTablet) -> None:
+        clock = [0.0]
+        mgr = CopySessionManager(lambda: clock[0], 10.0)
+        info = src.begin(mgr)
+        assert info.last_opid is not None
+        clock[0] = 5.0
+        mgr.end(info.session_id)
+        assert [a.index for a in src.log.anchors()] == [info.last_opid[1]]
+        assert layouts.tracking.open_count() == 0  # the files are closed at once
+        clock[0] = 14.0
+        assert mgr.expire_idle() == [] and mgr.handovers() == 1
+        clock[0] = 15.5
+        assert mgr.expire_idle() == []  # (no session expired: the anchor simply goes)
+        assert src.log.anchors() == [] and mgr.handovers() == 0
+        again = src.begin(mgr, "dst-2")
+        mgr.end(again.session_id)
+        assert len(src.log.anchors()) == 1
+        mgr.close_all()
+        assert src.log.anchors() == [] and mgr.handovers() == 0
 
     run_with_source(layouts, body)
 

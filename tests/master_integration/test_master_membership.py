@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -263,7 +264,7 @@ def test_master_add_while_the_catalog_is_written(tmp_path: pytest.TempPathFactor
     this time over its READY replica, and the new master becomes a VOTER. (The second copy
     used to be asked as DOES_NOT_EXIST and refused ILLEGAL_STATE at every retry: the new
     master never caught up.) With no entries retained and DDL that never stops, every copy
-    is outrun by the GC: ``--log-retain-entries`` is what bounds that."""
+    used to be outrun by the GC (see the next test)."""
     root = str(tmp_path)
     with MasterProcesses(root, masters=1, tservers=1,
                          master_args=SMALL_CATALOG_LOG) as cluster:
@@ -290,6 +291,58 @@ def test_master_add_while_the_catalog_is_written(tmp_path: pytest.TempPathFactor
             assert sorted(t["name"] for t in doc["tables"]) == sorted(names), len(copies)
             stop_process(new, "the new master", 30)
         finally:
+            kill_process(new)
+        cluster.stop_all()
+        assert_traces_clean(cluster)
+
+
+def test_master_add_while_ddl_never_stops(tmp_path: pytest.TempPathFactory) -> None:
+    """DDL without a pause while a master joins, with no catalog entries retained: the
+    copy's anchor stays on the leader's log after the copy ends (impl/tserver/copy/
+    source.py, "The handover"), so the entries after the copied snapshot are still there
+    when the new master first answers, and it catches up from the log while the DDL goes
+    on. (Before, every flush between the copy's end and that answer collected them: each
+    copy was outrun, and the new master never became a VOTER while the DDL lasted.)"""
+    root = str(tmp_path)
+    with MasterProcesses(root, masters=1, tservers=1,
+                         master_args=SMALL_CATALOG_LOG) as cluster:
+        old = started_with_a_table(cluster, "early")
+        new = spawn_joiner(root, cluster, 1, [old.address])
+        names = ["early"]
+        stop = threading.Event()
+        failed: list[BaseException] = []
+
+        def ddl() -> None:
+            try:
+                while not stop.is_set():
+                    name = f"n{len(names):04d}"
+                    create_table([old.address], name, 1, 1)
+                    names.append(name)
+            except BaseException as exc:  # the test fails with it below
+                failed.append(exc)
+
+        writer = threading.Thread(target=ddl, name="ddl", daemon=True)
+        try:
+            added = moves("master", "add", new.address, "--masters", old.address, "--json",
+                          "--deadline", "30")
+            assert added.returncode == 0, added.stderr
+            writer.start()
+            wait_for(lambda: bool(failed) or catalog_member_type(new.address, new.uuid)
+                     == "VOTER", 90, "the new master a VOTER while the DDL goes on")
+            assert not failed, failed
+            assert writer.is_alive()  # it became a VOTER during the DDL, not after it
+            stop.set()
+            writer.join(60)
+            assert not writer.is_alive() and not failed, failed
+            listed = moves("table", "list", "--masters", new.address, "--freshness", "5",
+                           "--json", "--deadline", "30")
+            assert listed.returncode == 0, listed.stderr
+            doc = json.loads(listed.stdout)
+            assert doc["served_by"]["uuid"] == new.uuid
+            assert sorted(t["name"] for t in doc["tables"]) == sorted(names)
+            stop_process(new, "the new master", 30)
+        finally:
+            stop.set()
             kill_process(new)
         cluster.stop_all()
         assert_traces_clean(cluster)

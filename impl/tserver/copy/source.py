@@ -31,6 +31,14 @@ checksums its writer computed (a block's frame, every WAL batch's frame), which 
 destination verifies; each chunk carries the CRC-32 of the bytes read for it. So the first
 chunk can go out as soon as the files are pinned.
 
+The handover: a session that ends (the destination has every file) keeps its anchor for
+``idle_timeout`` more seconds, moved up to the snapshot's last index. The new replica's log
+ends there, and until it answers the leader's first AppendRequest the leader does not know
+it needs the entries after it; a flush meanwhile (the replica's `retention_point` honours
+every anchor of the log, for the Raft core's memory as for the WAL's segments) would
+collect them, and the leader would have to copy the tablet again, for ever if writes never
+stop while ``--log-retain-entries`` is 0 (a master joining a busy catalog did exactly that).
+
 Consistency and lifetime invariants:
 
 * Every byte a session serves comes from a handle opened during `begin` and never beyond
@@ -164,6 +172,21 @@ class CopySession:
             self.released = True
             _release(self.anchor, self.files.values())
 
+    def hand_over(self) -> Anchor | None:
+        """Release the session but keep its anchor, moved up to the snapshot's last index
+        (module docstring, "The handover"); None when the snapshot had no entry (nothing
+        to keep) or the session was already released."""
+        with self.lock:
+            if self.released:
+                return None
+            self.released = True
+            if self.info.last_opid is None:
+                _release(self.anchor, self.files.values())
+                return None
+            self.anchor.update(self.info.last_opid[1])
+            _release(None, self.files.values())
+            return self.anchor
+
 
 def _release(anchor: Anchor | None, files: Iterable[PinnedFile]) -> None:
     """Release the anchor and close every handle, even if some close fails."""
@@ -217,6 +240,7 @@ class CopySessionManager:
         self._sessions: dict[str, CopySession] = {}
         self._by_peer: dict[tuple[str, str], str] = {}  # (requester, tablet) -> session id
         self._counter = 0
+        self._handovers: list[tuple[float, Anchor]] = []  # (release at, anchor), by time
 
     # ------------------------------------------------------------------ sessions
 
@@ -266,29 +290,48 @@ class CopySessionManager:
         self._touch(session_id)
 
     def end(self, session_id: str) -> None:
-        """Release the session (NoSuchSession if it is unknown, e.g. already expired)."""
+        """Release the session (NoSuchSession if it is unknown, e.g. already expired); its
+        anchor stays at the snapshot's last index for idle_timeout more seconds (module
+        docstring, "The handover")."""
         with self._lock:
             session = self._remove(session_id)
         if session is None:
             raise NoSuchSession(session_id)
-        session.release()
+        anchor = session.hand_over()
+        if anchor is not None:
+            with self._lock:
+                self._handovers.append((self._clock() + self.idle_timeout, anchor))
+
+    def handovers(self) -> int:
+        """How many ended sessions still hold their anchor."""
+        with self._lock:
+            return len(self._handovers)
 
     def expire_idle(self) -> list[str]:
-        """Release every session idle for longer than idle_timeout; return their ids."""
+        """Release every session idle for longer than idle_timeout, and every handed-over
+        anchor whose time is up; return the sessions' ids."""
         now = self._clock()
         with self._lock:
             idle = [s for s in self._sessions.values() if now - s.last_used > self.idle_timeout]
             for session in idle:
                 self._remove(session.session_id)
+            due = [anchor for at, anchor in self._handovers if at <= now]
+            self._handovers = [(at, anchor) for at, anchor in self._handovers if at > now]
+        for anchor in due:
+            anchor.release()
         _release_all(idle)
         return [s.session_id for s in idle]
 
     def close_all(self) -> None:
-        """Release every session (server stop)."""
+        """Release every session and handed-over anchor (server stop)."""
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()
             self._by_peer.clear()
+            handed = [anchor for _, anchor in self._handovers]
+            self._handovers.clear()
+        for anchor in handed:
+            anchor.release()
         _release_all(sessions)
 
     def session_ids(self) -> list[str]:
