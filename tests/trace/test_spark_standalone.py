@@ -12,7 +12,9 @@ tasks.
 
 Each run must give the local engine's verdict and findings, and the master's and workers'
 JSON UIs and the executors' logs must show that the application had one executor on each
-worker and that both ran tasks. ``make check-spark-cluster`` runs just this file.
+worker and that both ran tasks. The explorer's Spark engine (``revivify explore --engine
+spark --master spark://...``) runs there too, with the single process's counts on small
+bounds. ``make check-spark-cluster`` runs just this file.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from revivify.checker.explore import explore
 from revivify.checker.local import check_paths
 from revivify.checker.spark_cluster import (
     ClusterStartError,
@@ -36,6 +39,8 @@ from revivify.checker.spark_cluster import (
     listening,
     start,
 )
+from revivify.spec import default_spec
+from revivify.spec.actions import Bounds
 
 from .conftest import TRACES
 
@@ -74,14 +79,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         c.stop()
 
 
+def _client_env(cluster: StandaloneCluster) -> dict[str, str]:
+    """A Spark client's environment for this cluster: its spark-defaults.conf, and this
+    interpreter for the driver and the executors' Python workers."""
+    return {**os.environ, "SPARK_CONF_DIR": cluster.client_conf_dir,
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
 def _validate(cluster: StandaloneCluster, paths: list[Path], *extra: str,
               flag: str = "--spark-master") -> tuple[int, dict[str, Any], dict[str, Any]]:
     """Run the CLI against the cluster, and meanwhile the local engine on the same paths;
     check that both give the same verdict and findings. Returns (exit code, the JSON
     report, the master's entry for the application once completed)."""
     before = {a["id"] for a in cluster.apps()}
-    env = {**os.environ, "SPARK_CONF_DIR": cluster.client_conf_dir,
-           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = _client_env(cluster)
     with subprocess.Popen([sys.executable, "-m", "revivify.impl.cli.main", "trace",
                            "validate", *map(str, paths), "--engine", "spark", flag,
                            cluster.master_url, "--json", "--quiet", *extra],
@@ -185,3 +196,37 @@ def test_bad_traces_on_the_cluster_dataframe_plan(cluster: StandaloneCluster) ->
     ``make soak``, not ``make test`` (``make check-spark-cluster PYTEST_FLAGS='-m "slow or
     not slow"'`` runs it too)."""
     _check_bad(cluster, "--plan", "dataframe")
+
+
+# Crashes and wipes with one term and no entry: a few hundred states, eight levels, every
+# level two Spark jobs (issue 34: "tested on local[2] and on the standalone Spark cluster").
+EXPLORE_BOUNDS = Bounds(max_term=1, max_index=0, max_crashes=1, max_wipes=1, max_requests=0)
+
+
+def test_the_explorer_on_the_cluster(cluster: StandaloneCluster) -> None:
+    """``revivify explore --engine spark --master spark://...`` as a user types it: the
+    same states, transitions, depth, frontier by level and coverage as one process, and
+    the levels' tasks ran on both workers."""
+    before = {a["id"] for a in cluster.apps()}
+    b = EXPLORE_BOUNDS
+    argv = ["--max-term", str(b.max_term), "--max-index", str(b.max_index),
+            "--crashes", str(b.max_crashes), "--wipes", str(b.max_wipes),
+            "--requests", str(b.max_requests)]
+    run = subprocess.run([sys.executable, "-m", "revivify.impl.cli.main", "explore",
+                          *argv, "--engine", "spark", "--master", cluster.master_url,
+                          "--json", "--quiet"],
+                         capture_output=True, text=True, env=_client_env(cluster),
+                         timeout=300, check=False)
+    why = (f"exit {run.returncode}\nstdout:\n{run.stdout[-3000:]}\nstderr:\n"
+           f"{run.stderr[-3000:]}\n{cluster.log_tails(20)}")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, why
+    report = json.loads(run.stdout)
+    one = explore(default_spec(), b)
+    assert report["engine"] == "spark" and report["complete"] and one.complete, report
+    assert (report["distinct_states"], report["transitions"], report["depth"],
+            report["levels"], report["coverage"]) == (
+        one.distinct_states, one.transitions, one.depth, list(one.levels), one.coverage)
+    new = [a for a in cluster.apps() if a["id"] not in before]
+    assert len(new) == 1, f"expected one new application on the master, got {new}\n{why}"
+    app = cluster.wait_finished(new[0]["id"])
+    _assert_ran_on_both_workers(cluster, app, min_tasks=2 * len(one.levels))
