@@ -62,15 +62,22 @@ the follower holds every node's for as long as it runs, so it keeps them small:
   bytes against 4 KB as objects) and unpacked at its next event;
 * a file is read ``CHUNK`` bytes of whole lines at a time, and a new file only up to its
   first decodable line to learn its node (``_Tail.read_head``);
-* a provisional judgement merges every key's pending facts into the follower's own tables
-  and takes them back after (``global_checks.Journal``), rather than judging a copy of
-  the tables, and keeps none of those facts between judgements;
-* ``finish`` ends the nodes one by one and drops each node's keys once ended, as the batch
-  check does.
+* a provisional judgement merges pending facts into the follower's own tables and takes
+  them back after (``global_checks.Journal``), rather than judging a copy of the tables,
+  and keeps none of those facts between judgements; and it merges one shard of tablets
+  at a time (at most ``JUDGE_KEYS`` keys: ``Follower._judge_shards``, which says why a
+  shard judged alone gives its tablets' findings exactly), so a judgement holds the
+  tables plus one shard's pending facts, not every key's;
+* ``finish`` reads every line first, then drops the replayer's memo tables (a cache: the
+  few lines ``FileOrder`` still holds are replayed without it), then ends the nodes one
+  by one and drops each node's keys once ended, as the batch check does: the final
+  tables grow into the memory the memo tables held.
 
-What remains above the batch check's peak is the packed keys and, during a judgement,
-the pending facts merged (the batch check's final tables hold them too, without the
-keys): ``bench/checker.py --follow`` measures both peaks side by side.
+So the follower's peak is below the batch check's: the batch check ends holding its
+memo tables, its final tables and the checks' temporaries at once; the follower never
+holds the three together (``bench/checker.py --follow`` measures both peaks side by
+side). What it holds beyond the batch check is the packed keys and, during a
+judgement, one shard's pending facts.
 
 Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
 follower's state between two polls is plain data once the replayer's caches are left out:
@@ -364,12 +371,20 @@ class _FollowedNode(_NodeReplay):
         return super()._catalog_replica(ev)
 
 
+_EXACT: Final = 1 << 53  # every int below it in magnitude is a float exactly
+
+
 class _Packer(pickle.Pickler):
     """Pickles a key with the strings the replay shares by reference: the key's tablet,
     the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
     holds the same few strings many times (its files in its window and its per-term
     tables, its UUID in its facts), and unpickled afresh each would be a string of its
-    own, in the key and in every fact it flushes into the global tables."""
+    own, in the key and in every fact it flushes into the global tables. Likewise an int
+    beyond CPython's cached small ones (a clock, a line number: several fields of a key
+    hold the same one, ``appends`` and ``tappends`` say), which pickle does not memoise:
+    it is packed as a reference (the value as a float: exact below 2**53; a larger one is
+    packed as itself), and unpacked once per key.
+    """
 
     def __init__(self, buf: io.BytesIO, shared: dict[str, int], uuids: dict[str, int]
                  ) -> None:
@@ -378,8 +393,10 @@ class _Packer(pickle.Pickler):
         self.uuids = uuids
         self.tablet = ""
 
-    def persistent_id(self, obj: Any) -> int | None:
+    def persistent_id(self, obj: Any) -> int | float | None:
         if type(obj) is not str:
+            if type(obj) is int and not -6 < obj < 257 and -_EXACT < obj < _EXACT:
+                return float(obj)
             return None
         if obj is self.tablet:
             return -1
@@ -399,8 +416,12 @@ class _Unpacker(pickle.Unpickler):
         self.shared = shared
         self.uuids = uuids
         self.tablet = tablet
+        self.ints: dict[int, int] = {}
 
-    def persistent_load(self, pid: Any) -> str:
+    def persistent_load(self, pid: Any) -> str | int:
+        if type(pid) is float:
+            value = int(pid)
+            return self.ints.setdefault(value, value)
         at: int = pid
         if at >= 0:
             return self.shared[at]

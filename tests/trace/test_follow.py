@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -612,3 +613,40 @@ def test_finish_drops_the_memo_tables_before_the_final_facts(tmp_path: Path) -> 
     report = fol.finish()
     assert len(sizes) >= 600 and not any(sizes), sizes[:10]
     same(check_paths([str(tmp_path)]), report)
+
+
+def _ints(obj: object, out: list[int]) -> None:
+    """Every int beyond CPython's cached small ones in ``obj``'s containers, as objects."""
+    if type(obj) is int and not -6 < obj < 257:
+        out.append(obj)
+    elif isinstance(obj, (list, tuple, set)):
+        for x in obj:
+            _ints(x, out)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _ints(k, out)
+            _ints(v, out)
+
+
+def test_a_key_unpacked_holds_each_int_once(tmp_path: Path) -> None:
+    """Pickle does not memoise ints, so a key unpacked afresh would hold an int object
+    per field that held it (a clock, a line number: its ``appends`` and ``tappends``
+    entries alike), and so would the facts it flushes into the global tables; packed by
+    reference (``_Packer``), each value is one object per key, as in the key replayed."""
+    _many_tablets(tmp_path, 30, 300)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    fol.poll()
+    fol.poll()
+    checked = 0
+    for g in fol.groups.values():
+        for tablet, blob in g.replay.packed.items():
+            k = g.replay.unpacked(tablet, blob)
+            ints: list[int] = []
+            for a in attrs.fields(KeyState):
+                if a.name != "state":  # an id into the replayer's table, not unpacked
+                    _ints(getattr(k, a.name), ints)
+            assert len({id(i) for i in ints}) == len(set(ints)), tablet
+            checked += len(ints) > len(set(ints))  # a value held twice
+    assert checked > 0
+    same(check_paths([str(tmp_path)]), fol.finish())
