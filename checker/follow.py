@@ -97,7 +97,7 @@ import os
 import pickle
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -123,7 +123,7 @@ PACK_LINES: Final = 1024
 GLOBAL_EVERY: Final = 0.5
 # A provisional judgement merges the pending facts of at most this many keys at a time
 # (``Follower._judge_shards``; more only for one tablet of more keys).
-JUDGE_KEYS: Final = 2048
+JUDGE_KEYS: Final = 4096
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
 
 
@@ -767,7 +767,7 @@ class Follower:
             grp.replay.pack_idle(lambda k: False)
         shards, held = self._judge_shards()
         for shard in shards:
-            with self.provisional(shard) as (tables, provisional):
+            with self.provisional(shard, held) as (tables, provisional):
                 for v in provisional:
                     ident = v.identity()
                     # A finding about a tablet of another shard is that shard's to judge
@@ -839,11 +839,12 @@ class Follower:
                 if g.node in named or g.replay.holds(v.tablet)]
 
     @contextlib.contextmanager
-    def provisional(self, tablets: set[str] | None = None
+    def provisional(self, tablets: set[str] | None = None, held: Container[str] = ()
                     ) -> Iterator[tuple[GlobalChecks, list[Violation]]]:
         """The global findings on the facts so far, with the tables they were read from
-        (valid inside the ``with``): every key's pending facts (only those of
-        ``tablets``' keys, if given: ``_judge_shards``) flushed as if it ended now,
+        (valid inside the ``with``): every key's pending facts flushed as if it ended
+        now (with ``tablets``, one shard of ``_judge_shards``: only the keys of those
+        tablets, and only the findings of those tablets and of any not in ``held``),
         every running incarnation taken as crashed right after its last line (the
         widest excuse its crash could still give). They are merged into the follower's
         own tables and taken back after (``global_checks.Journal``): a copy of the tables
@@ -860,7 +861,9 @@ class Follower:
                 run = grp.running()
                 if run is not None:
                     journal.incarnation(grp.node, *run)
-            yield g, g.violations()
+            only = None if tablets is None else (
+                lambda tablet: tablet in tablets or tablet not in held)
+            yield g, g.violations(only)
         finally:
             journal.undo()
 
