@@ -58,7 +58,7 @@ The batch check holds one node's keys at a time and drops them when the node is 
 the follower holds every node's for as long as it runs, so it keeps them small:
 
 * a key that took no event in its node's last ``PACK_LINES`` lines (or whose node wrote
-  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 150
+  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 170
   bytes against 4 KB as objects) and unpacked at its next event;
 * a file is read ``CHUNK`` bytes of whole lines at a time, and a new file only up to its
   first decodable line to learn its node (``_Tail.read_head``);
@@ -273,7 +273,7 @@ class _FollowedNode(_NodeReplay):
     The batch check holds one node's keys at a time; the follower holds every node's, for
     as long as it runs (a node may write again). So a key that took no event for a while
     is kept as bytes (``packed``: a pickle of the key, its state as the state's tuple, not
-    an id into the replayer's tables, compressed): about 150 bytes against 4 KB as
+    an id into the replayer's tables, compressed): about 170 bytes against 4 KB as
     objects. It is
     unpacked when its next event comes (``_new_key``: a key not in ``keys`` is looked up
     here first) or when something reads every key of the node (a file begins or ends,
@@ -288,7 +288,7 @@ class _FollowedNode(_NodeReplay):
     shared_ids: dict[str, int] = attrs.Factory(dict)
     # The compression's preset dictionary: the node's first packed key's pickle. Keys of
     # one node are alike (their fields, their events' arguments), so each is compressed
-    # against it: about 150 bytes a key, against 400 without.
+    # against it: about 170 bytes a key, against 400 without.
     zdict: bytes = b""
 
     def open_file(self, f: str) -> SeqFeed:
