@@ -58,19 +58,26 @@ The batch check holds one node's keys at a time and drops them when the node is 
 the follower holds every node's for as long as it runs, so it keeps them small:
 
 * a key that took no event in its node's last ``PACK_LINES`` lines (or whose node wrote
-  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 150
+  nothing for two polls) is packed (``_FollowedNode``: a compressed pickle, about 170
   bytes against 4 KB as objects) and unpacked at its next event;
 * a file is read ``CHUNK`` bytes of whole lines at a time, and a new file only up to its
   first decodable line to learn its node (``_Tail.read_head``);
-* a provisional judgement merges every key's pending facts into the follower's own tables
-  and takes them back after (``global_checks.Journal``), rather than judging a copy of
-  the tables, and keeps none of those facts between judgements;
-* ``finish`` ends the nodes one by one and drops each node's keys once ended, as the batch
-  check does.
+* a provisional judgement merges pending facts into the follower's own tables and takes
+  them back after (``global_checks.Journal``), rather than judging a copy of the tables,
+  and keeps none of those facts between judgements; and it merges one shard of tablets
+  at a time (at most ``JUDGE_KEYS`` keys: ``Follower._judge_shards``, which says why a
+  shard judged alone gives its tablets' findings exactly), so a judgement holds the
+  tables plus one shard's pending facts, not every key's;
+* ``finish`` reads every line first, then drops the replayer's memo tables (a cache: the
+  few lines ``FileOrder`` still holds are replayed without it), then ends the nodes one
+  by one and drops each node's keys once ended, as the batch check does: the final
+  tables grow into the memory the memo tables held.
 
-What remains above the batch check's peak is the packed keys and, during a judgement,
-the pending facts merged (the batch check's final tables hold them too, without the
-keys): ``bench/checker.py --follow`` measures both peaks side by side.
+So the follower's peak is below the batch check's: the batch check ends holding its
+memo tables, its final tables and the checks' temporaries at once; the follower never
+holds the three together (``bench/checker.py --follow`` measures both peaks side by
+side). What it holds beyond the batch check is the packed keys and, during a
+judgement, one shard's pending facts.
 
 Resuming (``resume.dumps`` / ``resume.loads``; the file format is checker/resume.py). The
 follower's state between two polls is plain data once the replayer's caches are left out:
@@ -90,7 +97,7 @@ import os
 import pickle
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -114,6 +121,9 @@ CHUNK: Final = 1 << 18
 PACK_LINES: Final = 1024
 # The global checks are judged at most this often while following (seconds).
 GLOBAL_EVERY: Final = 0.5
+# A provisional judgement merges the pending facts of at most this many keys at a time
+# (``Follower._judge_shards``; more only for one tablet of more keys).
+JUDGE_KEYS: Final = 4096
 _HEAD = msgspec.json.Decoder(Envelope)  # what ``traces.first_envelope`` decodes with
 
 
@@ -263,7 +273,7 @@ class _FollowedNode(_NodeReplay):
     The batch check holds one node's keys at a time; the follower holds every node's, for
     as long as it runs (a node may write again). So a key that took no event for a while
     is kept as bytes (``packed``: a pickle of the key, its state as the state's tuple, not
-    an id into the replayer's tables, compressed): about 150 bytes against 4 KB as
+    an id into the replayer's tables, compressed): about 170 bytes against 4 KB as
     objects. It is
     unpacked when its next event comes (``_new_key``: a key not in ``keys`` is looked up
     here first) or when something reads every key of the node (a file begins or ends,
@@ -278,7 +288,7 @@ class _FollowedNode(_NodeReplay):
     shared_ids: dict[str, int] = attrs.Factory(dict)
     # The compression's preset dictionary: the node's first packed key's pickle. Keys of
     # one node are alike (their fields, their events' arguments), so each is compressed
-    # against it: about 150 bytes a key, against 400 without.
+    # against it: about 170 bytes a key, against 400 without.
     zdict: bytes = b""
 
     def open_file(self, f: str) -> SeqFeed:
@@ -361,12 +371,20 @@ class _FollowedNode(_NodeReplay):
         return super()._catalog_replica(ev)
 
 
+_EXACT: Final = 1 << 53  # every int below it in magnitude is a float exactly
+
+
 class _Packer(pickle.Pickler):
     """Pickles a key with the strings the replay shares by reference: the key's tablet,
     the node's strings (``_FollowedNode.shared``) and the UUIDs the replay interned. A key
     holds the same few strings many times (its files in its window and its per-term
     tables, its UUID in its facts), and unpickled afresh each would be a string of its
-    own, in the key and in every fact it flushes into the global tables."""
+    own, in the key and in every fact it flushes into the global tables. Likewise an int
+    beyond CPython's cached small ones (a clock, a line number: several fields of a key
+    hold the same one, ``appends`` and ``tappends`` say), which pickle does not memoise:
+    it is packed as a reference (the value as a float: exact below 2**53; a larger one is
+    packed as itself), and unpacked once per key.
+    """
 
     def __init__(self, buf: io.BytesIO, shared: dict[str, int], uuids: dict[str, int]
                  ) -> None:
@@ -375,8 +393,10 @@ class _Packer(pickle.Pickler):
         self.uuids = uuids
         self.tablet = ""
 
-    def persistent_id(self, obj: Any) -> int | None:
+    def persistent_id(self, obj: Any) -> int | float | None:
         if type(obj) is not str:
+            if type(obj) is int and not -6 < obj < 257 and -_EXACT < obj < _EXACT:
+                return float(obj)
             return None
         if obj is self.tablet:
             return -1
@@ -396,8 +416,12 @@ class _Unpacker(pickle.Unpickler):
         self.shared = shared
         self.uuids = uuids
         self.tablet = tablet
+        self.ints: dict[int, int] = {}
 
-    def persistent_load(self, pid: Any) -> str:
+    def persistent_load(self, pid: Any) -> str | int:
+        if type(pid) is float:
+            value = int(pid)
+            return self.ints.setdefault(value, value)
         at: int = pid
         if at >= 0:
             return self.shared[at]
@@ -430,9 +454,10 @@ class _Group:
             at -= 1
         self.files.insert(at, t)
 
-    def advance(self, final: bool) -> bool:
+    def advance(self, final: bool, close_last: bool = True) -> bool:
         """Feed the current file's new lines; close it and go on while a later file of the
-        node exists (or ``final``). True when a line was fed."""
+        node exists (or ``final``: with ``close_last`` False the last file is read to its
+        end, torn tail included, but left open; ``finish``). True when a line was fed."""
         fed = False
         while self.cur < len(self.files):
             t = self.files[self.cur]
@@ -450,7 +475,7 @@ class _Group:
                 fed = True
                 self._pack(self.feed, PACK_LINES)
             self.max_clock = max(self.max_clock, self.feed.order.lamport or -1)
-            if not over:
+            if not over or (not close_last and self.cur + 1 == len(self.files)):
                 break
             self.replay.close_file(self.feed)
             self.feed = None
@@ -569,6 +594,17 @@ class Follower:
         self._discover(final=True)
         self._assign(final=True)
         r, report = self.replayer, self.report
+        # Two passes. First every line is replayed, each node's last file left open
+        # (closing it unpacks every key of the node: ``close_file``). Then, the memo
+        # tables dropped (no line is left to replay but those ``FileOrder`` holds: about
+        # 7 MB at 10,000 keys), node by node its file is closed, its keys finished, their
+        # facts merged into the global tables, and dropped, as the batch check drops a
+        # node's keys once it is done. So the final tables grow into the memory the memo
+        # tables held, and one node's keys are objects at a time.
+        for g in self._in_order():
+            g.advance(final=True, close_last=False)
+            g.replay.pack_idle(lambda k: False)  # those of its last lines
+        r.drop_tables()
         for g in self._in_order():
             g.advance(final=True)  # its files closed: every key unpacked (close_file)
             for k in g.replay.keys.values():
@@ -577,10 +613,9 @@ class Follower:
             for tablet, blob in g.replay.packed.items():
                 r.finish_key(g.replay.unpacked(tablet, blob))
                 drain_facts(r, _Counting(self))
-            # Spent: dropped as the batch check drops a node's keys once it is done, so
-            # the global tables grow as the keys go (the peak is not both at once).
             g.replay.keys.clear()
             g.replay.packed.clear()
+            r.drop_tables()  # the states of the node's keys, interned to finish them
             report.server_events += g.replay.stats.server_events
             report.keys += g.replay.stats.keys
         self._troubles(final=True)  # (finish_key makes facts, never findings)
@@ -708,10 +743,7 @@ class Follower:
         it first appeared (the lines that prove it are at or below that clock, and each
         node's clocks increase along its file)."""
         top = max((g.max_clock for g in self.groups.values()), default=-1)
-        with self.provisional() as (tables, provisional):
-            found = {v.identity(): v for v in provisional}
-            bearing = {ident: self._bearing(v, tables) for ident, v in found.items()
-                       if ident not in self.told}
+        found, bearing = self._provisional_findings()
         for ident in [i for i in self.pending if i not in found]:
             del self.pending[ident]
         for ident, groups in bearing.items():
@@ -721,14 +753,74 @@ class Follower:
                 self.told_global[ident] = found[ident]
                 self._tell(found[ident])
 
-    def _pending_facts(self, grp: _Group) -> Iterator[GlobalFact]:
-        """The facts ``finish_key`` would flush for each of the node's keys now, on a copy
-        of the key: its packed bytes unpacked (``provisional`` packs every key first), one
-        at a time. None is kept (keeping them for the keys that did not change since cost
-        as much memory as the keys themselves)."""
+    def _provisional_findings(self) -> tuple[dict[tuple[str, str], Violation],
+                                             dict[tuple[str, str], list[_Group] | None]]:
+        """The provisional global findings (``provisional``), judged shard by shard
+        (``_judge_shards``), and for those not told yet the nodes bearing on them
+        (``_bearing``), by identity."""
+        found: dict[tuple[str, str], Violation] = {}
+        bearing: dict[tuple[str, str], list[_Group] | None] = {}
+        for grp in self.groups.values():
+            # Every key packed first: its bytes are the copy ``finish_key`` flushes, and
+            # the keys still objects (those of the last lines) go out of memory for the
+            # judgement, when the pending facts are in it.
+            grp.replay.pack_idle(lambda k: False)
+        shards, held = self._judge_shards()
+        for shard in shards:
+            with self.provisional(shard, held) as (tables, provisional):
+                for v in provisional:
+                    ident = v.identity()
+                    # A finding about a tablet of another shard is that shard's to judge
+                    # (here its pending facts are not merged); one of no tablet, or of a
+                    # tablet no key holds, is the same in every shard.
+                    if ident in found or (v.tablet in held and v.tablet not in shard):
+                        continue
+                    found[ident] = v
+                    if ident not in self.told:
+                        bearing[ident] = self._bearing(v, tables)
+        return found, bearing
+
+    def _judge_shards(self) -> tuple[list[set[str]], set[str]]:
+        """The tablets held (every key packed), cut into shards of at most ``JUDGE_KEYS``
+        keys (a tablet of more keys is a shard of its own), in tablet order; and the
+        tablets held. A judgement merges one shard's pending facts at a time.
+
+        Why a shard is judged alone exactly: every global check of a tablet reads only
+        that tablet's entries of the tables (keyed by tablet first) and the tables per
+        node (incarnations, blind ones, formats), and every kind of pending fact is
+        about one tablet (``global_checks.Journal`` takes no other kind). So a tablet's
+        findings with its shard's pending facts merged are its findings with every
+        key's merged. The memory of a judgement is then the tables plus one shard's
+        facts, not every key's (the batch check's final tables), at the cost of
+        reading the tables once per shard."""
+        per_tablet: dict[str, int] = {}
+        for grp in self.groups.values():
+            for tablet in grp.replay.packed:
+                per_tablet[tablet] = per_tablet.get(tablet, 0) + 1
+        shards: list[set[str]] = []
+        cur: set[str] = set()
+        n = 0
+        for tablet in sorted(per_tablet):
+            if cur and n + per_tablet[tablet] > JUDGE_KEYS:
+                shards.append(cur)
+                cur, n = set(), 0
+            cur.add(tablet)
+            n += per_tablet[tablet]
+        shards.append(cur)
+        return shards, set(per_tablet)
+
+    def _pending_facts(self, grp: _Group, tablets: set[str] | None = None
+                       ) -> Iterator[GlobalFact]:
+        """The facts ``finish_key`` would flush for each of the node's keys now (only
+        those of ``tablets``, if given), on a copy of the key: its packed bytes unpacked
+        (``provisional`` packs every key first), one at a time. None is kept (keeping
+        them for the keys that did not change since cost as much memory as the keys
+        themselves)."""
         r = self.replayer
         assert not grp.replay.keys, "provisional packs every key"
         for tablet, blob in grp.replay.packed.items():
+            if tablets is not None and tablet not in tablets:
+                continue
             r.finish_key(grp.replay.unpacked(tablet, blob))
             yield from r.facts
             r.facts.clear()
@@ -747,10 +839,13 @@ class Follower:
                 if g.node in named or g.replay.holds(v.tablet)]
 
     @contextlib.contextmanager
-    def provisional(self) -> Iterator[tuple[GlobalChecks, list[Violation]]]:
+    def provisional(self, tablets: set[str] | None = None, held: Container[str] = ()
+                    ) -> Iterator[tuple[GlobalChecks, list[Violation]]]:
         """The global findings on the facts so far, with the tables they were read from
         (valid inside the ``with``): every key's pending facts flushed as if it ended
-        now, every running incarnation taken as crashed right after its last line (the
+        now (with ``tablets``, one shard of ``_judge_shards``: only the keys of those
+        tablets, and only the findings of those tablets and of any not in ``held``),
+        every running incarnation taken as crashed right after its last line (the
         widest excuse its crash could still give). They are merged into the follower's
         own tables and taken back after (``global_checks.Journal``): a copy of the tables
         would double their memory for the time of a judgement."""
@@ -759,17 +854,16 @@ class Follower:
         journal = Journal(g)
         try:
             for grp in self.groups.values():
-                # Every key packed first: its bytes are the copy ``finish_key`` flushes,
-                # and the keys still objects (those of the last lines) go out of memory
-                # for the judgement, when the pending facts are in it.
-                grp.replay.pack_idle(lambda k: False)
+                grp.replay.pack_idle(lambda k: False)  # (``_pending_facts`` reads bytes)
             for grp in self.groups.values():
-                for f in self._pending_facts(grp):
+                for f in self._pending_facts(grp, tablets):
                     journal.fact(f)
                 run = grp.running()
                 if run is not None:
                     journal.incarnation(grp.node, *run)
-            yield g, g.violations()
+            only = None if tablets is None else (
+                lambda tablet: tablet in tablets or tablet not in held)
+            yield g, g.violations(only)
         finally:
             journal.undo()
 

@@ -107,6 +107,8 @@ from revivify.checker.replay import DEFAULT_MAX_FRONTIER, Violation
 
 K = TypeVar("K")
 V = TypeVar("V", bound=tuple[Any, ...])
+# Which tablets' findings to read (``GlobalChecks.violations``): None, every tablet's.
+Only = Callable[[str], bool] | None
 
 
 def leader_violation(tablet: str, term: int, witnesses: list[tuple[str, str, int]]) -> Violation:
@@ -480,7 +482,7 @@ class GlobalChecks:
         tablet committed (see the module docstring)."""
         return 1 + sum(1 for ci in self.configs.get(tablet, ()) if ci > cfg)
 
-    def _majority_violations(self) -> list[Violation]:
+    def _majority_violations(self, only: Only = None) -> list[Violation]:
         out: list[Violation] = []
         # Each grant's (lowest) clock: a vote counts toward a leader's majority only if it
         # is traced below the leader's become_leader. A voter traces its vote before the
@@ -490,11 +492,17 @@ class GlobalChecks:
         granted_to: dict[tuple[str, int, str], dict[str, int]] = {}
         voted: dict[tuple[str, int, str], set[str]] = {}
         for (tablet, term, cand, voter), (vlam, _, _) in self.votes.items():
+            if only is not None and not only(tablet):
+                continue
             granted_to.setdefault((tablet, term, cand), {})[voter] = vlam
             voted.setdefault((tablet, term, voter), set()).add(cand)
         for tablet, term, cand in self.elects:
+            if only is not None and not only(tablet):
+                continue
             voted.setdefault((tablet, term, cand), set()).add(cand)
         for (tablet, term), leads in self.leads.items():
+            if only is not None and not only(tablet):
+                continue
             for lam, node, f, ln, cfg, payload, _ in sorted(leads):
                 if cfg < 0 or not payload:
                     continue
@@ -519,7 +527,7 @@ class GlobalChecks:
                         failed="has_majority", witnesses=tuple(granted)))
         for (tablet, term, node), (index, neg_lam, f, ln, cfg, payload) in \
                 self.lcommits.items():
-            if cfg < 0 or not payload:
+            if cfg < 0 or not payload or (only is not None and not only(tablet)):
                 continue
             voters = json.loads(payload)
             if not voters or not all(self._complete(v) for v in voters):
@@ -541,11 +549,11 @@ class GlobalChecks:
                     witnesses=tuple(holders)))
         return out
 
-    def _causality_violations(self) -> list[Violation]:
+    def _causality_violations(self, only: Only = None) -> list[Violation]:
         out: list[Violation] = []
         for (tablet, term, cand, voter), (lam, f, ln) in self.votes.items():
             e = self.elects.get((tablet, term, cand))
-            if e is None or lam > e[0]:
+            if e is None or lam > e[0] or (only is not None and not only(tablet)):
                 continue
             # A request from a later incarnation of the candidate (its clock restarts)
             # could carry a lower clock: only flag when none of them began below the vote.
@@ -563,7 +571,7 @@ class GlobalChecks:
                 witnesses=(f"{e[2]}:{e[3]} start_election lamport={e[0]}",)))
         for (tablet, term, node), (lam, f, ln) in self.appends.items():
             leads = self.leads.get((tablet, term))
-            if not leads:
+            if not leads or (only is not None and not only(tablet)):
                 continue
             first = min(leads)
             if lam > first[0]:
@@ -587,17 +595,17 @@ class GlobalChecks:
         named = self.named.get(tablet, set())
         return bool(named) and all(self._complete(n) for n in named)
 
-    def _log_violations(self) -> list[Violation]:
-        return (self._log_matching() + self._leader_completeness()
-                + self._committed_truncated() + self._unelected_appends()
-                + self._commits_beyond_leader())
+    def _log_violations(self, only: Only = None) -> list[Violation]:
+        return (self._log_matching(only) + self._leader_completeness(only)
+                + self._committed_truncated(only) + self._unelected_appends(only)
+                + self._commits_beyond_leader(only))
 
-    def _log_matching(self) -> list[Violation]:
+    def _log_matching(self, only: Only = None) -> list[Violation]:
         """``LogMatching``: the entries of a term form one run in every log that holds
         them, starting where the term's leader began it, after the same previous term."""
         out: list[Violation] = []
         for (tablet, term), pairs in self.starts.items():
-            if len(pairs) < 2:
+            if len(pairs) < 2 or (only is not None and not only(tablet)):
                 continue
             w = sorted((lam, node, f, ln, start, pred)
                        for (start, pred), (lam, node, f, ln) in pairs.items())
@@ -615,12 +623,14 @@ class GlobalChecks:
                                 for _, node, fl, li, start, pred in w)))
         return out
 
-    def _leader_completeness(self) -> list[Violation]:
+    def _leader_completeness(self, only: Only = None) -> list[Violation]:
         """``LeaderCompleteness``: a leader of term t holds every entry committed by a
         node in a term below t (a commit in term u means the entry was committed by the
         leader of u or an earlier one, so every leader of a later term holds it)."""
         out: list[Violation] = []
         for tablet, llogs in self.llogs.items():
+            if only is not None and not only(tablet):
+                continue
             crs = sorted(self.cruns.get(tablet, ()), key=lambda c: (c[0], c[3], c[4:]))
             if not crs:
                 continue
@@ -661,12 +671,14 @@ class GlobalChecks:
                                f"{tx}",)))
         return out
 
-    def _committed_truncated(self) -> list[Violation]:
+    def _committed_truncated(self, only: Only = None) -> list[Violation]:
         """``CommittedEntryTruncated``: a node removes an entry from its log (a batch
         overwrites or cuts it) while in a term at or above one in which some node had
         committed that entry."""
         out: list[Violation] = []
         for tablet, truncs in self.truncs.items():
+            if only is not None and not only(tablet):
+                continue
             crs = sorted(self.cruns.get(tablet, ()))
             if not crs:
                 continue
@@ -688,14 +700,15 @@ class GlobalChecks:
                     break
         return out
 
-    def _unelected_appends(self) -> list[Violation]:
+    def _unelected_appends(self, only: Only = None) -> list[Violation]:
         """``AppendOfUnelectedTerm``: an entry of term t appended where no node became
         leader of t, in an input that would show that leader: every node the tablet's
         events name is present whole, and none of them crashed (possibly losing the vote
         that elected a leader named nowhere) before the append."""
         out: list[Violation] = []
         for (tablet, term, node), (lam, f, ln) in self.tappends.items():
-            if term < 1 or (tablet, term) in self.leads:
+            if term < 1 or (tablet, term) in self.leads or \
+                    (only is not None and not only(tablet)):
                 continue
             if not self._tablet_complete(tablet):
                 continue
@@ -712,7 +725,7 @@ class GlobalChecks:
                 node=node, tablet=tablet, event="log_append", failed="ElectionSafety"))
         return out
 
-    def _commits_beyond_leader(self) -> list[Violation]:
+    def _commits_beyond_leader(self, only: Only = None) -> list[Violation]:
         """``CommitBeyondLeader``: a node that is not leading commits index i in term u,
         which it learned from the leader of u; that leader's commit index came from its
         own commits (as leader, in a term up to u) or from commits it learned in an
@@ -723,12 +736,16 @@ class GlobalChecks:
         out: list[Violation] = []
         best: dict[tuple[str, str], list[tuple[int, int, bool]]] = {}
         for (tablet, t, node), lc in self.lcommits.items():
+            if only is not None and not only(tablet):
+                continue
             best.setdefault((tablet, node), []).append((t, lc[0], True))
         for (tablet, t, node), fc in self.fcommits.items():
+            if only is not None and not only(tablet):
+                continue
             best.setdefault((tablet, node), []).append((t, fc[0], False))
         for (tablet, tf, node), (index, _, f, ln) in self.fcommits.items():
             leads = self.leads.get((tablet, tf))
-            if not leads:
+            if not leads or (only is not None and not only(tablet)):
                 continue
             leaders = sorted({lead[1] for lead in leads})
             excused = False
@@ -756,17 +773,24 @@ class GlobalChecks:
                 witnesses=tuple(leaders)))
         return out
 
-    def violations(self) -> list[Violation]:
-        out: list[Violation] = (self._majority_violations() + self._causality_violations()
-                                + self._log_violations() + self.catalog.violations())
+    def violations(self, only: Only = None) -> list[Violation]:
+        """The findings of the tables; with ``only``, those of the checks per tablet only
+        for the tablets it keeps (the checks per node and the masters' are all read): a
+        tablet's findings read only its own entries and the tables per node, so they are
+        the same with or without it (the follower's judgement by shards,
+        checker/follow.py ``Follower._judge_shards``)."""
+        out: list[Violation] = (self._majority_violations(only)
+                                + self._causality_violations(only)
+                                + self._log_violations(only) + self.catalog.violations())
         for (tablet, term), w in self.leaders.items():
-            if len({n for n, _, _ in w}) > 1:
+            if len({n for n, _, _ in w}) > 1 and (only is None or only(tablet)):
                 out.append(leader_violation(tablet, term, w))
         for node, fw in self.formats.items():
             if len(fw) > 1:
                 out.append(uuid_violation(node, fw))
         for (tablet, index), cw in self.bad_commits.items():
-            out.append(commit_violation(tablet, index, cw))
+            if only is None or only(tablet):
+                out.append(commit_violation(tablet, index, cw))
         return out
 
     def size(self) -> int:

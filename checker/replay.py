@@ -323,6 +323,13 @@ class Replayer:
                 k.state = self.states.intern(old.tuples[k.state], old.objs[k.state])
         return True
 
+    def drop_tables(self) -> None:
+        """Drop the memo tables, keeping the counts (events, coverage, frontiers): a driver
+        done replaying (every key finished) frees them before judging the global checks,
+        whose findings' temporaries then reuse that memory. Any key still held has its
+        state id refer to nothing afterwards."""
+        self._reset_tables()
+
     def intern(self, s: ServerState) -> int:
         """The id of a canonical state (every map empty: ``canon``)."""
         return self.states.intern(to_scalars(s), s)

@@ -21,7 +21,10 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -488,3 +491,162 @@ def test_a_provisional_judgement_leaves_the_tables_as_they_were(case: str) -> No
         assert tables is fol.globals_
         assert sorted(json.dumps(v.to_json(), sort_keys=True) for v in got) == want
     assert fol.globals_ == pickle.loads(before)
+
+
+def _provisional_in_one(fol: Follower) -> tuple[dict[tuple[str, str], Any],
+                                                 dict[tuple[str, str], list[str] | None]]:
+    """The provisional findings of one judgement of every key's pending facts, and the
+    nodes bearing on those not told yet, as JSON and names (comparable)."""
+    with fol.provisional() as (tables, got):
+        found = {v.identity(): v.to_json() for v in got}
+        bearing = {v.identity(): _names(fol._bearing(v, tables)) for v in got
+                   if v.identity() not in fol.told}
+    return found, bearing
+
+
+def _names(groups: list[Any] | None) -> list[str] | None:
+    return None if groups is None else sorted(g.node for g in groups)
+
+
+def _judged_in_shards_as_in_one(fol: Follower) -> None:
+    """With a shard per tablet (``JUDGE_KEYS`` 1) the provisional findings, and the
+    nodes bearing on them, are those of one judgement of every key's pending facts; the
+    shards cut the tablets held; the tables after are the tables before."""
+    from revivify.checker import follow as follow_module
+
+    want = _provisional_in_one(fol)
+    before = pickle.dumps(fol.globals_)
+    with mock.patch.object(follow_module, "JUDGE_KEYS", 1):
+        shards, held = fol._judge_shards()
+        found, bearing = fol._provisional_findings()
+    assert sorted(itertools.chain.from_iterable(shards)) == sorted(held)
+    assert ({i: v.to_json() for i, v in found.items()},
+            {i: _names(g) for i, g in bearing.items()}) == want
+    assert fol.globals_ == pickle.loads(before)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_judgement_in_shards_is_one_judgement(case: str) -> None:
+    """A provisional judgement merges the pending facts of one shard of tablets at a time
+    (``Follower._judge_shards``): on every case of the corpus read whole, its findings
+    are one judgement's (``_judged_in_shards_as_in_one``), those of no tablet (a reused
+    UUID) and of a tablet no key holds (the masters' catalog) included."""
+    fol = Follower([case], global_every=float("inf"))
+    fol.poll()
+    _judged_in_shards_as_in_one(fol)
+
+
+@given(case=st.sampled_from(CASES), rnd=st.randoms(use_true_random=False),
+       share=st.floats(0.0, 1.0))
+def test_a_judgement_in_shards_midway_is_one_judgement(case: str, rnd: random.Random,
+                                                       share: float) -> None:
+    """The same at any point of the writing (a random share of each writer's writes),
+    where the pending facts of running incarnations decide the findings."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "traces"
+        out.mkdir()
+        fol = Follower([str(out)], global_every=float("inf"))
+        for ops in _pieces(case, out, rnd):
+            for _, dest, chunk in ops[:round(share * len(ops))]:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "ab") as fh:
+                    fh.write(chunk)
+        fol.poll()
+        _judged_in_shards_as_in_one(fol)
+
+
+def test_judgement_shards_hold_at_most_judge_keys(tmp_path: Path) -> None:
+    """The bound on a judgement's memory: each shard's tablets hold at most
+    ``JUDGE_KEYS`` keys (here 7: two tablets of 3 keys), and only one shard's keys are
+    unpacked and their facts merged before the tables are taken back; every key once.
+    400 tablets judged in 200 shards tell what one judgement does."""
+    from revivify.checker import follow as follow_module
+    from revivify.checker.global_checks import Journal
+
+    _many_tablets(tmp_path, 400, 2)
+    fol = Follower([str(tmp_path)], global_every=float("inf"))
+    fol.poll()
+    want = _provisional_in_one(fol)
+    merged = [0]  # keys unpacked since the tables were last taken back
+    per_shard: list[int] = []
+    unpacked, undo = follow_module._FollowedNode.unpacked, Journal.undo
+
+    def counted(self: Any, tablet: str, blob: bytes) -> KeyState:
+        merged[0] += 1
+        return unpacked(self, tablet, blob)
+
+    def taken_back(self: Journal) -> None:
+        per_shard.append(merged[0])
+        merged[0] = 0
+        undo(self)
+
+    with mock.patch.object(follow_module, "JUDGE_KEYS", 7), \
+            mock.patch.object(follow_module._FollowedNode, "unpacked", counted), \
+            mock.patch.object(Journal, "undo", taken_back):
+        shards, held = fol._judge_shards()
+        found, bearing = fol._provisional_findings()
+    assert len(held) == 400 and sorted(itertools.chain.from_iterable(shards)) == \
+        sorted(held)
+    assert [len(s) for s in shards] == [2] * 200
+    assert per_shard == [6] * 200
+    assert ({i: v.to_json() for i, v in found.items()},
+            {i: _names(g) for i, g in bearing.items()}) == want
+
+
+def test_finish_drops_the_memo_tables_before_the_final_facts(tmp_path: Path) -> None:
+    """``finish`` replays every line first, then drops the replayer's memo tables, and
+    only then ends the keys: every fact ``finish`` merges (the final tables' growth)
+    comes with the memo tables empty, so the two are not in memory at once (as they are
+    at the batch check's end); and the verdict is the batch check's."""
+    _many_tablets(tmp_path, 200, 4)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    r = fol.replayer
+    assert r.memo, "the replay memoised steps"
+    sizes: list[int] = []
+
+    def tap(f: object) -> None:
+        sizes.append(len(r.memo) + len(r.shape_appends) + len(r.shape_commits))
+        fol.globals_.fact(f)  # type: ignore[arg-type]
+
+    fol.fact_tap = tap
+    report = fol.finish()
+    assert len(sizes) >= 600 and not any(sizes), sizes[:10]
+    same(check_paths([str(tmp_path)]), report)
+
+
+def _ints(obj: object, out: list[int]) -> None:
+    """Every int beyond CPython's cached small ones in ``obj``'s containers, as objects."""
+    if type(obj) is int and not -6 < obj < 257:
+        out.append(obj)
+    elif isinstance(obj, (list, tuple, set)):
+        for x in obj:
+            _ints(x, out)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _ints(k, out)
+            _ints(v, out)
+
+
+def test_a_key_unpacked_holds_each_int_once(tmp_path: Path) -> None:
+    """Pickle does not memoise ints, so a key unpacked afresh would hold an int object
+    per field that held it (a clock, a line number: its ``appends`` and ``tappends``
+    entries alike), and so would the facts it flushes into the global tables; packed by
+    reference (``_Packer``), each value is one object per key, as in the key replayed."""
+    _many_tablets(tmp_path, 30, 300)
+    fol = Follower([str(tmp_path)])
+    fol.poll()
+    fol.poll()
+    fol.poll()
+    checked = 0
+    for g in fol.groups.values():
+        for tablet, blob in g.replay.packed.items():
+            k = g.replay.unpacked(tablet, blob)
+            ints: list[int] = []
+            for a in attrs.fields(KeyState):
+                if a.name != "state":  # an id into the replayer's table, not unpacked
+                    _ints(getattr(k, a.name), ints)
+            assert len({id(i) for i in ints}) == len(set(ints)), tablet
+            checked += len(ints) > len(set(ints))  # a value held twice
+    assert checked > 0
+    same(check_paths([str(tmp_path)]), fol.finish())
