@@ -38,7 +38,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -50,6 +50,7 @@ from .counterexample import replay
 from .engine import Explorer
 from .results import ExplorerError, ExploreResult, ExploreViolation
 from .search import Search
+from .symmetry import SID_BITS, SID_MASK
 
 # An odd 64-bit constant: the budget counters' share of the owner (the golden ratio's).
 MIX: Final = 0x9E3779B97F4A7C15
@@ -174,6 +175,43 @@ class Node:
         sids, cw = self.ex.unpack(key)
         orbit = self.orbit
         return (sum([orbit[s] for s in sids]) + cw * MIX) % owners
+
+    def owner_of(self, owners: int) -> Callable[[int], int]:
+        """``owner`` as a generated straight-line function of a key (``search.prepare``
+        first): the owner of each state a parallel worker finds is asked once per state,
+        where a call, a list and a loop per state would cost more than the sum itself."""
+        n, shift_c = self.ex.n, self.search._shift_c
+        terms = [f"O[(k >> {shift_c + (n - 1 - pos) * SID_BITS}) & {SID_MASK}]"
+                 for pos in range(n)]
+        src = (f"def owner(k):\n    return ({' + '.join(terms)} + "
+               f"(k & {(1 << shift_c) - 1}) * {MIX}) % {owners}\n")
+        env: dict[str, Any] = {"O": self.orbit}  # grows in place (``fill``)
+        exec(src, env)
+        fn: Callable[[int], int] = env["owner"]
+        return fn
+
+    def translator(self, table: list[int]) -> Callable[[int], int]:
+        """A generated function: a key in another process's numbering (``table``: its sid
+        -> mine, grown in place as it names its sids) as this process's canonical key:
+        each sid translated, then ``ex.canon`` inline (the least packing over the
+        relabelings), the budget counters kept."""
+        n, shift_c = self.ex.n, self.search._shift_c
+        interner = self.ex.interner
+        lines = [f"    t{j} = T[(k >> {shift_c + (n - 1 - j) * SID_BITS}) & {SID_MASK}]"
+                 for j in range(n)]
+        shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
+        terms = []
+        for pi, p in enumerate(interner.perms):
+            terms.append(" | ".join(f"(R{pi}[t{j}] << {shifts[p[j]]})" if shifts[p[j]]
+                                    else f"R{pi}[t{j}]" for j in range(n)))
+        least = f"({terms[0]})" if len(terms) == 1 else "min(" + ", ".join(terms) + ")"
+        src = ("def translate(k):\n" + "\n".join(lines) +
+               f"\n    return ({least} << {shift_c}) | (k & {(1 << shift_c) - 1})\n")
+        env: dict[str, Any] = {f"R{pi}": t for pi, t in enumerate(interner.relab)}
+        env["T"] = table
+        exec(src, env)  # straight-line, like ``symmetry.make_canon``
+        fn: Callable[[int], int] = env["translate"]
+        return fn
 
     def stable(self, key: int) -> bytes:
         """The state's orbit as stable bytes: over every server permutation p, the least

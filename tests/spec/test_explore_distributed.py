@@ -134,7 +134,7 @@ def run_in_threads(spec: Spec, bounds: Bounds, workers: int) -> tuple[list[_Work
     """The parallel search's workers in this process, one thread each (the GIL takes
     turns; the protocol is the same), to look inside them: the workers, the transitions
     summed over them, the coverage summed."""
-    inboxes: list[Any] = [queue.Queue() for _ in range(workers)]
+    inboxes: list[Any] = [(queue.Queue(), queue.Queue()) for _ in range(workers)]
     ws = [_Worker(me, workers, SpecSource.of(spec), bounds, True, False, None, False,
                   cast(Any, None), inboxes) for me in range(workers)]
     while True:
