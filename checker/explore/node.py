@@ -3,24 +3,25 @@ of its sids, and the owner and stable encoding of an explored state.
 
 Why the partitioned, level-synchronous search counts what the single process counts
 ---------------------------------------------------------------------------------------
-Level d of a breadth-first search is a set, the states at distance d from the initial
-state, whatever the order in which one search visits them. The distributed searches
-(``parallel``: worker processes; ``sparkjob``: a Spark job) build exactly that set: level
-d + 1 is every successor of level d that no earlier level holds, and a level starts only
-when the previous one is complete everywhere (the synchronisation), so a state first
-reached at depth d + 1 is never taken for new at a later depth, nor missed. Each orbit is
-expanded exactly once, as in one process: the Spark job gives each state one *owner* (a
-function of its orbit, below) that alone keeps it and expands it; the worker processes
-each hold every state and expand each (state, server) pair once between them, the server's
-orbit naming the worker (``parallel``, "Sharing the work"), and check each new state's
-invariants at its owner. Transitions and coverage are summed over the expansions, and the
-number of moves of each action from p.S equals that from S (the package's theory,
-"Symmetry reduction", (2)): which representative of an orbit a process happens to hold
-does not change the counts. Hence the same distinct states per level, transitions,
-coverage and depth. A violation is found while level d is expanded (a step property on a
-transition from it, an invariant in a new state of level d + 1), so its depth, the length
-of its shortest counterexample, is the single process's too; which of several violations
-of one level is reported may differ.
+Level d of a breadth-first search is a set, the states at distance d from the initial state,
+whatever the order in which one search visits them. The distributed searches (``parallel``:
+worker processes; ``sparkjob``: a Spark job) build exactly that set: level d + 1 is every
+successor of level d that no earlier level holds, and a level starts only when the previous
+one is complete everywhere (the synchronisation), so a state first reached at depth d + 1 is
+never taken for new at a later depth, nor missed. Each orbit is expanded exactly once, as in
+one process: the Spark job gives each state one *owner* (a function of its orbit, below)
+that alone keeps it and expands it; the worker processes each hold every state and expand
+each (state, server) pair once between them, the server's orbit naming the worker
+(``parallel``, "Sharing the work"); there the owner of a new state decides that it is new
+(every worker that found it routes it to the owner, which sends it on to those that did
+not), counts it and checks its invariants. Transitions and coverage are summed over the
+expansions, and the number of moves of each action from p.S equals that from S (the
+package's theory, "Symmetry reduction", (2)): which representative of an orbit a process
+happens to hold does not change the counts. Hence the same distinct states per level,
+transitions, coverage and depth. A violation is found while level d is expanded (a step
+property on a transition from it, an invariant in a new state of level d + 1), so its depth,
+the length of its shortest counterexample, is the single process's too; which of several
+violations of one level is reported may differ.
 
 The owner must not depend on the process that computes it: sids and the canonical
 representative (``symmetry.make_canon``, a minimum over sids) do, and ``hash`` of bytes is

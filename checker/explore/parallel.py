@@ -5,14 +5,25 @@ every state: the visited set is replicated, and the work is divided by *server*,
 state. A level, driven by the coordinator (the calling process):
 
 1. each worker expands its share of every state of the frontier (below) with the single
-   process's expansion (``Search._expand_plain``) into its ``seen`` dict;
-2. it sends every other worker the states new to it (one message per peer per level, empty
-   or not, so a receiver knows when the level is in) and merges what it receives: so every
-   worker ends the level with the same next frontier and the same visited set, each in its
-   own numbering and order;
-3. each new state's invariants are checked by one worker, its owner (``Node.owner``), in
-   the same passes (the scan of what it found, the merge of what it received);
+   process's expansion (``Search._expand_plain``) into its ``seen`` dict: its *found*
+   states, new to it;
+2. routing: it sends each found state to the state's *owner* (``Node.owner``: a function of
+   the state's orbit, the same in every process), keeps those it owns, and takes in those
+   the peers found that it owns. The owner alone tells whether a state is new to the
+   level, counts its servers' orbits (for the next level's share) and checks its
+   invariants, so each of those per-state passes is made once per state, not by every
+   worker for nearly every state;
+3. delivery: each owner sends every peer the new states it owns that the peer did not find
+   (the peer did not route it to the owner), with its orbit counts; so every worker ends
+   the level with the same next frontier, visited set and counts, each in its own
+   numbering and order;
 4. it tells the coordinator how many new states the level has, and any violation.
+
+Each of the two rounds is one message per peer per level, empty or not, so a receiver knows
+when the round is in; each round has its own queue, as a fast peer's delivery may come
+before a slow one's routing. A state found by both of two workers crosses once (to its
+owner), one found by one of them at most once (routing or delivery), where sending every
+found state to every peer made each worker merge nearly all the others found.
 
 Sharing the work
 ----------------
@@ -32,23 +43,28 @@ of a level is expanded exactly once, and the transitions and coverage summed ove
 workers are one process's; the levels are the same sets (``node``'s docstring).
 
 The assignment (``Share``): an orbit's default worker is its digest modulo N; at the start
-of each level, every worker counts the servers of the frontier in each orbit (the same
-counts everywhere: the frontiers are the same set, and orbits do not depend on the
-arrangement) and moves orbits from the busiest worker to the idlest while the busiest holds
-more than 5% over the mean. Every worker computes the same moves from the same counts, so
-all agree on every assignment without a message.
+of each level, every worker holds the count of the frontier's servers in each orbit (each
+new state's owner counted its servers, and the delivery summed the owners' counts: the same
+counts everywhere, as orbits do not depend on the arrangement) and moves orbits from the
+busiest worker to the idlest while the busiest holds more than 5% over the mean. Every
+worker computes the same moves from the same counts, so all agree on every assignment
+without a message.
 
-Messages name a state by the sender's key (its canonical packed sids) and carry, the first
-time the sender names a sid, the sid's server state as stable bytes
-(``codec.encode_server``): the receiver keeps a per-sender translation table to its own sids
-and canonicalises the state in its own numbering. So no message, no owner and no share
-depends on process-local numbering or on a salted hash.
+Messages name a state by the sender's key (its canonical packed sids) and carry the sids the
+sender interned since its last message, as stable bytes (``codec.encode_server``): the
+receiver keeps a per-sender translation table to its own sids, and a generated function
+(``Node.translator``) turns a sender's key into its own canonical key in one call (each sid
+translated, the canonical packing inline). So no message, no owner and no share depends on
+process-local numbering or on a salted hash.
 
 Parents. ``seen`` maps a state to how it was reached: -1 the initial state; a key >= 0, a
-state of this worker's frontier (the single process's parent link); -(2 + parent * N +
-sender) for a state received from ``sender``, whose key there was ``parent``. A
+state of this worker's frontier (the single process's parent link); -(2 + parent * N + w)
+for a state whose parent is the state with key ``parent`` at worker w. Messages carry the
+links in the second form, so an owner passes on a link it received as it is. A
 counterexample is walked back across the workers from the violating state to the initial
 one, then replayed like the single process's (``counterexample.replay``).
+
+The collector is off in the workers as in one process (``collector``).
 """
 
 from __future__ import annotations
@@ -295,13 +311,11 @@ class _Worker:
         self.orbits: list[int] = []
 
     def serve(self) -> None:
-        with paused() as collector:
+        with paused():
             while True:
                 cmd = self.conn.recv()
                 if cmd[0] == "level":
-                    answer = self.level()
-                    collector.level_done()
-                    self.conn.send(("ok", answer))
+                    self.conn.send(("ok", self.level()))
                 elif cmd[0] == "state":
                     key = cmd[1]
                     encs, cw = self.node.servers(key)

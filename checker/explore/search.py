@@ -12,7 +12,7 @@ from revivify.spec.actions import Bounds
 from revivify.spec.model import SystemState
 from revivify.spec.system import Spec
 
-from .collector import Paused, paused
+from .collector import paused
 from .counterexample import replay
 from .engine import Explorer
 from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
@@ -59,8 +59,7 @@ def explore(
     if bad:
         search.violation_at = ([init_key], ("invariant", bad[0]))
     else:
-        # the collector paused, one collection per level (``collector``)
-        with paused() as search.collector:
+        with paused():  # the collector off (``collector`` says why)
             (search.run_plain if ex.plain else search.run_generic)(init_key)
 
     violation: ExploreViolation | None = None
@@ -105,7 +104,6 @@ class Search:
         self.levels = [1]  # the states first found at each depth (the initial state: 1)
         self.complete = True
         self.violation_at: tuple[list[int], tuple[str, str]] | None = None
-        self.collector: Paused | None = None  # told of each level's end
         # run_plain's unpacking of a key: the counters' width, each server's sid's shift.
         self._shift_c = 0
         self._shifts: list[int] = []
@@ -128,8 +126,6 @@ class Search:
 
     def level_done(self, found: int) -> None:
         """A level ended with ``found`` new states (at depth ``self.depth + 1``)."""
-        if self.collector is not None:
-            self.collector.level_done()
         if found:
             self.depth += 1  # the deepest level holding a discovered state
             self.levels.append(found)
