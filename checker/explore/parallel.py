@@ -21,8 +21,8 @@ state. A level, driven by the coordinator (the calling process):
 
 Each of the two rounds is one message per peer per level, empty or not, so a receiver knows
 when the round is in; each round has its own queue, as a fast peer's delivery may come
-before a slow one's routing. A state found by both of two workers crosses once (to its
-owner), one found by one of them at most once (routing or delivery), where sending every
+before a slow one's routing. Between two workers each new state crosses exactly once (to
+its owner when the other found it, else from its owner, delivered), where sending every
 found state to every peer made each worker merge nearly all the others found.
 
 Sharing the work

@@ -196,6 +196,15 @@ class TestSharedWork:
         assert dict(zip(one.coverage, coverage, strict=True)) == one.coverage
         planned = [{w.node.orbit[sid] for _i, sid in w.node.ex.plans} for w in ws]
         assert planned[0] and planned[1] and not planned[0] & planned[1]
+        # the generated owner and translator are Node.owner and ex.key, per state
+        a, b = ws
+        assert len(a.seen) == len(b.seen) == one.distinct_states
+        for k in b.seen:
+            sids, cw = b.node.ex.unpack(k)
+            mine = a.translate[1](k)
+            assert mine == a.node.ex.key([a.mine_of[1][s] for s in sids], cw)
+            assert mine in a.seen
+            assert b.owner_of(k) == b.node.owner(k, 2) == a.owner_of(mine)
 
     def test_orbits_that_move_keep_the_counts(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(Share, "MIN_SERVERS", 0)
