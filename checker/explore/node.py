@@ -3,24 +3,25 @@ of its sids, and the owner and stable encoding of an explored state.
 
 Why the partitioned, level-synchronous search counts what the single process counts
 ---------------------------------------------------------------------------------------
-Level d of a breadth-first search is a set, the states at distance d from the initial
-state, whatever the order in which one search visits them. The distributed searches
-(``parallel``: worker processes; ``sparkjob``: a Spark job) build exactly that set: level
-d + 1 is every successor of level d that no earlier level holds, and a level starts only
-when the previous one is complete everywhere (the synchronisation), so a state first
-reached at depth d + 1 is never taken for new at a later depth, nor missed. Each orbit is
-expanded exactly once, as in one process: the Spark job gives each state one *owner* (a
-function of its orbit, below) that alone keeps it and expands it; the worker processes
-each hold every state and expand each (state, server) pair once between them, the server's
-orbit naming the worker (``parallel``, "Sharing the work"), and check each new state's
-invariants at its owner. Transitions and coverage are summed over the expansions, and the
-number of moves of each action from p.S equals that from S (the package's theory,
-"Symmetry reduction", (2)): which representative of an orbit a process happens to hold
-does not change the counts. Hence the same distinct states per level, transitions,
-coverage and depth. A violation is found while level d is expanded (a step property on a
-transition from it, an invariant in a new state of level d + 1), so its depth, the length
-of its shortest counterexample, is the single process's too; which of several violations
-of one level is reported may differ.
+Level d of a breadth-first search is a set, the states at distance d from the initial state,
+whatever the order in which one search visits them. The distributed searches (``parallel``:
+worker processes; ``sparkjob``: a Spark job) build exactly that set: level d + 1 is every
+successor of level d that no earlier level holds, and a level starts only when the previous
+one is complete everywhere (the synchronisation), so a state first reached at depth d + 1 is
+never taken for new at a later depth, nor missed. Each orbit is expanded exactly once, as in
+one process: the Spark job gives each state one *owner* (a function of its orbit, below)
+that alone keeps it and expands it; the worker processes each hold every state and expand
+each (state, server) pair once between them, the server's orbit naming the worker
+(``parallel``, "Sharing the work"); there the owner of a new state decides that it is new
+(every worker that found it routes it to the owner, which sends it on to those that did
+not), counts it and checks its invariants. Transitions and coverage are summed over the
+expansions, and the number of moves of each action from p.S equals that from S (the
+package's theory, "Symmetry reduction", (2)): which representative of an orbit a process
+happens to hold does not change the counts. Hence the same distinct states per level,
+transitions, coverage and depth. A violation is found while level d is expanded (a step
+property on a transition from it, an invariant in a new state of level d + 1), so its depth,
+the length of its shortest counterexample, is the single process's too; which of several
+violations of one level is reported may differ.
 
 The owner must not depend on the process that computes it: sids and the canonical
 representative (``symmetry.make_canon``, a minimum over sids) do, and ``hash`` of bytes is
@@ -38,7 +39,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -50,6 +51,7 @@ from .counterexample import replay
 from .engine import Explorer
 from .results import ExplorerError, ExploreResult, ExploreViolation
 from .search import Search
+from .symmetry import SID_BITS, SID_MASK
 
 # An odd 64-bit constant: the budget counters' share of the owner (the golden ratio's).
 MIX: Final = 0x9E3779B97F4A7C15
@@ -174,6 +176,43 @@ class Node:
         sids, cw = self.ex.unpack(key)
         orbit = self.orbit
         return (sum([orbit[s] for s in sids]) + cw * MIX) % owners
+
+    def owner_of(self, owners: int) -> Callable[[int], int]:
+        """``owner`` as a generated straight-line function of a key (``search.prepare``
+        first): the owner of each state a parallel worker finds is asked once per state,
+        where a call, a list and a loop per state would cost more than the sum itself."""
+        n, shift_c = self.ex.n, self.search._shift_c
+        terms = [f"O[(k >> {shift_c + (n - 1 - pos) * SID_BITS}) & {SID_MASK}]"
+                 for pos in range(n)]
+        src = (f"def owner(k):\n    return ({' + '.join(terms)} + "
+               f"(k & {(1 << shift_c) - 1}) * {MIX}) % {owners}\n")
+        env: dict[str, Any] = {"O": self.orbit}  # grows in place (``fill``)
+        exec(src, env)
+        fn: Callable[[int], int] = env["owner"]
+        return fn
+
+    def translator(self, table: list[int]) -> Callable[[int], int]:
+        """A generated function: a key in another process's numbering (``table``: its sid
+        -> mine, grown in place as it names its sids) as this process's canonical key:
+        each sid translated, then ``ex.canon`` inline (the least packing over the
+        relabelings), the budget counters kept."""
+        n, shift_c = self.ex.n, self.search._shift_c
+        interner = self.ex.interner
+        lines = [f"    t{j} = T[(k >> {shift_c + (n - 1 - j) * SID_BITS}) & {SID_MASK}]"
+                 for j in range(n)]
+        shifts = [(n - 1 - pos) * SID_BITS for pos in range(n)]
+        terms = []
+        for pi, p in enumerate(interner.perms):
+            terms.append(" | ".join(f"(R{pi}[t{j}] << {shifts[p[j]]})" if shifts[p[j]]
+                                    else f"R{pi}[t{j}]" for j in range(n)))
+        least = f"({terms[0]})" if len(terms) == 1 else "min(" + ", ".join(terms) + ")"
+        src = ("def translate(k):\n" + "\n".join(lines) +
+               f"\n    return ({least} << {shift_c}) | (k & {(1 << shift_c) - 1})\n")
+        env: dict[str, Any] = {f"R{pi}": t for pi, t in enumerate(interner.relab)}
+        env["T"] = table
+        exec(src, env)  # straight-line, like ``symmetry.make_canon``
+        fn: Callable[[int], int] = env["translate"]
+        return fn
 
     def stable(self, key: int) -> bytes:
         """The state's orbit as stable bytes: over every server permutation p, the least

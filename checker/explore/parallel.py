@@ -5,14 +5,25 @@ every state: the visited set is replicated, and the work is divided by *server*,
 state. A level, driven by the coordinator (the calling process):
 
 1. each worker expands its share of every state of the frontier (below) with the single
-   process's expansion (``Search._expand_plain``) into its ``seen`` dict;
-2. it sends every other worker the states new to it (one message per peer per level, empty
-   or not, so a receiver knows when the level is in) and merges what it receives: so every
-   worker ends the level with the same next frontier and the same visited set, each in its
-   own numbering and order;
-3. each new state's invariants are checked by one worker, its owner (``Node.owner``), in
-   the same passes (the scan of what it found, the merge of what it received);
+   process's expansion (``Search._expand_plain``) into its ``seen`` dict: its *found*
+   states, new to it;
+2. routing: it sends each found state to the state's *owner* (``Node.owner``: a function of
+   the state's orbit, the same in every process), keeps those it owns, and takes in those
+   the peers found that it owns. The owner alone tells whether a state is new to the
+   level, counts its servers' orbits (for the next level's share) and checks its
+   invariants, so each of those per-state passes is made once per state, not by every
+   worker for nearly every state;
+3. delivery: each owner sends every peer the new states it owns that the peer did not find
+   (the peer did not route it to the owner), with its orbit counts; so every worker ends
+   the level with the same next frontier, visited set and counts, each in its own
+   numbering and order;
 4. it tells the coordinator how many new states the level has, and any violation.
+
+Each of the two rounds is one message per peer per level, empty or not, so a receiver knows
+when the round is in; each round has its own queue, as a fast peer's delivery may come
+before a slow one's routing. Between two workers each new state crosses exactly once (to
+its owner when the other found it, else from its owner, delivered), where sending every
+found state to every peer made each worker merge nearly all the others found.
 
 Sharing the work
 ----------------
@@ -32,23 +43,28 @@ of a level is expanded exactly once, and the transitions and coverage summed ove
 workers are one process's; the levels are the same sets (``node``'s docstring).
 
 The assignment (``Share``): an orbit's default worker is its digest modulo N; at the start
-of each level, every worker counts the servers of the frontier in each orbit (the same
-counts everywhere: the frontiers are the same set, and orbits do not depend on the
-arrangement) and moves orbits from the busiest worker to the idlest while the busiest holds
-more than 5% over the mean. Every worker computes the same moves from the same counts, so
-all agree on every assignment without a message.
+of each level, every worker holds the count of the frontier's servers in each orbit (each
+new state's owner counted its servers, and the delivery summed the owners' counts: the same
+counts everywhere, as orbits do not depend on the arrangement) and moves orbits from the
+busiest worker to the idlest while the busiest holds more than 5% over the mean. Every
+worker computes the same moves from the same counts, so all agree on every assignment
+without a message.
 
-Messages name a state by the sender's key (its canonical packed sids) and carry, the first
-time the sender names a sid, the sid's server state as stable bytes
-(``codec.encode_server``): the receiver keeps a per-sender translation table to its own sids
-and canonicalises the state in its own numbering. So no message, no owner and no share
-depends on process-local numbering or on a salted hash.
+Messages name a state by the sender's key (its canonical packed sids) and carry the sids the
+sender interned since its last message, as stable bytes (``codec.encode_server``): the
+receiver keeps a per-sender translation table to its own sids, and a generated function
+(``Node.translator``) turns a sender's key into its own canonical key in one call (each sid
+translated, the canonical packing inline). So no message, no owner and no share depends on
+process-local numbering or on a salted hash.
 
 Parents. ``seen`` maps a state to how it was reached: -1 the initial state; a key >= 0, a
-state of this worker's frontier (the single process's parent link); -(2 + parent * N +
-sender) for a state received from ``sender``, whose key there was ``parent``. A
+state of this worker's frontier (the single process's parent link); -(2 + parent * N + w)
+for a state whose parent is the state with key ``parent`` at worker w. Messages carry the
+links in the second form, so an owner passes on a link it received as it is. A
 counterexample is walked back across the workers from the violating state to the initial
 one, then replayed like the single process's (``counterexample.replay``).
+
+The collector is off in the workers as in one process (``collector``).
 """
 
 from __future__ import annotations
@@ -68,10 +84,10 @@ from revivify.spec.actions import Bounds
 from revivify.spec.system import Spec
 
 from .codec import decode_server
+from .collector import paused
 from .counterexample import replay
 from .engine import Explorer
 from .node import (
-    MIX,
     Node,
     SpecSource,
     distributed_result,
@@ -124,7 +140,7 @@ def explore_parallel(
     cap = max_states  # every worker knows every state
     ctx = multiprocessing.get_context(START_METHOD)
     ctx.set_forkserver_preload(PRELOAD)
-    inboxes = [ctx.Queue() for _ in range(workers)]
+    inboxes = [(ctx.Queue(), ctx.Queue()) for _ in range(workers)]
     conns: list[Connection] = []
     procs = []
     try:
@@ -186,7 +202,7 @@ def explore_parallel(
                 p.join()
         for conn in conns:
             conn.close()
-        for q in inboxes:
+        for q in [q for pair in inboxes for q in pair]:
             q.close()
             q.join_thread()
     return distributed_result(spec, t0, sum(levels), transitions, coverage, len(levels) - 1,
@@ -263,20 +279,24 @@ def _worker(me: int, workers: int, source: SpecSource, bounds: Bounds, symmetry:
 class _Worker:
     def __init__(self, me: int, workers: int, source: SpecSource, bounds: Bounds,
                  symmetry: bool, verify: bool, cap: int | None, tally_levels: bool,
-                 conn: Connection, inboxes: list[Any]) -> None:
+                 conn: Connection, inboxes: list[tuple[Any, Any]]) -> None:
         self.me = me
         self.workers = workers
         self.cap = cap
         self.tally_levels = tally_levels
         self.conn = conn
+        # per worker, its two queues: the states routed to it as their owner (the
+        # exchange's first round), and those delivered by their owners (the second)
         self.inboxes = inboxes
         node = self.node = Node(source.build(), bounds, symmetry, verify)
         self.search = node.search
         self.seen = node.search.parents
-        # the sids already named to the peers (every message goes to every peer), and
-        # per peer its sids -> mine
-        self.named = bytearray()
+        # my sids below ``named`` are named to every peer (each message names those
+        # interned since the last); per peer, its sids -> mine, and its keys -> mine
+        self.named = 0
         self.mine_of: list[list[int]] = [[] for _ in range(workers)]
+        self.translate = [node.translator(table) for table in self.mine_of]
+        self.owner_of = node.owner_of(workers)
         self.share = Share(me, workers)
         ex = node.ex
         init = ex.key([ex.interner.sid(s) for s in ex.spec.initial()], 0)
@@ -285,120 +305,169 @@ class _Worker:
         self.frontier: list[int] = [init]
         node.fill()
         # the orbits of the frontier's servers, counted (for ``Share.rebalance``), and
-        # those of the next level's, as the scan and the merge meet them
+        # those of the new states this worker owns, as the exchange meets them
         self.counts: dict[int, int] = collections.Counter(
             [node.orbit[s] for s in ex.unpack(init)[0]])
         self.orbits: list[int] = []
 
     def serve(self) -> None:
-        while True:
-            cmd = self.conn.recv()
-            if cmd[0] == "level":
-                self.conn.send(("ok", self.level()))
-            elif cmd[0] == "state":
-                key = cmd[1]
-                encs, cw = self.node.servers(key)
-                self.conn.send(("ok", (encs, cw, self.seen[key])))
-            elif cmd[0] == "finish":
-                transitions, coverage = self.search.take_tally()
-                self.node.fill()
-                self.conn.send(("ok", (transitions, coverage, self.node.digests,
-                                       time.process_time())))
-            else:
-                return
+        with paused():
+            while True:
+                cmd = self.conn.recv()
+                if cmd[0] == "level":
+                    self.conn.send(("ok", self.level()))
+                elif cmd[0] == "state":
+                    key = cmd[1]
+                    encs, cw = self.node.servers(key)
+                    self.conn.send(("ok", (encs, cw, self.seen[key])))
+                elif cmd[0] == "finish":
+                    transitions, coverage = self.search.take_tally()
+                    self.node.fill()
+                    self.conn.send(("ok", (transitions, coverage, self.node.digests,
+                                           time.process_time())))
+                else:
+                    return
 
     def level(self) -> _Level:
-        """Expand this worker's share of the level, exchange the new states with every
-        peer, checking those this worker owns."""
+        """Expand this worker's share of the level, then the exchange (the module's
+        docstring): route the new states to their owners, take those routed here,
+        deliver to each peer the new states it lacks, take those delivered here."""
         node, seen, search, cap = self.node, self.seen, self.search, self.cap
+        me, inboxes = self.me, self.inboxes
         node.fill()
         self.share.rebalance(node.orbit, self.counts)
         found: list[int] = []
         capped = False
-        expand, append, owned = search.expand_share, found.append, self.share.owned
+        expand, append, owned_sids = search.expand_share, found.append, self.share.owned
         for key in self.frontier:
-            if expand(key, append, owned):
+            if expand(key, append, owned_sids):
                 break
             if cap is not None and len(seen) >= cap:
                 capped = True
                 break
         node.fill()
-        violation = self._scan(found)
-        # (a copy: the queues' feeder threads pickle ``found`` after ``put`` returns)
-        frontier = found.copy()
-        for _ in range(self.workers - 1):
-            sender, names, keys, parents = self.inboxes[self.me].get()
-            violation = self._merge(sender, names, keys, parents, frontier) or violation
-        self.frontier = frontier
-        self.counts = collections.Counter(self.orbits)
+        peers = [p for p in range(self.workers) if p != me]
+        # round 1: each new state to its owner
+        routed, owned, violation = self._route(found)
+        names = self._names()
+        for peer in peers:
+            inboxes[peer][0].put((me, names, routed[peer], self._refs(routed[peer])))
+        frontier = found
+        for _ in peers:
+            sender, names, keys, refs = inboxes[me][0].get()
+            violation = self._take_routed(sender, names, keys, refs, owned,
+                                          frontier) or violation
+        # round 2: each peer the states I own that it did not find, and my orbit counts
+        names = self._names()
+        counts = collections.Counter(self.orbits)
         self.orbits = []
+        for peer in peers:
+            keys = [k for k, by in owned.items() if not by >> peer & 1]
+            inboxes[peer][1].put((me, names, keys, self._refs(keys), counts))
+        total = counts.copy()  # (``counts`` is pickled by the queue's thread, later)
+        for _ in peers:
+            sender, names, keys, refs, theirs = inboxes[me][1].get()
+            self._take_delivered(sender, names, keys, refs, frontier)
+            total.update(theirs)
+        self.frontier = frontier
+        self.counts = total
         if search.violation_at is not None:
             chain, (kind, name) = search.violation_at
             violation = (chain[0], kind, name)
         transitions = search.tally(False) if self.tally_levels else 0
         return _Level(len(frontier), capped, violation, transitions)
 
-    def _scan(self, found: list[int]) -> tuple[int, str, str] | None:
-        """Send every peer the states this worker found, naming the sids not named yet;
-        count their servers' orbits and check the invariants of those this worker owns.
-        The first that fails, else None."""
-        node, me, n = self.node, self.me, self.workers
-        encs, orbit, named = node.encs, node.orbit, self.named
-        named.extend(bytes(len(encs) - len(named)))
-        checks = node.ex.checks
+    def _route(self, found: list[int]) -> tuple[list[list[int]], dict[int, int],
+                                                 tuple[int, str, str] | None]:
+        """The states this worker found, by owner: per peer those it owns; those I own
+        (-> the peers that found them too: none yet), their orbits counted and their
+        invariants checked (the first that fails, else None)."""
+        me = self.me
+        routed: list[list[int]] = [[] for _ in range(self.workers)]
+        owned: dict[int, int] = {}
+        owner_of, orbit_of = self.owner_of, self.node.orbit.__getitem__
+        checks = self.node.ex.checks
         state_ok, every = checks.state_ok, self.orbits.extend
-        shift_c, unpack, orbit_of = self.search._shift_c, self.search._unpack, orbit.__getitem__
-        cw_mask = (1 << shift_c) - 1
-        names: list[tuple[int, bytes]] = []
+        shift_c, unpack = self.search._shift_c, self.search._unpack
         violation = None
         for key in found:
+            w = owner_of(key)
+            if w != me:
+                routed[w].append(key)
+                continue
+            owned[key] = 0
             sids = unpack(key >> shift_c)
-            for s in sids:
-                if not named[s]:
-                    named[s] = 1
-                    names.append((s, encs[s]))
-            orbits = list(map(orbit_of, sids))
-            every(orbits)
-            # the owner, inline (Node.owner)
-            if (sum(orbits) + (key & cw_mask) * MIX) % n == me and not state_ok(sids):
+            every(map(orbit_of, sids))
+            if not state_ok(sids):
                 violation = violation or (key, "invariant", checks.state_failures(sids)[0])
-        seen = self.seen
-        parents = [seen[k] for k in found]
-        for peer in range(n):
-            if peer != me:
-                self.inboxes[peer].put((me, names, found, parents))
-        return violation
+        return routed, owned, violation
 
-    def _merge(self, sender: int, names: list[tuple[int, bytes]], keys: list[int],
-               parents: list[int], frontier: list[int]) -> tuple[int, str, str] | None:
-        """The new states ``sender`` found: those new to me join my next frontier (their
-        orbits counted, those I own checked: the first that fails, else None)."""
-        node, seen, me, n = self.node, self.seen, self.me, self.workers
+    def _names(self) -> tuple[int, list[bytes]]:
+        """My sids interned since the last message, named as stable bytes: (the first
+        one, their encodings)."""
+        encs, start = self.node.encs, self.named
+        self.named = len(encs)
+        return start, encs[start:]
+
+    def _learn(self, sender: int, names: tuple[int, list[bytes]]) -> Callable[[int], int]:
+        """Take in the sids ``sender`` names (in the order it interned them); its
+        translator of keys."""
+        start, encs = names
         table = self.mine_of[sender]
-        for s, enc in names:
-            if s >= len(table):
-                table.extend([-1] * (s + 1 - len(table)))
-            table[s] = node.sid(enc)
-        orbit_of, canon, mine_of = node.orbit.__getitem__, node.ex.canon, table.__getitem__
-        checks = node.ex.checks
+        if start != len(table):
+            raise ExplorerError(f"worker {sender} named sids from {start}, "
+                                f"{len(table)} expected")
+        table.extend(map(self.node.sid, encs))
+        return self.translate[sender]
+
+    def _refs(self, keys: list[int]) -> list[int]:
+        """The parent links of my ``keys``, as links any worker can follow: a parent in my
+        frontier becomes -(2 + its key * N + me)."""
+        me, n = self.me, self.workers
+        return [-(2 + p * n + me) if p >= 0 else p for p in map(self.seen.__getitem__, keys)]
+
+    def _take_routed(self, sender: int, names: tuple[int, list[bytes]], keys: list[int],
+                     refs: list[int], owned: dict[int, int],
+                     frontier: list[int]) -> tuple[int, str, str] | None:
+        """New states ``sender`` found that I own: each is new to the level (it joins my
+        frontier, its orbits counted, its invariants checked: the first that fails, else
+        None) or one this level's exchange already brought me; either way ``owned``
+        records that ``sender`` has it."""
+        translate = self._learn(sender, names)
+        seen, bit = self.seen, 1 << sender
+        orbit_of, checks = self.node.orbit.__getitem__, self.node.ex.checks
         state_ok, every, append = checks.state_ok, self.orbits.extend, frontier.append
         shift_c, unpack = self.search._shift_c, self.search._unpack
-        cw_mask = (1 << shift_c) - 1
-        tag = 2 + sender
         violation = None
-        for k, parent in zip(keys, parents, strict=True):
-            sids = list(map(mine_of, unpack(k >> shift_c)))
-            cw = k & cw_mask
-            mine = (canon(*sids) << shift_c) | cw
-            if mine not in seen:
-                seen[mine] = -(tag + parent * n)
-                append(mine)
-                orbits = list(map(orbit_of, sids))
-                every(orbits)
-                if (sum(orbits) + cw * MIX) % n == me and not state_ok(sids):
-                    violation = violation or (mine, "invariant",
-                                              checks.state_failures(sids)[0])
+        for k, ref in zip(keys, refs, strict=True):
+            mine = translate(k)
+            by = owned.get(mine)
+            if by is not None:
+                owned[mine] = by | bit
+                continue
+            if mine in seen:  # a state of an earlier level: every worker held it
+                raise ExplorerError(f"worker {sender} found a state of an earlier level")
+            seen[mine] = ref
+            owned[mine] = bit
+            append(mine)
+            sids = unpack(mine >> shift_c)
+            every(map(orbit_of, sids))
+            if not state_ok(sids):
+                violation = violation or (mine, "invariant", checks.state_failures(sids)[0])
         return violation
+
+    def _take_delivered(self, sender: int, names: tuple[int, list[bytes]], keys: list[int],
+                        refs: list[int], frontier: list[int]) -> None:
+        """New states that ``sender`` owns and I did not find: they join my frontier
+        (their owner counted and checked them)."""
+        translate = self._learn(sender, names)
+        seen, append = self.seen, frontier.append
+        for k, ref in zip(keys, refs, strict=True):
+            mine = translate(k)
+            if mine in seen:
+                raise ExplorerError(f"worker {sender} delivered a state I hold")
+            seen[mine] = ref
+            append(mine)
 
 
 class Share:

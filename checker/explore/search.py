@@ -12,6 +12,7 @@ from revivify.spec.actions import Bounds
 from revivify.spec.model import SystemState
 from revivify.spec.system import Spec
 
+from .collector import paused
 from .counterexample import replay
 from .engine import Explorer
 from .moves import COUNTER_BITS, COUNTER_MASK, KINDS, Moves, counter_add
@@ -58,7 +59,8 @@ def explore(
     if bad:
         search.violation_at = ([init_key], ("invariant", bad[0]))
     else:
-        (search.run_plain if ex.plain else search.run_generic)(init_key)
+        with paused():  # the collector off (``collector`` says why)
+            (search.run_plain if ex.plain else search.run_generic)(init_key)
 
     violation: ExploreViolation | None = None
     if search.violation_at is not None:

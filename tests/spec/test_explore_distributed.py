@@ -83,12 +83,16 @@ class TestWorkers:
         same_counts(explore(default_spec(), bounds, symmetry=False),
                     explore(default_spec(), bounds, symmetry=False, workers=3))
 
+    # three workers: an owner passes on to a third worker the parent links of states a
+    # second one found, so the counterexample's walk back crosses all three
+    @pytest.mark.parametrize("workers", [2, 3])
     @pytest.mark.parametrize("case", mutant_cases(), ids=lambda c: c[0])
-    def test_mutant_first_violation_depth(self, case: tuple[str, Bounds, int | None]) -> None:
+    def test_mutant_first_violation_depth(self, case: tuple[str, Bounds, int | None],
+                                          workers: int) -> None:
         name, bounds, cap = case
         spec = MUTANTS[name].build(3)  # its closures do not pickle: rebuilt by name
         one = explore(spec, bounds, max_states=cap)
-        two = explore(spec, bounds, max_states=cap, workers=2)
+        two = explore(spec, bounds, max_states=cap, workers=workers)
         assert one.violation is not None and two.violation is not None
         assert len(two.violation.trace) == len(one.violation.trace)
         assert (two.violation.kind, two.violation.invariant) == (one.violation.kind,
@@ -134,7 +138,7 @@ def run_in_threads(spec: Spec, bounds: Bounds, workers: int) -> tuple[list[_Work
     """The parallel search's workers in this process, one thread each (the GIL takes
     turns; the protocol is the same), to look inside them: the workers, the transitions
     summed over them, the coverage summed."""
-    inboxes: list[Any] = [queue.Queue() for _ in range(workers)]
+    inboxes: list[Any] = [(queue.Queue(), queue.Queue()) for _ in range(workers)]
     ws = [_Worker(me, workers, SpecSource.of(spec), bounds, True, False, None, False,
                   cast(Any, None), inboxes) for me in range(workers)]
     while True:
@@ -192,6 +196,15 @@ class TestSharedWork:
         assert dict(zip(one.coverage, coverage, strict=True)) == one.coverage
         planned = [{w.node.orbit[sid] for _i, sid in w.node.ex.plans} for w in ws]
         assert planned[0] and planned[1] and not planned[0] & planned[1]
+        # the generated owner and translator are Node.owner and ex.key, per state
+        a, b = ws
+        assert len(a.seen) == len(b.seen) == one.distinct_states
+        for k in b.seen:
+            sids, cw = b.node.ex.unpack(k)
+            mine = a.translate[1](k)
+            assert mine == a.node.ex.key([a.mine_of[1][s] for s in sids], cw)
+            assert mine in a.seen
+            assert b.owner_of(k) == b.node.owner(k, 2) == a.owner_of(mine)
 
     def test_orbits_that_move_keep_the_counts(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(Share, "MIN_SERVERS", 0)
