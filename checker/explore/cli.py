@@ -14,8 +14,7 @@ from revivify.spec.actions import Bounds
 from revivify.spec.system import Spec, default_spec
 
 from .moves import MAX_BUDGET
-from .node import NotDistributable
-from .results import ExploreProgress, ExploreResult
+from .results import ExploreProgress, ExplorerError, ExploreResult
 from .search import explore
 from .symmetry import MAX_SERVERS
 
@@ -208,7 +207,9 @@ def explore_main(argv: list[str], spec: Spec | None = None) -> int:
         else:
             result = explore(spec, bounds, max_states=args.max_states, progress=progress,
                              symmetry=not args.no_symmetry, workers=args.workers)
-    except NotDistributable as e:
+    except ExplorerError as e:
+        # A spec that cannot travel to the workers (NotDistributable), a worker that died,
+        # or the explorer's own cross-check failing: one line that says which, exit 2.
         print(f"revivify explore: error: {e}", file=sys.stderr)
         return 2
     if args.json:

@@ -238,15 +238,29 @@ class _Coordinator:
         self.procs = procs
 
     def tell_all(self, msg: tuple[Any, ...]) -> None:
-        for conn in self.conns:
-            conn.send(msg)
+        for w in range(len(self.conns)):
+            self._send(w, msg)
+
+    def _send(self, w: int, msg: tuple[Any, ...]) -> None:
+        try:
+            self.conns[w].send(msg)
+        except OSError as exc:  # BrokenPipeError, ConnectionResetError: it is gone
+            raise self._lost(w, exc) from None
+
+    def _lost(self, w: int, exc: BaseException) -> ExplorerError:
+        """Worker ``w``'s pipe broke: it died (say how), or is about to."""
+        proc = self.procs[w]
+        proc.join(5)
+        if proc.exitcode is None:
+            return ExplorerError(f"explore worker {w} stopped answering ({exc!r})")
+        return ExplorerError(f"explore worker {w} died (exit code {proc.exitcode})")
 
     def ask_all(self, msg: tuple[Any, ...]) -> list[Any]:
         self.tell_all(msg)
         return [self._answer(w) for w in range(len(self.conns))]
 
     def ask(self, w: int, msg: tuple[Any, ...]) -> Any:
-        self.conns[w].send(msg)
+        self._send(w, msg)
         return self._answer(w)
 
     def _answer(self, w: int) -> Any:
@@ -254,7 +268,10 @@ class _Coordinator:
         while True:
             ready = wait([conn, *[p.sentinel for p in self.procs]])
             if conn in ready:
-                tag, body = conn.recv()
+                try:
+                    tag, body = conn.recv()
+                except (EOFError, OSError) as exc:  # it died with its pipe readable
+                    raise self._lost(w, exc) from None
                 if tag == "error":
                     raise ExplorerError(f"explore worker {w} failed:\n{body}")
                 return body

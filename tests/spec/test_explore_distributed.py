@@ -5,6 +5,7 @@ depth under a mutant, counterexamples that replay as real runs."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 from typing import Any, cast
@@ -19,6 +20,14 @@ from revivify.spec import Spec, default_spec
 from revivify.spec.actions import Bounds, replace_action
 from revivify.spec.model import ServerState
 from revivify.spec.mutants import MUTANTS
+
+
+class _DiesAtStart(SpecSource):
+    """A source whose worker exits as it builds the spec: a worker killed at start-up."""
+
+    def build(self) -> Spec:
+        os._exit(3)
+
 
 SMALL = Bounds(max_term=1, max_index=0, max_crashes=0, max_wipes=0, max_requests=2)
 # every budget (a crash, a fault, one request): Moves split by budget mask
@@ -114,6 +123,22 @@ class TestWorkers:
         err = capsys.readouterr().err
         assert err.startswith("revivify explore: error: spec 'local' cannot be sent")
         assert err.count("\n") == 1
+
+    def test_a_worker_that_dies_at_start_up(self, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+        """Workers that exit while the coordinator sends or reads (their pipes broken, or
+        readable at EOF): an ExplorerError naming the worker and its exit code, and the
+        CLI's one-line error (it used to be a ConnectionResetError now and then)."""
+        monkeypatch.setattr(SpecSource, "of", staticmethod(
+            lambda spec: _DiesAtStart(spec, None, spec.n_servers)))
+        for _ in range(3):  # the race differs from one run to the next
+            with pytest.raises(ExplorerError, match=r"explore worker \d died \(exit code 3\)"):
+                explore(default_spec(), SMALL, workers=2)
+        assert explore_main(["--max-term", "1", "--max-index", "0", "--requests", "0",
+                             "--workers", "2", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("revivify explore: error: explore worker ") and \
+            err.count("\n") == 1, err
 
     def test_cli_json(self, capsys: pytest.CaptureFixture[str]) -> None:
         argv = ["--max-term", "1", "--max-index", "0", "--json"]
