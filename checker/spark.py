@@ -45,7 +45,6 @@ to group the files by node, so it must see the trace paths.
 from __future__ import annotations
 
 import contextlib
-import gc
 import heapq
 import json
 import os
@@ -65,6 +64,7 @@ from revivify.checker.facts import (
     from_columns,
     to_columns,
 )
+from revivify.checker.gcpause import paused as gc_paused
 from revivify.checker.global_checks import (
     GlobalChecks,
     commit_violation,
@@ -206,20 +206,6 @@ def _unpacked(collected: Iterable[Any]) -> Iterator[Any]:
     decode = msgspec.msgpack.Decoder().decode
     for t in collected:
         yield from decode(t[1])
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic collector paused: the driver builds about ten million small objects from
-    the facts (none in a cycle), and the collector's passes over them, each more costly
-    than the last as they accumulate, would take as long as the work."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 # --- The dataframe plan --------------------------------------------------------------------
@@ -617,7 +603,7 @@ def _merge(rows: Iterable[Any], report: Report, max_frontier: int) -> list[dict[
      _D) = range(len(_OUT_FIELDS))
     fact_kinds = _FACT_KINDS
     fact_columns = _FACT_COLUMNS
-    with _no_gc():
+    with gc_paused():
         for row in rows:
             rtype = row[RTYPE]
             if rtype in fact_kinds:

@@ -15,21 +15,6 @@ cycles the search left.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-
-@contextmanager
-def paused() -> Iterator[None]:
-    """The collector off for the block (and on again after it, if it was)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
+from revivify.checker.gcpause import paused
 
 __all__ = ["paused"]
