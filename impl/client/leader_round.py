@@ -38,7 +38,7 @@ from collections.abc import Iterable
 import attrs
 
 from revivify.impl.master import api
-from revivify.impl.rpc.address import BadAddress, parse_address
+from revivify.impl.rpc.address import is_address
 
 LEADER = "LEADER"
 
@@ -138,17 +138,10 @@ def master_answer(status: api.MasterStatus) -> Answer:
     """What one master's Master.Status means to a round: its role and term, and the leader
     it names (a valid HOST:PORT only) to be asked in the same round."""
     hinted = status.leader_address
-    if hinted and _valid(hinted):
+    if hinted and is_address(hinted):
         return Answer(status.role, status.term, also_ask=(hinted,))
     return Answer(status.role, status.term)
 
-
-def _valid(address: str) -> bool:
-    try:
-        parse_address(address)
-    except BadAddress:
-        return False
-    return True
 
 
 __all__ = ["LEADER", "Answer", "LeaderRound", "Round", "Unanswered", "master_answer"]

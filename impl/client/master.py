@@ -72,6 +72,7 @@ import trio
 
 from revivify.impl.master import api
 from revivify.impl.rpc import ConnectFailed, ConnectionClosed, Network, RpcError, UnknownMethod
+from revivify.impl.rpc.address import is_address
 
 from .connections import ServerConnections, open_connections
 from .discovery import discover_leader
@@ -100,15 +101,6 @@ READ_ONLY = frozenset({api.MASTER_STATUS, api.MASTER_LIST_TSERVERS, api.MASTER_L
                        api.MASTER_TABLE_LOCATIONS})
 """Methods that change nothing: a call of one cut off in flight leaves no unknown outcome."""
 
-
-def _valid(address: str | None) -> bool:
-    if not address:
-        return False
-    try:
-        parse_address(address)
-    except ClientError:
-        return False
-    return True
 
 
 class MasterClient:
@@ -162,7 +154,7 @@ class MasterClient:
                     last = exc
                     self._leader = None
                     hinted = exc.leader_address
-                    if (not followed_hint and _valid(hinted) and hinted != address
+                    if (not followed_hint and is_address(hinted) and hinted != address
                             and hinted is not None):
                         self._remember(hinted, exc.leader_uuid)
                         self._leader = hinted
@@ -305,7 +297,7 @@ class MasterClient:
         """Adopt the master list a master names, if its config is newer than the one the
         list came from (impl/tserver/master_api.py "The master list": configs are ordered by
         their index; a removed master's older config never outranks it)."""
-        told = [a for a in dict.fromkeys(status.masters) if _valid(a)]
+        told = [a for a in dict.fromkeys(status.masters) if is_address(a)]
         if status.masters_index <= self.masters_index or not told:
             return
         self.masters, self.masters_index = told, status.masters_index

@@ -86,6 +86,7 @@ from revivify.impl.rpc import (
     ServerShuttingDown,
     WrongServerUuid,
 )
+from revivify.impl.rpc.address import is_address
 from revivify.impl.tablet.errors import InvalidWrite
 from revivify.impl.tablet.ops import RowOp, validate_identity, validate_ops
 from revivify.impl.tserver.api import (
@@ -187,7 +188,7 @@ class TabletClient:
         """Add servers to ask (a table client's refreshed locations: table.py); the ones
         already known keep their place, so the cached leader and the order stay."""
         for address in addresses:
-            if _valid(address) and address not in self._addresses:
+            if is_address(address) and address not in self._addresses:
                 self._addresses.append(address)
 
     @property
@@ -405,7 +406,7 @@ class TabletClient:
         """Cache the leader a NotLeader names; whether it is worth trying at once."""
         self._leader = None
         address = refusal.leader_address
-        if not refusal.leader_uuid or not address or not _valid(address):
+        if not refusal.leader_uuid or not address or not is_address(address):
             return False
         self._remember(address, refusal.leader_uuid)
         if address == tried:  # a server naming itself while refusing: find the leader anew
@@ -435,11 +436,11 @@ class TabletClient:
                 return Unanswered(exc.reason)
             # Peers are learnt from every answer, a late one included.
             for peer in info.peers:
-                if _valid(peer.address):
+                if is_address(peer.address):
                     self._remember(peer.address, peer.uuid)
             # A leader or a peer nobody asked yet: asked in this round too.
             hinted = self._address_of(info.leader, info.peers)
-            others = tuple(p.address for p in info.peers if _valid(p.address))
+            others = tuple(p.address for p in info.peers if is_address(p.address))
             return Answer(info.role, info.term, info.role or info.state,
                           (hinted, *others) if hinted is not None else others)
 
@@ -461,17 +462,10 @@ class TabletClient:
         if uuid is None:
             return None
         for peer in peers:
-            if peer.uuid == uuid and _valid(peer.address):
+            if peer.uuid == uuid and is_address(peer.address):
                 return peer.address
         return None
 
-
-def _valid(address: str) -> bool:
-    try:
-        parse_address(address)
-    except ClientError:
-        return False
-    return True
 
 
 @asynccontextmanager

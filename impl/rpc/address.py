@@ -70,4 +70,16 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-__all__ = ["BadAddress", "format_address", "parse_address"]
+def is_address(address: str | None) -> bool:
+    """Whether ``address`` is a usable "HOST:PORT" (`parse_address` accepts it): for a hint
+    or a list a server sent, where a bad entry is skipped rather than an error."""
+    if not address:
+        return False
+    try:
+        parse_address(address)
+    except BadAddress:
+        return False
+    return True
+
+
+__all__ = ["BadAddress", "format_address", "is_address", "parse_address"]
