@@ -19,7 +19,8 @@ log (`_AppenderThread`), so waiters keep queueing while the disk syncs: a job go
 through a queue and its outcome comes back by rescheduling the appender task with the trio
 token. That costs one thread wake-up each way per group, less than a `trio.to_thread.run_sync`
 per group (thread cache, capacity limiter, context copy), which matters for one writer,
-whose rate is one group per sync. Rarer I/O (preparing the next segment, GC, reads, close)
+whose rate is one group per sync. With fsync off (`LogOptions(fsync=False)`, a benchmark's
+setting) a group's write only copies into the page cache, so it runs inline in trio. Rarer I/O (preparing the next segment, GC, reads, close)
 still runs in trio worker threads, so preparing a segment never delays a group commit.
 With `LogOptions(use_threads=False)` every disk call runs inline (deterministic SimDisk tests).
 
@@ -888,7 +889,12 @@ class Log:
         assert active is not None
         data = b"".join([r.frame for r in group]) if len(group) > 1 else group[0].frame
         started = time.perf_counter()
-        synced = await self._run_appender(self._write_and_sync, active, active.end, data)
+        if self.options.fsync or self._thread is None:
+            synced = await self._run_appender(self._write_and_sync, active, active.end, data)
+        else:
+            # Without fsync the write only copies into the page cache (microseconds): a
+            # hand-off to the appender thread and back would cost more than the write.
+            synced = self._write_and_sync(active, active.end, data)
         metrics = self.metrics  # observed here, in the trio thread (impl/observe/families.py)
         metrics.append_seconds.observe(time.perf_counter() - started)
         if synced is not None:

@@ -167,6 +167,29 @@ class TestGroupCommit:
 
         run_log(disk, body, LogOptions(fsync=False, use_threads=False))
 
+    @pytest.mark.parametrize("fsync", [False, True])
+    def test_only_a_sync_goes_to_the_appender_thread(self, fsync: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without fsync a group's write is a copy into the page cache, done in trio: the
+        appender thread (a hand-off each way) is for syncs."""
+        disk = formatted_disk()
+        handed: list[str] = []
+        real_run = _AppenderThread.run
+
+        async def counting_run(self: _AppenderThread, fn: Callable[..., object],
+                               *args: object) -> object:
+            handed.append(getattr(fn, "__name__", "?"))
+            return await real_run(self, fn, *args)
+
+        monkeypatch.setattr(_AppenderThread, "run", counting_run)
+
+        async def body(log: Log) -> None:
+            await append_sequentially(log, 1, 5)
+
+        run_log(disk, body, LogOptions(segment_size=1 << 16, fsync=fsync))
+        assert handed.count("_write_and_sync") == (5 if fsync else 0)
+        assert [e.index for e in read_log_entries(disk, WAL, TABLET)] == [1, 2, 3, 4, 5]
+
     @pytest.mark.parametrize("threads", [False, True])
     def test_disk_failure_fails_waiters_and_later_appends(self, threads: bool) -> None:
         disk = formatted_disk()
