@@ -20,8 +20,9 @@ through a queue and its outcome comes back by rescheduling the appender task wit
 token. That costs one thread wake-up each way per group, less than a `trio.to_thread.run_sync`
 per group (thread cache, capacity limiter, context copy), which matters for one writer,
 whose rate is one group per sync. With fsync off (`LogOptions(fsync=False)`, a benchmark's
-setting) a group's write only copies into the page cache, so it runs inline in trio. Rarer I/O (preparing the next segment, GC, reads, close)
-still runs in trio worker threads, so preparing a segment never delays a group commit.
+setting) a group's write only copies into the page cache, so it runs inline in trio.
+Rarer I/O (preparing the next segment, GC, reads, close) still runs in trio worker threads,
+so preparing a segment never delays a group commit.
 With `LogOptions(use_threads=False)` every disk call runs inline (deterministic SimDisk tests).
 
 Segment file `wals/<tablet-id>/wal-<sequence:09d>`, a sequence of codec frames::
