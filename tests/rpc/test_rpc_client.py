@@ -328,3 +328,78 @@ class TestCasts:
                 assert [c.call_id for c in probe.contexts] == list(range(-1, -51, -1))
 
         run(main)
+
+
+class TestDirectWrite:
+    """A frame handed over while the writer holds nothing is written by the caller at once
+    (client.py, "The direct write"); otherwise it queues behind what the writer holds, and
+    frames always reach the peer in the order they were handed over."""
+
+    @staticmethod
+    async def _frames(stream: trio.SocketStream, count: int) -> list[Request]:
+        decoder = FrameDecoder(1 << 24)
+        out: list[Request] = []
+        while len(out) < count:
+            data = await stream.receive_some(1 << 20)
+            assert data, "the client closed early"
+            out.extend(decode_request(p) for p in decoder.feed(data))
+        return out
+
+    def test_a_cast_on_a_quiet_link_leaves_without_the_writer(self) -> None:
+        async def main() -> None:
+            listeners = await trio.open_tcp_listeners(0, host=HOST)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
+                peer = await listeners[0].accept()
+                client.cast_nowait("Echo", Echo("now"))
+                # no checkpoint since: the writer task cannot have run, and nothing waits
+                # for it (before, the frame sat in its queue until it was scheduled)
+                assert client._outgoing.statistics().current_buffer_used == 0
+                assert client._unsent == 0
+                [request] = await self._frames(peer, 1)
+                assert (request.call_id, request.method, request.oneway) == (-1, "Echo", True)
+                await peer.aclose()
+            await listeners[0].aclose()
+
+        run(main)
+
+    def test_a_full_socket_keeps_the_order(self) -> None:
+        """The peer reads nothing at first: direct writes fill the socket, one is cut short
+        and its rest queued, and every later frame queues behind it."""
+        count, size = 200, 48 * 1024
+
+        async def main() -> None:
+            listeners = await trio.open_tcp_listeners(0, host=HOST)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
+                peer = await listeners[0].accept()
+                queued_at_some_point = False
+                for i in range(count):
+                    await client.cast("Echo", Echo(f"{i:04d}" + "x" * size))
+                    queued_at_some_point |= client._unsent > 0
+                assert queued_at_some_point, "the socket never filled: nothing was queued"
+                requests = await self._frames(peer, count)
+                assert [r.call_id for r in requests] == list(range(-1, -count - 1, -1))
+                bodies = [msgspec.msgpack.decode(r.body, type=Echo).text[:4] for r in requests]
+                assert bodies == [f"{i:04d}" for i in range(count)]
+                await peer.aclose()
+            await listeners[0].aclose()
+
+        run(main)
+
+    def test_no_direct_write_once_closed(self) -> None:
+        async def main() -> None:
+            listeners = await trio.open_tcp_listeners(0, host=HOST)
+            port = listeners[0].socket.getsockname()[1]
+            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
+                peer = await listeners[0].accept()
+                client.abort("test")
+                with pytest.raises(ConnectionClosed):
+                    client.cast_nowait("Echo", Echo("late"))
+                with trio.move_on_after(0.2):
+                    data = await peer.receive_some(1 << 16)
+                    assert data == b"", f"bytes after the close: {data!r}"
+                await peer.aclose()
+            await listeners[0].aclose()
+
+        run(main)
