@@ -64,7 +64,13 @@ links in the second form, so an owner passes on a link it received as it is. A
 counterexample is walked back across the workers from the violating state to the initial
 one, then replayed like the single process's (``counterexample.replay``).
 
-The collector is off in the workers as in one process (``collector``).
+The collector is off in the workers as in one process (``collector``), from a worker's start
+to its exit (``_worker``).
+
+Start and end: wall time one process does not spend. The fork server's start (an
+interpreter, the imports, ``warm``) runs while the coordinator builds its own Explorer, not
+after it; at the end a worker leaves without a last collection or freeing its objects one by
+one (``_worker``): its process's memory goes back whole.
 """
 
 from __future__ import annotations
