@@ -4,7 +4,8 @@ pending call with ConnectionClosed."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import msgspec
 import pytest
@@ -28,6 +29,7 @@ from revivify.impl.rpc import (
     ConnectionClosed,
     FrameTooLarge,
     MalformedResponse,
+    RpcClient,
     RpcServer,
     encode_frame,
     open_rpc_client,
@@ -336,6 +338,20 @@ class TestDirectWrite:
     frames always reach the peer in the order they were handed over."""
 
     @staticmethod
+    @asynccontextmanager
+    async def _linked() -> AsyncIterator[tuple[RpcClient, trio.SocketStream]]:
+        """A client connected to a bare listener here: the peer's end, read by hand."""
+        listeners = await trio.open_tcp_listeners(0, host=HOST)
+        port = listeners[0].socket.getsockname()[1]
+        async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
+            peer = await listeners[0].accept()
+            try:
+                yield client, peer
+            finally:
+                await peer.aclose()
+        await listeners[0].aclose()
+
+    @staticmethod
     async def _frames(stream: trio.SocketStream, count: int) -> list[Request]:
         decoder = FrameDecoder(1 << 24)
         out: list[Request] = []
@@ -347,10 +363,7 @@ class TestDirectWrite:
 
     def test_a_cast_on_a_quiet_link_leaves_without_the_writer(self) -> None:
         async def main() -> None:
-            listeners = await trio.open_tcp_listeners(0, host=HOST)
-            port = listeners[0].socket.getsockname()[1]
-            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
-                peer = await listeners[0].accept()
+            async with self._linked() as (client, peer):
                 client.cast_nowait("Echo", Echo("now"))
                 # no checkpoint since: the writer task cannot have run, and nothing waits
                 # for it (before, the frame sat in its queue until it was scheduled)
@@ -358,8 +371,6 @@ class TestDirectWrite:
                 assert client._unsent == 0
                 [request] = await self._frames(peer, 1)
                 assert (request.call_id, request.method, request.oneway) == (-1, "Echo", True)
-                await peer.aclose()
-            await listeners[0].aclose()
 
         run(main)
 
@@ -369,10 +380,7 @@ class TestDirectWrite:
         count, size = 200, 48 * 1024
 
         async def main() -> None:
-            listeners = await trio.open_tcp_listeners(0, host=HOST)
-            port = listeners[0].socket.getsockname()[1]
-            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
-                peer = await listeners[0].accept()
+            async with self._linked() as (client, peer):
                 queued_at_some_point = False
                 for i in range(count):
                     await client.cast("Echo", Echo(f"{i:04d}" + "x" * size))
@@ -382,24 +390,17 @@ class TestDirectWrite:
                 assert [r.call_id for r in requests] == list(range(-1, -count - 1, -1))
                 bodies = [msgspec.msgpack.decode(r.body, type=Echo).text[:4] for r in requests]
                 assert bodies == [f"{i:04d}" for i in range(count)]
-                await peer.aclose()
-            await listeners[0].aclose()
 
         run(main)
 
     def test_no_direct_write_once_closed(self) -> None:
         async def main() -> None:
-            listeners = await trio.open_tcp_listeners(0, host=HOST)
-            port = listeners[0].socket.getsockname()[1]
-            async with open_rpc_client(HOST, port, SERVER_UUID, CLIENT_UUID) as client:
-                peer = await listeners[0].accept()
+            async with self._linked() as (client, peer):
                 client.abort("test")
                 with pytest.raises(ConnectionClosed):
                     client.cast_nowait("Echo", Echo("late"))
                 with trio.move_on_after(0.2):
                     data = await peer.receive_some(1 << 16)
                     assert data == b"", f"bytes after the close: {data!r}"
-                await peer.aclose()
-            await listeners[0].aclose()
 
         run(main)
