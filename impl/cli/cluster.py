@@ -303,7 +303,7 @@ def _start(args: argparse.Namespace) -> Outcome:
     from revivify.impl.processes.control import (
         ProcessError,
         ServerProcess,
-        free_port,
+        free_ports,
         kill_process,
     )
     from revivify.impl.processes.masters import MasterProcesses
@@ -348,17 +348,21 @@ def _start(args: argparse.Namespace) -> Outcome:
             tservers = 3 if args.num_tservers is None else args.num_tservers
             master_args = list(args.master_arg)
             follower = None
+            # every port of the cluster picked together, so no two are the same
+            ports = free_ports(1 + 2 * masters + 2 * tservers)
+            web = 1 + masters + tservers  # ports: follower, masters, tservers, their pages
             if args.watch:
-                port = free_port()
+                port = ports[0]
                 follower = ServerProcess(0, root, os.path.join(root, "traces"),
                                          os.path.join(root, FOLLOWER_LOG), port=port,
                                          web_port=port)
                 master_args.append(f"--trace-follower=http://{follower.host}:{port}")
             cluster = MasterProcesses(root, masters, tservers, master_args=master_args,
                                     tserver_args=args.tserver_arg, detached=True,
-                                    tserver_ports=[free_port() for _ in range(tservers)],
-                                    master_web_ports=[free_port() for _ in range(masters)],
-                                    tserver_web_ports=[free_port() for _ in range(tservers)],
+                                    master_ports=ports[1:1 + masters],
+                                    tserver_ports=ports[1 + masters:web],
+                                    master_web_ports=ports[web:web + masters],
+                                    tserver_web_ports=ports[web + masters:],
                                     start_timeout=args.timeout)
             _say(f"starting {masters} master{'s' if masters != 1 else ''} and {tservers} "
                  f"tablet server{'s' if tservers != 1 else ''} in {root}")

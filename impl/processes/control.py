@@ -47,10 +47,24 @@ class ProcessError(Exception):
 
 def free_port() -> int:
     """A port free right now (another process may take it before us: rare on a test box)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free right now. Each is held bound until all are picked: a
+    port picked and released is free again, and the kernel may hand it out to the next
+    pick (two masters of one cluster once got the same port, and the second refused to
+    start: "--masters lists an address twice")."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 @attrs.frozen

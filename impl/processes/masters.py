@@ -34,7 +34,7 @@ from .control import (
     ServerProcess,
     await_listening,
     await_web,
-    free_port,
+    free_ports,
     kill_process,
     spawn,
     stop_process,
@@ -64,10 +64,11 @@ class MasterProcesses:
         self.master_args = list(master_args)
         self.tserver_args = list(tserver_args)
         assert not master_ports or len(master_ports) == masters, (master_ports, masters)
+        ports = list(master_ports) or free_ports(masters)  # distinct: picked together
         self.masters = [
             ServerProcess(i, os.path.join(root, f"m-{i}"), self.trace_dir,
                           os.path.join(root, f"m-{i}.log"),
-                          port=master_ports[i] if master_ports else free_port(),
+                          port=ports[i],
                           web_port=master_web_ports[i] if master_web_ports else 0)
             for i in range(masters)]
         assert not master_placements or len(master_placements) == masters
