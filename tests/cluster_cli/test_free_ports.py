@@ -6,6 +6,7 @@ twice", seen once in a fresh clone's CI)."""
 from __future__ import annotations
 
 import socket
+from typing import ClassVar
 
 import pytest
 
@@ -17,7 +18,7 @@ class _ForgetfulKernel:
     """A socket whose bind to port 0 picks the lowest port not bound at this moment: the
     repetition a real kernel may make, made every time."""
 
-    bound: set[int] = set()
+    bound: ClassVar[set[int]] = set()  # ports bound now, over every instance
 
     def __init__(self, *args: object) -> None:
         self.port = 0
@@ -41,14 +42,14 @@ class _ForgetfulKernel:
 
 def test_ports_picked_together_are_distinct_even_when_the_kernel_repeats(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control.socket, "socket", _ForgetfulKernel)
+    monkeypatch.setattr(socket, "socket", _ForgetfulKernel)
     assert [control.free_port() for _ in range(3)] == [40000] * 3  # one at a time: repeats
     assert control.free_ports(5) == [40000, 40001, 40002, 40003, 40004]
 
 
 def test_a_clusters_masters_get_distinct_ports(tmp_path: object,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control.socket, "socket", _ForgetfulKernel)
+    monkeypatch.setattr(socket, "socket", _ForgetfulKernel)
     cluster = MasterProcesses(str(tmp_path), masters=3, tservers=1)
     assert sorted(m.port for m in cluster.masters) == [40000, 40001, 40002]
 
